@@ -1,0 +1,31 @@
+# Thin wrapper around CMake (out-of-tree build in build/).
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
+
+.PHONY: all deps demo test test-c test-e2e test-asan install clean
+
+all:
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j2
+
+deps:
+	bash scripts/deps.sh
+
+# The main job: the latency comparison table (and its plot).
+demo: deps
+	$(MAKE) all
+	bash scripts/demo.sh $(BUILD)
+
+# Every test: C unit tests, end-to-end tests, and the C tests again under
+# ASan+UBSan. Ends with one "N passed, N failed" line.
+test: deps
+	$(MAKE) all CMAKE_FLAGS="-DLF_WERROR=ON $(CMAKE_FLAGS)"
+	bash scripts/test.sh $(BUILD) $(ASAN_BUILD)
+
+install: all
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

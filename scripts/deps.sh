@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing loopfast needs on Debian 12, only what
+# is missing. Database servers for `loopfast bench app` are installed by
+# that benchmark itself.
+set -euo pipefail
+
+pkgs=()
+need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
+for p in build-essential cmake pkg-config liburing-dev python3 python3-pip \
+	 sockperf redis-server redis-tools curl passwd util-linux iproute2 procps; do
+	need "$p"
+done
+if [ ${#pkgs[@]} -gt 0 ]; then
+	echo "deps: installing ${pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q "${pkgs[@]}" >/dev/null
+fi
+
+# pytest and matplotlib for whichever python3 is first on PATH: pip where it
+# is allowed (a venv or pyenv), Debian's packages for the system python.
+if ! python3 -c 'import pytest, matplotlib' 2>/dev/null; then
+	if ! python3 -m pip install -q pytest matplotlib 2>/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest python3-matplotlib >/dev/null
+	fi
+fi
+python3 -c 'import pytest, matplotlib' || { echo "deps: pytest/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }

@@ -1,0 +1,25 @@
+/* The loopfast command: one file per subcommand and a dispatch table (main.c). */
+#ifndef LF_CLI_H
+#define LF_CLI_H
+
+#include <stdbool.h>
+
+extern bool lf_cli_json;     /* the global --json flag */
+extern const char *lf_cli_argv0;
+
+/* Prints one line naming what failed (JSON object when --json) and returns 2,
+ * the exit status for bad input and failures. */
+int lf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Directory of the running loopfast executable (for finding the preload
+ * library and bench/ scripts). */
+const char *lf_cli_selfdir(void);
+
+int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_bench_latency(int argc, char **argv);
+int cmd_bench_udp(int argc, char **argv);
+int cmd_bench_app(int argc, char **argv);
+
+#endif

@@ -1,0 +1,98 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+bool lf_cli_json;
+const char *lf_cli_argv0 = "loopfast";
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct cmd cmds[] = {
+	{ "run", cmd_run, "run [--spin-us N] [--] PROG [ARGS...]  run PROG with every loopback TCP socket opted in" },
+	{ "status", cmd_status, "status                               list fast-path listeners and connections" },
+	{ "bench", cmd_bench, "bench latency|udp|app ...            benchmarks (see loopfast(1))" },
+	{ NULL, NULL, NULL },
+};
+
+int lf_cli_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (lf_cli_json) {
+		printf("{\"error\": \"");
+		for (const char *p = msg; *p; p++)
+			if (*p == '"' || *p == '\\')
+				printf("\\%c", *p);
+			else if ((unsigned char)*p >= 0x20)
+				putchar(*p);
+		printf("\"}\n");
+	} else {
+		fprintf(stderr, "loopfast: %s\n", msg);
+	}
+	return 2;
+}
+
+const char *lf_cli_selfdir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n;
+
+	if (dir[0])
+		return dir;
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n <= 0)
+		return strcpy(dir, ".");
+	dir[n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	return dir;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: loopfast [--json] COMMAND [ARGS...]\n\ncommands:\n");
+	for (const struct cmd *c = cmds; c->name; c++)
+		fprintf(f, "  %s\n", c->help);
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	lf_cli_argv0 = argv[0];
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--json"))
+			lf_cli_json = true;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("loopfast 0.1.0\n");
+			return 0;
+		} else {
+			return lf_cli_error("unknown option '%s' (try 'loopfast --help')", argv[i]);
+		}
+	}
+	if (i == argc) {
+		usage(stderr);
+		return 2;
+	}
+	for (const struct cmd *c = cmds; c->name; c++)
+		if (!strcmp(c->name, argv[i]))
+			return c->fn(argc - i, argv + i);
+	return lf_cli_error("unknown command '%s' (try 'loopfast --help')", argv[i]);
+}

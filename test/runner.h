@@ -1,0 +1,36 @@
+/* A tiny test runner in the style of libuv's: each test runs in a forked
+ * child with a timeout; exit status 77 means "skipped". */
+#ifndef LF_TEST_RUNNER_H
+#define LF_TEST_RUNNER_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+struct lf_test {
+	const char *name;
+	void (*fn)(void);
+	unsigned timeout_s; /* 0 means the default (30 s) */
+};
+
+int lf_test_main(const struct lf_test *tests, int argc, char **argv);
+
+#define LF_SKIP(...) do { fprintf(stderr, "skip: " __VA_ARGS__); fputc('\n', stderr); exit(77); } while (0)
+
+#define ASSERT(c) do { if (!(c)) { \
+	fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #c); abort(); } } while (0)
+
+#define ASSERT_CMP(a, op, b) do { long long a_ = (long long)(a), b_ = (long long)(b); \
+	if (!(a_ op b_)) { fprintf(stderr, "%s:%d: %s %s %s: %lld vs %lld (errno %d %s)\n", \
+		__FILE__, __LINE__, #a, #op, #b, a_, b_, errno, strerror(errno)); abort(); } } while (0)
+#define ASSERT_EQ(a, b) ASSERT_CMP(a, ==, b)
+#define ASSERT_NE(a, b) ASSERT_CMP(a, !=, b)
+#define ASSERT_GE(a, b) ASSERT_CMP(a, >=, b)
+#define ASSERT_GT(a, b) ASSERT_CMP(a, >, b)
+#define ASSERT_LE(a, b) ASSERT_CMP(a, <=, b)
+#define ASSERT_LT(a, b) ASSERT_CMP(a, <, b)
+#define ASSERT_STREQ(a, b) do { const char *a_ = (a), *b_ = (b); \
+	if (strcmp(a_, b_)) { fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n", __FILE__, __LINE__, a_, b_); abort(); } } while (0)
+
+#endif
