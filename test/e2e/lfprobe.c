@@ -1018,7 +1018,8 @@ static void sc_bulk(void)
  * serves N connections one at a time, reporting each one's path. */
 static void serve_echo(int n)
 {
-	int port, l = listener(&port);
+	const char *want = getenv("LFPROBE_PORT");
+	int port = want ? atoi(want) : 0, l = listener_opts(&port, 0);
 	out("%d", port);
 	for (int i = 0; i < n; i++) {
 		int s = accept(l, NULL, NULL);
