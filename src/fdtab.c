@@ -108,12 +108,13 @@ void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst))
+	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members && !f->spin_us))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
 	atomic_store(&f->flags, 0);
-	f->spin_us = 0;
+	f->spin_us = f->spin_fail = f->spin_skip = 0;
+	f->spin_members = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
 	lf__listener_put(l);

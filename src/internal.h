@@ -92,6 +92,8 @@ enum {
 	LF_F_HIDDEN = 1u << 2,    /* one of loopfast's own descriptors */
 	LF_F_NOFAST = 1u << 3,    /* listener that cannot serve the fast path */
 	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
+	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
+	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -116,7 +118,10 @@ struct lf_epreg {
 struct lf_fd {
 	atomic_uint flags;
 	int family;                 /* TCP family of a fast-path socket */
-	unsigned spin_us;           /* busy-poll budget (0 = off) */
+	unsigned spin_us;           /* busy-poll budget (0 = off); for an epoll fd: its members' */
+	unsigned spin_fail;         /* consecutive spins that ended in a block */
+	unsigned spin_skip;         /* calls left without spinning (back-off) */
+	int spin_members;           /* epoll fd: registered fast-path sockets that spin */
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	struct lf_listener *owner;  /* for hidden fds: whose they are */
 	int opt[LF_NOPT];
@@ -140,6 +145,13 @@ void lf__listener_put(struct lf_listener *l);
 int lf__fd_hide(int fd, struct lf_listener *owner);
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
+
+/* ---- spin.c: user-space busy polling for fast-path sockets */
+
+void lf__fd_nonblock(int fd, bool on);
+void lf__fd_rcvtimeo(int fd, bool on);
+void lf__epoll_member(int epfd, int fd, int op);
+extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
 
 /* ---- negotiate.c */
 

@@ -186,9 +186,13 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
 		return -errno;
 	lf__sys_close(unx);
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
 	f->spin_us = lf__global_spin_us;
-	atomic_store(&f->flags, LF_F_FAST);
+	f->spin_fail = f->spin_skip = 0;
+	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
 }
 
@@ -348,9 +352,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		errno = ECONNRESET;
 		return 1;
 	}
-	for (int i = 0; i < LF_EPOLL_MAX; i++)
-		if (regs[i].epfd1)
-			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev);
+	for (int i = 0; i < LF_EPOLL_MAX; i++) {
+		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
+			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
+	}
 	if (nonblock)
 		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
 	*ret = nonblock ? -1 : 0;
