@@ -46,6 +46,8 @@ int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
 			  const struct lf_ep *s, unsigned long nonce);
+/* The stash of a listener: "\0loopfast/S/<fam>/<addr>/<port>". */
+socklen_t lf__name_stash(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
 /* Parses an abstract name; for a listener fills *a, for a client fills the
  * client endpoint in *a and the server endpoint in *b; *family gets the
@@ -107,6 +109,8 @@ struct lf_listener {
 	atomic_int refs;
 	int rdv;  /* the rendezvous: abstract Unix listener */
 	int chan; /* stash of hellos taken by one process for another */
+	int lockfd; /* memfd holding the claim lock */
+	void *lock; /* its mapping: a robust process-shared mutex */
 };
 
 #define LF_EPOLL_MAX 2
@@ -140,6 +144,8 @@ void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 void lf__fd_opts_default(struct lf_fd *f);
 void lf__listener_put(struct lf_listener *l);
+/* Makes a listener's own descriptors follow the listener across exec. */
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
 /* Moves one of loopfast's own descriptors out of the way of the
  * application's numbering and marks it hidden. Returns the new fd. */
 int lf__fd_hide(int fd, struct lf_listener *owner);

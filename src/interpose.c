@@ -303,6 +303,9 @@ static int fcntl_common(int fd, int cmd, va_list ap)
 		lf__fd_copy(fd, r);
 	if (r >= 0 && cmd == F_SETFL)
 		lf__fd_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);
+	struct lf_fd *f;
+	if (r >= 0 && cmd == F_SETFD && (f = lf__fd(fd)) && f->lst)
+		lf__listener_cloexec(f->lst, ((long)arg & FD_CLOEXEC) != 0);
 	errno = e;
 	return r;
 }
