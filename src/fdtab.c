@@ -17,6 +17,9 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 bool lf__global_optin;
 bool lf__debug_on;
@@ -69,6 +72,10 @@ static struct lf_fd *table_get(void)
 		munmap(t, sizeof(struct lf_fd) * LF_FD_MAX);
 		return expected;
 	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* Listener state is reachable only from here. */
+	__lsan_register_root_region(t, sizeof(struct lf_fd) * LF_FD_MAX);
+#endif
 	return t;
 }
 
