@@ -423,6 +423,7 @@ static struct lf_listener *adopt(const struct sockaddr_un *rn, socklen_t rl, con
 		return NULL;
 	}
 	atomic_init(&l->refs, 1);
+	lf__listener_reserve(l, true);
 	int fds[3] = { l->rdv, l->chan, l->lockfd };
 	for (int i = 0; i < 3; i++) {
 		struct lf_fd *f = lf__fd(fds[i]);
@@ -503,6 +504,7 @@ int lf__listen_optin(int fd)
 	l->rdv = lf__fd_hide(rdv, l);
 	l->chan = lf__fd_hide(chan, l);
 	l->lockfd = lf__fd_hide(lockfd, l);
+	lf__listener_reserve(l, true);
 	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		lf__listener_cloexec(l, false);
 	f->lst = l;
@@ -657,9 +659,11 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
 		return;
 	int cand[8], n;
-	lock(f->lst);
-	n = take(f->lst, &peer, cand, 8);
-	unlock(f->lst);
+	struct lf_listener *l = f->lst;
+	lock(l);
+	lf__listener_reserve(l, false);
+	n = take(l, &peer, cand, 8);
+	unlock(l);
 	unx = -1;
 	for (int i = 0; i < n; i++) {
 		if (unx < 0 && verify(cand[i], newfd))
@@ -670,11 +674,13 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (unx < 0) {
 		if (n)
 			DEBUG("accept fd %d: %d hello(s) for port %u failed verification: plain TCP", newfd, n, peer.port);
+		lf__listener_reserve(l, true);
 		return;
 	}
 	carry_options(newfd, unx, nf);
 	if (switch_fd(unx, newfd, family, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0)
 		lf__sys_close(unx);
+	lf__listener_reserve(l, true);
 }
 
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)

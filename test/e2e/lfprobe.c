@@ -1107,7 +1107,38 @@ static void sc_fdleak(void)
 	out("descriptors after closing everything: %+d", count_fds() - before);
 }
 
+/* A server at its descriptor limit, with one slot left for accept. */
+static void sc_fd_limit(void)
+{
+	int ready[2], port;
+	CHECK(pipe(ready) == 0);
+	pid_t p = fork_child();
+	if (p == 0) {
+		struct rlimit rl;
+		int fd, last = -1;
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		rl.rlim_cur = 64;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+		int l = listener(&port);
+		while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+			last = fd;
+		close(last);
+		write_all(ready[1], &port, sizeof(port));
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		echo(s);
+		_exit(0);
+	}
+	CHECK(read(ready[0], &port, sizeof(port)) == sizeof(port));
+	int c = connect_to(port);
+	path("client", c);
+	expect_echo(c, "at the limit");
+	close(c);
+	out("echo at the server's fd limit ok; server %d", wait_child(p));
+}
+
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
+	{ "fd-limit", sc_fd_limit },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
