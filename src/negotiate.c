@@ -234,10 +234,10 @@ static bool find_listener(const struct lf_ep *dst, struct lf_diag_listener *out)
 	return best > 0 && count == 1;
 }
 
-static int send_hello(int unx, int tcp)
+/* Sends one message carrying one descriptor. */
+static int send_with_fd(int sock, const void *buf, size_t len, int fd)
 {
-	struct hello h = { .magic = HELLO_MAGIC };
-	struct iovec iov = { &h, sizeof(h) };
+	struct iovec iov = { (void *)buf, len };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -248,8 +248,14 @@ static int send_hello(int unx, int tcp)
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &tcp, sizeof(int));
-	return sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(h) ? 0 : -1;
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_hello(int unx, int tcp)
+{
+	struct hello h = { .magic = HELLO_MAGIC };
+	return send_with_fd(unx, &h, sizeof(h), tcp);
 }
 
 /* Waits for a TCP connect in progress to finish, whatever the socket's
@@ -514,19 +520,8 @@ int lf__listen_optin(int fd)
 static int stash_put(int chan, int fd, const struct lf_ep *client)
 {
 	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
-	struct iovec iov = { &sm, sizeof(sm) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	int r = sendmsg(chan, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(sm) ? 0 : -1;
 	lf__sys_close(fd); /* the stash holds its own reference */
 	return r;
 }

@@ -686,19 +686,24 @@ static void sc_fork_after_accept(void)
 	out("5 sessions ok");
 }
 
+/* Accepts one connection, tells the client which path it has, echoes. */
+static void serve_one(int l)
+{
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	char m[8];
+	snprintf(m, sizeof(m), "%-4s", path_of(s));
+	write_all(s, m, 4);
+	echo(s);
+	close(s);
+}
+
 static void serve_workers(int l, int nworkers, int conns_each)
 {
 	for (int w = 0; w < nworkers; w++) {
 		if (fork_child() == 0) {
-			for (int i = 0; i < conns_each; i++) {
-				int s = accept(l, NULL, NULL);
-				CHECK(s >= 0);
-				char m[16];
-				snprintf(m, sizeof(m), "%-4s", path_of(s));
-				write_all(s, m, 4);
-				echo(s);
-				close(s);
-			}
+			for (int i = 0; i < conns_each; i++)
+				serve_one(l);
 			_exit(0);
 		}
 	}
@@ -742,13 +747,7 @@ static void serve_until_quit(int l, int quit)
 		CHECK(poll(p, 2, 20000) > 0);
 		if (p[1].revents)
 			return;
-		int s = accept(l, NULL, NULL);
-		CHECK(s >= 0);
-		char m[8];
-		snprintf(m, sizeof(m), "%-4s", path_of(s));
-		write_all(s, m, 4);
-		echo(s);
-		close(s);
+		serve_one(l);
 	}
 }
 
