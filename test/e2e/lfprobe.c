@@ -191,6 +191,17 @@ static void expect_echo(int fd, const char *msg)
 	CHECK(memcmp(buf, msg, n) == 0);
 }
 
+/* One byte each way between the two ends of a pair. */
+static void expect_echo_pair(int c, int s)
+{
+	char b;
+	write_all(c, "x", 1);
+	CHECK(read(s, &b, 1) == 1);
+	write_all(s, "y", 1);
+	CHECK(read(c, &b, 1) == 1);
+	out("both directions ok");
+}
+
 static pid_t fork_child(void)
 {
 	pid_t p = fork();
@@ -212,7 +223,6 @@ static void sc_names(void)
 	int c, s, port, l = listener(&port);
 	struct sockaddr_storage a, b;
 	socklen_t al = sizeof(a), bl = sizeof(b);
-	char b1;
 	c = connect_to(port);
 	s = accept(l, (void *)&a, &al);
 	CHECK(s >= 0);
@@ -246,11 +256,7 @@ static void sc_names(void)
 		CHECK(getsockopt(s, SOL_SOCKET, o, &v, &vl) == 0);
 		out("server %s = %d", opt == 0 ? "SO_DOMAIN" : opt == 1 ? "SO_TYPE" : "SO_PROTOCOL", v);
 	}
-	write_all(c, "x", 1);
-	CHECK(read(s, &b1, 1) == 1);
-	write_all(s, "y", 1);
-	CHECK(read(c, &b1, 1) == 1);
-	out("both directions ok");
+	expect_echo_pair(c, s);
 }
 
 static void getset(int fd, const char *name, int level, int opt, int val)
@@ -1106,6 +1112,40 @@ static void sc_fdleak(void)
 	out("descriptors after closing everything: %+d", count_fds() - before);
 }
 
+static void print_addr(const char *who, int fd, int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char buf[64];
+	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
+	inet_ntop(ss.ss_family, ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : (void *)&((struct sockaddr_in *)&ss)->sin_addr, buf, sizeof(buf));
+	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, buf);
+}
+
+/* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
+static void sc_dualstack(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	socklen_t al = sizeof(a);
+	int zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0);
+	CHECK(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0);
+	CHECK(bind(l, (void *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 8) == 0);
+	CHECK(getsockname(l, (void *)&a, &al) == 0);
+	fam = AF_INET;
+	int c = connect_to(ntohs(a.sin6_port));
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	print_addr("client", c, 0);
+	print_addr("client", c, 1);
+	print_addr("server", s, 0);
+	print_addr("server", s, 1);
+	out("ports match %d %d", port_of(c, 0) == port_of(s, 1), port_of(c, 1) == port_of(s, 0));
+	expect_echo_pair(c, s);
+}
+
 /* A server at its descriptor limit, with one slot left for accept. */
 static void sc_fd_limit(void)
 {
@@ -1137,7 +1177,7 @@ static void sc_fd_limit(void)
 }
 
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
-	{ "fd-limit", sc_fd_limit },
+	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
