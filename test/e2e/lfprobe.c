@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1146,6 +1147,109 @@ static void sc_dualstack(void)
 	expect_echo_pair(c, s);
 }
 
+/* Reads n bytes or gives up after 10 s: a hang is a failure, not a wait. */
+static bool read_timed(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 10000) != 1)
+			return false;
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* Clients connecting and closing as fast as they can against prefork
+ * workers: negotiation under contention. Every connection echoes. */
+static void sc_churn(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 3; w++)
+		if (fork_child() == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(quit[0]);
+	close(l);
+	pid_t kids[4];
+	for (int k = 0; k < 4; k++) {
+		kids[k] = fork_child();
+		if (kids[k] == 0) {
+			int unixes = 0;
+			for (int i = 0; i < 250; i++) {
+				int c = connect_to(port);
+				char m[8];
+				CHECK(read_timed(c, m, 4));
+				unixes += !strncmp(m, "unix", 4);
+				write_all(c, "churn", 5);
+				CHECK(read_timed(c, m, 5) && !memcmp(m, "churn", 5));
+				close(c);
+			}
+			_exit(unixes == 250 ? 10 : unixes == 0 ? 11 : 12);
+		}
+	}
+	int paths = 0;
+	for (int k = 0; k < 4; k++)
+		paths |= 1 << (wait_child(kids[k]) - 10);
+	out("#path churn %s", paths == 1 ? "unix" : paths == 2 ? "tcp" : "mixed");
+	out("1000 connect/echo/close cycles ok");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* Workers killed with SIGKILL at random moments, replaced by the parent:
+ * a client may lose its connection (EOF/reset), never hang, and the
+ * listener keeps working for the next clients. */
+static void sc_kill_workers(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	pid_t workers[3];
+	for (int w = 0; w < 3; w++)
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	pid_t cl = fork_child();
+	if (cl == 0) {
+		int lost = 0;
+		for (int i = 0; i < 300; i++) {
+			int c = connect_to(port);
+			char m[8];
+			if (!read_timed(c, m, 4) || write(c, "kill", 4) != 4 || !read_timed(c, m, 4))
+				lost++;
+			close(c);
+		}
+		_exit(lost < 300 ? 0 : 1);
+	}
+	uint64_t seed = 42;
+	for (int round = 0; round < 30; round++) {
+		usleep(2000 + (unsigned)(seed = seed * 6364136223846793005u + 1) % 8000);
+		int w = (int)((seed >> 33) % 3);
+		kill(workers[w], SIGKILL);
+		waitpid(workers[w], NULL, 0);
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	}
+	out("clients under kills %d", wait_child(cl));
+	clients(port, 20, "after-kills");
+	close(quit[1]);
+	close(l);
+	while (wait(NULL) > 0)
+		;
+}
+
 /* A server at its descriptor limit, with one slot left for accept. */
 static void sc_fd_limit(void)
 {
@@ -1177,7 +1281,8 @@ static void sc_fd_limit(void)
 }
 
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
-	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack },
+	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack }, { "churn", sc_churn },
+	{ "kill-workers", sc_kill_workers },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
