@@ -202,7 +202,8 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	socklen_t l = sizeof(tv);
 	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
-	f->spin_us = lf__global_spin_us;
+	if (!f->spin_us) /* lf_set_spin before connect wins */
+		f->spin_us = lf__global_spin_us;
 	f->spin_fail = f->spin_skip = 0;
 	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
