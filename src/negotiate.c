@@ -51,6 +51,7 @@ struct hello {
 struct stash_msg {
 	uint32_t magic;
 	struct lf_ep client;
+	uint64_t gen; /* which take() put it (back) in the stash */
 };
 
 /* The claim lock of a listener: a robust, process-shared mutex in a memfd,
@@ -348,8 +349,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	int r = lf__sys_connect(fd, sa, len);
 	e = errno;
-	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY))
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY)) {
 		r = wait_connected(fd) ? 0 : -1;
+		socklen_t el = sizeof(e);
+		if (r < 0 && !nonblock) /* a blocking connect returns the error */
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+	}
 	if (r < 0) {
 		lf__sys_close(unx);
 		*ret = -1;
@@ -518,9 +523,9 @@ int lf__listen_optin(int fd)
 	return 0;
 }
 
-static int stash_put(int chan, int fd, const struct lf_ep *client)
+static int stash_put(int chan, int fd, const struct lf_ep *client, uint64_t gen)
 {
-	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
+	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client, .gen = gen };
 	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
 	lf__sys_close(fd); /* the stash holds its own reference */
@@ -561,59 +566,54 @@ static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
 /* Takes the Unix connections whose client endpoint is `client` from the
  * stash and the rendezvous backlog (more than one only when a stale or
  * forged one shares the endpoint); everything else goes (back) to the
- * stash. Called under the claim lock. Returns how many fds it put in
- * found[] (at most max). */
+ * stash at once, so that a claim holds at most one extra descriptor. The
+ * stash is FIFO and only one take() runs at a time (claim lock), so
+ * meeting an item this take() put back means the stash went full circle.
+ * Returns how many fds it put in found[] (at most max). */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *found, int max)
 {
-	int nfound = 0, n = 0, cap = 0, fd;
-	struct { int fd; struct lf_ep c; } *items = NULL;
+	static atomic_uint counter;
+	uint64_t gen = (uint64_t)getpid() << 32 | atomic_fetch_add(&counter, 1);
+	int nfound = 0, fd, fam;
 	struct stash_msg sm;
+	struct lf_ep c, s;
 
 	for (;;) {
-		int fam, u;
-		struct lf_ep c, s;
-		struct sockaddr_un sun;
-		socklen_t sl = sizeof(sun);
 		ssize_t r = recv_with_fd(l->chan, &sm, sizeof(sm), &fd);
-		if (r >= 0) {
-			if (fd < 0)
-				continue;
-			if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
-				lf__sys_close(fd);
-				continue;
-			}
-			c = sm.client;
-			u = fd;
-		} else {
-			u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (u < 0 && errno == EINTR)
-				continue;
-			if (u < 0)
-				break;
-			if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
-			    lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT) {
-				lf__sys_close(u);
-				continue;
-			}
-		}
-		if (nfound < max && lf__ep_equal(&c, client)) {
-			found[nfound++] = u;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (fd < 0)
+			continue;
+		if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
+			lf__sys_close(fd);
 			continue;
 		}
-		if (n == cap) {
-			void *p = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*items));
-			if (!p) {
-				lf__sys_close(u);
-				continue;
-			}
-			items = p;
+		if (sm.gen == gen) {
+			stash_put(l->chan, fd, &sm.client, gen);
+			break;
 		}
-		items[n].fd = u;
-		items[n++].c = c;
+		if (nfound < max && lf__ep_equal(&sm.client, client))
+			found[nfound++] = fd;
+		else
+			stash_put(l->chan, fd, &sm.client, gen);
 	}
-	for (int i = 0; i < n; i++)
-		stash_put(l->chan, items[i].fd, &items[i].c);
-	free(items);
+	for (;;) {
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		int u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (u < 0 && errno == EINTR)
+			continue;
+		if (u < 0)
+			break;
+		if (lf__sys_getpeername(u, (void *)&sun, &sl) || lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT)
+			lf__sys_close(u);
+		else if (nfound < max && lf__ep_equal(&c, client))
+			found[nfound++] = u;
+		else
+			stash_put(l->chan, u, &c, gen);
+	}
 	return nfound;
 }
 

@@ -1250,6 +1250,40 @@ static void sc_kill_workers(void)
 		;
 }
 
+/* Prefork workers at a low descriptor limit and a burst of 40 clients
+ * whose hellos are all queued: taking them must not need a descriptor per
+ * pending hello. */
+static void sc_stash_limit(void)
+{
+	struct rlimit rl, saved;
+	int port, quit[2];
+	CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int l = listener(&port);
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 2; w++)
+		if (fork_child() == 0) {
+			int fd, last = -1;
+			close(quit[1]);
+			while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+				last = fd;
+			close(last); /* one slot for accept, */
+			close(last - 1); /* one for reading /proc/net/unix */
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(l);
+	close(quit[0]);
+	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+	usleep(100000); /* the workers are at their limit */
+	clients(port, 40, "stash-limit");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
 /* A server at its descriptor limit, with one slot left for accept. */
 static void sc_fd_limit(void)
 {
@@ -1282,7 +1316,7 @@ static void sc_fd_limit(void)
 
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack }, { "churn", sc_churn },
-	{ "kill-workers", sc_kill_workers },
+	{ "kill-workers", sc_kill_workers }, { "stash-limit", sc_stash_limit },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
