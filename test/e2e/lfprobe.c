@@ -697,6 +697,8 @@ static void sc_fork_after_accept(void)
 static void serve_one(int l)
 {
 	int s = accept(l, NULL, NULL);
+	if (s < 0 && errno == EAGAIN)
+		return; /* another worker took it */
 	CHECK(s >= 0);
 	char m[8];
 	snprintf(m, sizeof(m), "%-4s", path_of(s));
@@ -749,6 +751,8 @@ static void sc_prefork(void)
 /* Serves connections on l (path, then echo) until quit becomes readable. */
 static void serve_until_quit(int l, int quit)
 {
+	/* Non-blocking: every worker wakes from poll, one wins the accept. */
+	CHECK(fcntl(l, F_SETFL, O_NONBLOCK) == 0);
 	for (;;) {
 		struct pollfd p[2] = { { l, POLLIN, 0 }, { quit, POLLIN, 0 } };
 		CHECK(poll(p, 2, 20000) > 0);
