@@ -215,6 +215,7 @@ static int send_with_fd(int sock, const void *buf, size_t len, int fd)
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 
+	memset(&c, 0, sizeof(c));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -499,7 +500,11 @@ int lf__listen_optin(int fd)
 
 static int stash_put(int chan, int fd, const struct lf_ep *client, uint64_t gen)
 {
-	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client, .gen = gen };
+	struct stash_msg sm;
+	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding on the wire */
+	sm.magic = HELLO_MAGIC;
+	sm.client = *client;
+	sm.gen = gen;
 	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
 	lf__sys_close(fd); /* the stash holds its own reference */
