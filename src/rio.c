@@ -231,7 +231,14 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
 	p.cq_entries = size < 256 ? 256 : size;
-	if (type == LF_RIO_POLLED) {
+	if (notify && (notify->flags & ~LF_RIO_CQ_KERNEL_THREAD)) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (notify && (notify->flags & LF_RIO_CQ_KERNEL_THREAD)) {
+		p.flags |= IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 50;
+	} else if (type == LF_RIO_POLLED) {
 		p.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 		cq->coop = true;
 	}
@@ -242,6 +249,7 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 		ret = io_uring_queue_init_params(128, &cq->ring, &p);
 	}
 	if (ret < 0) {
+fail:
 		pthread_mutex_destroy(&cq->sq_lock);
 		pthread_mutex_destroy(&cq->cq_lock);
 		free(cq->stash);

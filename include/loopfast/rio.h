@@ -62,8 +62,15 @@ enum lf_rio_notify_type {
 typedef void (*lf_rio_port_fn)(struct lf_rio_cq *cq, struct lf_rio_result *res,
 			       unsigned n, void *arg);
 
+/* lf_rio_notify.flags: a kernel thread (io_uring SQPOLL) submits requests
+ * and performs receives for this queue, on another CPU when there is one.
+ * It spins while busy (up to 50 ms after the last request) and can add
+ * milliseconds of latency when CPUs are scarce: for throughput, not latency. */
+#define LF_RIO_CQ_KERNEL_THREAD (1u << 0)
+
 struct lf_rio_notify {
 	enum lf_rio_notify_type type;
+	unsigned flags;    /* LF_RIO_CQ_* */
 	unsigned threads;  /* LF_RIO_PORT: pool size (1..64) */
 	unsigned batch;    /* LF_RIO_PORT: results per callback (0 = 64) */
 	lf_rio_port_fn fn; /* LF_RIO_PORT: the callback */

@@ -110,12 +110,13 @@ static int rs_handle(struct rio_server *s, struct udp_tally *t, struct lf_rio_re
 	return ret;
 }
 
-int udp_serve_rio_polled(struct udp_run *run)
+static int serve_polled(struct udp_run *run, unsigned flags)
 {
+	struct lf_rio_notify nt = { .type = LF_RIO_POLLED, .flags = flags };
 	struct rio_server s;
 	struct lf_rio_result res[RIO_DEQ];
 	struct udp_tally t = { 0 };
-	int ret = rs_open(&s, run, RIO_SLICES, NULL);
+	int ret = rs_open(&s, run, RIO_SLICES, &nt);
 
 	if (!ret)
 		ret = rs_multishot(&s);
@@ -134,6 +135,19 @@ int udp_serve_rio_polled(struct udp_run *run)
 	}
 	rs_close(&s);
 	return ret;
+}
+
+int udp_serve_rio_polled(struct udp_run *run)
+{
+	return serve_polled(run, 0);
+}
+
+/* As rio-polled, with the receives done by an io_uring SQPOLL kernel
+ * thread: the datagrams are copied on one CPU while this thread counts
+ * them on another. */
+int udp_serve_rio_sqpoll(struct udp_run *run)
+{
+	return serve_polled(run, LF_RIO_CQ_KERNEL_THREAD);
 }
 
 /* The seed's polled RIO server: RIO_POSTED receives into fixed slices, each
@@ -226,8 +240,8 @@ static void port_cb(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned n,
 	int ret;
 
 	(void)cq;
-	if (atomic_load(&s->run->stop))
-		return;
+	/* Counted even after another thread saw the end marker: these
+	 * datagrams were queued before it. */
 	ret = rs_handle(s, &t, res, n);
 	if (ret < 0)
 		s->err = ret;
