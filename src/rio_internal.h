@@ -43,6 +43,7 @@ struct rio_mshot {
 	bool active;       /* the ring is registered */
 	bool armed;        /* a multishot SQE is outstanding */
 	bool want_rearm;   /* ended on -ENOBUFS: re-arm once slices return */
+	bool stopped;      /* lf_rio_cancel(): never re-arm */
 	struct io_uring_buf_ring *br;
 	uint32_t count, slice_len;
 	uint32_t region, base; /* the slice cut into the ring */

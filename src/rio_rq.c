@@ -418,6 +418,36 @@ LF_EXPORT int lf_rio_send_to(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 	return rq_post(rq, RIO_SEND, buf, NULL, to, tolen, flags, req_ctx);
 }
 
+LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
+{
+	struct rio_req *busy[256];
+	unsigned nbusy = 0, due = 0;
+	bool ms = false;
+
+	if (!rq)
+		return -EINVAL;
+	if (rq->closing)
+		return -EBADF;
+	pthread_mutex_lock(&rq->lock);
+	rq->ms.stopped = true;
+	rq->ms.want_rearm = false;
+	ms = rq->ms.armed;
+	due = rq->pending;
+	pthread_mutex_unlock(&rq->lock);
+	for (unsigned i = 0; i < rq->max_recv + rq->max_send; i++) {
+		if (rq->reqs[i].busy)
+			busy[nbusy++] = &rq->reqs[i];
+		if (nbusy == 256 || (nbusy && i + 1 == rq->max_recv + rq->max_send)) {
+			for (unsigned k = 0; k < nbusy; k++)
+				rq_cancel(busy[k]->kind == RIO_SEND ? rq->scq : rq->rcq, busy[k]);
+			nbusy = 0;
+		}
+	}
+	if (ms)
+		rq_cancel(rq->rcq, &rq->ms.req);
+	return (int)due;
+}
+
 LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 {
 	int ret = 0, r2 = 0;
@@ -518,6 +548,7 @@ LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio
 				      io_uring_buf_ring_mask(count), (int)i);
 	io_uring_buf_ring_advance(ms->br, (int)count);
 	ms->active = true;
+	ms->stopped = false;
 	rq->nrecv += count;
 	atomic_fetch_add(&rq->rio->bufs[region->id].inflight, 1);
 	ret = ms_arm(rq);
@@ -551,7 +582,7 @@ LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs
 	}
 	io_uring_buf_ring_advance(ms->br, (int)n);
 	atomic_fetch_sub(&ms->out, n);
-	if (ms->want_rearm && !rq->closing)
+	if (ms->want_rearm && !rq->closing && !ms->stopped)
 		ret = ms_arm(rq);
 	pthread_mutex_unlock(&rq->lock);
 	return ret;
@@ -581,8 +612,10 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		res->bytes = 0;
 		memset(&res->buf, 0, sizeof(res->buf));
 		res->flags = 0;
-		if (cqe->res == -ENOBUFS || cqe->res >= 0)
+		if ((cqe->res == -ENOBUFS || cqe->res >= 0) && !ms->stopped)
 			report = false;
+		else if (cqe->res == -ENOBUFS || cqe->res >= 0)
+			res->status = -ECANCELED; /* stopped: the multishot's last result */
 	}
 	res->sock_ctx = rq->sock_ctx;
 	res->req_ctx = ms->req.ctx;
@@ -590,16 +623,19 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		pthread_mutex_lock(&rq->lock);
 		ms->armed = false;
 		rq->pending--;
-		if (!rq->closing && (cqe->res == -ENOBUFS || cqe->res >= 0)) {
+		if (!rq->closing && !ms->stopped && (cqe->res == -ENOBUFS || cqe->res >= 0)) {
 			/* All slices out: wait for lf_rio_recycle(). */
 			if (atomic_load(&ms->out) >= ms->count)
 				ms->want_rearm = true;
 			else
 				ms_arm(rq);
+			more = true; /* for the caller it goes on */
 		}
 		gone = rq->orphan && !rq->pending;
 		pthread_mutex_unlock(&rq->lock);
 	}
+	if (more)
+		res->flags |= LF_RIO_RES_MORE;
 	if (gone) {
 		pthread_mutex_lock(&rq->rio->lock);
 		rq_unlink(rq);

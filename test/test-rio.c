@@ -424,7 +424,7 @@ static void test_multishot(void)
 			unsigned seq;
 			ASSERT_EQ(res[i].status, 0);
 			ASSERT_EQ(res[i].bytes, 200);
-			ASSERT_EQ(res[i].flags, LF_RIO_RES_MULTISHOT);
+			ASSERT_EQ(res[i].flags, LF_RIO_RES_MULTISHOT | LF_RIO_RES_MORE);
 			ASSERT(res[i].req_ctx == (void *)9);
 			memcpy(&seq, lf_rio_buf_ptr(f.rio, &res[i].buf), sizeof(seq));
 			ASSERT_EQ(seq, next);
@@ -480,7 +480,48 @@ static void test_many_queues_one_cq(void)
 	teardown(&f);
 }
 
+static void test_cancel(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *rq;
+	struct lf_rio_result res[8];
+	struct lf_rio_buf region = { 0, 0, 8 * 2048 }, one = { 0, 65536, 100 };
+	struct sockaddr_in sa, ca;
+	int s, c, n;
+
+	setup(&f);
+	region.id = one.id = f.id;
+	s = udp_bound(&sa);
+	c = udp_bound(&ca);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 16, NULL, &cq), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s, 9, 0, cq, cq, NULL, &rq), 0);
+	ASSERT_EQ(lf_rio_receive_multishot(rq, &region, 2048, 8, (void *)1), 0);
+	send_n(c, &sa, 3, 50);
+	ASSERT_EQ(drain(cq, res, 3), 3);
+	ASSERT_EQ(lf_rio_receive(rq, &one, 0, (void *)2), 0);
+	/* Both end once: the receive with -ECANCELED, the multishot with a
+	 * result that lacks LF_RIO_RES_MORE; nothing more arrives after. */
+	ASSERT_EQ(lf_rio_cancel(rq), 2);
+	ASSERT_EQ(drain(cq, res, 2), 2);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(res[i].status, -ECANCELED);
+		ASSERT_EQ(res[i].flags & LF_RIO_RES_MORE, 0);
+	}
+	send_n(c, &sa, 1, 50);
+	usleep(20000);
+	n = lf_rio_dequeue(cq, res, 8);
+	ASSERT_EQ(n, 0);
+	ASSERT_EQ(lf_rio_cancel(rq), 0);
+	ASSERT_EQ(lf_rio_rq_close(rq), 0);
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	close(s);
+	close(c);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
+	{ "cancel", test_cancel, 0 },
 	{ "register_errors", test_register_errors, 0 },
 	{ "udp_polled", test_udp_polled, 0 },
 	{ "udp_from_and_send_to", test_udp_from_and_send_to, 0 },

@@ -48,6 +48,8 @@ struct lf_rio_result {
 #define LF_RIO_RES_MULTISHOT (1u << 0)
 /* The request was a send. */
 #define LF_RIO_RES_SEND      (1u << 1)
+/* A multishot receive goes on after this result; without it, this was its last. */
+#define LF_RIO_RES_MORE      (1u << 2)
 
 /* Request flags. */
 #define LF_RIO_DEFER (1u << 0) /* queue the request; submit at the next call or lf_rio_commit() */
@@ -134,6 +136,12 @@ int lf_rio_send(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 /* Sends a registered slice to `to` (UDP). */
 int lf_rio_send_to(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 		   const struct sockaddr *to, socklen_t tolen, unsigned flags, void *req_ctx);
+/* Cancels the queue's outstanding requests, keeping the queue. Each still
+ * completes once (-ECANCELED, or its data if it finished first) and a
+ * multishot receive is not re-armed; its last result has status
+ * -ECANCELED. Returns how many results are still due (requests plus an
+ * armed multishot), or -errno. */
+int lf_rio_cancel(struct lf_rio_rq *rq);
 /* Submits requests queued with LF_RIO_DEFER. Returns 0 or -errno. */
 int lf_rio_commit(struct lf_rio_rq *rq);
 

@@ -70,6 +70,7 @@ bool udp_flush(struct udp_run *run, struct udp_tally *t);
 int udp_serve_rio_polled(struct udp_run *run);
 int udp_serve_rio_posted(struct udp_run *run);
 int udp_serve_rio_sqpoll(struct udp_run *run);
+int udp_serve_rio_polled_mt(struct udp_run *run);
 int udp_serve_rio_event(struct udp_run *run);
 int udp_serve_rio_port(struct udp_run *run);
 

@@ -89,7 +89,8 @@ static int rs_handle(struct rio_server *s, struct udp_tally *t, struct lf_rio_re
 
 	for (unsigned i = 0; i < n; i++) {
 		if (res[i].status < 0) {
-			ret = res[i].status;
+			if (res[i].status != -ECANCELED)
+				ret = res[i].status;
 			continue;
 		}
 		if (!t->stop)
@@ -107,6 +108,29 @@ static int rs_handle(struct rio_server *s, struct udp_tally *t, struct lf_rio_re
 		if (r < 0)
 			ret = r;
 	}
+	return ret;
+}
+
+/* Once the run is over (this thread or another saw the end marker), the
+ * ring may still hold datagrams it took from the socket before the marker:
+ * cancel the multishot and count everything up to its last result. */
+static int rs_finish(struct rio_server *s, struct udp_tally *t)
+{
+	struct lf_rio_result res[RIO_DEQ];
+	uint64_t deadline = udp_now_ns() + 2000000000ull;
+	int due = lf_rio_cancel(s->rq), ret = 0;
+
+	while (due > 0 && udp_now_ns() < deadline) {
+		int n = lf_rio_dequeue(s->cq, res, RIO_DEQ);
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++)
+			if (!(res[i].flags & LF_RIO_RES_MORE))
+				due--;
+		if (n)
+			ret = rs_handle(s, t, res, (unsigned)n);
+	}
+	udp_flush(s->run, t);
 	return ret;
 }
 
@@ -130,10 +154,52 @@ static int serve_polled(struct udp_run *run, unsigned flags)
 			ret = rs_handle(&s, &t, res, (unsigned)n);
 		else
 			__builtin_ia32_pause();
-		if (!udp_flush(run, &t))
+		if (!udp_flush(run, &t)) {
+			ret = rs_finish(&s, &t);
 			break;
+		}
 	}
 	rs_close(&s);
+	return ret;
+}
+
+struct polled_thread {
+	struct udp_run *run;
+	pthread_t th;
+	int ret;
+};
+
+static void *polled_main(void *arg)
+{
+	struct polled_thread *p = arg;
+
+	p->ret = serve_polled(p->run, 0);
+	atomic_store(&p->run->stop, true);
+	return NULL;
+}
+
+/* N polled threads, each with its own completion queue and multishot
+ * receive on the same socket: one io_uring per thread, so the kernel's
+ * receive work runs on every CPU (one ring serialises it). */
+int udp_serve_rio_polled_mt(struct udp_run *run)
+{
+	struct polled_thread p[64];
+	unsigned n = 0;
+	int ret = 0;
+
+	for (; n < run->threads && n < 64; n++) {
+		p[n] = (struct polled_thread){ .run = run };
+		if (pthread_create(&p[n].th, NULL, polled_main, &p[n])) {
+			atomic_store(&run->stop, true);
+			ret = -EAGAIN;
+			break;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(p[i].th, NULL);
+		if (p[i].ret && !ret)
+			ret = p[i].ret;
+	}
 	return ret;
 }
 

@@ -217,6 +217,7 @@ const struct udp_design udp_designs[] = {
 	{ "epoll-mt", true, false, serve_epoll_mt, "epoll, N threads (seed: IOCP MT UDP)" },
 	{ "rio-posted", false, true, udp_serve_rio_posted, "RIO polled, 512 posted fixed-buffer receives (seed: RIO Polled UDP)" },
 	{ "rio-polled", false, true, udp_serve_rio_polled, "RIO polled, multishot receive + buffer ring" },
+	{ "rio-polled-mt", true, true, udp_serve_rio_polled_mt, "RIO polled, N threads, a queue pair and multishot each on the one socket" },
 	{ "rio-sqpoll", false, true, udp_serve_rio_sqpoll, "RIO polled, multishot, receives done by a kernel SQPOLL thread" },
 	{ "rio-event", false, true, udp_serve_rio_event, "RIO event-driven (eventfd + notify), multishot (seed: RIO Event Driven UDP)" },
 	{ "rio-port", false, true, udp_serve_rio_port, "RIO completion port, one thread, multishot (seed: RIO IOCP UDP)" },

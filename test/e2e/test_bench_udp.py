@@ -11,7 +11,7 @@ BUILD = os.environ.get("LOOPFAST_BUILD", os.path.join(os.path.dirname(__file__),
 LOOPFAST = os.path.join(BUILD, "loopfast")
 
 DESIGNS = ["simple", "recvmmsg", "epoll", "epoll-mt", "rio-posted", "rio-polled",
-           "rio-sqpoll", "rio-event", "rio-port", "rio-port-mt"]
+           "rio-polled-mt", "rio-sqpoll", "rio-event", "rio-port", "rio-port-mt"]
 
 
 def bench(*args, timeout=120):
