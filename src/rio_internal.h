@@ -83,7 +83,7 @@ struct lf_rio_rq {
 	int type;             /* SOCK_STREAM or SOCK_DGRAM */
 	void *sock_ctx;
 	unsigned max_recv, max_send, nrecv, nsend;
-	bool closing;
+	atomic_bool closing;
 	bool orphan;          /* closed but completions still due: freed on the last */
 	unsigned pending;     /* CQEs still to come */
 	pthread_mutex_t lock;

@@ -325,9 +325,9 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 
 	pthread_mutex_lock(&rq->lock);
 	r = kind == RIO_SEND ? rq->free_send : rq->free_recv;
-	if (!r) {
+	if (!r || atomic_load(&rq->closing)) {
 		pthread_mutex_unlock(&rq->lock);
-		return -ENOBUFS;
+		return r ? -EBADF : -ENOBUFS;
 	}
 	if (kind == RIO_SEND) {
 		rq->free_send = r->next_free;
@@ -388,6 +388,16 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 	io_uring_sqe_set_data(sqe, r);
 	if (!(flags & LF_RIO_DEFER))
 		io_uring_submit(&cq->ring);
+	/* lf_rio_rq_close() may have scanned for outstanding requests between
+	 * our slot allocation and this submission: cancel it ourselves. */
+	if (atomic_load(&rq->closing)) {
+		struct io_uring_sqe *c = cq_sqe(cq);
+		if (c) {
+			io_uring_prep_cancel64(c, (uintptr_t)r, 0);
+			io_uring_sqe_set_data64(c, 0);
+		}
+		io_uring_submit(&cq->ring);
+	}
 	pthread_mutex_unlock(&cq->sq_lock);
 	return 0;
 }
