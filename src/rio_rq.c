@@ -548,7 +548,8 @@ LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio
 	ms->region = region->id;
 	ms->base = region->offset;
 	ms->base_ptr = base;
-	atomic_store(&ms->out, 0);
+	ms->delivered = 0;
+	atomic_store(&ms->recycled, 0);
 	ms->req.rq = rq;
 	ms->req.kind = RIO_MSHOT;
 	ms->req.ctx = req_ctx;
@@ -591,7 +592,7 @@ LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs
 				      ms->slice_len, (unsigned short)bid, mask, (int)i);
 	}
 	io_uring_buf_ring_advance(ms->br, (int)n);
-	atomic_fetch_sub(&ms->out, n);
+	atomic_fetch_add(&ms->recycled, n);
 	if (ms->want_rearm && !rq->closing && !ms->stopped)
 		ret = ms_arm(rq);
 	pthread_mutex_unlock(&rq->lock);
@@ -616,7 +617,7 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		res->buf.offset = ms->base + bid * ms->slice_len;
 		res->buf.length = (uint32_t)cqe->res;
 		res->flags = LF_RIO_RES_MULTISHOT;
-		atomic_fetch_add(&ms->out, 1);
+		ms->delivered++;
 	} else {
 		res->status = cqe->res < 0 ? cqe->res : 0;
 		res->bytes = 0;
@@ -635,7 +636,7 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		rq->pending--;
 		if (!rq->closing && !ms->stopped && (cqe->res == -ENOBUFS || cqe->res >= 0)) {
 			/* All slices out: wait for lf_rio_recycle(). */
-			if (atomic_load(&ms->out) >= ms->count)
+			if (ms->delivered - atomic_load(&ms->recycled) >= ms->count)
 				ms->want_rearm = true;
 			else
 				ms_arm(rq);
