@@ -521,7 +521,45 @@ static void test_cancel(void)
 	teardown(&f);
 }
 
+/* A socket closed before its queue exists is -EBADF; one closed under a
+ * queue with receives outstanding stays usable until the queue closes
+ * (io_uring holds it as a fixed file), and closing then frees everything. */
+static void test_closed_socket(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *rq;
+	struct lf_rio_result res[2];
+	struct lf_rio_buf b = { 0, 0, 256 };
+	struct sockaddr_in sa, ca;
+	int s, c;
+
+	setup(&f);
+	b.id = f.id;
+	s = udp_bound(&sa);
+	c = udp_bound(&ca);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 4, NULL, &cq), 0);
+	close(s);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s, 1, 1, cq, cq, NULL, &rq), -EBADF);
+
+	s = udp_bound(&sa);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s, 2, 1, cq, cq, NULL, &rq), 0);
+	ASSERT_EQ(lf_rio_receive(rq, &b, 0, NULL), 0);
+	ASSERT_EQ(shutdown(s, SHUT_RD), -1); /* unconnected UDP: ENOTCONN, but it wakes readers */
+	ASSERT_EQ(drain(cq, res, 1), 1);
+	ASSERT_EQ(res[0].status, 0);
+	ASSERT_EQ(res[0].bytes, 0);
+	ASSERT_EQ(lf_rio_receive(rq, &b, 0, NULL), 0);
+	close(s);
+	ASSERT_EQ(lf_rio_rq_close(rq), 0);
+	ASSERT_EQ(lf_rio_rq_close(NULL), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	close(c);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
+	{ "closed_socket", test_closed_socket, 0 },
 	{ "cancel", test_cancel, 0 },
 	{ "register_errors", test_register_errors, 0 },
 	{ "udp_polled", test_udp_polled, 0 },
