@@ -308,7 +308,8 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	if (fd < 0)
 		return fd;
 	run.fd = fd;
-	drops0 = udp_socket_drops(port);
+	if (udp_socket_stat(port, &drops0, NULL) < 0)
+		drops0 = -1;
 	*s = (struct sample){ .mode = mode, .size = size, .design = di, .threads = run.threads };
 
 	if (mode == MODE_DRAIN) {
@@ -363,8 +364,16 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 			close(fd);
 			return -ret;
 		}
-		/* End markers until the server has seen one; markers can be
-		 * dropped too while the buffer is full. */
+		/* Let the server work the queue down first so that the
+		 * markers are not dropped (they would count as lost), then
+		 * send markers until it has seen one. */
+		deadline = udp_now_ns() + 1000000000ull;
+		while (!atomic_load(&run.stop) && udp_now_ns() < deadline) {
+			long long queued = 0;
+			if (udp_socket_stat(port, NULL, &queued) < 0 || !queued)
+				break;
+			usleep(1000);
+		}
 		deadline = udp_now_ns() + 2000000000ull;
 		while (!atomic_load(&run.stop) && udp_now_ns() < deadline) {
 			udp_send_marker(fd, port);
@@ -373,7 +382,9 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 		join_by(th, &run, udp_now_ns());
 	}
 	s->cpu_ns = (cpu_seconds() - cpu0) * 1e9;
-	long long drops1 = udp_socket_drops(port);
+	long long drops1 = -1;
+	if (udp_socket_stat(port, &drops1, NULL) < 0)
+		drops1 = -1;
 	close(fd);
 
 	s->sent = (unsigned long long)sent;

@@ -79,9 +79,9 @@ int udp_serve_rio_port(struct udp_run *run);
 long long udp_generate(uint16_t port, unsigned size, unsigned long long count, double seconds);
 /* Sends one end-marker datagram. */
 int udp_send_marker(int fd, uint16_t port);
-/* The kernel's drop counter of the UDP socket bound to 127.0.0.1:port
- * (/proc/net/udp "drops"), or -errno. */
-long long udp_socket_drops(uint16_t port);
+/* The kernel's drop counter and receive-queue bytes of the UDP socket
+ * bound to 127.0.0.1:port (/proc/net/udp). Returns 0 or -errno. */
+int udp_socket_stat(uint16_t port, long long *drops, long long *rx_queue);
 /* /proc/net/snmp Udp RcvbufErrors, or -errno. */
 long long udp_rcvbuf_errors(void);
 

@@ -70,10 +70,10 @@ int udp_send_marker(int fd, uint16_t port)
 		       ? -errno : 0;
 }
 
-long long udp_socket_drops(uint16_t port)
+int udp_socket_stat(uint16_t port, long long *drops, long long *rx_queue)
 {
 	char line[512], want[32];
-	long long drops = -ENOENT;
+	int ret = -ENOENT;
 	FILE *f = fopen("/proc/net/udp", "r");
 
 	if (!f)
@@ -81,16 +81,20 @@ long long udp_socket_drops(uint16_t port)
 	snprintf(want, sizeof(want), "0100007F:%04X", port);
 	while (fgets(line, sizeof(line), f)) {
 		char local[64];
-		unsigned long long d;
+		unsigned long long d, rxq;
 		/* sl local rem st tx:rx tr:tm retr uid timeout inode ref ptr drops */
-		if (sscanf(line, " %*s %63s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", local, &d) == 2 &&
-		    !strcmp(local, want)) {
-			drops = (long long)d;
+		if (sscanf(line, " %*s %63s %*s %*s %*x:%llx %*s %*s %*s %*s %*s %*s %*s %llu",
+			   local, &rxq, &d) == 3 && !strcmp(local, want)) {
+			if (drops)
+				*drops = (long long)d;
+			if (rx_queue)
+				*rx_queue = (long long)rxq;
+			ret = 0;
 			break;
 		}
 	}
 	fclose(f);
-	return drops;
+	return ret;
 }
 
 long long udp_rcvbuf_errors(void)
