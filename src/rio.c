@@ -213,6 +213,8 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	if (type == LF_RIO_PORT && (!notify->fn || notify->threads < 1 ||
 				    notify->threads > LF_RIO_MAX_THREADS))
 		return -EINVAL;
+	if (notify && (notify->flags & ~LF_RIO_CQ_KERNEL_THREAD))
+		return -EINVAL;
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
 		return -ENOMEM;
@@ -231,10 +233,6 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
 	p.cq_entries = size < 256 ? 256 : size;
-	if (notify && (notify->flags & ~LF_RIO_CQ_KERNEL_THREAD)) {
-		ret = -EINVAL;
-		goto fail;
-	}
 	if (notify && (notify->flags & LF_RIO_CQ_KERNEL_THREAD)) {
 		p.flags |= IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = 50;
@@ -249,7 +247,6 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 		ret = io_uring_queue_init_params(128, &cq->ring, &p);
 	}
 	if (ret < 0) {
-fail:
 		pthread_mutex_destroy(&cq->sq_lock);
 		pthread_mutex_destroy(&cq->cq_lock);
 		free(cq->stash);
