@@ -558,7 +558,38 @@ static void test_closed_socket(void)
 	teardown(&f);
 }
 
+static void nop_cb(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned n, void *arg)
+{
+	(void)cq, (void)res, (void)n, (void)arg;
+}
+
+static void test_cq_errors(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_result res[1];
+	struct lf_rio_notify port0 = { .type = LF_RIO_PORT, .threads = 0, .fn = nop_cb };
+	struct lf_rio_notify nofn = { .type = LF_RIO_PORT, .threads = 2 };
+	struct lf_rio_notify flags = { .type = LF_RIO_POLLED, .flags = 0x80 };
+	struct lf_rio_notify type = { .type = (enum lf_rio_notify_type)7 };
+	struct lf_rio_notify port = { .type = LF_RIO_PORT, .threads = 3, .fn = nop_cb };
+
+	setup(&f);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, &port0, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, &nofn, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, &flags, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, &type, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 40000, NULL, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, &port, &cq), 0);
+	ASSERT_EQ(lf_rio_dequeue(cq, res, 1), -EINVAL); /* the pool dequeues */
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	ASSERT_EQ(lf_rio_cq_close(NULL), -EINVAL);
+	ASSERT_EQ(lf_rio_close(NULL), -EINVAL);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
+	{ "cq_errors", test_cq_errors, 0 },
 	{ "closed_socket", test_closed_socket, 0 },
 	{ "cancel", test_cancel, 0 },
 	{ "register_errors", test_register_errors, 0 },
