@@ -392,7 +392,10 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	s->drops = drops0 >= 0 && drops1 >= 0 ? drops1 - drops0 : -1;
 	s->marker = atomic_load(&run.marker);
 	s->err = st.ret;
-	uint64_t t0 = atomic_load(&run.t_first), t1 = atomic_load(&run.t_last);
+	/* drain: from the first receive call (the data is waiting); rate:
+	 * from the first datagram, as the seed's servers time it. */
+	uint64_t t0 = atomic_load(mode == MODE_DRAIN ? &run.t_start : &run.t_first);
+	uint64_t t1 = atomic_load(&run.t_last);
 	s->seconds = t1 > t0 ? (t1 - t0) / 1e9 : 0;
 	s->rate = s->seconds > 0 ? s->received / s->seconds : 0;
 	s->cpu_ns = s->received ? s->cpu_ns / s->received : 0;
@@ -487,7 +490,7 @@ static void print_table(const struct opts *o, const struct summary *m, unsigned 
 				printf("%.1f s flood from %u generator%s", o->seconds, o->generators,
 				       o->generators > 1 ? "s" : "");
 			printf(", median of %u\n", m[i].n);
-			printf("%-12s %7s %12s %21s %10s %12s %8s %10s\n", "design", "threads", "datagrams/s",
+			printf("%-14s %7s %12s %21s %10s %12s %8s %10s\n", "design", "threads", "datagrams/s",
 			       "(min-max)", "lost", "CPU ns/dgram", "x epoll", "x recvmmsg");
 		}
 		double ep = base_rate(m, nm, m[i].mode, m[i].size, "epoll");
@@ -502,7 +505,7 @@ static void print_table(const struct opts *o, const struct summary *m, unsigned 
 			snprintf(r1, sizeof(r1), "%.2f", m[i].rate / ep);
 		if (mm > 0)
 			snprintf(r2, sizeof(r2), "%.2f", m[i].rate / mm);
-		printf("%-12s %7u %12.0f %21s %10s %12.0f %8s %10s", udp_designs[m[i].design].name,
+		printf("%-14s %7u %12.0f %21s %10s %12.0f %8s %10s", udp_designs[m[i].design].name,
 		       m[i].threads, m[i].rate, spread, lost, m[i].cpu_ns, r1, r2);
 		if (m[i].err)
 			printf("  error: %s", strerror(-m[i].err));
@@ -641,6 +644,10 @@ int cmd_bench_udp(int argc, char **argv)
 	ret = o.plot ? plot(json, o.plot) : 0;
 	if (json == tmp)
 		unlink(tmp);
+	for (unsigned i = 0; i < ns && !ret; i++)
+		if (samples[i].err)
+			ret = lf_cli_error("bench udp: the %s server failed: %s", udp_designs[samples[i].design].name,
+					   strerror(-samples[i].err));
 out:
 	free(samples);
 	free(sum);

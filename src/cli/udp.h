@@ -21,7 +21,8 @@ struct udp_run {
 	unsigned size, work, threads;
 	atomic_bool stop;
 	atomic_ullong count;
-	atomic_ullong t_first, t_last; /* CLOCK_MONOTONIC ns of the first and last datagram */
+	atomic_ullong t_start;         /* CLOCK_MONOTONIC ns when receiving began (udp_started) */
+	atomic_ullong t_first, t_last; /* ... of the first and last datagram */
 	atomic_bool marker;            /* the end marker was seen */
 	int err;                       /* -errno from the server, 0 if fine */
 };
@@ -38,6 +39,9 @@ extern const struct udp_design udp_designs[];
 extern const unsigned udp_ndesigns;
 
 uint64_t udp_now_ns(void);
+/* A server calls this right before its first receive: in drain mode the
+ * datagrams are already queued and the clock runs from here. */
+void udp_started(struct udp_run *run);
 /* Per-thread tally, merged into the run at the end of a batch. */
 struct udp_tally {
 	uint64_t count, first;

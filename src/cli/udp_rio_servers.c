@@ -75,6 +75,7 @@ static int rs_open(struct rio_server *s, struct udp_run *run, unsigned nslices,
 
 static int rs_multishot(struct rio_server *s)
 {
+	udp_started(s->run);
 	struct lf_rio_buf region = { (uint32_t)s->id, 0, s->slice * RIO_SLICES };
 
 	return lf_rio_receive_multishot(s->rq, &region, s->slice, RIO_SLICES, NULL);
@@ -226,6 +227,8 @@ int udp_serve_rio_posted(struct udp_run *run)
 	struct udp_tally t = { 0 };
 	int ret = rs_open(&s, run, RIO_POSTED, NULL);
 
+	if (!ret)
+		udp_started(run);
 	for (unsigned i = 0; !ret && i < RIO_POSTED; i++) {
 		struct lf_rio_buf b = { (uint32_t)s.id, i * s.slice, s.slice };
 		ret = lf_rio_receive(s.rq, &b, LF_RIO_DEFER, NULL);

@@ -24,6 +24,14 @@ uint64_t udp_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void udp_started(struct udp_run *run)
+{
+	uint64_t now = udp_now_ns(), old = atomic_load(&run->t_start);
+
+	while ((!old || now < old) && !atomic_compare_exchange_weak(&run->t_start, &old, now))
+		;
+}
+
 bool udp_flush(struct udp_run *run, struct udp_tally *t)
 {
 	uint64_t old;
@@ -66,6 +74,7 @@ static int serve_simple(struct udp_run *run)
 
 	if (ret < 0)
 		return ret;
+	udp_started(run);
 	for (;;) {
 		ssize_t n = recv(run->fd, buf, sizeof(buf), 0);
 		if (n < 0) {
@@ -91,6 +100,7 @@ static int serve_recvmmsg(struct udp_run *run)
 		return ret;
 	if (run->size > sizeof(bufs[0]))
 		return -EMSGSIZE;
+	udp_started(run);
 	for (;;) {
 		for (int i = 0; i < UDP_BATCH; i++) {
 			iov[i].iov_base = bufs[i];
@@ -178,6 +188,7 @@ static int serve_epoll_n(struct udp_run *run, unsigned threads)
 		ret = -errno;
 		goto out;
 	}
+	udp_started(run);
 	if (threads == 1) {
 		epoll_thread(&c);
 	} else {
