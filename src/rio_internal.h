@@ -49,7 +49,7 @@ struct rio_mshot {
 	uint32_t region, base; /* the slice cut into the ring */
 	char *base_ptr;
 	uint16_t bgid;
-	uint32_t delivered;     /* slices handed out (under the cq lock) */
+	atomic_uint delivered;  /* slices handed out (written under the cq lock) */
 	atomic_uint recycled;   /* slices given back */
 	struct rio_req req;
 };

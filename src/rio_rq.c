@@ -548,7 +548,7 @@ LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio
 	ms->region = region->id;
 	ms->base = region->offset;
 	ms->base_ptr = base;
-	ms->delivered = 0;
+	atomic_store(&ms->delivered, 0);
 	atomic_store(&ms->recycled, 0);
 	ms->req.rq = rq;
 	ms->req.kind = RIO_MSHOT;
@@ -586,6 +586,10 @@ LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs
 			return -EINVAL;
 	}
 	pthread_mutex_lock(&rq->lock);
+	if (n > atomic_load(&ms->delivered) - atomic_load(&ms->recycled)) {
+		pthread_mutex_unlock(&rq->lock);
+		return -EINVAL; /* more than are out: a slice given back twice */
+	}
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t bid = (bufs[i].offset - ms->base) / ms->slice_len;
 		io_uring_buf_ring_add(ms->br, ms->base_ptr + (size_t)bid * ms->slice_len,
@@ -617,7 +621,10 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		res->buf.offset = ms->base + bid * ms->slice_len;
 		res->buf.length = (uint32_t)cqe->res;
 		res->flags = LF_RIO_RES_MULTISHOT;
-		ms->delivered++;
+		/* Only the cq lock holder writes it: no locked increment needed. */
+		atomic_store_explicit(&ms->delivered,
+				      atomic_load_explicit(&ms->delivered, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 	} else {
 		res->status = cqe->res < 0 ? cqe->res : 0;
 		res->bytes = 0;
@@ -636,7 +643,7 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 		rq->pending--;
 		if (!rq->closing && !ms->stopped && (cqe->res == -ENOBUFS || cqe->res >= 0)) {
 			/* All slices out: wait for lf_rio_recycle(). */
-			if (ms->delivered - atomic_load(&ms->recycled) >= ms->count)
+			if (atomic_load(&ms->delivered) - atomic_load(&ms->recycled) >= ms->count)
 				ms->want_rearm = true;
 			else
 				ms_arm(rq);

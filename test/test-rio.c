@@ -438,8 +438,9 @@ static void test_multishot(void)
 		got += n;
 	}
 	ASSERT_EQ(got, 100);
-	struct lf_rio_buf wrong = { f.id, 100, 10 };
+	struct lf_rio_buf wrong = { f.id, 100, 10 }, twice = { f.id, 0, 2048 };
 	ASSERT_EQ(lf_rio_recycle(rq, &wrong, 1), -EINVAL);
+	ASSERT_EQ(lf_rio_recycle(rq, &twice, 1), -EINVAL); /* all are back already */
 	ASSERT_EQ(lf_rio_rq_close(rq), 0);
 	ASSERT_EQ(lf_rio_cq_close(cq), 0);
 	close(s);
