@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -275,6 +276,9 @@ static int start_generators(const struct opts *o, uint16_t port, unsigned size,
 		if (pid == 0) {
 			char b;
 			long long sent = -1;
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the bench */
+			if (getppid() == 1)
+				_exit(1);
 			close(go[1]);
 			close(res[0]);
 			if (read(go[0], &b, 1) == 1)
