@@ -213,7 +213,10 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	if (type == LF_RIO_PORT && (!notify->fn || notify->threads < 1 ||
 				    notify->threads > LF_RIO_MAX_THREADS))
 		return -EINVAL;
-	if (notify && (notify->flags & ~LF_RIO_CQ_KERNEL_THREAD))
+	if (notify && (notify->flags & ~(LF_RIO_CQ_KERNEL_THREAD | LF_RIO_CQ_SINGLE_THREAD)))
+		return -EINVAL;
+	if (notify && (notify->flags & LF_RIO_CQ_SINGLE_THREAD) &&
+	    (type != LF_RIO_POLLED || (notify->flags & LF_RIO_CQ_KERNEL_THREAD)))
 		return -EINVAL;
 	cq = calloc(1, sizeof(*cq));
 	if (!cq)
@@ -236,11 +239,23 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	if (notify && (notify->flags & LF_RIO_CQ_KERNEL_THREAD)) {
 		p.flags |= IORING_SETUP_SQPOLL;
 		p.sq_thread_idle = 50;
+	} else if (notify && (notify->flags & LF_RIO_CQ_SINGLE_THREAD)) {
+		p.flags |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+			   IORING_SETUP_TASKRUN_FLAG;
+		cq->single = true;
+		cq->coop = true;
+		cq->owner = pthread_self();
 	} else if (type == LF_RIO_POLLED) {
 		p.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
 		cq->coop = true;
 	}
 	ret = io_uring_queue_init_params(128, &cq->ring, &p);
+	if (ret == -EINVAL && cq->single) {
+		/* A kernel without DEFER_TASKRUN (< 6.1): cooperative instead. */
+		p.flags &= ~(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+		p.flags |= IORING_SETUP_COOP_TASKRUN;
+		ret = io_uring_queue_init_params(128, &cq->ring, &p);
+	}
 	if (ret < 0 && cq->coop) {
 		p.flags &= ~(IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
 		cq->coop = false;
@@ -390,12 +405,14 @@ static unsigned cq_reap(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigne
 }
 
 /* Enters the kernel only when completions are waiting to be posted by this
- * thread (IORING_SQ_TASKRUN) or have overflowed into the kernel's list. */
+ * thread (IORING_SQ_TASKRUN) or have overflowed into the kernel's list; a
+ * single-thread queue (deferred task work) also whenever its ring is empty. */
 static void cq_flush(struct lf_rio_cq *cq)
 {
 	unsigned flags = IO_URING_READ_ONCE(*cq->ring.sq.kflags);
 
-	if (flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))
+	if ((flags & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) ||
+	    (cq->single && !io_uring_cq_ready(&cq->ring)))
 		io_uring_get_events(&cq->ring);
 }
 
@@ -407,6 +424,8 @@ LF_EXPORT int lf_rio_dequeue(struct lf_rio_cq *cq, struct lf_rio_result *res, un
 		return -EINVAL;
 	if (cq->type == LF_RIO_PORT)
 		return -EINVAL;
+	if (lf__rio_cq_owner(cq))
+		return -EPERM;
 	pthread_mutex_lock(&cq->cq_lock);
 	cq_flush(cq);
 	n = cq_reap(cq, res, max);

@@ -62,6 +62,8 @@ struct lf_rio_cq {
 	int efd;
 	bool armed;
 	bool coop;         /* IORING_SETUP_COOP_TASKRUN|TASKRUN_FLAG */
+	bool single;       /* LF_RIO_CQ_SINGLE_THREAD: DEFER_TASKRUN, owner only */
+	pthread_t owner;
 	pthread_mutex_t sq_lock, cq_lock;
 	bool fixed[LF_RIO_MAX_BUFS]; /* region registered as a fixed buffer here */
 	bool file_used[LF_RIO_MAX_FILES];
@@ -100,6 +102,12 @@ struct lf_rio {
 	struct lf_rio_cq *cqs;
 	struct lf_rio_rq *rqs;
 };
+
+/* Returns 0, or -EPERM when a single-thread queue is used by another thread. */
+static inline int lf__rio_cq_owner(const struct lf_rio_cq *cq)
+{
+	return !cq->single || pthread_equal(cq->owner, pthread_self()) ? 0 : -EPERM;
+}
 
 /* Turns one CQE into a result. Returns 1 if *res was filled, 0 if the CQE
  * was internal. Called with cq->cq_lock held. */

@@ -223,6 +223,8 @@ LF_EXPORT int lf_rio_rq_close(struct lf_rio_rq *rq)
 
 	if (!rq)
 		return -EINVAL;
+	if (lf__rio_cq_owner(rq->rcq) || lf__rio_cq_owner(rq->scq))
+		return -EPERM;
 	rio = rq->rio;
 	pthread_mutex_lock(&rq->lock);
 	if (rq->closing) {
@@ -322,6 +324,8 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 	}
 	if (to && (tolen < sizeof(sa_family_t) || tolen > sizeof(struct sockaddr_storage)))
 		return -EINVAL;
+	if (lf__rio_cq_owner(kind == RIO_SEND ? rq->scq : rq->rcq))
+		return -EPERM;
 
 	pthread_mutex_lock(&rq->lock);
 	r = kind == RIO_SEND ? rq->free_send : rq->free_recv;
@@ -438,6 +442,8 @@ LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
 		return -EINVAL;
 	if (rq->closing)
 		return -EBADF;
+	if (lf__rio_cq_owner(rq->rcq) || lf__rio_cq_owner(rq->scq))
+		return -EPERM;
 	pthread_mutex_lock(&rq->lock);
 	rq->ms.stopped = true;
 	rq->ms.want_rearm = false;
@@ -466,6 +472,8 @@ LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 		return -EINVAL;
 	if (rq->closing)
 		return -EBADF;
+	if (lf__rio_cq_owner(rq->rcq) || lf__rio_cq_owner(rq->scq))
+		return -EPERM;
 	pthread_mutex_lock(&rq->rcq->sq_lock);
 	ret = io_uring_submit(&rq->rcq->ring);
 	pthread_mutex_unlock(&rq->rcq->sq_lock);
@@ -514,6 +522,8 @@ LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio
 		return -EINVAL;
 	if (rq->closing)
 		return -EBADF;
+	if (lf__rio_cq_owner(rq->rcq))
+		return -EPERM;
 	ms = &rq->ms;
 	base = lf__rio_slice(rq->rio, region);
 	if (!base || !slice_len || !count || count > LF_RIO_MAX_SIZE || (count & (count - 1)) ||
@@ -578,6 +588,8 @@ LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs
 	ms = &rq->ms;
 	if (!ms->active)
 		return -EINVAL;
+	if (lf__rio_cq_owner(rq->rcq))
+		return -EPERM;
 	mask = io_uring_buf_ring_mask(ms->count);
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t off = bufs[i].offset - ms->base;

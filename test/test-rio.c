@@ -589,7 +589,79 @@ static void test_cq_errors(void)
 	teardown(&f);
 }
 
+struct other_thread {
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *rq;
+	struct lf_rio_buf buf;
+	int dequeue, receive, close;
+};
+
+static void *other_main(void *arg)
+{
+	struct other_thread *o = arg;
+	struct lf_rio_result res[1];
+
+	o->dequeue = lf_rio_dequeue(o->cq, res, 1);
+	o->receive = lf_rio_receive(o->rq, &o->buf, 0, NULL);
+	o->close = lf_rio_rq_close(o->rq);
+	return NULL;
+}
+
+/* A single-thread queue (deferred task work) delivers the same results,
+ * and refuses other threads with -EPERM instead of misbehaving. */
+static void test_single_thread_queue(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *rq;
+	struct lf_rio_result res[16];
+	struct lf_rio_notify st = { .type = LF_RIO_POLLED, .flags = LF_RIO_CQ_SINGLE_THREAD };
+	struct lf_rio_notify bad = { .type = LF_RIO_EVENT, .flags = LF_RIO_CQ_SINGLE_THREAD };
+	struct lf_rio_buf region = { 0, 0, 16 * 2048 };
+	struct sockaddr_in sa, ca;
+	struct other_thread o;
+	pthread_t th;
+	unsigned got = 0;
+	int s, c;
+
+	setup(&f);
+	region.id = f.id;
+	s = udp_bound(&sa);
+	c = udp_bound(&ca);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 32, &bad, &cq), -EINVAL);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 32, &st, &cq), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s, 17, 0, cq, cq, NULL, &rq), 0);
+	ASSERT_EQ(lf_rio_receive_multishot(rq, &region, 2048, 16, NULL), 0);
+	send_n(c, &sa, 50, 64);
+	for (int spins = 0; got < 50 && spins < 5000; spins++) {
+		int n = lf_rio_dequeue_wait(cq, res, 16, 1);
+		ASSERT_GE(n, 0);
+		struct lf_rio_buf back[16];
+		for (int i = 0; i < n; i++) {
+			ASSERT_EQ(res[i].bytes, 64);
+			back[i] = res[i].buf;
+		}
+		ASSERT_EQ(lf_rio_recycle(rq, back, n), 0);
+		got += n;
+	}
+	ASSERT_EQ(got, 50);
+
+	o = (struct other_thread){ .cq = cq, .rq = rq, .buf = { f.id, 65536, 64 } };
+	ASSERT_EQ(pthread_create(&th, NULL, other_main, &o), 0);
+	ASSERT_EQ(pthread_join(th, NULL), 0);
+	ASSERT_EQ(o.dequeue, -EPERM);
+	ASSERT_EQ(o.receive, -EPERM);
+	ASSERT_EQ(o.close, -EPERM);
+
+	ASSERT_EQ(lf_rio_rq_close(rq), 0);
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	close(s);
+	close(c);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
+	{ "single_thread_queue", test_single_thread_queue, 0 },
 	{ "cq_errors", test_cq_errors, 0 },
 	{ "closed_socket", test_closed_socket, 0 },
 	{ "cancel", test_cancel, 0 },

@@ -69,6 +69,12 @@ typedef void (*lf_rio_port_fn)(struct lf_rio_cq *cq, struct lf_rio_result *res,
  * It spins while busy (up to 50 ms after the last request) and can add
  * milliseconds of latency when CPUs are scarce: for throughput, not latency. */
 #define LF_RIO_CQ_KERNEL_THREAD (1u << 0)
+/* lf_rio_notify.flags, LF_RIO_POLLED only: the creating thread is the only
+ * one that posts requests to the queue and dequeues from it (other threads
+ * get -EPERM). io_uring then defers all completion work until
+ * lf_rio_dequeue() finds the queue empty and collects it
+ * (IORING_SETUP_DEFER_TASKRUN), its cheapest mode. */
+#define LF_RIO_CQ_SINGLE_THREAD (1u << 1)
 
 struct lf_rio_notify {
 	enum lf_rio_notify_type type;

@@ -174,7 +174,7 @@ static void *polled_main(void *arg)
 {
 	struct polled_thread *p = arg;
 
-	p->ret = serve_polled(p->run, 0);
+	p->ret = serve_polled(p->run, LF_RIO_CQ_SINGLE_THREAD);
 	atomic_store(&p->run->stop, true);
 	return NULL;
 }
@@ -206,7 +206,7 @@ int udp_serve_rio_polled_mt(struct udp_run *run)
 
 int udp_serve_rio_polled(struct udp_run *run)
 {
-	return serve_polled(run, 0);
+	return serve_polled(run, LF_RIO_CQ_SINGLE_THREAD);
 }
 
 /* As rio-polled, with the receives done by an io_uring SQPOLL kernel
@@ -222,10 +222,11 @@ int udp_serve_rio_sqpoll(struct udp_run *run)
  * counted. */
 int udp_serve_rio_posted(struct udp_run *run)
 {
+	struct lf_rio_notify nt = { .type = LF_RIO_POLLED, .flags = LF_RIO_CQ_SINGLE_THREAD };
 	struct rio_server s;
 	struct lf_rio_result res[RIO_DEQ];
 	struct udp_tally t = { 0 };
-	int ret = rs_open(&s, run, RIO_POSTED, NULL);
+	int ret = rs_open(&s, run, RIO_POSTED, &nt);
 
 	if (!ret)
 		udp_started(run);
