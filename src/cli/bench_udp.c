@@ -53,6 +53,7 @@ struct sample {
 	long long drops;
 	double seconds, rate, cpu_ns;
 	bool marker;
+	unsigned markers; /* end markers sent (a dropped one counts in lost) */
 	int err;
 };
 
@@ -318,7 +319,7 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 
 	if (mode == MODE_DRAIN) {
 		sent = udp_generate(port, size, o->count, 0);
-		for (int i = 0; i < 4 && sent >= 0; i++)
+		for (; s->markers < 4 && sent >= 0; s->markers++)
 			udp_send_marker(fd, port);
 		if (sent < 0) {
 			close(fd);
@@ -381,6 +382,7 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 		deadline = udp_now_ns() + 2000000000ull;
 		while (!atomic_load(&run.stop) && udp_now_ns() < deadline) {
 			udp_send_marker(fd, port);
+			s->markers++;
 			usleep(2000);
 		}
 		join_by(th, &run, udp_now_ns());
@@ -545,10 +547,10 @@ static int write_json(const char *path, const struct opts *o, const struct sampl
 	for (unsigned i = 0; i < ns; i++)
 		fprintf(f, "    {\"mode\": \"%s\", \"size\": %u, \"design\": \"%s\", \"threads\": %u, \"repeat\": %u, "
 			   "\"sent\": %llu, \"received\": %llu, \"lost\": %lld, \"seconds\": %.6f, \"rate\": %.0f, "
-			   "\"cpu_ns_per_dgram\": %.1f, \"end_marker_seen\": %s, \"error\": %d}%s\n",
+			   "\"cpu_ns_per_dgram\": %.1f, \"end_marker_seen\": %s, \"markers_sent\": %u, \"error\": %d}%s\n",
 			mode_name(s[i].mode), s[i].size, udp_designs[s[i].design].name, s[i].threads, s[i].repeat,
 			s[i].sent, s[i].received, s[i].drops, s[i].seconds, s[i].rate, s[i].cpu_ns,
-			s[i].marker ? "true" : "false", s[i].err, i + 1 < ns ? "," : "");
+			s[i].marker ? "true" : "false", s[i].markers, s[i].err, i + 1 < ns ? "," : "");
 	fprintf(f, "  ]\n}\n");
 	if (f != stdout && fclose(f))
 		return -errno;

@@ -60,8 +60,9 @@ def test_drain_with_work_and_more_threads(tmp_path, rio_ok):
 
 
 def test_rate_accounts_for_every_datagram(tmp_path, rio_ok):
-    """In rate mode datagrams may be lost, but sent = received + lost (the
-    socket's kernel drop counter) and the end marker still ends the run."""
+    """In rate mode datagrams may be lost, but every one is accounted for by
+    the socket's kernel drop counter (which also counts an end marker dropped
+    while the queue was full), and the end marker still ends the run."""
     out = tmp_path / "udp.json"
     r = bench("--mode", "rate", "--time", "0.3", "--repeat", "1", "--generators", "2",
               "--designs", "simple,rio-polled,rio-port", "--json", str(out))
@@ -69,7 +70,7 @@ def test_rate_accounts_for_every_datagram(tmp_path, rio_ok):
     for x in json.loads(out.read_text())["runs"]:
         assert x["sent"] > 0
         assert x["end_marker_seen"], x
-        assert x["sent"] == x["received"] + x["lost"], x
+        assert x["sent"] - x["received"] <= x["lost"] <= x["sent"] - x["received"] + x["markers_sent"], x
 
 
 def test_global_json_flag_prints_json(rio_ok):
