@@ -627,9 +627,9 @@ int cmd_bench_udp(int argc, char **argv)
 	if (!lf_cli_json && isatty(2))
 		fprintf(stderr, "\r\033[K");
 	summarize(samples, ns, sum, &nm);
-	if (lf_cli_json)
+	if (lf_cli_json && !(o.json && !strcmp(o.json, "-")))
 		write_json("-", &o, samples, ns, sum, nm);
-	else
+	else if (!lf_cli_json && !(o.json && !strcmp(o.json, "-")))
 		print_table(&o, sum, nm);
 
 	char tmp[] = "/tmp/loopfast-udp-XXXXXX.json";
