@@ -27,6 +27,7 @@ const char *lat_combo_na(enum lat_style s, enum lat_transport t);
 #define LAT_MAX_SIZE (1u << 20)
 #define LAT_MAX_COUNT 10000000u
 #define LAT_REASON_LEN 256
+#define LAT_SP_SECONDS 3   /* sockperf -t */
 
 struct lat_opts {
 	unsigned styles;     /* bit mask of enum lat_style */
@@ -121,10 +122,10 @@ int lat_run_row(const struct lat_opts *o, enum lat_style s, enum lat_transport t
 void lat_machine_info(struct lat_machine *m);
 void lat_print_table(FILE *f, const struct lat_report *rep);
 void lat_print_json(FILE *f, const struct lat_report *rep);
+void lat_sockperf_print(FILE *f, const struct lat_report *rep);
 
 /* latency_sockperf.c */
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep);
-void lat_sockperf_print(FILE *f, const struct lat_report *rep);
 
 /* Channel between the two processes and the style that drives it. */
 struct lat_shm_ring;

@@ -313,3 +313,25 @@ void lat_print_json(FILE *f, const struct lat_report *rep)
 	}
 	fprintf(f, "%s]\n}\n", rep->nsp ? "\n  " : "");
 }
+
+void lat_sockperf_print(FILE *f, const struct lat_report *rep)
+{
+	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s; both ends block in recvfrom,"
+		   " so compared with our block rows)\n", rep->opts->size < 14 ? 14 : rep->opts->size, LAT_SP_SECONDS);
+	fprintf(f, "%-10s %14s %14s %14s %8s\n", "transport", "sockperf p50", "sockperf p99", "ours p50", "ratio");
+	for (unsigned i = 0; i < rep->nsp; i++) {
+		const struct lat_sockperf *s = &rep->sp[i];
+
+		if (s->status != LAT_OK) {
+			fprintf(f, "%-10s %s: %s\n", s->transport, s->status == LAT_UNAVAILABLE ? "unavailable" : "failed",
+				s->reason);
+			continue;
+		}
+		fprintf(f, "%-10s %11.1f us %11.1f us ", s->transport, s->p50, s->p99);
+		if (s->ours)
+			fprintf(f, "%11.1f us %8.2f\n", s->ours->med.p50, s->p50 / s->ours->med.p50);
+		else
+			fprintf(f, "%14s %8s\n", "(not run)", "-");
+	}
+	fprintf(f, "ratio = sockperf p50 / ours p50 (round trips; sockperf without --full-rtt would print half)\n");
+}

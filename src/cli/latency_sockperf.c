@@ -29,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SP_SECONDS 3
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -196,7 +194,7 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_
 		snprintf(port, sizeof(port), "%d", p);
 	}
 	snprintf(size, sizeof(size), "%zu", o->size < 14 ? 14 : o->size);
-	snprintf(secs, sizeof(secs), "%d", SP_SECONDS);
+	snprintf(secs, sizeof(secs), "%d", LAT_SP_SECONDS);
 	char *srv_argv[] = { "sockperf", "server", "--tcp", "-i", addr, "-p", port, NULL };
 	char *cli_argv[] = { "sockperf", "ping-pong", "--tcp", "-i", addr, "-p", port, "-m", size, "-t", secs,
 			     "--full-rtt", NULL };
@@ -244,7 +242,7 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_
 		snprintf(s->reason, sizeof(s->reason), "cannot start sockperf: %s", strerror(errno));
 		goto out;
 	}
-	if (!slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + SP_SECONDS + 15)) {
+	if (!slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + LAT_SP_SECONDS + 15)) {
 		s->status = LAT_UNAVAILABLE;
 		snprintf(s->reason, sizeof(s->reason), "sockperf ping-pong timed out");
 		goto out;
@@ -279,32 +277,10 @@ static const struct lat_row *find_row(const struct lat_report *rep, enum lat_sty
 
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep)
 {
-	fprintf(stderr, "bench latency: sockperf ping-pong, TCP and Unix socket, %d s each\n", SP_SECONDS);
+	fprintf(stderr, "bench latency: sockperf ping-pong, TCP and Unix socket, %d s each\n", LAT_SP_SECONDS);
 	rep->nsp = 2;
 	rep->sp[0] = (struct lat_sockperf){ .transport = "tcp", .ours = find_row(rep, LAT_BLOCK, LAT_TCP) };
 	rep->sp[1] = (struct lat_sockperf){ .transport = "unix", .ours = find_row(rep, LAT_BLOCK, LAT_UDS) };
 	run_one(o, &rep->sp[0], false);
 	run_one(o, &rep->sp[1], true);
-}
-
-void lat_sockperf_print(FILE *f, const struct lat_report *rep)
-{
-	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s; both ends block in recvfrom,"
-		   " so compared with our block rows)\n", rep->opts->size < 14 ? 14 : rep->opts->size, SP_SECONDS);
-	fprintf(f, "%-10s %14s %14s %14s %8s\n", "transport", "sockperf p50", "sockperf p99", "ours p50", "ratio");
-	for (unsigned i = 0; i < rep->nsp; i++) {
-		const struct lat_sockperf *s = &rep->sp[i];
-
-		if (s->status != LAT_OK) {
-			fprintf(f, "%-10s %s: %s\n", s->transport, s->status == LAT_UNAVAILABLE ? "unavailable" : "failed",
-				s->reason);
-			continue;
-		}
-		fprintf(f, "%-10s %11.1f us %11.1f us ", s->transport, s->p50, s->p99);
-		if (s->ours)
-			fprintf(f, "%11.1f us %8.2f\n", s->ours->med.p50, s->p50 / s->ours->med.p50);
-		else
-			fprintf(f, "%14s %8s\n", "(not run)", "-");
-	}
-	fprintf(f, "ratio = sockperf p50 / ours p50 (round trips; sockperf without --full-rtt would print half)\n");
 }
