@@ -42,7 +42,8 @@ static int parse_uint(const char *opt, const char *s, unsigned long long lo, uns
 	return 0;
 }
 
-static int parse_list(const char *opt, const char *s, const char *const *names, unsigned n, unsigned *mask)
+static int parse_list(const char *opt, const char *what, const char *s, const char *const *names, unsigned n,
+		      unsigned *mask)
 {
 	char buf[256], *save = NULL;
 
@@ -60,7 +61,7 @@ static int parse_list(const char *opt, const char *s, const char *const *names, 
 
 			for (unsigned k = 0; k < n; k++)
 				snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", k ? ", " : "", names[k]);
-			return lf_cli_error("unknown %s '%s' (one of: %s)", opt + 2, tok, all);
+			return lf_cli_error("unknown %s '%s' in %s (one of: %s)", what, tok, opt, all);
 		}
 		*mask |= 1u << i;
 	}
@@ -105,7 +106,7 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(usage_text, stdout);
-			return 1;
+			return -1; /* done, successfully */
 		}
 		if (!strcmp(a, "--no-pin")) {
 			o->pin = false;
@@ -128,9 +129,9 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 		if (!val)
 			return lf_cli_error("%s needs a value", name);
 		if (!strcmp(name, "--styles"))
-			err = parse_list(name, val, lat_style_names, LAT_NSTYLES, &o->styles);
+			err = parse_list(name, "style", val, lat_style_names, LAT_NSTYLES, &o->styles);
 		else if (!strcmp(name, "--transports"))
-			err = parse_list(name, val, lat_transport_names, LAT_NTRANSPORTS, &o->transports);
+			err = parse_list(name, "transport", val, lat_transport_names, LAT_NTRANSPORTS, &o->transports);
 		else if (!strcmp(name, "--size"))
 			err = parse_uint(name, val, 8, LAT_MAX_SIZE, &v) ?: (o->size = v, 0);
 		else if (!strcmp(name, "--count"))
@@ -239,7 +240,7 @@ int cmd_bench_latency(int argc, char **argv)
 	bool dropped = false, failed = false;
 
 	if (err)
-		return err > 0 ? 0 : err;
+		return err < 0 ? 0 : err;
 	rep.rows = calloc(LAT_NSTYLES * LAT_NTRANSPORTS, sizeof(*rep.rows));
 	for (int s = 0; s < LAT_NSTYLES; s++)
 		for (int t = 0; t < LAT_NTRANSPORTS; t++) {

@@ -256,6 +256,11 @@ static void child_main(struct child *c, int role)
 	for (size_t i = 8; i < o->size; i++)
 		((unsigned char *)tx)[i] = (unsigned char)i;
 
+	/* For the test that a stuck row cannot hang the benchmark. */
+	const char *stall = getenv("LOOPFAST_BENCH_LATENCY_STALL");
+
+	if (stall && !strcmp(stall, role == SENDER ? "sender" : "echoer"))
+		pause();
 	for (unsigned i = 0; i < total; i++) {
 		if (i == o->warmup) {
 			cpu0 = cpu_s();
