@@ -148,11 +148,12 @@ static void make_report(void)
 	lat_cdf(&rows[0]);
 	lat_compare(&rep);
 	rep.nsp = 2;
-	rep.sp[0] = (struct lat_sockperf){ .transport = "tcp", .status = LAT_OK, .p50 = 60, .mean = 61, .p99 = 95,
-					   .ours = &rows[0] };
+	rep.sp[0] = (struct lat_sockperf){ .transport = "tcp", .status = LAT_OK, .nrep = 2, .rep_p50 = { 61, 59 },
+					   .rep_p99 = { 95, 96 }, .rep_mean = { 62, 60 } };
 	strcpy(rep.sp[0].command, "sockperf ping-pong --tcp");
 	rep.sp[1] = (struct lat_sockperf){ .transport = "unix", .status = LAT_UNAVAILABLE };
 	strcpy(rep.sp[1].reason, "sockperf: '-i' Invalid address: /tmp/x.sock");
+	lat_sockperf_finish(&rep);
 }
 
 static char *render(void (*fn)(FILE *, const struct lat_report *))
@@ -192,7 +193,8 @@ static void test_table_sockperf(void)
 	make_report();
 	char *t = render(lat_sockperf_print);
 
-	ASSERT_HAS(t, "tcp               60.0 us        95.0 us        57.0 us     1.05");
+	ASSERT_HAS(t, "transport    sockperf p50 p50 range         sockperf p99       ours p50    ratio");
+	ASSERT_HAS(t, "tcp               60.0 us 59.0-61.0              95.5 us        57.0 us     1.05");
 	ASSERT_HAS(t, "unix       unavailable: sockperf: '-i' Invalid address");
 	free(t);
 }
@@ -283,7 +285,7 @@ static void test_json_schema(void)
 	ASSERT_HAS(j, "\"cdf\": [[0, 40], ");
 	ASSERT_HAS(j, "[100, 5000]]");
 	ASSERT_HAS(j, "\"status\": \"unavailable\", \"reason\": \"lf_enable_fast_path(listener): \\\"Operation\\\" not supported\"");
-	ASSERT_HAS(j, "\"transport\": \"tcp\", \"status\": \"ok\", \"command\": \"sockperf ping-pong --tcp\", \"p50_rtt_us\": 60");
+	ASSERT_HAS(j, "\"transport\": \"tcp\", \"status\": \"ok\", \"command\": \"sockperf ping-pong --tcp\", \"repeats\": 2, \"p50_rtt_us\": 60, \"p50_rtt_us_range\": [59, 61], \"mean_rtt_us\": 61, \"p99_rtt_us\": 95.5");
 	ASSERT_HAS(j, "\"ours\": {\"style\": \"block\", \"transport\": \"tcp\", \"p50_us\": 57}");
 	ASSERT_HAS(j, "\"transport\": \"unix\", \"status\": \"unavailable\"");
 	free(j);

@@ -139,7 +139,7 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 		else if (!strcmp(name, "--warmup"))
 			err = parse_uint(name, val, 0, LAT_MAX_COUNT, &v) ?: (o->warmup = (unsigned)v, 0);
 		else if (!strcmp(name, "--repeat"))
-			err = parse_uint(name, val, 1, 100, &v) ?: (o->repeat = (unsigned)v, 0);
+			err = parse_uint(name, val, 1, LAT_MAX_REPEAT, &v) ?: (o->repeat = (unsigned)v, 0);
 		else if (!strcmp(name, "--timeout"))
 			err = parse_uint(name, val, 1, 3600, &v) ?: (o->timeout_s = (unsigned)v, 0);
 		else if (!strcmp(name, "--spin-us"))
@@ -266,11 +266,15 @@ int cmd_bench_latency(int argc, char **argv)
 	}
 	lat_machine_info(&rep.machine);
 
+	if (o.compare_sockperf)
+		lat_sockperf_init(&rep);
 	for (unsigned k = 0; k < o.repeat; k++) {
 		fprintf(stderr, "bench latency: repeat %u/%u, %u rows\n", k + 1, o.repeat, rep.nrows);
 		for (unsigned r = 0; r < rep.nrows; r++)
 			if (rep.rows[r].status == LAT_OK)
 				run_one(&o, &rep.rows[r], ns, us);
+		if (o.compare_sockperf)
+			lat_sockperf_run(&o, &rep);
 	}
 	for (unsigned r = 0; r < rep.nrows; r++) {
 		struct lat_row *w = &rep.rows[r];
@@ -284,7 +288,7 @@ int cmd_bench_latency(int argc, char **argv)
 	}
 	lat_compare(&rep);
 	if (o.compare_sockperf)
-		lat_sockperf_run(&o, &rep);
+		lat_sockperf_finish(&rep);
 
 	if (lf_cli_json) {
 		lat_print_json(stdout, &rep);

@@ -27,7 +27,8 @@ const char *lat_combo_na(enum lat_style s, enum lat_transport t);
 #define LAT_MAX_SIZE (1u << 20)
 #define LAT_MAX_COUNT 10000000u
 #define LAT_REASON_LEN 256
-#define LAT_SP_SECONDS 3   /* sockperf -t */
+#define LAT_SP_SECONDS 2   /* sockperf -t, per repeat */
+#define LAT_MAX_REPEAT 100
 
 struct lat_opts {
 	unsigned styles;     /* bit mask of enum lat_style */
@@ -81,7 +82,10 @@ struct lat_sockperf {
 	enum lat_status status;
 	char reason[LAT_REASON_LEN];
 	char command[512];
-	double p50, mean, p99;       /* round trip (--full-rtt), µs */
+	double p50, mean, p99;       /* round trip (--full-rtt), µs: medians over repeats */
+	double p50_lo, p50_hi;       /* p50 range over repeats */
+	unsigned nrep;
+	double rep_p50[LAT_MAX_REPEAT], rep_p99[LAT_MAX_REPEAT], rep_mean[LAT_MAX_REPEAT];
 	const struct lat_row *ours;  /* the row it is compared with, or NULL */
 };
 
@@ -124,8 +128,11 @@ void lat_print_table(FILE *f, const struct lat_report *rep);
 void lat_print_json(FILE *f, const struct lat_report *rep);
 void lat_sockperf_print(FILE *f, const struct lat_report *rep);
 
-/* latency_sockperf.c */
+/* latency_sockperf.c: init once, run once per repeat (after the rows),
+ * finish after the rows' figures are final. */
+void lat_sockperf_init(struct lat_report *rep);
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep);
+void lat_sockperf_finish(struct lat_report *rep);
 
 /* Channel between the two processes and the style that drives it. */
 struct lat_shm_ring;

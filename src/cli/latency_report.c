@@ -296,8 +296,13 @@ void lat_print_json(FILE *f, const struct lat_report *rep)
 			fprintf(f, ", \"reason\": ");
 			json_str(f, s->reason);
 		} else {
-			fprintf(f, ", \"p50_rtt_us\": ");
+			fprintf(f, ", \"repeats\": %u, \"p50_rtt_us\": ", s->nrep);
 			json_num(f, s->p50);
+			fprintf(f, ", \"p50_rtt_us_range\": [");
+			json_num(f, s->p50_lo);
+			fputs(", ", f);
+			json_num(f, s->p50_hi);
+			fputc(']', f);
 			fprintf(f, ", \"mean_rtt_us\": ");
 			json_num(f, s->mean);
 			fprintf(f, ", \"p99_rtt_us\": ");
@@ -316,9 +321,13 @@ void lat_print_json(FILE *f, const struct lat_report *rep)
 
 void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 {
-	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s; both ends block in recvfrom,"
-		   " so compared with our block rows)\n", rep->opts->size < 14 ? 14 : rep->opts->size, LAT_SP_SECONDS);
-	fprintf(f, "%-10s %14s %14s %14s %8s\n", "transport", "sockperf p50", "sockperf p99", "ours p50", "ratio");
+	char a[32], b[32], range[72];
+
+	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s per repeat, run after each repeat's rows;"
+		   " both ends block in recvfrom, so compared with our block rows)\n",
+		rep->opts->size < 14 ? 14 : rep->opts->size, LAT_SP_SECONDS);
+	fprintf(f, "%-10s %14s %-15s %14s %14s %8s\n", "transport", "sockperf p50", "p50 range", "sockperf p99",
+		"ours p50", "ratio");
 	for (unsigned i = 0; i < rep->nsp; i++) {
 		const struct lat_sockperf *s = &rep->sp[i];
 
@@ -327,9 +336,13 @@ void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 				s->reason);
 			continue;
 		}
-		fprintf(f, "%-10s %11.1f us %11.1f us ", s->transport, s->p50, s->p99);
+		if (s->nrep > 1)
+			snprintf(range, sizeof(range), "%s-%s", us(a, s->p50_lo), us(b, s->p50_hi));
+		else
+			strcpy(range, "-");
+		fprintf(f, "%-10s %11s us %-15s %11s us ", s->transport, us(a, s->p50), range, us(b, s->p99));
 		if (s->ours)
-			fprintf(f, "%11.1f us %8.2f\n", s->ours->med.p50, s->p50 / s->ours->med.p50);
+			fprintf(f, "%11s us %8.2f\n", us(a, s->ours->med.p50), s->p50 / s->ours->med.p50);
 		else
 			fprintf(f, "%14s %8s\n", "(not run)", "-");
 	}

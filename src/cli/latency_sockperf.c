@@ -5,7 +5,9 @@
  * (client on the sender's CPU, server on the echoer's). With one socket
  * both block in recvfrom(), so the row to compare with is our `block` row.
  * sockperf prints half the round trip unless given --full-rtt; we pass it.
- * sockperf warms up for 400 ms of its -t and discards that part.
+ * sockperf warms up for 400 ms of its -t and discards that part. It runs
+ * once per repeat, right after the rows, so that it sees the same moments
+ * of a noisy machine as they do; its figures are medians over repeats.
  *
  * TCP uses a free loopback port read back from the kernel; a Unix socket is
  * tried with a path for -i, which sockperf 3.7 rejects ("Invalid address"):
@@ -247,14 +249,16 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_
 		snprintf(s->reason, sizeof(s->reason), "sockperf ping-pong timed out");
 		goto out;
 	}
-	s->p50 = find_num(cli_out, "percentile 50.000 =");
-	s->p99 = find_num(cli_out, "percentile 99.000 =");
-	s->mean = find_num(cli_out, "avg-rtt=");
-	if (isnan(s->p50)) {
+	double p50 = find_num(cli_out, "percentile 50.000 =");
+
+	if (isnan(p50)) {
 		s->status = LAT_FAILED;
 		first_line(s->reason, cli_out, "no 'percentile 50.000' in sockperf's output");
 	} else {
-		s->status = LAT_OK;
+		s->rep_p50[s->nrep] = p50;
+		s->rep_p99[s->nrep] = find_num(cli_out, "percentile 99.000 =");
+		s->rep_mean[s->nrep] = find_num(cli_out, "avg-rtt=");
+		s->nrep++;
 	}
 out:
 	stop(cli);
@@ -275,12 +279,33 @@ static const struct lat_row *find_row(const struct lat_report *rep, enum lat_sty
 	return NULL;
 }
 
+void lat_sockperf_init(struct lat_report *rep)
+{
+	rep->nsp = 2;
+	rep->sp[0] = (struct lat_sockperf){ .transport = "tcp", .status = LAT_OK };
+	rep->sp[1] = (struct lat_sockperf){ .transport = "unix", .status = LAT_OK };
+}
+
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep)
 {
 	fprintf(stderr, "bench latency: sockperf ping-pong, TCP and Unix socket, %d s each\n", LAT_SP_SECONDS);
-	rep->nsp = 2;
-	rep->sp[0] = (struct lat_sockperf){ .transport = "tcp", .ours = find_row(rep, LAT_BLOCK, LAT_TCP) };
-	rep->sp[1] = (struct lat_sockperf){ .transport = "unix", .ours = find_row(rep, LAT_BLOCK, LAT_UDS) };
-	run_one(o, &rep->sp[0], false);
-	run_one(o, &rep->sp[1], true);
+	for (unsigned i = 0; i < rep->nsp; i++)
+		if (rep->sp[i].status == LAT_OK && rep->sp[i].nrep < LAT_MAX_REPEAT)
+			run_one(o, &rep->sp[i], i == 1);
+}
+
+void lat_sockperf_finish(struct lat_report *rep)
+{
+	for (unsigned i = 0; i < rep->nsp; i++) {
+		struct lat_sockperf *s = &rep->sp[i];
+
+		s->ours = find_row(rep, LAT_BLOCK, i == 0 ? LAT_TCP : LAT_UDS);
+		if (s->status != LAT_OK)
+			continue;
+		s->p99 = lat_median(s->rep_p99, s->nrep);
+		s->mean = lat_median(s->rep_mean, s->nrep);
+		s->p50 = lat_median(s->rep_p50, s->nrep);
+		s->p50_lo = s->rep_p50[0];
+		s->p50_hi = s->rep_p50[s->nrep - 1];
+	}
 }
