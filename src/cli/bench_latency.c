@@ -204,12 +204,15 @@ static int write_json(const char *path, const struct lat_report *rep)
 	return 0;
 }
 
-/* Runs one repeat of one row and adds its figures and samples. */
+/* Runs one repeat of one row and adds its figures and samples. The CDF
+ * pool keeps every k-th sample so that it holds at most LAT_POOL_MAX of all
+ * repeats together (all of them at the defaults). */
 static void run_one(const struct lat_opts *o, struct lat_row *w, uint64_t *ns, double *us)
 {
 	struct lat_side side[2];
 	char reason[LAT_REASON_LEN], note[LAT_REASON_LEN];
 	int st = lat_run_row(o, w->style, w->transport, ns, side, reason, note);
+	size_t total = (size_t)o->count * o->repeat, step = (total + LAT_POOL_MAX - 1) / LAT_POOL_MAX;
 
 	if (note[0] && !w->note[0])
 		snprintf(w->note, sizeof(w->note), "%s", note);
@@ -222,106 +225,150 @@ static void run_one(const struct lat_opts *o, struct lat_row *w, uint64_t *ns, d
 		us[i] = (double)ns[i] / 1000.0;
 	struct lat_figures *f = &w->rep[w->nrep++];
 
-	memcpy(w->pool + w->npool, us, o->count * sizeof(double));
-	w->npool += o->count;
+	for (size_t i = 0; i < o->count && w->npool < LAT_POOL_MAX; i += step)
+		w->pool[w->npool++] = us[i];
 	lat_sort(us, o->count);
 	lat_figures_from(us, o->count, f);
 	f->rt_per_s = side[0].wall_s > 0 ? o->count / side[0].wall_s : 0;
 	f->cpu_per_rt = (side[0].cpu_s + side[1].cpu_s) * 1e6 / o->count;
 }
 
-int cmd_bench_latency(int argc, char **argv)
+/* The rows asked for, in style order and transport order within a style;
+ * sets *dropped when a combination that makes no sense was left out. */
+static int build_rows(const struct lat_opts *o, struct lat_report *rep, bool *dropped)
 {
-	struct lat_opts o;
-	struct lat_report rep = { .opts = &o };
-	uint64_t *ns;
-	double *us;
-	int err = parse_opts(argc, argv, &o);
-	bool dropped = false, failed = false;
+	size_t total = (size_t)o->count * o->repeat;
 
-	if (err)
-		return err < 0 ? 0 : err;
-	rep.rows = calloc(LAT_NSTYLES * LAT_NTRANSPORTS, sizeof(*rep.rows));
+	rep->rows = calloc(LAT_NSTYLES * LAT_NTRANSPORTS, sizeof(*rep->rows));
+	if (!rep->rows)
+		return lf_cli_error("out of memory");
 	for (int s = 0; s < LAT_NSTYLES; s++)
 		for (int t = 0; t < LAT_NTRANSPORTS; t++) {
-			if (!(o.styles & (1u << s)) || !(o.transports & (1u << t)))
+			if (!(o->styles & (1u << s)) || !(o->transports & (1u << t)))
 				continue;
 			if (lat_combo_na(s, t)) {
-				dropped = true;
+				*dropped = true;
 				continue;
 			}
-			rep.rows[rep.nrows++] = (struct lat_row){ .style = s, .transport = t };
+			struct lat_row *w = &rep->rows[rep->nrows++];
+
+			*w = (struct lat_row){ .style = s, .transport = t };
+			w->rep = calloc(o->repeat, sizeof(*w->rep));
+			w->pool = malloc((total < LAT_POOL_MAX ? total : LAT_POOL_MAX) * sizeof(double));
+			if (!w->rep || !w->pool)
+				return lf_cli_error("out of memory");
 		}
-	if (!rep.nrows)
-		return lf_cli_error("no row to run: %s", "shm runs with style spin only, fastpath-spin with block and epoll only");
-	ns = malloc(o.count * sizeof(*ns));
-	us = malloc(o.count * sizeof(*us));
-	if (!ns || !us)
-		return lf_cli_error("out of memory for %u samples", o.count);
-	for (unsigned r = 0; r < rep.nrows; r++) {
-		rep.rows[r].rep = calloc(o.repeat, sizeof(struct lat_figures));
-		rep.rows[r].pool = malloc((size_t)o.repeat * o.count * sizeof(double));
-		if (!rep.rows[r].rep || !rep.rows[r].pool)
-			return lf_cli_error("out of memory for %u x %u samples", o.repeat, o.count);
-	}
-	lat_machine_info(&rep.machine);
+	if (!rep->nrows)
+		return lf_cli_error("no row to run: shm runs with style spin only, fastpath-spin with block and epoll only");
+	return 0;
+}
 
-	if (o.compare_sockperf)
-		lat_sockperf_init(&rep);
-	for (unsigned k = 0; k < o.repeat; k++) {
-		fprintf(stderr, "bench latency: repeat %u/%u, %u rows\n", k + 1, o.repeat, rep.nrows);
-		for (unsigned r = 0; r < rep.nrows; r++)
-			if (rep.rows[r].status == LAT_OK)
-				run_one(&o, &rep.rows[r], ns, us);
-		if (o.compare_sockperf)
-			lat_sockperf_run(&o, &rep);
+static void free_rows(struct lat_report *rep)
+{
+	for (unsigned r = 0; rep->rows && r < rep->nrows; r++) {
+		free(rep->rows[r].rep);
+		free(rep->rows[r].pool);
 	}
-	for (unsigned r = 0; r < rep.nrows; r++) {
-		struct lat_row *w = &rep.rows[r];
+	free(rep->rows);
+}
 
-		if (w->status == LAT_FAILED)
-			failed = true;
+/* Every repeat runs every row (and sockperf, if asked), then the figures. */
+static int measure(const struct lat_opts *o, struct lat_report *rep)
+{
+	uint64_t *ns = malloc(o->count * sizeof(*ns));
+	double *us = malloc(o->count * sizeof(*us));
+
+	if (!ns || !us) {
+		free(ns);
+		free(us);
+		return lf_cli_error("out of memory for %u samples", o->count);
+	}
+	lat_machine_info(&rep->machine);
+	if (o->compare_sockperf)
+		lat_sockperf_init(rep);
+	for (unsigned k = 0; k < o->repeat; k++) {
+		fprintf(stderr, "bench latency: repeat %u/%u, %u rows\n", k + 1, o->repeat, rep->nrows);
+		for (unsigned r = 0; r < rep->nrows; r++)
+			if (rep->rows[r].status == LAT_OK)
+				run_one(o, &rep->rows[r], ns, us);
+		if (o->compare_sockperf)
+			lat_sockperf_run(o, rep);
+	}
+	free(ns);
+	free(us);
+	for (unsigned r = 0; r < rep->nrows; r++) {
+		struct lat_row *w = &rep->rows[r];
+
 		if (w->status != LAT_OK)
 			continue;
 		lat_aggregate(w);
 		lat_cdf(w);
+		w->cdf[w->ncdf - 1][1] = w->hi.max; /* the true maximum, pool or not */
 	}
-	lat_compare(&rep);
-	if (o.compare_sockperf)
-		lat_sockperf_finish(&rep);
+	lat_compare(rep);
+	if (o->compare_sockperf)
+		lat_sockperf_finish(rep);
+	return 0;
+}
+
+static int output(const struct lat_opts *o, const struct lat_report *rep, bool dropped)
+{
+	int err;
 
 	if (lf_cli_json) {
-		lat_print_json(stdout, &rep);
+		lat_print_json(stdout, rep);
 	} else {
-		lat_print_table(stdout, &rep);
+		lat_print_table(stdout, rep);
 		if (dropped)
 			printf("not run (n/a): shm with styles other than spin, fastpath-spin with styles other than "
 			       "block and epoll (see loopfast-bench-latency(1))\n");
-		if (o.compare_sockperf)
-			lat_sockperf_print(stdout, &rep);
+		if (o->compare_sockperf)
+			lat_sockperf_print(stdout, rep);
 	}
 	fflush(stdout);
-	if (o.json_path && (err = write_json(o.json_path, &rep)))
+	if (o->json_path && (err = write_json(o->json_path, rep)))
 		return err;
-	if (o.plot_path) {
-		char tmp[] = "/tmp/loopfast-latency-XXXXXX.json";
-		const char *json = o.json_path;
+	if (!o->plot_path)
+		return 0;
 
-		if (!json) {
-			int fd = mkstemps(tmp, 5);
+	char tmp[] = "/tmp/loopfast-latency-XXXXXX.json";
+	const char *json = o->json_path;
 
-			if (fd < 0)
-				return lf_cli_error("--plot: cannot create a temporary file: %s", strerror(errno));
-			close(fd);
-			if ((err = write_json(tmp, &rep)))
-				return err;
-			json = tmp;
-		}
-		err = run_plot(json, o.plot_path);
-		if (json == tmp)
+	if (!json) {
+		int fd = mkstemps(tmp, 5);
+
+		if (fd < 0)
+			return lf_cli_error("--plot: cannot create a temporary file: %s", strerror(errno));
+		close(fd);
+		json = tmp;
+		if ((err = write_json(tmp, rep))) {
 			unlink(tmp);
-		if (err)
 			return err;
+		}
 	}
-	return failed ? 1 : 0;
+	err = run_plot(json, o->plot_path);
+	if (json == tmp)
+		unlink(tmp);
+	return err;
+}
+
+int cmd_bench_latency(int argc, char **argv)
+{
+	struct lat_opts o;
+	struct lat_report rep = { .opts = &o, .base = -1 };
+	bool dropped = false;
+	int err = parse_opts(argc, argv, &o);
+
+	if (err)
+		return err < 0 ? 0 : err;
+	err = build_rows(&o, &rep, &dropped);
+	if (!err)
+		err = measure(&o, &rep);
+	if (!err)
+		err = output(&o, &rep, dropped);
+	for (unsigned r = 0; !err && r < rep.nrows; r++)
+		if (rep.rows[r].status == LAT_FAILED)
+			err = 1;
+	free_rows(&rep);
+	return err;
 }

@@ -29,6 +29,7 @@ const char *lat_combo_na(enum lat_style s, enum lat_transport t);
 #define LAT_REASON_LEN 256
 #define LAT_SP_SECONDS 2   /* sockperf -t, per repeat */
 #define LAT_MAX_REPEAT 100
+#define LAT_POOL_MAX 100000 /* samples per row kept for the CDF */
 
 struct lat_opts {
 	unsigned styles;     /* bit mask of enum lat_style */
@@ -71,7 +72,7 @@ struct lat_row {
 	struct lat_figures *rep;     /* [repeat] */
 	struct lat_figures med, lo, hi; /* median, min and max over repeats */
 	double lat_red_pct, jit_red_pct; /* against the base row */
-	double *pool;                /* every sample of every repeat (µs), sorted at the end */
+	double *pool;                /* samples of all repeats for the CDF (µs), at most LAT_POOL_MAX */
 	size_t npool;
 	double cdf[64][2];           /* (percentile, µs) for the plot */
 	unsigned ncdf;
