@@ -83,8 +83,8 @@ static void test_compare_against_first_row_that_ran(void)
 {
 	struct lat_row rows[3] = {
 		{ .status = LAT_UNAVAILABLE },
-		{ .status = LAT_OK, .med = { .mean = 100, .jitter = 10 } },
-		{ .status = LAT_OK, .med = { .mean = 25, .jitter = 1 } },
+		{ .status = LAT_OK, .med = { .mean = 100, .jitter = 10, .p50 = 80 } },
+		{ .status = LAT_OK, .med = { .mean = 25, .jitter = 1, .p50 = 40 } },
 	};
 	struct lat_report rep = { .rows = rows, .nrows = 3 };
 
@@ -93,6 +93,7 @@ static void test_compare_against_first_row_that_ran(void)
 	ASSERT_NEAR(rows[1].lat_red_pct, 0);
 	ASSERT_NEAR(rows[2].lat_red_pct, 75);
 	ASSERT_NEAR(rows[2].jit_red_pct, 90);
+	ASSERT_NEAR(rows[2].p50_red_pct, 50);
 	ASSERT(isnan(rows[0].lat_red_pct));
 }
 
@@ -280,7 +281,7 @@ static void test_json_schema(void)
 		      "\"cpu_us_per_round_trip\": 36}");
 	ASSERT_HAS(j, "\"min_over_repeats\": {\"mean_us\": 57.25, \"p50_us\": 56.5");
 	ASSERT_HAS(j, "\"max_over_repeats\": {\"mean_us\": 58.75, \"p50_us\": 57.5");
-	ASSERT_HAS(j, "\"latency_reduction_pct\": 0, \"jitter_reduction_pct\": 0");
+	ASSERT_HAS(j, "\"latency_reduction_pct\": 0, \"jitter_reduction_pct\": 0, \"p50_reduction_pct\": 0");
 	ASSERT_HAS(j, "\"repeats\": [");
 	ASSERT_HAS(j, "\"cdf\": [[0, 40], ");
 	ASSERT_HAS(j, "[100, 5000]]");

@@ -71,7 +71,8 @@ struct lat_row {
 	unsigned nrep;               /* repeats that ran */
 	struct lat_figures *rep;     /* [repeat] */
 	struct lat_figures med, lo, hi; /* median, min and max over repeats */
-	double lat_red_pct, jit_red_pct; /* against the base row */
+	double lat_red_pct, jit_red_pct; /* against the base row: mean, jitter */
+	double p50_red_pct;          /* the same for the median (JSON only) */
 	double *pool;                /* samples of all repeats for the CDF (µs), at most LAT_POOL_MAX */
 	size_t npool;
 	double cdf[64][2];           /* (percentile, µs) for the plot */

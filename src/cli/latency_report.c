@@ -230,6 +230,8 @@ static void json_row(FILE *f, const struct lat_row *w)
 		json_num(f, w->lat_red_pct);
 		fprintf(f, ", \"jitter_reduction_pct\": ");
 		json_num(f, w->jit_red_pct);
+		fprintf(f, ", \"p50_reduction_pct\": ");
+		json_num(f, w->p50_red_pct);
 		fprintf(f, ",\n     \"repeats\": [");
 		for (unsigned i = 0; i < w->nrep; i++) {
 			fputs(i ? ",\n       " : "\n       ", f);

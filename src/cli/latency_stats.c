@@ -84,8 +84,9 @@ void lat_aggregate(struct lat_row *row)
 #undef AGG
 }
 
-/* Relative latency (mean) and jitter reduction of every row against the
- * base: the first row that has figures. */
+/* Relative latency (mean, as in seed 000) and jitter reduction of every
+ * row against the base: the first row that has figures. The median's
+ * reduction is kept too: on a noisy machine the mean follows the tail. */
 void lat_compare(struct lat_report *rep)
 {
 	rep->base = -1;
@@ -97,12 +98,13 @@ void lat_compare(struct lat_report *rep)
 	for (unsigned i = 0; i < rep->nrows; i++) {
 		struct lat_row *r = &rep->rows[i];
 
-		r->lat_red_pct = r->jit_red_pct = NAN;
+		r->lat_red_pct = r->jit_red_pct = r->p50_red_pct = NAN;
 		if (rep->base < 0 || r->status != LAT_OK)
 			continue;
 		const struct lat_row *b = &rep->rows[rep->base];
 		r->lat_red_pct = 100.0 * (1.0 - r->med.mean / b->med.mean);
 		r->jit_red_pct = 100.0 * (1.0 - r->med.jitter / b->med.jitter);
+		r->p50_red_pct = 100.0 * (1.0 - r->med.p50 / b->med.p50);
 	}
 }
 

@@ -79,6 +79,7 @@ def test_every_row_present_with_figures_or_reason(tiny):
         assert all(a[0] < b[0] and a[1] <= b[1] for a, b in zip(cdf, cdf[1:]))
         assert isinstance(row["latency_reduction_pct"], (int, float))
         assert isinstance(row["jitter_reduction_pct"], (int, float))
+        assert isinstance(row["p50_reduction_pct"], (int, float))
     # The rows that need nothing but the kernel always run.
     for key in [("block", "tcp"), ("epoll", "uds"), ("spin", "tcp"), ("spin", "shm")]:
         assert rows[key]["status"] == "ok", rows[key]
