@@ -90,6 +90,8 @@ static void pick_cpus(struct lat_opts *o)
 	}
 }
 
+static char self_exe[PATH_MAX + 16];
+
 static int parse_opts(int argc, char **argv, struct lat_opts *o)
 {
 	unsigned long long v;
@@ -154,6 +156,8 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 			return err;
 	}
 	pick_cpus(o);
+	snprintf(self_exe, sizeof(self_exe), "%s/loopfast", lf_cli_selfdir());
+	o->self_exe = self_exe;
 	return 0;
 }
 

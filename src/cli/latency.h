@@ -42,6 +42,7 @@ struct lat_opts {
 	unsigned spin_us;    /* for fastpath-spin */
 	bool compare_sockperf;
 	const char *json_path, *plot_path;
+	const char *self_exe;  /* this loopfast binary, for `loopfast run` */
 };
 
 /* The figures of one run (or the medians over repeats). Microseconds. */
@@ -80,7 +81,7 @@ struct lat_row {
 };
 
 struct lat_sockperf {
-	const char *transport;       /* "tcp" or "unix" */
+	const char *transport;       /* "tcp", "unix" or "fastpath" */
 	enum lat_status status;
 	char reason[LAT_REASON_LEN];
 	char command[512];
@@ -105,7 +106,7 @@ struct lat_report {
 	struct lat_row *rows;
 	unsigned nrows;
 	int base;                    /* index of the row others are compared to, -1 if none */
-	struct lat_sockperf sp[2];
+	struct lat_sockperf sp[3];     /* tcp, unix, fastpath (loopfast run) */
 	unsigned nsp;
 };
 

@@ -348,5 +348,6 @@ void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 		else
 			fprintf(f, "%14s %8s\n", "(not run)", "-");
 	}
-	fprintf(f, "ratio = sockperf p50 / ours p50 (round trips; sockperf without --full-rtt would print half)\n");
+	fprintf(f, "ratio = sockperf p50 / ours p50 (round trips; sockperf without --full-rtt would print half);"
+		   " fastpath = sockperf over TCP with both ends under `loopfast run`\n");
 }

@@ -11,11 +11,16 @@
  *
  * TCP uses a free loopback port read back from the kernel; a Unix socket is
  * tried with a path for -i, which sockperf 3.7 rejects ("Invalid address"):
- * that row is then unavailable with sockperf's own words.
+ * that row is then unavailable with sockperf's own words. The third run is
+ * TCP with both ends under `loopfast run` (the unmodified-program path of
+ * the fast path), compared with our block/fastpath row; while it runs we
+ * look at the client's sockets in /proc and report the row unavailable if
+ * its connection is still TCP.
  */
 #include "latency.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -171,13 +176,61 @@ static void first_line(char *dst, const char *src, const char *fallback)
 	snprintf(dst, LAT_REASON_LEN, "%.*s", (int)strcspn(p, "\n"), p);
 }
 
-static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_sock)
+/* Is the connected socket of process pid a Unix socket (the fast path)?
+ * Returns 1 yes, 0 a TCP socket, -1 cannot tell. */
+static int uses_unix_socket(pid_t pid)
+{
+	char dir[64], link[64], path[384], line[512];
+	struct dirent *d;
+	DIR *fds;
+	int verdict = -1;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	fds = opendir(dir);
+	while (fds && verdict != 1 && (d = readdir(fds))) {
+		unsigned long ino;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (sscanf(link, "socket:[%lu]", &ino) != 1)
+			continue;
+		static const char *const tables[] = { "/proc/net/unix", "/proc/net/tcp", "/proc/net/tcp6" };
+
+		for (int t = 0; t < 3; t++) {
+			FILE *f = fopen(tables[t], "r");
+			char want[32];
+
+			snprintf(want, sizeof(want), " %lu", ino);
+			while (f && fgets(line, sizeof(line), f)) {
+				char *hit = strstr(line, want);
+
+				if (hit && (hit[strlen(want)] == ' ' || hit[strlen(want)] == '\n')) {
+					verdict = t == 0 ? 1 : verdict < 0 ? 0 : verdict;
+					break;
+				}
+			}
+			if (f)
+				fclose(f);
+		}
+	}
+	if (fds)
+		closedir(fds);
+	return verdict;
+}
+
+/* One sockperf run: kind 0 TCP, 1 Unix socket, 2 TCP under `loopfast run`
+ * (both ends opted in through the preloaded interposer). */
+static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 {
 	char addr[108], port[16], size[24], secs[16], srv_out[4096] = "", cli_out[16384] = "";
 	size_t srv_used = 0, cli_used = 0;
-	int srv_fd = -1, cli_fd = -1;
+	int srv_fd = -1, cli_fd = -1, pre = kind == 2 ? 3 : 0;
+	bool unix_sock = kind == 1, ready = false;
 	pid_t srv, cli = -1;
-	bool ready = false;
 	double deadline;
 
 	if (unix_sock) {
@@ -197,13 +250,14 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_
 	}
 	snprintf(size, sizeof(size), "%zu", o->size < 14 ? 14 : o->size);
 	snprintf(secs, sizeof(secs), "%d", LAT_SP_SECONDS);
-	char *srv_argv[] = { "sockperf", "server", "--tcp", "-i", addr, "-p", port, NULL };
-	char *cli_argv[] = { "sockperf", "ping-pong", "--tcp", "-i", addr, "-p", port, "-m", size, "-t", secs,
-			     "--full-rtt", NULL };
+	char *self = (char *)(o->self_exe ? o->self_exe : "loopfast");
+	char *srv_argv[] = { self, "run", "--", "sockperf", "server", "--tcp", "-i", addr, "-p", port, NULL };
+	char *cli_argv[] = { self, "run", "--", "sockperf", "ping-pong", "--tcp", "-i", addr, "-p", port, "-m", size,
+			     "-t", secs, "--full-rtt", NULL };
 
-	snprintf(s->command, sizeof(s->command), "sockperf server --tcp -i %s -p %s & sockperf ping-pong --tcp -i %s -p %s -m %s -t %s --full-rtt",
-		 addr, port, addr, port, size, secs);
-	srv = spawn(srv_argv, o->pin ? o->cpu[1] : -1, &srv_fd);
+	snprintf(s->command, sizeof(s->command), "%ssockperf server --tcp -i %s -p %s & %ssockperf ping-pong --tcp -i %s -p %s -m %s -t %s --full-rtt",
+		 pre ? "loopfast run -- " : "", addr, port, pre ? "loopfast run -- " : "", addr, port, size, secs);
+	srv = spawn(srv_argv + 3 - pre, o->pin ? o->cpu[1] : -1, &srv_fd);
 	if (srv < 0) {
 		s->status = LAT_UNAVAILABLE;
 		snprintf(s->reason, sizeof(s->reason), "cannot start sockperf: %s", strerror(errno));
@@ -238,11 +292,27 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, bool unix_
 		first_line(s->reason, srv_out, "sockperf server did not start listening within 5 s");
 		goto out;
 	}
-	cli = spawn(cli_argv, o->pin ? o->cpu[0] : -1, &cli_fd);
+	cli = spawn(cli_argv + 3 - pre, o->pin ? o->cpu[0] : -1, &cli_fd);
 	if (cli < 0) {
 		s->status = LAT_FAILED;
 		snprintf(s->reason, sizeof(s->reason), "cannot start sockperf: %s", strerror(errno));
 		goto out;
+	}
+	if (kind == 2) {
+		/* Under way (past its 400 ms warm-up start): is it on the fast path? */
+		slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + 0.7);
+		int v = uses_unix_socket(cli);
+
+		if (v == 0) {
+			s->status = LAT_UNAVAILABLE;
+			snprintf(s->reason, sizeof(s->reason), "sockperf's connection is plain TCP: the fast path was not negotiated");
+			goto out;
+		}
+		if (v < 0 && !strstr(cli_out, "ERROR")) {
+			s->status = LAT_UNAVAILABLE;
+			snprintf(s->reason, sizeof(s->reason), "cannot tell whether sockperf's connection is on the fast path");
+			goto out;
+		}
 	}
 	if (!slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + LAT_SP_SECONDS + 15)) {
 		s->status = LAT_UNAVAILABLE;
@@ -281,17 +351,19 @@ static const struct lat_row *find_row(const struct lat_report *rep, enum lat_sty
 
 void lat_sockperf_init(struct lat_report *rep)
 {
-	rep->nsp = 2;
+	rep->nsp = 3;
 	rep->sp[0] = (struct lat_sockperf){ .transport = "tcp", .status = LAT_OK };
 	rep->sp[1] = (struct lat_sockperf){ .transport = "unix", .status = LAT_OK };
+	rep->sp[2] = (struct lat_sockperf){ .transport = "fastpath", .status = LAT_OK };
 }
 
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep)
 {
-	fprintf(stderr, "bench latency: sockperf ping-pong, TCP and Unix socket, %d s each\n", LAT_SP_SECONDS);
+	fprintf(stderr, "bench latency: sockperf ping-pong over TCP, a Unix socket and TCP under loopfast run, %d s each\n",
+		LAT_SP_SECONDS);
 	for (unsigned i = 0; i < rep->nsp; i++)
 		if (rep->sp[i].status == LAT_OK && rep->sp[i].nrep < LAT_MAX_REPEAT)
-			run_one(o, &rep->sp[i], i == 1);
+			run_one(o, &rep->sp[i], (int)i);
 }
 
 void lat_sockperf_finish(struct lat_report *rep)
@@ -299,7 +371,7 @@ void lat_sockperf_finish(struct lat_report *rep)
 	for (unsigned i = 0; i < rep->nsp; i++) {
 		struct lat_sockperf *s = &rep->sp[i];
 
-		s->ours = find_row(rep, LAT_BLOCK, i == 0 ? LAT_TCP : LAT_UDS);
+		s->ours = find_row(rep, LAT_BLOCK, i == 0 ? LAT_TCP : i == 1 ? LAT_UDS : LAT_FASTPATH);
 		if (s->status != LAT_OK)
 			continue;
 		s->p99 = lat_median(s->rep_p99, s->nrep);

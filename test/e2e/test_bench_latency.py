@@ -204,16 +204,21 @@ def test_plot_writes_a_png(tmp_path):
 
 @pytest.mark.skipif(shutil.which("sockperf") is None, reason="sockperf is not installed")
 def test_compare_sockperf():
-    r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block", "--transports", "tcp,uds",
-              "--compare-sockperf", timeout=120)
+    r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block",
+              "--transports", "tcp,fastpath,uds", "--compare-sockperf", timeout=120)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     sp = {x["transport"]: x for x in doc["sockperf"]}
-    assert set(sp) == {"tcp", "unix"}
+    assert list(sp) == ["tcp", "unix", "fastpath"]
     assert sp["tcp"]["status"] == "ok", sp["tcp"]
     assert sp["tcp"]["p50_rtt_us"] > 0 and sp["tcp"]["p99_rtt_us"] >= sp["tcp"]["p50_rtt_us"]
     assert "--full-rtt" in sp["tcp"]["command"]
     assert sp["tcp"]["ours"]["style"] == "block" and sp["tcp"]["ours"]["transport"] == "tcp"
-    assert sp["unix"]["status"] in ("ok", "unavailable")
-    if sp["unix"]["status"] == "unavailable":
-        assert sp["unix"]["reason"]
+    for t in ("unix", "fastpath"):
+        assert sp[t]["status"] in ("ok", "unavailable", "failed"), sp[t]
+        if sp[t]["status"] == "ok":
+            assert sp[t]["p50_rtt_us"] > 0
+        else:
+            assert sp[t]["reason"]
+    assert sp["fastpath"]["command"].startswith("loopfast run -- sockperf server")
+    assert sp["fastpath"]["ours"]["transport"] == "fastpath" or doc["rows"][1]["status"] != "ok"
