@@ -38,12 +38,14 @@ bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
 int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
 
 /* Rendezvous of a listener: "\0loopfast/L/<fam>/<addr>/<port>".
- * Client end of a connection: "\0loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>",
- * where fam is the family of the client's TCP socket. Both return the
- * sockaddr length. */
+ * Client end of a connection:
+ * "\0loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>", where fam is
+ * the family of the client's TCP socket and the nonce (the TCP socket's
+ * inode) keeps the name unique when the kernel reuses the ephemeral port of
+ * a connection whose doorbell is gone. Both return the sockaddr length. */
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s);
+			  const struct lf_ep *s, unsigned long nonce);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
 /* Parses an abstract name; for a listener fills *a, for a client fills the
  * client endpoint in *a and the server endpoint in *b; *family gets the
@@ -89,6 +91,7 @@ enum {
 	LF_F_FAST = 1u << 1,      /* a fast-path connection (Unix stream) */
 	LF_F_HIDDEN = 1u << 2,    /* one of loopfast's own descriptors */
 	LF_F_NOFAST = 1u << 3,    /* listener that cannot serve the fast path */
+	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -119,6 +122,10 @@ struct lf_fd {
 	int opt[LF_NOPT];
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations before connect */
 };
+
+/* LOOPFAST_DEBUG=1: say on stderr why a connection took plain TCP. */
+extern bool lf__debug_on;
+void lf__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 extern bool lf__global_optin; /* LOOPFAST_ENABLE=1: opt in every TCP socket */
 extern unsigned lf__global_spin_us;

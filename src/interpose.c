@@ -56,7 +56,21 @@ LF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return ret;
 	}
 	errno = e;
-	return REAL(connect)(fd, sa, len);
+	int r = REAL(connect)(fd, sa, len);
+	/* connect again on a fast-path socket: answer as TCP would (0 once
+	 * after EINPROGRESS, then EISCONN), not with the Unix EINVAL. */
+	struct lf_fd *f;
+	struct lf_ep a, b;
+	int family;
+	if (r < 0 && errno == EINVAL && sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) &&
+	    (f = lf__fd(fd)) && lf__fast_endpoints(fd, &family, &a, &b)) {
+		if (atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS) & LF_F_INPROGRESS) {
+			errno = e;
+			return 0;
+		}
+		errno = EISCONN;
+	}
+	return r;
 }
 
 LF_EXPORT int listen(int fd, int backlog)
