@@ -34,6 +34,17 @@ STYLES = {
 }
 
 
+def us(v):
+    """Microseconds the way the table prints them: 0.181, 6.52, 57.3, 2120."""
+    if v < 1:
+        return f"{v:.3f}"
+    if v < 10:
+        return f"{v:.2f}"
+    if v < 1000:
+        return f"{v:.1f}"
+    return f"{v:.0f}"
+
+
 def label(row):
     return f"{row['style']} / {row['transport']}"
 
@@ -57,7 +68,8 @@ def main(argv):
         f"({opts['count']} round trips x {rep} repeat{'s' if rep > 1 else ''}"
         f"{', median of repeats' if rep > 1 else ''})\n"
         f"{mach['cpu_model']}, {mach['cpus']} CPUs, {mach['kernel']}"
-        f"{', pinned' if opts['pin'] else ', not pinned'}",
+        f"{', pinned' if opts['pin'] else ', not pinned'}"
+        f"{'' if mach['loadavg'][0] is None else ', load %.2f at the start' % mach['loadavg'][0]}",
         fontsize=13,
     )
 
@@ -78,7 +90,7 @@ def main(argv):
         if rep > 1:
             lo, hi = r["min_over_repeats"]["p50_us"], r["max_over_repeats"]["p50_us"]
             ax_bar.plot([lo, hi], [y - 0.3, y - 0.3], color="black", lw=3, alpha=0.5, solid_capstyle="butt")
-        ax_bar.text(m["p99_us"] * 1.15, y, f"p50 {m['p50_us']:.3g} µs, p99 {m['p99_us']:.3g}",
+        ax_bar.text(m["p99_us"] * 1.15, y, f"p50 {us(m['p50_us'])} µs, p99 {us(m['p99_us'])}",
                     va="center", fontsize=9)
     ax_bar.set_yticks(ys)
     ax_bar.set_yticklabels([label(r) for r in rows], fontsize=10)
