@@ -209,7 +209,9 @@ static int uring_recv(void *ctx, void *buf, size_t len)
 	err = prep(u, UD_RECV, dst, len);
 	if (err)
 		return err;
-	err = io_uring_submit(&u->ring);
+	/* One system call: submit the send and the receive, and (uring) wait
+	 * for both completions; the send's is posted at once. */
+	err = u->poll ? io_uring_submit(&u->ring) : io_uring_submit_and_wait(&u->ring, u->tx_busy ? 2 : 1);
 	if (err < 0)
 		return err;
 	while (done < len || u->tx_busy) {
