@@ -94,26 +94,38 @@ void lf__listener_put(struct lf_listener *l)
 {
 	if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
 		return;
-	for (int i = 0; i < 2; i++) {
-		int fd = i ? l->chan : l->rdv;
-		struct lf_fd *f = lf__fd(fd);
-		if (f)
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++) {
+		struct lf_fd *f = lf__fd(fds[i]);
+		if (f) {
+			f->owner = NULL;
 			atomic_store(&f->flags, 0);
-		lf__sys_close(fd);
+		}
+		lf__sys_close(fds[i]);
 	}
+	if (l->lock)
+		munmap(l->lock, 4096);
 	free(l);
+}
+
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
+{
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++)
+		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
 }
 
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst))
+	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members && !f->spin_us))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
 	atomic_store(&f->flags, 0);
-	f->spin_us = 0;
+	f->spin_us = f->spin_fail = f->spin_skip = 0;
+	f->spin_members = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
 	lf__listener_put(l);
@@ -175,6 +187,8 @@ void lf__fd_relocate(int fd)
 		l->rdv = nfd;
 	if (l->chan == fd)
 		l->chan = nfd;
+	if (l->lockfd == fd)
+		l->lockfd = nfd;
 	f->owner = NULL;
 	atomic_store(&f->flags, 0);
 }

@@ -46,6 +46,8 @@ int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
 			  const struct lf_ep *s, unsigned long nonce);
+/* The stash of a listener: "\0loopfast/S/<fam>/<addr>/<port>". */
+socklen_t lf__name_stash(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
 /* Parses an abstract name; for a listener fills *a, for a client fills the
  * client endpoint in *a and the server endpoint in *b; *family gets the
@@ -92,6 +94,8 @@ enum {
 	LF_F_HIDDEN = 1u << 2,    /* one of loopfast's own descriptors */
 	LF_F_NOFAST = 1u << 3,    /* listener that cannot serve the fast path */
 	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
+	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
+	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -105,6 +109,8 @@ struct lf_listener {
 	atomic_int refs;
 	int rdv;  /* the rendezvous: abstract Unix listener */
 	int chan; /* stash of hellos taken by one process for another */
+	int lockfd; /* memfd holding the claim lock */
+	void *lock; /* its mapping: a robust process-shared mutex */
 };
 
 #define LF_EPOLL_MAX 2
@@ -116,7 +122,10 @@ struct lf_epreg {
 struct lf_fd {
 	atomic_uint flags;
 	int family;                 /* TCP family of a fast-path socket */
-	unsigned spin_us;           /* busy-poll budget (0 = off) */
+	unsigned spin_us;           /* busy-poll budget (0 = off); for an epoll fd: its members' */
+	unsigned spin_fail;         /* consecutive spins that ended in a block */
+	unsigned spin_skip;         /* calls left without spinning (back-off) */
+	int spin_members;           /* epoll fd: registered fast-path sockets that spin */
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	struct lf_listener *owner;  /* for hidden fds: whose they are */
 	int opt[LF_NOPT];
@@ -135,11 +144,20 @@ void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 void lf__fd_opts_default(struct lf_fd *f);
 void lf__listener_put(struct lf_listener *l);
+/* Makes a listener's own descriptors follow the listener across exec. */
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
 /* Moves one of loopfast's own descriptors out of the way of the
  * application's numbering and marks it hidden. Returns the new fd. */
 int lf__fd_hide(int fd, struct lf_listener *owner);
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
+
+/* ---- spin.c: user-space busy polling for fast-path sockets */
+
+void lf__fd_nonblock(int fd, bool on);
+void lf__fd_rcvtimeo(int fd, bool on);
+void lf__epoll_member(int epfd, int fd, int op);
+extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
 
 /* ---- negotiate.c */
 

@@ -25,6 +25,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <dirent.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -51,37 +53,47 @@ struct stash_msg {
 	struct lf_ep client;
 };
 
-static pthread_mutex_t *claim_lock;
+/* The claim lock of a listener: a robust, process-shared mutex in a memfd,
+ * so that every process that accepts on the listener (fork family, or an
+ * exec'd program that inherited it) serialises on the same lock. A process
+ * killed while holding it does not wedge the others; it is only ever held
+ * across non-blocking calls. */
+static void lock_name(char *buf, size_t len, const struct sockaddr_un *rn, socklen_t rl)
+{
+	size_t n = rl - offsetof(struct sockaddr_un, sun_path) - 1;
+	snprintf(buf, len, "loopfast-lock:%.*s", (int)n, rn->sun_path + 1);
+}
 
-/* The claim lock lives in a shared anonymous page so that every process of
- * a fork family (prefork workers, PostgreSQL backends) serialises on the
- * same lock. It is robust: a process killed while holding it does not
- * wedge the others, and it is only ever held across non-blocking calls. */
-__attribute__((constructor)) static void negotiate_init(void)
+static void *lock_create(const char *name, int *fdp)
 {
 	pthread_mutexattr_t a;
-	void *p = mmap(NULL, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	void *p;
 
-	if (p == MAP_FAILED)
-		return;
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, 4096) || (p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		lf__sys_close(fd);
+		return NULL;
+	}
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(p, &a);
 	pthread_mutexattr_destroy(&a);
-	claim_lock = p;
+	*fdp = fd;
+	return p;
 }
 
-static void lock(void)
+static void lock(struct lf_listener *l)
 {
-	if (claim_lock && pthread_mutex_lock(claim_lock) == EOWNERDEAD)
-		pthread_mutex_consistent(claim_lock);
+	if (pthread_mutex_lock(l->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(l->lock);
 }
 
-static void unlock(void)
+static void unlock(struct lf_listener *l)
 {
-	if (claim_lock)
-		pthread_mutex_unlock(claim_lock);
+	pthread_mutex_unlock(l->lock);
 }
 
 static bool tcp_family(int fd, int *family)
@@ -186,9 +198,13 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
 		return -errno;
 	lf__sys_close(unx);
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
 	f->spin_us = lf__global_spin_us;
-	atomic_store(&f->flags, LF_F_FAST);
+	f->spin_fail = f->spin_skip = 0;
+	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
 }
 
@@ -348,9 +364,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		errno = ECONNRESET;
 		return 1;
 	}
-	for (int i = 0; i < LF_EPOLL_MAX; i++)
-		if (regs[i].epfd1)
-			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev);
+	for (int i = 0; i < LF_EPOLL_MAX; i++) {
+		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
+			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
+	}
 	if (nonblock)
 		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
 	*ret = nonblock ? -1 : 0;
@@ -358,13 +375,73 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	return 1;
 }
 
+static bool same_name(int fd, const struct sockaddr_un *want, socklen_t wl)
+{
+	struct sockaddr_un sun;
+	socklen_t l = sizeof(sun);
+	return lf__sys_getsockname(fd, (void *)&sun, &l) == 0 && l == wl && !memcmp(&sun, want, wl);
+}
+
+/* A listener that came through exec already has its rendezvous, stash and
+ * lock among our descriptors (they follow the listener's FD_CLOEXEC): find
+ * them by name. */
+static struct lf_listener *adopt(const struct sockaddr_un *rn, socklen_t rl, const struct sockaddr_un *sn,
+				 socklen_t sl)
+{
+	struct lf_listener *l = calloc(1, sizeof(*l));
+	char link[64], target[256], want[200], lname[160];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!l || !d) {
+		free(l);
+		if (d)
+			closedir(d);
+		return NULL;
+	}
+	l->rdv = l->chan = l->lockfd = -1;
+	lock_name(lname, sizeof(lname), rn, rl);
+	snprintf(want, sizeof(want), "/memfd:%s (deleted)", lname);
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0 || fd == dirfd(d))
+			continue;
+		target[n] = '\0';
+		if (!strcmp(target, want))
+			l->lockfd = fd;
+		else if (!strncmp(target, "socket:", 7) && same_name(fd, rn, rl))
+			l->rdv = fd;
+		else if (!strncmp(target, "socket:", 7) && same_name(fd, sn, sl))
+			l->chan = fd;
+	}
+	closedir(d);
+	if (l->rdv < 0 || l->chan < 0 || l->lockfd < 0 ||
+	    (l->lock = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, l->lockfd, 0)) == MAP_FAILED) {
+		free(l);
+		return NULL;
+	}
+	atomic_init(&l->refs, 1);
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++) {
+		struct lf_fd *f = lf__fd(fds[i]);
+		if (f) {
+			f->owner = l;
+			atomic_store(&f->flags, LF_F_HIDDEN);
+		}
+	}
+	return l;
+}
+
 int lf__listen_optin(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_ep ep;
-	struct sockaddr_un name;
+	struct sockaddr_un name, sname;
 	struct stat st;
-	int family, rdv = -1, chan = -1;
+	int family, rdv = -1, chan = -1, lockfd = -1;
+	void *mutex = NULL;
 
 	if (!f)
 		return -EOPNOTSUPP;
@@ -382,18 +459,29 @@ int lf__listen_optin(int fd)
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return 0;
 	}
-	socklen_t nl = lf__name_listener(&name, family, &ep);
+	socklen_t nl = lf__name_listener(&name, family, &ep), sl = lf__name_stash(&sname, family, &ep);
 	rdv = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	chan = lf__sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	struct sockaddr_un self = { .sun_family = AF_UNIX };
-	socklen_t sl = sizeof(sa_family_t);
-	int big = 4 << 20;
-	if (rdv < 0 || chan < 0 || bind(rdv, (void *)&name, nl) || lf__sys_listen(rdv, SOMAXCONN) ||
-	    bind(chan, (void *)&self, sl) /* autobind */ || (sl = sizeof(self), 0) ||
-	    lf__sys_getsockname(chan, (void *)&self, &sl) || lf__sys_connect(chan, (void *)&self, sl)) {
-		int e = errno;
+	int big = 4 << 20, e = 0;
+	char lname[160];
+	lock_name(lname, sizeof(lname), &name, nl);
+	if (rdv < 0 || chan < 0 || !(mutex = lock_create(lname, &lockfd)))
+		e = errno ? errno : ENOMEM;
+	else if (bind(rdv, (void *)&name, nl) || lf__sys_listen(rdv, SOMAXCONN) || bind(chan, (void *)&sname, sl) ||
+		 lf__sys_connect(chan, (void *)&sname, sl))
+		e = errno;
+	if (e) {
 		lf__sys_close(rdv);
 		lf__sys_close(chan);
+		lf__sys_close(lockfd);
+		if (mutex)
+			munmap(mutex, 4096);
+		struct lf_listener *l = e == EADDRINUSE ? adopt(&name, nl, &sname, sl) : NULL;
+		if (l) {
+			f->lst = l;
+			return 0;
+		}
+		DEBUG("listener fd %d: rendezvous: %s: plain TCP only", fd, strerror(e));
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return -e;
 	}
@@ -406,11 +494,17 @@ int lf__listen_optin(int fd)
 	if (!l) {
 		lf__sys_close(rdv);
 		lf__sys_close(chan);
+		lf__sys_close(lockfd);
+		munmap(mutex, 4096);
 		return -ENOMEM;
 	}
 	atomic_init(&l->refs, 1);
+	l->lock = mutex;
 	l->rdv = lf__fd_hide(rdv, l);
 	l->chan = lf__fd_hide(chan, l);
+	l->lockfd = lf__fd_hide(lockfd, l);
+	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
+		lf__listener_cloexec(l, false);
 	f->lst = l;
 	return 0;
 }
@@ -563,9 +657,9 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
 		return;
 	int cand[8], n;
-	lock();
+	lock(f->lst);
 	n = take(f->lst, &peer, cand, 8);
-	unlock();
+	unlock(f->lst);
 	unx = -1;
 	for (int i = 0; i < n; i++) {
 		if (unx < 0 && verify(cand[i], newfd))

@@ -19,4 +19,5 @@ __attribute__((constructor)) static void preload_init(void)
 	lf__debug_on = d && d[0] == '1';
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
+	lf__spin_used = lf__global_spin_us > 0;
 }

@@ -734,8 +734,26 @@ static void sc_prefork(void)
 		;
 }
 
+/* Serves connections on l (path, then echo) until quit becomes readable. */
+static void serve_until_quit(int l, int quit)
+{
+	for (;;) {
+		struct pollfd p[2] = { { l, POLLIN, 0 }, { quit, POLLIN, 0 } };
+		CHECK(poll(p, 2, 20000) > 0);
+		if (p[1].revents)
+			return;
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		char m[8];
+		snprintf(m, sizeof(m), "%-4s", path_of(s));
+		write_all(s, m, 4);
+		echo(s);
+		close(s);
+	}
+}
+
 /* Two SO_REUSEPORT listeners in two processes; the kernel spreads the
- * connections. Workers serve until the quit pipe closes. */
+ * connections. */
 static void sc_reuseport(void)
 {
 	int port = 0, quit[2];
@@ -743,21 +761,9 @@ static void sc_reuseport(void)
 	CHECK(pipe(quit) == 0);
 	for (int w = 0; w < 2; w++) {
 		if (fork_child() == 0) {
-			int l = w ? l2 : l1;
 			close(quit[1]);
-			for (;;) {
-				struct pollfd p[2] = { { l, POLLIN, 0 }, { quit[0], POLLIN, 0 } };
-				CHECK(poll(p, 2, 10000) > 0);
-				if (p[1].revents)
-					_exit(0);
-				int s = accept(l, NULL, NULL);
-				CHECK(s >= 0);
-				char m[8];
-				snprintf(m, sizeof(m), "%-4s", path_of(s));
-				write_all(s, m, 4);
-				echo(s);
-				close(s);
-			}
+			serve_until_quit(w ? l2 : l1, quit[0]);
+			_exit(0);
 		}
 	}
 	close(l1);
@@ -767,6 +773,42 @@ static void sc_reuseport(void)
 	close(quit[1]);
 	while (wait(NULL) > 0)
 		;
+}
+
+/* One listener accepted from by this process and by a program it exec'd
+ * (which inherited the listener). */
+static void sc_exec_listener(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	pid_t child = fork_child();
+	if (child == 0) {
+		char a[16], b[16];
+		snprintf(a, sizeof(a), "%d", l);
+		snprintf(b, sizeof(b), "%d", quit[0]);
+		close(quit[1]);
+		execl(self, self, "serve-inherited", a, b, (char *)NULL);
+		_exit(127);
+	}
+	pid_t cl = fork_child();
+	if (cl == 0) {
+		close(quit[1]);
+		clients(port, 24, "exec-listener");
+		_exit(0);
+	}
+	close(quit[0]);
+	int q2[2];
+	CHECK(pipe(q2) == 0);
+	pid_t server = fork_child(); /* this process's own accepting loop */
+	if (server == 0) {
+		close(q2[1]);
+		serve_until_quit(l, q2[0]);
+		_exit(0);
+	}
+	out("clients %d", wait_child(cl));
+	close(quit[1]);
+	close(q2[1]);
+	out("exec'd server %d, server %d", wait_child(child), wait_child(server));
 }
 
 static void sc_exec(void)
@@ -1073,7 +1115,7 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "halfclose", sc_halfclose }, { "msgflags", sc_msgflags }, { "vectored", sc_vectored },
 	{ "sendfile-splice", sc_sendfile_splice }, { "ioctl", sc_ioctl }, { "backpressure", sc_backpressure },
 	{ "sigkill", sc_sigkill }, { "fork-after-accept", sc_fork_after_accept }, { "prefork", sc_prefork },
-	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },
+	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "exec-listener", sc_exec_listener }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },
 	{ "many", sc_many }, { "bulk", sc_bulk },
 };
 
@@ -1091,6 +1133,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "child-echo") && argc > 2) {
 		fam = AF_INET;
 		child_echo(atoi(argv[2]));
+		return 0;
+	}
+	if (!strcmp(argv[1], "serve-inherited") && argc > 3) {
+		serve_until_quit(atoi(argv[2]), atoi(argv[3]));
 		return 0;
 	}
 	if (!strcmp(argv[1], "serve-echo") && argc > 2) {
