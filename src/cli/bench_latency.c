@@ -21,7 +21,8 @@
 static const char usage_text[] =
 	"usage: loopfast bench latency [--styles LIST] [--transports LIST] [--size BYTES]\n"
 	"         [--count N] [--warmup N] [--repeat N] [--no-pin] [--timeout SEC]\n"
-	"         [--spin-us N] [--compare-sockperf] [--json FILE] [--plot FILE.png]\n"
+	"         [--spin-us N] [--no-spin-backoff] [--compare-sockperf] [--json FILE]\n"
+	"         [--plot FILE.png]\n"
 	"styles: block, epoll, spin, uring, uring-poll (default: all)\n"
 	"transports: tcp, fastpath, fastpath-spin, uds, shm (default: all)\n";
 
@@ -100,7 +101,7 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 	*o = (struct lat_opts){
 		.styles = (1u << LAT_NSTYLES) - 1, .transports = (1u << LAT_NTRANSPORTS) - 1,
 		.size = 64, .count = 10000, .warmup = 1000, .repeat = 3, .pin = true,
-		.timeout_s = 30, .spin_us = 50,
+		.timeout_s = 30, .spin_us = 50, .spin_backoff = true,
 	};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
@@ -112,6 +113,10 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 		}
 		if (!strcmp(a, "--no-pin")) {
 			o->pin = false;
+			continue;
+		}
+		if (!strcmp(a, "--no-spin-backoff")) {
+			o->spin_backoff = false;
 			continue;
 		}
 		if (!strcmp(a, "--compare-sockperf")) {

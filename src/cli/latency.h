@@ -40,6 +40,7 @@ struct lat_opts {
 	int cpu[2];          /* sender, echoer; -1 when not pinned */
 	unsigned timeout_s;  /* per run of a row */
 	unsigned spin_us;    /* for fastpath-spin */
+	bool spin_backoff;   /* false: LOOPFAST_SPIN_BACKOFF=0 for fastpath-spin */
 	bool compare_sockperf;
 	const char *json_path, *plot_path;
 	const char *self_exe;  /* this loopfast binary, for `loopfast run` */

@@ -129,6 +129,12 @@ void lat_print_table(FILE *f, const struct lat_report *rep)
 			rate(j, w->med.rt_per_s), pct(k, w->lat_red_pct), pct(l, w->jit_red_pct),
 			us(n, w->med.cpu_per_rt));
 	}
+	for (unsigned r = 0; r < rep->nrows; r++)
+		if (rep->rows[r].transport == LAT_FASTPATH_SPIN) {
+			fprintf(f, "\nfastpath-spin: lf_set_spin(fd, %u) on both ends, loopfast's spin back-off %s.", o->spin_us,
+				o->spin_backoff ? "on (its default; --no-spin-backoff turns it off)" : "off (--no-spin-backoff)");
+			break;
+		}
 	if (rep->base >= 0)
 		fprintf(f, "\nlat.red / jit.red: reduction of the mean round trip / of the jitter against %s %s%s.\n",
 			lat_style_names[rep->rows[rep->base].style], lat_transport_names[rep->rows[rep->base].transport],
@@ -271,9 +277,9 @@ void lat_print_json(FILE *f, const struct lat_report *rep)
 	fprintf(f, ", \"transports\": ");
 	json_list(f, o->transports, lat_transport_names, LAT_NTRANSPORTS);
 	fprintf(f, ", \"size\": %zu, \"count\": %u, \"warmup\": %u, \"repeat\": %u, \"pin\": %s, "
-		   "\"cpus\": [%d, %d], \"timeout_s\": %u, \"spin_us\": %u, \"compare_sockperf\": %s},\n",
+		   "\"cpus\": [%d, %d], \"timeout_s\": %u, \"spin_us\": %u, \"spin_backoff\": %s, \"compare_sockperf\": %s},\n",
 		o->size, o->count, o->warmup, o->repeat, o->pin ? "true" : "false", o->cpu[0], o->cpu[1],
-		o->timeout_s, o->spin_us, o->compare_sockperf ? "true" : "false");
+		o->timeout_s, o->spin_us, o->spin_backoff ? "true" : "false", o->compare_sockperf ? "true" : "false");
 	fprintf(f, "  \"units\": {\"time\": \"microseconds, round trip\", \"percentiles\": \"nearest rank\", "
 		   "\"jitter\": \"population standard deviation\", \"cpu\": \"user+sys of sender and echoer per round trip\"},\n");
 	fprintf(f, "  \"base\": ");

@@ -229,6 +229,10 @@ static void child_main(struct child *c, int role)
 		if (sched_setaffinity(0, sizeof(set), &set) < 0)
 			snprintf(c->me->note, sizeof(c->me->note), "not pinned: %s", strerror(errno));
 	}
+	/* loopfast's spin back-off is the library's policy; the benchmark can
+	 * turn it off with the library's own knob, read at the first spin. */
+	if (c->tr == LAT_FASTPATH_SPIN && !o->spin_backoff)
+		setenv("LOOPFAST_SPIN_BACKOFF", "0", 1);
 	if (c->tr == LAT_SHM) {
 		struct lat_shm_ring *a, *b;
 

@@ -138,6 +138,15 @@ def test_no_pin():
     assert doc["rows"][0]["status"] == "ok"
 
 
+def test_no_spin_backoff_is_recorded():
+    r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block",
+              "--transports", "fastpath-spin", "--no-spin-backoff", "--spin-us", "20")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["options"]["spin_backoff"] is False and doc["options"]["spin_us"] == 20
+    assert doc["rows"][0]["status"] in ("ok", "unavailable")
+
+
 def test_size_is_honoured_and_large_messages_arrive_whole():
     r = bench("--json", "bench", "latency", "--count", "50", "--warmup", "5", "--repeat", "1", "--size", "200000",
               "--transports", "tcp,uds,shm")
