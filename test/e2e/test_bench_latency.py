@@ -1,9 +1,12 @@
 """End-to-end tests of `loopfast bench latency`: a tiny bench of every row,
 the JSON it writes, the table, the plot, bad input and timeouts. No test
 asserts a timing: the figures are only checked for being consistent."""
+import ctypes
 import json
 import os
+import platform
 import shutil
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -30,10 +33,25 @@ def runs(style, transport):
     return True
 
 
-def bench(*args, timeout=120, env=None):
+def bench(*args, timeout=120, env=None, preexec_fn=None):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([str(LOOPFAST), *args], capture_output=True, text=True, timeout=timeout, env=e)
+    return subprocess.run([str(LOOPFAST), *args], capture_output=True, text=True, timeout=timeout, env=e,
+                          preexec_fn=preexec_fn)
+
+
+def deny_io_uring():
+    """In the child before exec: a seccomp filter that makes io_uring_setup
+    fail with EPERM, as on a machine where io_uring is disabled."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    # BPF: load the syscall number; io_uring_setup (425) -> ERRNO(EPERM); else allow.
+    prog = [(0x20, 0, 0, 0), (0x15, 0, 1, 425), (0x06, 0, 0, 0x00050000 | 1), (0x06, 0, 0, 0x7FFF0000)]
+    raw = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    fprog = struct.pack("HxxxxxxP", len(prog), ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog, len(fprog))
+    if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, fbuf, 0, 0):  # NO_NEW_PRIVS, SECCOMP filter
+        os._exit(99)
 
 
 def check_figures(f):
@@ -198,6 +216,19 @@ def test_stuck_row_times_out_and_the_rest_runs(who):
     ps = subprocess.run(["pgrep", "-f", "--count 100 --warmup 10 --repeat 1 --timeout 1 "], capture_output=True,
                         text=True)
     assert ps.stdout == ""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the seccomp filter uses x86_64 syscall numbers")
+def test_io_uring_disabled_rows_are_unavailable():
+    r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--transports", "tcp,uds", preexec_fn=deny_io_uring)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    for row in doc["rows"]:
+        if row["style"].startswith("uring"):
+            assert row["status"] == "unavailable", row
+            assert "io_uring_queue_init" in row["reason"] and "not permitted" in row["reason"], row
+        else:
+            assert row["status"] == "ok", row
 
 
 def test_plot_writes_a_png(tmp_path):
