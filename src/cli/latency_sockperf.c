@@ -176,18 +176,20 @@ static void first_line(char *dst, const char *src, const char *fallback)
 	snprintf(dst, LAT_REASON_LEN, "%.*s", (int)strcspn(p, "\n"), p);
 }
 
-/* Is the connected socket of process pid a Unix socket (the fast path)?
- * Returns 1 yes, 0 a TCP socket, -1 cannot tell. */
+/* Is process pid's connection on the fast path? Returns 1 when it holds a
+ * Unix socket and no TCP socket, 0 when it holds a TCP socket, -1 when it
+ * holds neither (gone, or not connected yet). */
 static int uses_unix_socket(pid_t pid)
 {
+	static const char *const tables[] = { "/proc/net/unix", "/proc/net/tcp", "/proc/net/tcp6" };
 	char dir[64], link[64], path[384], line[512];
+	bool has_unix = false, has_tcp = false;
 	struct dirent *d;
 	DIR *fds;
-	int verdict = -1;
 
 	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
 	fds = opendir(dir);
-	while (fds && verdict != 1 && (d = readdir(fds))) {
+	while (fds && (d = readdir(fds))) {
 		unsigned long ino;
 		ssize_t n;
 
@@ -198,28 +200,28 @@ static int uses_unix_socket(pid_t pid)
 		link[n] = '\0';
 		if (sscanf(link, "socket:[%lu]", &ino) != 1)
 			continue;
-		static const char *const tables[] = { "/proc/net/unix", "/proc/net/tcp", "/proc/net/tcp6" };
-
 		for (int t = 0; t < 3; t++) {
 			FILE *f = fopen(tables[t], "r");
 			char want[32];
+			bool found = false;
 
 			snprintf(want, sizeof(want), " %lu", ino);
-			while (f && fgets(line, sizeof(line), f)) {
+			while (f && !found && fgets(line, sizeof(line), f)) {
 				char *hit = strstr(line, want);
 
-				if (hit && (hit[strlen(want)] == ' ' || hit[strlen(want)] == '\n')) {
-					verdict = t == 0 ? 1 : verdict < 0 ? 0 : verdict;
-					break;
-				}
+				found = hit && (hit[strlen(want)] == ' ' || hit[strlen(want)] == '\n');
 			}
 			if (f)
 				fclose(f);
+			if (found) {
+				*(t == 0 ? &has_unix : &has_tcp) = true;
+				break;
+			}
 		}
 	}
 	if (fds)
 		closedir(fds);
-	return verdict;
+	return has_tcp ? 0 : has_unix ? 1 : -1;
 }
 
 /* One sockperf run: kind 0 TCP, 1 Unix socket, 2 TCP under `loopfast run`
