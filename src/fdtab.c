@@ -17,6 +17,9 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 bool lf__global_optin;
 bool lf__debug_on;
@@ -69,6 +72,10 @@ static struct lf_fd *table_get(void)
 		munmap(t, sizeof(struct lf_fd) * LF_FD_MAX);
 		return expected;
 	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* Listener state is reachable only from here. */
+	__lsan_register_root_region(t, sizeof(struct lf_fd) * LF_FD_MAX);
+#endif
 	return t;
 }
 
@@ -103,9 +110,32 @@ void lf__listener_put(struct lf_listener *l)
 		}
 		lf__sys_close(fds[i]);
 	}
+	lf__listener_reserve(l, false);
 	if (l->lock)
 		munmap(l->lock, 4096);
 	free(l);
+}
+
+/* A claim needs up to two descriptors of its own (the Unix connection and
+ * the doorbell carried by the hello). A server at its fd limit would
+ * otherwise take a queued hello for "no hello" and leave a fast-path client
+ * waiting forever, so each listener holds two spare ones for the claim. */
+void lf__listener_reserve(struct lf_listener *l, bool hold)
+{
+	for (int i = 0; i < 2; i++) {
+		if (hold && l->reserve[i] <= 0) {
+			int fd = lf__sys_fcntl(l->lockfd, F_DUPFD_CLOEXEC, 0);
+			l->reserve[i] = fd >= 0 ? lf__fd_hide(fd, l) : -1;
+		} else if (!hold && l->reserve[i] > 0) {
+			struct lf_fd *f = lf__fd(l->reserve[i]);
+			if (f) {
+				f->owner = NULL;
+				atomic_store(&f->flags, 0);
+			}
+			lf__sys_close(l->reserve[i]);
+			l->reserve[i] = -1;
+		}
+	}
 }
 
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
@@ -189,6 +219,9 @@ void lf__fd_relocate(int fd)
 		l->chan = nfd;
 	if (l->lockfd == fd)
 		l->lockfd = nfd;
+	for (int i = 0; i < 2; i++)
+		if (l->reserve[i] == fd)
+			l->reserve[i] = nfd;
 	f->owner = NULL;
 	atomic_store(&f->flags, 0);
 }

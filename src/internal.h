@@ -111,6 +111,7 @@ struct lf_listener {
 	int chan; /* stash of hellos taken by one process for another */
 	int lockfd; /* memfd holding the claim lock */
 	void *lock; /* its mapping: a robust process-shared mutex */
+	int reserve[2]; /* descriptors released for a claim at the fd limit */
 };
 
 #define LF_EPOLL_MAX 2
@@ -149,6 +150,8 @@ void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
 /* Moves one of loopfast's own descriptors out of the way of the
  * application's numbering and marks it hidden. Returns the new fd. */
 int lf__fd_hide(int fd, struct lf_listener *owner);
+/* Holds (hold=true) or releases the listener's reserve descriptors. */
+void lf__listener_reserve(struct lf_listener *l, bool hold);
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
 

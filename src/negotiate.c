@@ -202,7 +202,8 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	socklen_t l = sizeof(tv);
 	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
-	f->spin_us = lf__global_spin_us;
+	if (!f->spin_us) /* lf_set_spin before connect wins */
+		f->spin_us = lf__global_spin_us;
 	f->spin_fail = f->spin_skip = 0;
 	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
@@ -234,10 +235,10 @@ static bool find_listener(const struct lf_ep *dst, struct lf_diag_listener *out)
 	return best > 0 && count == 1;
 }
 
-static int send_hello(int unx, int tcp)
+/* Sends one message carrying one descriptor. */
+static int send_with_fd(int sock, const void *buf, size_t len, int fd)
 {
-	struct hello h = { .magic = HELLO_MAGIC };
-	struct iovec iov = { &h, sizeof(h) };
+	struct iovec iov = { (void *)buf, len };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -248,8 +249,14 @@ static int send_hello(int unx, int tcp)
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &tcp, sizeof(int));
-	return sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(h) ? 0 : -1;
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_hello(int unx, int tcp)
+{
+	struct hello h = { .magic = HELLO_MAGIC };
+	return send_with_fd(unx, &h, sizeof(h), tcp);
 }
 
 /* Waits for a TCP connect in progress to finish, whatever the socket's
@@ -423,6 +430,7 @@ static struct lf_listener *adopt(const struct sockaddr_un *rn, socklen_t rl, con
 		return NULL;
 	}
 	atomic_init(&l->refs, 1);
+	lf__listener_reserve(l, true);
 	int fds[3] = { l->rdv, l->chan, l->lockfd };
 	for (int i = 0; i < 3; i++) {
 		struct lf_fd *f = lf__fd(fds[i]);
@@ -503,6 +511,7 @@ int lf__listen_optin(int fd)
 	l->rdv = lf__fd_hide(rdv, l);
 	l->chan = lf__fd_hide(chan, l);
 	l->lockfd = lf__fd_hide(lockfd, l);
+	lf__listener_reserve(l, true);
 	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		lf__listener_cloexec(l, false);
 	f->lst = l;
@@ -512,19 +521,8 @@ int lf__listen_optin(int fd)
 static int stash_put(int chan, int fd, const struct lf_ep *client)
 {
 	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
-	struct iovec iov = { &sm, sizeof(sm) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	int r = sendmsg(chan, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(sm) ? 0 : -1;
 	lf__sys_close(fd); /* the stash holds its own reference */
 	return r;
 }
@@ -657,9 +655,11 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
 		return;
 	int cand[8], n;
-	lock(f->lst);
-	n = take(f->lst, &peer, cand, 8);
-	unlock(f->lst);
+	struct lf_listener *l = f->lst;
+	lock(l);
+	lf__listener_reserve(l, false);
+	n = take(l, &peer, cand, 8);
+	unlock(l);
 	unx = -1;
 	for (int i = 0; i < n; i++) {
 		if (unx < 0 && verify(cand[i], newfd))
@@ -670,11 +670,13 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (unx < 0) {
 		if (n)
 			DEBUG("accept fd %d: %d hello(s) for port %u failed verification: plain TCP", newfd, n, peer.port);
+		lf__listener_reserve(l, true);
 		return;
 	}
 	carry_options(newfd, unx, nf);
 	if (switch_fd(unx, newfd, family, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0)
 		lf__sys_close(unx);
+	lf__listener_reserve(l, true);
 }
 
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,17 @@ static void expect_echo(int fd, const char *msg)
 	CHECK(memcmp(buf, msg, n) == 0);
 }
 
+/* One byte each way between the two ends of a pair. */
+static void expect_echo_pair(int c, int s)
+{
+	char b;
+	write_all(c, "x", 1);
+	CHECK(read(s, &b, 1) == 1);
+	write_all(s, "y", 1);
+	CHECK(read(c, &b, 1) == 1);
+	out("both directions ok");
+}
+
 static pid_t fork_child(void)
 {
 	pid_t p = fork();
@@ -212,7 +224,6 @@ static void sc_names(void)
 	int c, s, port, l = listener(&port);
 	struct sockaddr_storage a, b;
 	socklen_t al = sizeof(a), bl = sizeof(b);
-	char b1;
 	c = connect_to(port);
 	s = accept(l, (void *)&a, &al);
 	CHECK(s >= 0);
@@ -246,11 +257,7 @@ static void sc_names(void)
 		CHECK(getsockopt(s, SOL_SOCKET, o, &v, &vl) == 0);
 		out("server %s = %d", opt == 0 ? "SO_DOMAIN" : opt == 1 ? "SO_TYPE" : "SO_PROTOCOL", v);
 	}
-	write_all(c, "x", 1);
-	CHECK(read(s, &b1, 1) == 1);
-	write_all(s, "y", 1);
-	CHECK(read(c, &b1, 1) == 1);
-	out("both directions ok");
+	expect_echo_pair(c, s);
 }
 
 static void getset(int fd, const char *name, int level, int opt, int val)
@@ -686,19 +693,24 @@ static void sc_fork_after_accept(void)
 	out("5 sessions ok");
 }
 
+/* Accepts one connection, tells the client which path it has, echoes. */
+static void serve_one(int l)
+{
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	char m[8];
+	snprintf(m, sizeof(m), "%-4s", path_of(s));
+	write_all(s, m, 4);
+	echo(s);
+	close(s);
+}
+
 static void serve_workers(int l, int nworkers, int conns_each)
 {
 	for (int w = 0; w < nworkers; w++) {
 		if (fork_child() == 0) {
-			for (int i = 0; i < conns_each; i++) {
-				int s = accept(l, NULL, NULL);
-				CHECK(s >= 0);
-				char m[16];
-				snprintf(m, sizeof(m), "%-4s", path_of(s));
-				write_all(s, m, 4);
-				echo(s);
-				close(s);
-			}
+			for (int i = 0; i < conns_each; i++)
+				serve_one(l);
 			_exit(0);
 		}
 	}
@@ -742,13 +754,7 @@ static void serve_until_quit(int l, int quit)
 		CHECK(poll(p, 2, 20000) > 0);
 		if (p[1].revents)
 			return;
-		int s = accept(l, NULL, NULL);
-		CHECK(s >= 0);
-		char m[8];
-		snprintf(m, sizeof(m), "%-4s", path_of(s));
-		write_all(s, m, 4);
-		echo(s);
-		close(s);
+		serve_one(l);
 	}
 }
 
@@ -1107,7 +1113,176 @@ static void sc_fdleak(void)
 	out("descriptors after closing everything: %+d", count_fds() - before);
 }
 
+static void print_addr(const char *who, int fd, int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char buf[64];
+	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
+	inet_ntop(ss.ss_family, ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : (void *)&((struct sockaddr_in *)&ss)->sin_addr, buf, sizeof(buf));
+	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, buf);
+}
+
+/* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
+static void sc_dualstack(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	socklen_t al = sizeof(a);
+	int zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0);
+	CHECK(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0);
+	CHECK(bind(l, (void *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 8) == 0);
+	CHECK(getsockname(l, (void *)&a, &al) == 0);
+	fam = AF_INET;
+	int c = connect_to(ntohs(a.sin6_port));
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	print_addr("client", c, 0);
+	print_addr("client", c, 1);
+	print_addr("server", s, 0);
+	print_addr("server", s, 1);
+	out("ports match %d %d", port_of(c, 0) == port_of(s, 1), port_of(c, 1) == port_of(s, 0));
+	expect_echo_pair(c, s);
+}
+
+/* Reads n bytes or gives up after 10 s: a hang is a failure, not a wait. */
+static bool read_timed(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 10000) != 1)
+			return false;
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* Clients connecting and closing as fast as they can against prefork
+ * workers: negotiation under contention. Every connection echoes. */
+static void sc_churn(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 3; w++)
+		if (fork_child() == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(quit[0]);
+	close(l);
+	pid_t kids[4];
+	for (int k = 0; k < 4; k++) {
+		kids[k] = fork_child();
+		if (kids[k] == 0) {
+			int unixes = 0;
+			for (int i = 0; i < 250; i++) {
+				int c = connect_to(port);
+				char m[8];
+				CHECK(read_timed(c, m, 4));
+				unixes += !strncmp(m, "unix", 4);
+				write_all(c, "churn", 5);
+				CHECK(read_timed(c, m, 5) && !memcmp(m, "churn", 5));
+				close(c);
+			}
+			_exit(unixes == 250 ? 10 : unixes == 0 ? 11 : 12);
+		}
+	}
+	int paths = 0;
+	for (int k = 0; k < 4; k++)
+		paths |= 1 << (wait_child(kids[k]) - 10);
+	out("#path churn %s", paths == 1 ? "unix" : paths == 2 ? "tcp" : "mixed");
+	out("1000 connect/echo/close cycles ok");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* Workers killed with SIGKILL at random moments, replaced by the parent:
+ * a client may lose its connection (EOF/reset), never hang, and the
+ * listener keeps working for the next clients. */
+static void sc_kill_workers(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	pid_t workers[3];
+	for (int w = 0; w < 3; w++)
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	pid_t cl = fork_child();
+	if (cl == 0) {
+		int lost = 0;
+		for (int i = 0; i < 300; i++) {
+			int c = connect_to(port);
+			char m[8];
+			if (!read_timed(c, m, 4) || write(c, "kill", 4) != 4 || !read_timed(c, m, 4))
+				lost++;
+			close(c);
+		}
+		_exit(lost < 300 ? 0 : 1);
+	}
+	uint64_t seed = 42;
+	for (int round = 0; round < 30; round++) {
+		usleep(2000 + (unsigned)(seed = seed * 6364136223846793005u + 1) % 8000);
+		int w = (int)((seed >> 33) % 3);
+		kill(workers[w], SIGKILL);
+		waitpid(workers[w], NULL, 0);
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	}
+	out("clients under kills %d", wait_child(cl));
+	clients(port, 20, "after-kills");
+	close(quit[1]);
+	close(l);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* A server at its descriptor limit, with one slot left for accept. */
+static void sc_fd_limit(void)
+{
+	int ready[2], port;
+	CHECK(pipe(ready) == 0);
+	pid_t p = fork_child();
+	if (p == 0) {
+		struct rlimit rl;
+		int fd, last = -1;
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		rl.rlim_cur = 64;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+		int l = listener(&port);
+		while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+			last = fd;
+		close(last);
+		write_all(ready[1], &port, sizeof(port));
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		echo(s);
+		_exit(0);
+	}
+	CHECK(read(ready[0], &port, sizeof(port)) == sizeof(port));
+	int c = connect_to(port);
+	path("client", c);
+	expect_echo(c, "at the limit");
+	close(c);
+	out("echo at the server's fd limit ok; server %d", wait_child(p));
+}
+
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
+	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack }, { "churn", sc_churn },
+	{ "kill-workers", sc_kill_workers },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },

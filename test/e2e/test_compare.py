@@ -10,7 +10,7 @@ import pytest
 from conftest import PROBE, wrap
 
 SCENARIOS = subprocess.run([str(PROBE)], capture_output=True, text=True).stdout.split()
-FAMILY_AGNOSTIC = {"exec", "exec-listener", "many", "bulk", "fork-after-accept", "prefork", "reuseport", "sigkill"}
+FAMILY_AGNOSTIC = {"exec", "exec-listener", "fd-limit", "dualstack", "churn", "kill-workers", "many", "bulk", "fork-after-accept", "prefork", "reuseport", "sigkill"}
 # Where the fast path deliberately does not apply (documented in README).
 EXPECTED_LOOPFAST_PATH = {"reuseport": "tcp"}
 
