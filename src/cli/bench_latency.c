@@ -295,13 +295,21 @@ static int measure(const struct lat_opts *o, struct lat_report *rep)
 	lat_machine_info(&rep->machine);
 	if (o->compare_sockperf)
 		lat_sockperf_init(rep);
+	/* sockperf runs right after the block rows it is compared with (they
+	 * come first), so that both see the same moment of a noisy machine. */
+	unsigned sp_after = rep->nrows - 1;
+
+	for (unsigned r = 0; r < rep->nrows; r++)
+		if (rep->rows[r].style == LAT_BLOCK)
+			sp_after = r;
 	for (unsigned k = 0; k < o->repeat; k++) {
 		fprintf(stderr, "bench latency: repeat %u/%u, %u rows\n", k + 1, o->repeat, rep->nrows);
-		for (unsigned r = 0; r < rep->nrows; r++)
+		for (unsigned r = 0; r < rep->nrows; r++) {
 			if (rep->rows[r].status == LAT_OK)
 				run_one(o, &rep->rows[r], ns, us);
-		if (o->compare_sockperf)
-			lat_sockperf_run(o, rep);
+			if (o->compare_sockperf && r == sp_after)
+				lat_sockperf_run(o, rep);
+		}
 	}
 	free(ns);
 	free(us);

@@ -331,7 +331,7 @@ void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 {
 	char a[32], b[32], range[72];
 
-	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s per repeat, run after each repeat's rows;"
+	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s per repeat, right after each repeat's block rows;"
 		   " both ends block in recvfrom, so compared with our block rows)\n",
 		rep->opts->size < 14 ? 14 : rep->opts->size, LAT_SP_SECONDS);
 	fprintf(f, "%-10s %14s %-15s %14s %14s %8s\n", "transport", "sockperf p50", "p50 range", "sockperf p99",

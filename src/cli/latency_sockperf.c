@@ -6,8 +6,9 @@
  * both block in recvfrom(), so the row to compare with is our `block` row.
  * sockperf prints half the round trip unless given --full-rtt; we pass it.
  * sockperf warms up for 400 ms of its -t and discards that part. It runs
- * once per repeat, right after the rows, so that it sees the same moments
- * of a noisy machine as they do; its figures are medians over repeats.
+ * once per repeat, right after the block rows, so that it sees the same
+ * moments of a noisy machine as they do; its figures are medians over
+ * repeats.
  *
  * TCP uses a free loopback port read back from the kernel; a Unix socket is
  * tried with a path for -i, which sockperf 3.7 rejects ("Invalid address"):
