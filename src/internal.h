@@ -96,6 +96,7 @@ enum {
 	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
 	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
 	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
+	LF_F_TCP = 1u << 7,       /* a TCP socket (family in .family) */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -107,6 +108,7 @@ enum { LF_OPT_NODELAY, LF_OPT_KEEPIDLE, LF_OPT_KEEPINTVL, LF_OPT_KEEPCNT, LF_OPT
 /* Shared between the fds that dup each other, and across fork. */
 struct lf_listener {
 	atomic_int refs;
+	int family; /* of the TCP listener */
 	int rdv;  /* the rendezvous: abstract Unix listener */
 	int chan; /* stash of hellos taken by one process for another */
 	int lockfd; /* memfd holding the claim lock */
@@ -129,7 +131,9 @@ struct lf_fd {
 	int spin_members;           /* epoll fd: registered fast-path sockets that spin */
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	struct lf_listener *owner;  /* for hidden fds: whose they are */
-	int opt[LF_NOPT];
+	int opt[LF_NOPT];           /* TCP/IP-level values the application set */
+	uint32_t optset;            /* which opt[] were set (others: defaults) */
+	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations before connect */
 };
 
@@ -143,7 +147,14 @@ extern unsigned lf__global_spin_us;
 struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
 void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
-void lf__fd_opts_default(struct lf_fd *f);
+/* Options: setsockopt records what the application sets on any socket,
+ * so that the fast path carries exactly that over, and answers TCP-level
+ * getsockopt on a Unix socket. */
+int lf__opt_index(int level, int opt);       /* -1 for unknown */
+int lf__opt_value(const struct lf_fd *f, int idx);
+void lf__opt_record(int fd, int level, int opt, const void *val, socklen_t len);
+extern const int lf__carried[];               /* SOL_SOCKET options carried over */
+extern const int lf__ncarried;
 void lf__listener_put(struct lf_listener *l);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);

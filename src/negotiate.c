@@ -37,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
@@ -51,6 +52,7 @@ struct hello {
 struct stash_msg {
 	uint32_t magic;
 	struct lf_ep client;
+	uint64_t gen; /* which take() put it (back) in the stash */
 };
 
 /* The claim lock of a listener: a robust, process-shared mutex in a memfd,
@@ -127,65 +129,31 @@ static void set_nonblock(int fd, bool on)
 		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
 }
 
-static int sysctl_int(const char *path, int field)
+/* Carries what the application set (on this socket, or on the listener an
+ * accepted socket inherits from) over to the Unix socket that replaces it:
+ * the generic options it set, read back from the TCP socket, and into the
+ * fd table the TCP-level ones. Nothing set, nothing done. */
+static void carry_options(int tcp, int unx, const struct lf_fd *src, struct lf_fd *dst)
 {
-	char buf[128];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), v[3] = { 0, 0, 0 };
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	lf__sys_close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	sscanf(buf, "%d %d %d", &v[0], &v[1], &v[2]);
-	return v[field];
-}
-
-/* Carries what the application set on its TCP socket over to the Unix
- * socket that replaces it: the generic socket options (timeouts, linger,
- * buffer sizes it chose) and, into the fd table, the TCP-level ones. */
-static void carry_options(int tcp, int unx, struct lf_fd *f)
-{
-	static const int generic[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
-				       SO_PRIORITY, SO_RCVLOWAT };
-	static const struct { int level, opt, idx; } tcpopts[] = {
-		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
-		{ IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
-		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT },
-	};
 	char v[32];
-	socklen_t l;
 
-	for (unsigned i = 0; i < sizeof(generic) / sizeof(generic[0]); i++) {
-		l = sizeof(v);
-		if (lf__sys_getsockopt(tcp, SOL_SOCKET, generic[i], v, &l) == 0)
-			lf__sys_setsockopt(unx, SOL_SOCKET, generic[i], v, l);
-	}
-	/* Buffer sizes only when the application chose them (they differ from
-	 * TCP's defaults); the Unix defaults are larger and better otherwise. */
-	static const struct { int opt; const char *sysctl; } bufs[] = {
-		{ SO_RCVBUF, "/proc/sys/net/ipv4/tcp_rmem" }, { SO_SNDBUF, "/proc/sys/net/ipv4/tcp_wmem" },
-	};
-	for (unsigned i = 0; i < 2; i++) {
-		int val = 0;
-		l = sizeof(val);
-		if (lf__sys_getsockopt(tcp, SOL_SOCKET, bufs[i].opt, &val, &l) == 0 &&
-		    val != sysctl_int(bufs[i].sysctl, 1)) {
-			val /= 2;
-			lf__sys_setsockopt(unx, SOL_SOCKET, bufs[i].opt, &val, sizeof(val));
+	for (int i = 0; i < lf__ncarried; i++) {
+		socklen_t l = sizeof(v);
+		if (!(src->sockset & (1u << i)) || lf__sys_getsockopt(tcp, SOL_SOCKET, lf__carried[i], v, &l))
+			continue;
+		if (lf__carried[i] == SO_RCVBUF || lf__carried[i] == SO_SNDBUF) {
+			int val;
+			memcpy(&val, v, sizeof(val));
+			val /= 2; /* getsockopt reports twice what was set */
+			memcpy(v, &val, sizeof(val));
 		}
+		lf__sys_setsockopt(unx, SOL_SOCKET, lf__carried[i], v, l);
 	}
-	lf__fd_opts_default(f);
-	for (unsigned i = 0; i < sizeof(tcpopts) / sizeof(tcpopts[0]); i++) {
-		int val;
-		l = sizeof(val);
-		if (lf__sys_getsockopt(tcp, tcpopts[i].level, tcpopts[i].opt, &val, &l) == 0)
-			f->opt[tcpopts[i].idx] = val;
+	if (src != dst) {
+		memcpy(dst->opt, src->opt, sizeof(dst->opt));
+		dst->optset = src->optset;
 	}
+	dst->sockset = src->sockset;
 }
 
 /* Puts the Unix socket in place of the TCP socket under the same fd number,
@@ -200,7 +168,8 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	lf__sys_close(unx);
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof(tv);
-	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
+	bool rcvtimeo = (f->sockset & 1u) /* lf__carried[0] is SO_RCVTIMEO */ &&
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
 	if (!f->spin_us) /* lf_set_spin before connect wins */
 		f->spin_us = lf__global_spin_us;
@@ -246,6 +215,7 @@ static int send_with_fd(int sock, const void *buf, size_t len, int fd)
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 
+	memset(&c, 0, sizeof(c));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -286,7 +256,11 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!(fl & LF_F_OPTIN))
 		return 0;
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
-	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst) || !tcp_family(fd, &family))
+	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst))
+		return 0;
+	if (fl & LF_F_TCP)
+		family = f->family;
+	else if (!tcp_family(fd, &family))
 		return 0;
 	if (sock_ep(fd, true, &tmp) || !sock_ep(fd, false, &src))
 		return 0; /* already connected, or not a usable socket */
@@ -348,8 +322,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	int r = lf__sys_connect(fd, sa, len);
 	e = errno;
-	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY))
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY)) {
 		r = wait_connected(fd) ? 0 : -1;
+		socklen_t el = sizeof(e);
+		if (r < 0 && !nonblock) /* a blocking connect returns the error */
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+	}
 	if (r < 0) {
 		lf__sys_close(unx);
 		*ret = -1;
@@ -357,7 +335,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 1;
 	}
 
-	carry_options(fd, unx, f);
+	carry_options(fd, unx, f, f);
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		if (f->ep[i].epfd1)
 			lf__sys_epoll_ctl(f->ep[i].epfd1 - 1, EPOLL_CTL_DEL, fd, NULL);
@@ -486,6 +464,7 @@ int lf__listen_optin(int fd)
 			munmap(mutex, 4096);
 		struct lf_listener *l = e == EADDRINUSE ? adopt(&name, nl, &sname, sl) : NULL;
 		if (l) {
+			l->family = family;
 			f->lst = l;
 			return 0;
 		}
@@ -507,6 +486,7 @@ int lf__listen_optin(int fd)
 		return -ENOMEM;
 	}
 	atomic_init(&l->refs, 1);
+	l->family = family;
 	l->lock = mutex;
 	l->rdv = lf__fd_hide(rdv, l);
 	l->chan = lf__fd_hide(chan, l);
@@ -518,9 +498,13 @@ int lf__listen_optin(int fd)
 	return 0;
 }
 
-static int stash_put(int chan, int fd, const struct lf_ep *client)
+static int stash_put(int chan, int fd, const struct lf_ep *client, uint64_t gen)
 {
-	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
+	struct stash_msg sm;
+	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding on the wire */
+	sm.magic = HELLO_MAGIC;
+	sm.client = *client;
+	sm.gen = gen;
 	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
 	lf__sys_close(fd); /* the stash holds its own reference */
@@ -561,59 +545,55 @@ static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
 /* Takes the Unix connections whose client endpoint is `client` from the
  * stash and the rendezvous backlog (more than one only when a stale or
  * forged one shares the endpoint); everything else goes (back) to the
- * stash. Called under the claim lock. Returns how many fds it put in
- * found[] (at most max). */
+ * stash at once, so that a claim holds at most one extra descriptor. The
+ * stash is FIFO and only one take() runs at a time (claim lock), so
+ * meeting an item this take() put back means the stash went full circle.
+ * Returns how many fds it put in found[] (at most max). */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *found, int max)
 {
-	int nfound = 0, n = 0, cap = 0, fd;
-	struct { int fd; struct lf_ep c; } *items = NULL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* unique: takes are serialised */
+	uint64_t gen = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	int nfound = 0, fd, fam;
 	struct stash_msg sm;
+	struct lf_ep c, s;
 
 	for (;;) {
-		int fam, u;
-		struct lf_ep c, s;
-		struct sockaddr_un sun;
-		socklen_t sl = sizeof(sun);
 		ssize_t r = recv_with_fd(l->chan, &sm, sizeof(sm), &fd);
-		if (r >= 0) {
-			if (fd < 0)
-				continue;
-			if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
-				lf__sys_close(fd);
-				continue;
-			}
-			c = sm.client;
-			u = fd;
-		} else {
-			u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (u < 0 && errno == EINTR)
-				continue;
-			if (u < 0)
-				break;
-			if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
-			    lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT) {
-				lf__sys_close(u);
-				continue;
-			}
-		}
-		if (nfound < max && lf__ep_equal(&c, client)) {
-			found[nfound++] = u;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (fd < 0)
+			continue;
+		if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
+			lf__sys_close(fd);
 			continue;
 		}
-		if (n == cap) {
-			void *p = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*items));
-			if (!p) {
-				lf__sys_close(u);
-				continue;
-			}
-			items = p;
+		if (sm.gen == gen) {
+			stash_put(l->chan, fd, &sm.client, gen);
+			break;
 		}
-		items[n].fd = u;
-		items[n++].c = c;
+		if (nfound < max && lf__ep_equal(&sm.client, client))
+			found[nfound++] = fd;
+		else
+			stash_put(l->chan, fd, &sm.client, gen);
 	}
-	for (int i = 0; i < n; i++)
-		stash_put(l->chan, items[i].fd, &items[i].c);
-	free(items);
+	for (;;) {
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		int u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (u < 0 && errno == EINTR)
+			continue;
+		if (u < 0)
+			break;
+		if (lf__sys_getpeername(u, (void *)&sun, &sl) || lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT)
+			lf__sys_close(u);
+		else if (nfound < max && lf__ep_equal(&c, client))
+			found[nfound++] = u;
+		else
+			stash_put(l->chan, u, &c, gen);
+	}
 	return nfound;
 }
 
@@ -652,8 +632,9 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 		if ((fl & LF_F_NOFAST) || lf__listen_optin(lfd) || !f->lst)
 			return;
 	}
-	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
+	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer))
 		return;
+	family = f->lst->family;
 	int cand[8], n;
 	struct lf_listener *l = f->lst;
 	lock(l);
@@ -673,7 +654,7 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 		lf__listener_reserve(l, true);
 		return;
 	}
-	carry_options(newfd, unx, nf);
+	carry_options(newfd, unx, f, nf);
 	if (switch_fd(unx, newfd, family, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0)
 		lf__sys_close(unx);
 	lf__listener_reserve(l, true);

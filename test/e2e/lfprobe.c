@@ -352,7 +352,8 @@ static void sc_connect_nonblock(void)
 	int ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 }, got;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
-	out("epoll EPOLLOUT %d data %llu", epoll_wait(ep, &got, 1, 5000) == 1 && (got.events & EPOLLOUT), (unsigned long long)got.data.u64);
+	int n = epoll_wait(ep, &got, 1, 5000);
+	out("epoll EPOLLOUT %d data %llu", n == 1 && (got.events & EPOLLOUT), n == 1 ? (unsigned long long)got.data.u64 : 0ull);
 	int err = -1;
 	socklen_t el = sizeof(err);
 	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
@@ -395,14 +396,14 @@ static void sc_epoll_before_connect(void)
 	int r = connect(c, (void *)&ss, loopback(&ss, port));
 	out("connect %d %s", r, ename(r < 0 ? errno : 0));
 	int n = epoll_wait(ep, got, 4, 5000);
-	out("epoll_wait %d events OUT %d IN %d data %llu", n, !!(got[0].events & EPOLLOUT), !!(got[0].events & EPOLLIN), (unsigned long long)got[0].data.u64);
+	out("epoll_wait %d events OUT %d IN %d data %llu", n, n > 0 && (got[0].events & EPOLLOUT), n > 0 && (got[0].events & EPOLLIN), n > 0 ? (unsigned long long)got[0].data.u64 : 0ull);
 	int s = accept(l, NULL, NULL);
 	path("client", c);
 	write_all(s, "z", 1);
 	ev.events = EPOLLIN;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev) == 0);
 	n = epoll_wait(ep, got, 4, 5000);
-	out("after peer write: %d events IN %d", n, !!(got[0].events & EPOLLIN));
+	out("after peer write: %d events IN %d", n, n > 0 && (got[0].events & EPOLLIN));
 	out("ADD again: %d %s", epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), ename(errno));
 }
 
@@ -424,27 +425,37 @@ static void sc_readiness(void)
 	CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
 	ev.events = EPOLLIN | EPOLLET;
 	CHECK(epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
-	out("epoll idle lt %d et %d", epoll_wait(lt, &got, 1, 0), epoll_wait(et, &got, 1, 0));
+	int n1 = epoll_wait(lt, &got, 1, 0), n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll idle lt %d et %d", n1, n2);
 	write_all(c, "abc", 3);
-	out("poll after write %d revents IN %d", poll(&p, 1, 5000), !!(p.revents & POLLIN));
+	n1 = poll(&p, 1, 5000);
+	out("poll after write %d revents IN %d", n1, !!(p.revents & POLLIN));
 	FD_ZERO(&r);
 	FD_SET(s, &r);
 	tv.tv_sec = 5;
 	out("select after write %d", select(s + 1, &r, NULL, NULL, &tv));
-	out("epoll lt %d %d", epoll_wait(lt, &got, 1, 5000), epoll_wait(lt, &got, 1, 0));
-	out("epoll et %d then %d", epoll_wait(et, &got, 1, 5000), epoll_wait(et, &got, 1, 0));
+	n1 = epoll_wait(lt, &got, 1, 5000);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("epoll lt %d %d", n1, n2);
+	n1 = epoll_wait(et, &got, 1, 5000);
+	n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll et %d then %d", n1, n2);
 	write_all(c, "d", 1);
 	out("epoll et after more data %d", epoll_wait(et, &got, 1, 5000));
 	out("read %zd", read(s, buf, sizeof(buf)));
-	out("poll drained %d, epoll lt drained %d", poll(&p, 1, 0), epoll_wait(lt, &got, 1, 0));
+	n1 = poll(&p, 1, 0);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("poll drained %d, epoll lt drained %d", n1, n2);
 	struct pollfd pw = { s, POLLOUT, 0 };
 	out("poll writable %d", poll(&pw, 1, 0));
 	shutdown(c, SHUT_WR);
-	out("poll after peer SHUT_WR %d IN %d RDHUP-capable read %zd", poll(&p, 1, 5000), !!(p.revents & POLLIN), read(s, buf, sizeof(buf)));
+	n1 = poll(&p, 1, 5000);
+	out("poll after peer SHUT_WR %d IN %d read %zd", n1, !!(p.revents & POLLIN), read(s, buf, sizeof(buf)));
 	ev.events = EPOLLIN | EPOLLRDHUP;
 	int rh = epoll_create1(0);
 	CHECK(epoll_ctl(rh, EPOLL_CTL_ADD, s, &ev) == 0);
-	out("epoll RDHUP %d %d", epoll_wait(rh, &got, 1, 5000), !!(got.events & EPOLLRDHUP));
+	n1 = epoll_wait(rh, &got, 1, 5000);
+	out("epoll RDHUP %d %d", n1, n1 == 1 && (got.events & EPOLLRDHUP));
 }
 
 static void sc_halfclose(void)
@@ -577,7 +588,8 @@ static void sc_sendfile_splice(void)
 	}
 	out("sendfile sent %zu", sent);
 	char back[sizeof(buf)];
-	out("echoed %zu equal %d", read_full(c, back, sizeof(back)), !memcmp(back, buf, sizeof(buf)));
+	size_t got = read_full(c, back, sizeof(back));
+	out("echoed %zu equal %d", got, !memcmp(back, buf, sizeof(buf)));
 	out("server %d", wait_child(p));
 }
 
@@ -697,6 +709,8 @@ static void sc_fork_after_accept(void)
 static void serve_one(int l)
 {
 	int s = accept(l, NULL, NULL);
+	if (s < 0 && errno == EAGAIN)
+		return; /* another worker took it */
 	CHECK(s >= 0);
 	char m[8];
 	snprintf(m, sizeof(m), "%-4s", path_of(s));
@@ -749,6 +763,8 @@ static void sc_prefork(void)
 /* Serves connections on l (path, then echo) until quit becomes readable. */
 static void serve_until_quit(int l, int quit)
 {
+	/* Non-blocking: every worker wakes from poll, one wins the accept. */
+	CHECK(fcntl(l, F_SETFL, O_NONBLOCK) == 0);
 	for (;;) {
 		struct pollfd p[2] = { { l, POLLIN, 0 }, { quit, POLLIN, 0 } };
 		CHECK(poll(p, 2, 20000) > 0);
@@ -893,6 +909,7 @@ static void send_fd(int sock, int fd)
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	memset(&u, 0, sizeof(u));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -1250,6 +1267,40 @@ static void sc_kill_workers(void)
 		;
 }
 
+/* Prefork workers at a low descriptor limit and a burst of 40 clients
+ * whose hellos are all queued: taking them must not need a descriptor per
+ * pending hello. */
+static void sc_stash_limit(void)
+{
+	struct rlimit rl, saved;
+	int port, quit[2];
+	CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int l = listener(&port);
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 2; w++)
+		if (fork_child() == 0) {
+			int fd, last = -1;
+			close(quit[1]);
+			while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+				last = fd;
+			close(last); /* one slot for accept, */
+			close(last - 1); /* one for reading /proc/net/unix */
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(l);
+	close(quit[0]);
+	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+	usleep(100000); /* the workers are at their limit */
+	clients(port, 40, "stash-limit");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
 /* A server at its descriptor limit, with one slot left for accept. */
 static void sc_fd_limit(void)
 {
@@ -1282,7 +1333,7 @@ static void sc_fd_limit(void)
 
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack }, { "churn", sc_churn },
-	{ "kill-workers", sc_kill_workers },
+	{ "kill-workers", sc_kill_workers }, { "stash-limit", sc_stash_limit },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
