@@ -609,6 +609,13 @@ static bool verify(int unx, int tcp)
 
 	ok = ok && sock_ep(door, false, &a) && sock_ep(tcp, true, &b) && lf__ep_equal(&a, &b);
 	ok = ok && sock_ep(door, true, &a) && sock_ep(tcp, false, &b) && lf__ep_equal(&a, &b);
+	if (ok) {
+		/* The doorbell carried no data: reset it rather than leave a
+		 * TIME_WAIT on the client's port (bind(0) cannot reuse those,
+		 * and bursts of connections would run out of ports). */
+		struct linger lg = { 1, 0 };
+		lf__sys_setsockopt(door, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
 	if (door >= 0)
 		lf__sys_close(door);
 	return ok;

@@ -100,3 +100,18 @@ def test_install_and_compile_against_it(build, tmp_path):
     assert (prefix / "bin" / "loopfast").exists()
     assert list(prefix.rglob("libloopfast-preload.so"))
     assert list(prefix.rglob("loopfast.3"))
+
+
+def time_wait_count():
+    out = subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True, check=True).stdout
+    return len(out.splitlines())
+
+
+def test_fast_path_connections_leave_no_time_wait(build):
+    """The doorbell TCP connection is reset, not closed: 1,000 fast-path
+    connections must not leave 1,000 TIME_WAIT sockets on client ports
+    (bind(0) cannot reuse those; bursts would run out of ports)."""
+    before = time_wait_count()
+    p = subprocess.run(wrap("loopfast", [str(PROBE), "churn"]), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "#path churn unix" in p.stdout, p.stdout + p.stderr
+    assert time_wait_count() - before < 100
