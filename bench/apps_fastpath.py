@@ -1,0 +1,122 @@
+"""How a benchmark path is set up, and the proof that the fast path was used.
+
+Three paths: "tcp" (plain loopback TCP, no loopfast anywhere), "fast" (server
+and client both under `loopfast run`) and "unix" (the server's own Unix
+socket, the reference the fast path's `uds` tier should match).
+
+While a client runs, a Sampler polls `loopfast --json status` and counts the
+fast-path connections to the server's port. A fast-path result with fewer
+server-side fast-path connections than client connections is invalid: a
+silent fallback to TCP is never reported as a fast-path figure.
+"""
+import json
+import os
+import subprocess
+import threading
+import time
+
+PATHS = ("tcp", "fast", "unix")
+LABELS = {"tcp": "plain TCP", "fast": "loopfast", "unix": "Unix socket"}
+
+
+def loopfast_bin():
+    b = os.environ.get("LOOPFAST_BIN")
+    if b:
+        return b
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(here, "..", "build", "loopfast")
+
+
+def wrap(argv, fast):
+    """argv run under `loopfast run` when fast, else unchanged."""
+    return [loopfast_bin(), "run", "--", *argv] if fast else list(argv)
+
+
+def check_run():
+    """None when `loopfast run` works here, else the reason it does not."""
+    try:
+        p = subprocess.run([loopfast_bin(), "run", "--", "true"], capture_output=True, text=True, timeout=20)
+    except OSError as e:
+        return f"cannot execute {loopfast_bin()}: {e.strerror}"
+    except subprocess.TimeoutExpired:
+        return "'loopfast run -- true' hung"
+    if p.returncode != 0:
+        return "'loopfast run -- true' failed: " + (p.stderr.strip() or p.stdout.strip() or f"status {p.returncode}")
+    return None
+
+
+def status():
+    """The parsed `loopfast --json status`, or raises RuntimeError."""
+    p = subprocess.run([loopfast_bin(), "--json", "status"], capture_output=True, text=True, timeout=10)
+    if p.returncode != 0:
+        raise RuntimeError((p.stderr.strip() or p.stdout.strip() or f"status {p.returncode}"))
+    return json.loads(p.stdout)
+
+
+def count(st, port):
+    """(listening, server-side, client-side) fast-path connections for port."""
+    addr = f"127.0.0.1:{port}"
+    listening = any(l.get("address") == addr for l in st.get("listeners", []))
+    srv = sum(1 for c in st.get("connections", []) if c.get("role") == "server" and c.get("local") == addr)
+    cli = sum(1 for c in st.get("connections", []) if c.get("role") == "client" and c.get("peer") == addr)
+    return listening, srv, cli
+
+
+class Sampler:
+    """Samples `loopfast status` in a thread while a client runs: first
+    after `first` seconds, then every `every` seconds, until stop()."""
+
+    def __init__(self, port, first=0.3, every=1.0, enabled=True):
+        self.port, self.first, self.every, self.enabled = port, first, every, enabled
+        self.samples, self.listening, self.server, self.client = 0, False, 0, 0
+        self.error = None
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        if self.enabled:
+            self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.enabled:
+            self._t.join()
+
+    def _loop(self):
+        wait = self.first
+        while not self._stop.wait(wait):
+            wait = self.every
+            try:
+                listening, srv, cli = count(status(), self.port)
+            except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
+                self.error = str(e)[:200]
+                continue
+            self.samples += 1
+            self.listening |= listening
+            self.server, self.client = max(self.server, srv), max(self.client, cli)
+
+    def record(self):
+        return {"samples": self.samples, "listening": self.listening, "server_conns": self.server,
+                "client_conns": self.client, "error": self.error}
+
+
+def verdict(path, proof, conns, fast_error=None):
+    """(valid, reason) for one measurement given its Sampler record."""
+    if path != "fast":
+        if proof["server_conns"] or proof["client_conns"]:
+            return False, f"{proof['server_conns']} fast-path connections on a plain-TCP path"
+        return True, ""
+    if fast_error:
+        return False, fast_error
+    if proof["samples"] == 0:
+        return False, "no 'loopfast status' sample: " + (proof["error"] or "client ended before the first sample")
+    if proof["server_conns"] < conns:
+        return False, (f"only {proof['server_conns']} of {conns} connections seen on the fast path "
+                       f"(client side {proof['client_conns']}): fell back to TCP")
+    return True, ""
+
+
+def samples_for(seconds):
+    """(first, every) so that a run of `seconds` is sampled about 3 times."""
+    return 0.3, max(0.5, seconds / 3.0)
