@@ -1,0 +1,106 @@
+"""Redis + redis-benchmark: GET and SET at several client counts (-c 1 is
+the latency case), no pipelining. redis-benchmark counts requests, not
+seconds, so the request count is sized from the rate of the previous run of
+the same workload and client count to last about --time seconds.
+
+Redis keeps no data worth copying, so the plain ("tcp", "unix") and the
+loopfast ("fast") servers simply start empty.
+"""
+import csv
+import io
+import os
+import signal
+import time
+
+from apps_fastpath import wrap
+from apps_proc import free_port, log
+
+NAME = "redis"
+PACKAGES = ["redis-server", "redis-tools"]
+WORKLOADS = ("get", "set")
+DEFAULT_THREADS = (1, 10, 50)
+UNIT = "req/s"
+
+
+class App:
+    def __init__(self, reaper, fast):
+        self.reaper, self.fast = reaper, fast
+        self.dir = reaper.tempdir("loopfast-app-redis-")
+        self.servers = {}  # "plain"/"fast" -> (Server, port, socket)
+        self.rate = {}
+
+    def version(self):
+        _, out, _ = self.reaper.run(["redis-server", "--version"], timeout=30)
+        return out.strip()
+
+    def _start(self, kind, fast):
+        run = os.path.join(self.dir, kind)
+        os.makedirs(run, exist_ok=True)
+        sock = os.path.join(run, "redis.sock")
+        for attempt in range(3):
+            port = free_port()
+            argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", sock,
+                    "--unixsocketperm", "700", "--dir", run, "--save", "", "--appendonly", "no",
+                    "--daemonize", "no", "--pidfile", f"{run}/redis.pid", "--protected-mode", "no",
+                    "--maxclients", "10000", "--logfile", ""]
+            srv = self.reaper.start_server(f"redis-server ({kind})", wrap(argv, fast), logpath=f"{run}/redis.log",
+                                           stop_signal=signal.SIGTERM, pidfile=f"{run}/redis.pid", port=port)
+            self.servers[kind] = (srv, port, sock)
+            if self._wait_ready(srv, kind):
+                log(f"started redis-server ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket {sock}")
+                return
+            self.servers.pop(kind)
+            self.reaper.stop_server(srv)
+            log(f"redis-server ({kind}) did not start on port {port} (attempt {attempt + 1}): {srv.log_tail(3)}")
+        raise RuntimeError(f"redis-server ({kind}) did not start; see {run}/redis.log")
+
+    def _wait_ready(self, srv, kind, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if srv.popen.poll() is not None:
+                return False
+            rc, out, _ = self.reaper.run(["redis-cli", "-s", self.servers[kind][2], "ping"], timeout=10, check=False)
+            if rc == 0 and "PONG" in out:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def cli(self, path, *args):
+        """Runs one redis-cli command over path; returns its output."""
+        kind = "fast" if path == "fast" else "plain"
+        srv, port, sock = self.servers[kind]
+        conn = ["-s", sock] if path == "unix" else ["-h", "127.0.0.1", "-p", str(port)]
+        _, out, _ = self.reaper.run(wrap(["redis-cli", *conn, *args], path == "fast"), timeout=30)
+        return out
+
+    def setup(self, threads):
+        self._start("plain", False)
+        if self.fast:
+            self._start("fast", True)
+
+    def _bench(self, path, workload, clients, requests):
+        srv, port, sock = self.servers["fast" if path == "fast" else "plain"]
+        conn = ["-s", sock] if path == "unix" else ["-h", "127.0.0.1", "-p", str(port)]
+        return wrap(["redis-benchmark", *conn, "-t", workload, "-c", str(clients), "-n", str(requests), "--csv"],
+                    path == "fast")
+
+    def warm(self, path, workload):
+        self.reaper.run(self._bench(path, workload, 4, 20000), timeout=120)
+
+    def port(self, path):
+        return self.servers["fast" if path == "fast" else "plain"][1]
+
+    def client(self, path, workload, threads, seconds):
+        self.key = (workload, threads)
+        guess = 15000 if threads == 1 else 60000
+        n = max(2000, int(self.rate.get(self.key, guess) * seconds))
+        return self._bench(path, workload, threads, n), threads
+
+    def parse(self, out):
+        rows = [r for r in csv.reader(io.StringIO(out)) if r and r[0] not in ("test", "")]
+        if not rows:
+            raise RuntimeError(f"redis-benchmark printed no CSV row:\n{out[-1500:]}")
+        r = rows[-1]
+        rps = float(r[1])
+        self.rate[self.key] = rps
+        return {"tps": rps, "qps": rps, "p50_ms": float(r[4]), "p95_ms": float(r[5]), "p99_ms": float(r[6])}
