@@ -1,10 +1,81 @@
+/* The public C API (include/loopfast.h). */
 #include "internal.h"
 #include "loopfast.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 
-LF_EXPORT int lf_enable_fast_path(int fd) { (void)fd; return -EOPNOTSUPP; }
-LF_EXPORT int lf_fast_path_active(int fd) { (void)fd; return 0; }
-LF_EXPORT int lf_set_spin(int fd, unsigned usec) { (void)fd; (void)usec; return -EOPNOTSUPP; }
-LF_EXPORT const char *lf_strerror(int err) { return strerror(err < 0 ? -err : err); }
+/* Classifies fd: 1 fast-path socket, 0 TCP socket (family in *family),
+ * or -errno. */
+static int classify(int fd, int *family)
+{
+	struct lf_ep a, b;
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (lf__sys_fcntl(fd, F_GETFD, 0) < 0)
+		return -EBADF;
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0)
+		return -errno;
+	if (v == AF_UNIX && lf__fast_endpoints(fd, family, &a, &b))
+		return 1;
+	*family = v;
+	l = sizeof(v);
+	if ((*family != AF_INET && *family != AF_INET6) ||
+	    lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_TCP)
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+LF_EXPORT int lf_enable_fast_path(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	int family, v = 0, r = classify(fd, &family);
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r < 0)
+		return r;
+	if (r == 1 || lf__sys_getpeername(fd, (void *)&ss, &l) == 0)
+		return -EISCONN;
+	if (!f)
+		return -EOPNOTSUPP;
+	l = sizeof(v);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v) {
+		atomic_fetch_and(&f->flags, ~LF_F_NOFAST);
+		r = lf__listen_optin(fd);
+		return r == -EADDRINUSE ? 0 : r; /* another listener owns the rendezvous: plain TCP */
+	}
+	atomic_fetch_or(&f->flags, LF_F_OPTIN);
+	return 0;
+}
+
+LF_EXPORT int lf_fast_path_active(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	int family, r = classify(fd, &family);
+
+	if (r != 0)
+		return r;
+	return lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 0 : -ENOTCONN;
+}
+
+LF_EXPORT int lf_set_spin(int fd, unsigned usec)
+{
+	int family, r = classify(fd, &family);
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r < 0)
+		return r;
+	if (!f)
+		return -EOPNOTSUPP;
+	f->spin_us = usec;
+	return 0;
+}
+
+LF_EXPORT const char *lf_strerror(int err)
+{
+	return strerror(err < 0 ? -err : err);
+}

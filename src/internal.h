@@ -1,4 +1,150 @@
+/* Internal interfaces of libloopfast. Non-static internal symbols carry the
+ * lf__ prefix; nothing here is exported (see loopfast.map). */
 #ifndef LF_INTERNAL_H
 #define LF_INTERNAL_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #define LF_EXPORT __attribute__((visibility("default")))
+
+/* ---- addrmap.c: loopback addresses and the abstract names that encode them */
+
+/* A TCP endpoint, always kept in its own family (v4-mapped v6 addresses are
+ * turned into plain v4 by lf__ep_from_sockaddr). */
+struct lf_ep {
+	int family; /* AF_INET or AF_INET6 */
+	union {
+		struct in_addr v4;
+		struct in6_addr v6;
+	} addr;
+	uint16_t port; /* host order */
+};
+
+#define LF_NAME_PREFIX "loopfast/"
+#define LF_NAME_MAX 108
+
+bool lf__ep_from_sockaddr(struct lf_ep *ep, const struct sockaddr *sa, socklen_t len);
+/* Writes ep as a sockaddr of the given family (v4 in v6 as v4-mapped). */
+socklen_t lf__ep_to_sockaddr(const struct lf_ep *ep, int family, struct sockaddr_storage *ss);
+bool lf__ep_is_loopback(const struct lf_ep *ep);
+bool lf__ep_is_any(const struct lf_ep *ep);
+bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
+int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
+
+/* Rendezvous of a listener: "\0loopfast/L/<fam>/<addr>/<port>".
+ * Client end of a connection: "\0loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>",
+ * where fam is the family of the client's TCP socket. Both return the
+ * sockaddr length. */
+socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
+socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
+			  const struct lf_ep *s);
+enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
+/* Parses an abstract name; for a listener fills *a, for a client fills the
+ * client endpoint in *a and the server endpoint in *b; *family gets the
+ * family encoded in the name. */
+enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, int *family,
+				 struct lf_ep *a, struct lf_ep *b);
+
+/* ---- diag.c: sock_diag queries (unprivileged) */
+
+struct lf_diag_listener {
+	int family;        /* of the socket */
+	struct lf_ep ep;   /* its address (v4-mapped turned into v4) */
+	uint32_t uid;
+	uint32_t inode;
+	bool v6only;
+};
+
+/* Lists TCP listening sockets on port (host order), both families.
+ * Returns how many were written (at most max) or -errno. */
+int lf__diag_listeners(uint16_t port, struct lf_diag_listener *out, int max);
+
+/* ---- sys: raw system calls that bypass any interposer (ours included) */
+
+int lf__sys_close(int fd);
+int lf__sys_socket(int domain, int type, int proto);
+int lf__sys_listen(int fd, int backlog);
+int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
+int lf__sys_dup3(int oldfd, int newfd, int flags);
+int lf__sys_fcntl(int fd, int cmd, long arg);
+int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
+int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len);
+int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len);
+int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len);
+int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+
+/* ---- fdtab.c: per-fd state, an array indexed by fd */
+
+#define LF_FD_MAX 65536
+
+enum {
+	LF_F_OPTIN = 1u << 0,     /* opted in, not yet connected or listening */
+	LF_F_FAST = 1u << 1,      /* a fast-path connection (Unix stream) */
+	LF_F_HIDDEN = 1u << 2,    /* one of loopfast's own descriptors */
+	LF_F_NOFAST = 1u << 3,    /* listener that cannot serve the fast path */
+};
+
+/* Options of the TCP level (and IP level) that a Unix socket does not have:
+ * remembered so that getsockopt returns what setsockopt set. */
+enum { LF_OPT_NODELAY, LF_OPT_KEEPIDLE, LF_OPT_KEEPINTVL, LF_OPT_KEEPCNT, LF_OPT_MAXSEG,
+       LF_OPT_USER_TIMEOUT, LF_OPT_QUICKACK, LF_OPT_CORK, LF_OPT_NOTSENT_LOWAT, LF_OPT_TOS,
+       LF_OPT_TTL, LF_OPT_V6ONLY, LF_OPT_TCLASS, LF_NOPT };
+
+/* Shared between the fds that dup each other, and across fork. */
+struct lf_listener {
+	atomic_int refs;
+	int rdv;  /* the rendezvous: abstract Unix listener */
+	int chan; /* stash of hellos taken by one process for another */
+};
+
+#define LF_EPOLL_MAX 2
+struct lf_epreg {
+	int epfd1; /* epoll fd + 1; 0 when unused */
+	struct epoll_event ev;
+};
+
+struct lf_fd {
+	atomic_uint flags;
+	int family;                 /* TCP family of a fast-path socket */
+	unsigned spin_us;           /* busy-poll budget (0 = off) */
+	struct lf_listener *lst;    /* for listeners with a rendezvous */
+	struct lf_listener *owner;  /* for hidden fds: whose they are */
+	int opt[LF_NOPT];
+	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations before connect */
+};
+
+extern bool lf__global_optin; /* LOOPFAST_ENABLE=1: opt in every TCP socket */
+extern unsigned lf__global_spin_us;
+
+struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
+void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
+void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
+void lf__fd_opts_default(struct lf_fd *f);
+void lf__listener_put(struct lf_listener *l);
+/* Moves one of loopfast's own descriptors out of the way of the
+ * application's numbering and marks it hidden. Returns the new fd. */
+int lf__fd_hide(int fd, struct lf_listener *owner);
+/* The application is about to reuse a hidden fd's number: move it. */
+void lf__fd_relocate(int fd);
+
+/* ---- negotiate.c */
+
+/* Client side. Returns 1 when it handled the connect (result in *ret and
+ * errno), 0 when the caller must do a plain connect. */
+int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret);
+/* Server side: set up the rendezvous of a listening socket. 0 or -errno. */
+int lf__listen_optin(int fd);
+/* After accept returned newfd on lfd: switch it to the fast path when the
+ * client negotiated it. */
+void lf__accept_claim(int lfd, int newfd, int flags);
+/* True when fd is a fast-path socket; fills its TCP endpoints and family. */
+bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer);
+
 #endif

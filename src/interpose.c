@@ -1,1 +1,331 @@
+/* The interposed libc functions. They keep libc's contract exactly (-1 and
+ * errno; errno untouched on success) and cost one array lookup for sockets
+ * loopfast has nothing to do with. The data path (read, write, send, recv)
+ * is not interposed: a fast-path socket is a kernel Unix stream. */
 #include "internal.h"
+#include "syscalls.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define LF_REAL_DECL(ret, name, params, args) static ret(*real_##name) params;
+LF_SYSCALLS(LF_REAL_DECL)
+static int (*real_fcntl)(int, int, ...);
+
+/* Resolves the next definition of every interposed function. Called lazily
+ * by the wrappers, so calls made before our constructor ran (from other
+ * libraries' constructors) pass straight through. dlsym does not call any
+ * of the functions above, so there is no recursion. */
+static void resolve(void)
+{
+#define LF_REAL_RESOLVE(ret, name, params, args) \
+	if (!real_##name)                        \
+		real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+	LF_SYSCALLS(LF_REAL_RESOLVE)
+	if (!real_fcntl)
+		real_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+}
+
+#define REAL(name) (real_##name ? real_##name : (resolve(), real_##name))
+
+LF_EXPORT int socket(int domain, int type, int proto)
+{
+	int fd = REAL(socket)(domain, type, proto);
+	struct lf_fd *f;
+
+	if (fd >= 0 && (f = lf__fd(fd))) {
+		lf__fd_reset(fd);
+		if (lf__global_optin && (domain == AF_INET || domain == AF_INET6) &&
+		    (type & 0xf) == SOCK_STREAM && (proto == 0 || proto == IPPROTO_TCP))
+			atomic_store(&f->flags, LF_F_OPTIN);
+	}
+	return fd;
+}
+
+LF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	int ret, e = errno;
+
+	if (sa && lf__connect(fd, sa, len, &ret)) {
+		if (ret == 0)
+			errno = e;
+		return ret;
+	}
+	errno = e;
+	return REAL(connect)(fd, sa, len);
+}
+
+LF_EXPORT int listen(int fd, int backlog)
+{
+	int r = REAL(listen)(fd, backlog), e = errno;
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r == 0 && f && (lf__global_optin || (atomic_load(&f->flags) & LF_F_OPTIN)))
+		lf__listen_optin(fd);
+	errno = e;
+	return r;
+}
+
+LF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	int nfd = REAL(accept4)(fd, sa, len, flags), e = errno;
+
+	if (nfd >= 0) {
+		lf__accept_claim(fd, nfd, flags);
+		errno = e;
+	}
+	return nfd;
+}
+
+LF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return accept4(fd, sa, len, 0);
+}
+
+/* Closing one of loopfast's own descriptors (a daemon closing "all" fds)
+ * would break a listener's fast path; it is reported as done instead. */
+LF_EXPORT int close(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))
+		return 0;
+	lf__fd_reset(fd);
+	return REAL(close)(fd);
+}
+
+/* Writes a translated address into the caller's buffer with the kernel's
+ * truncation rule: copy what fits, report the full length. */
+static void put_addr(const struct lf_ep *ep, int family, struct sockaddr *sa, socklen_t *len)
+{
+	struct sockaddr_storage ss;
+	socklen_t n = lf__ep_to_sockaddr(ep, family, &ss);
+
+	memcpy(sa, &ss, *len < n ? *len : n);
+	*len = n;
+}
+
+static int name_common(int fd, struct sockaddr *sa, socklen_t *len, bool peer)
+{
+	int r = peer ? REAL(getpeername)(fd, sa, len) : REAL(getsockname)(fd, sa, len);
+	int family, e = errno;
+	struct lf_ep local, remote;
+
+	if (r == 0 && *len >= sizeof(sa_family_t) && sa->sa_family == AF_UNIX &&
+	    lf__fast_endpoints(fd, &family, &local, &remote))
+		put_addr(peer ? &remote : &local, family, sa, len);
+	errno = e;
+	return r;
+}
+
+LF_EXPORT int getsockname(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return name_common(fd, sa, len, false);
+}
+
+LF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return name_common(fd, sa, len, true);
+}
+
+/* Options a Unix socket does not have, remembered per fd. */
+static int opt_index(int level, int opt)
+{
+	static const struct { int level, opt, idx; } map[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
+		{ IPPROTO_TCP, TCP_MAXSEG, LF_OPT_MAXSEG }, { IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT },
+		{ IPPROTO_TCP, TCP_QUICKACK, LF_OPT_QUICKACK }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
+		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT }, { IPPROTO_IP, IP_TOS, LF_OPT_TOS },
+		{ IPPROTO_IP, IP_TTL, LF_OPT_TTL }, { IPPROTO_IPV6, IPV6_V6ONLY, LF_OPT_V6ONLY },
+		{ IPPROTO_IPV6, IPV6_TCLASS, LF_OPT_TCLASS },
+	};
+	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].level == level && map[i].opt == opt)
+			return map[i].idx;
+	return -1;
+}
+
+/* An option the Unix socket refused on a fast-path socket. */
+static bool emulated(int fd, int r, int e, struct lf_fd **fp, int *family)
+{
+	struct lf_ep a, b;
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r == 0 || (e != EOPNOTSUPP && e != ENOPROTOOPT) || !f || !lf__fast_endpoints(fd, family, &a, &b))
+		return false;
+	if (!(atomic_load(&f->flags) & LF_F_FAST)) { /* arrived by fd passing or exec */
+		lf__fd_opts_default(f);
+		f->family = *family;
+		atomic_store(&f->flags, LF_F_FAST);
+	}
+	*fp = f;
+	return true;
+}
+
+LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
+{
+	int r = REAL(getsockopt)(fd, level, opt, val, len), e = errno, family;
+	struct lf_fd *f;
+	struct lf_ep a, b;
+
+	if (r == 0 && level == SOL_SOCKET && (opt == SO_DOMAIN || opt == SO_PROTOCOL) && *len >= sizeof(int)) {
+		int v;
+		memcpy(&v, val, sizeof(v));
+		if ((opt == SO_DOMAIN ? v == AF_UNIX : v == 0) && lf__fast_endpoints(fd, &family, &a, &b)) {
+			v = opt == SO_DOMAIN ? family : IPPROTO_TCP;
+			memcpy(val, &v, sizeof(v));
+		}
+	}
+	if (!emulated(fd, r, e, &f, &family)) {
+		errno = e;
+		return r;
+	}
+	if (level == IPPROTO_TCP && opt == TCP_INFO) {
+		struct tcp_info ti = { .tcpi_state = TCP_ESTABLISHED };
+		memcpy(val, &ti, *len < sizeof(ti) ? *len : sizeof(ti));
+		*len = *len < sizeof(ti) ? *len : sizeof(ti);
+	} else if (level == IPPROTO_TCP && opt == TCP_CONGESTION) {
+		strncpy(val, "cubic", *len);
+		*len = *len < 6 ? *len : 6;
+	} else {
+		int i = opt_index(level, opt), v = i >= 0 ? f->opt[i] : 0;
+		if (*len < sizeof(int)) {
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(val, &v, sizeof(v));
+		*len = sizeof(int);
+	}
+	errno = e;
+	return 0;
+}
+
+LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	int r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
+	struct lf_fd *f;
+
+	if (!emulated(fd, r, e, &f, &family)) {
+		errno = e;
+		return r;
+	}
+	int i = opt_index(level, opt);
+	if (i >= 0) {
+		int v = 0;
+		if (len < sizeof(int) && len != 1) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (len == 1)
+			v = *(const unsigned char *)val;
+		else
+			memcpy(&v, val, sizeof(v));
+		if (i == LF_OPT_NODELAY || i == LF_OPT_CORK || i == LF_OPT_QUICKACK || i == LF_OPT_V6ONLY)
+			v = !!v;
+		f->opt[i] = v;
+	}
+	errno = e;
+	return 0;
+}
+
+LF_EXPORT int dup(int fd)
+{
+	int nfd = REAL(dup)(fd), e = errno;
+
+	if (nfd >= 0)
+		lf__fd_copy(fd, nfd);
+	errno = e;
+	return nfd;
+}
+
+LF_EXPORT int dup3(int fd, int nfd, int flags)
+{
+	int r, e;
+
+	if (fd != nfd)
+		lf__fd_relocate(nfd);
+	r = REAL(dup3)(fd, nfd, flags);
+	e = errno;
+	if (r >= 0)
+		lf__fd_copy(fd, nfd);
+	errno = e;
+	return r;
+}
+
+LF_EXPORT int dup2(int fd, int nfd)
+{
+	int r, e;
+
+	if (fd != nfd)
+		lf__fd_relocate(nfd);
+	r = REAL(dup2)(fd, nfd);
+	e = errno;
+	if (r >= 0)
+		lf__fd_copy(fd, nfd);
+	errno = e;
+	return r;
+}
+
+static int fcntl_common(int fd, int cmd, va_list ap)
+{
+	void *arg = va_arg(ap, void *);
+	int r, e;
+
+	if (!real_fcntl)
+		resolve();
+	r = real_fcntl(fd, cmd, arg);
+	e = errno;
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		lf__fd_copy(fd, r);
+	errno = e;
+	return r;
+}
+
+LF_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	int r = fcntl_common(fd, cmd, ap);
+	va_end(ap);
+	return r;
+}
+
+LF_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	int r = fcntl_common(fd, cmd, ap);
+	va_end(ap);
+	return r;
+}
+
+/* epoll registrations of a socket that has not connected yet are recorded:
+ * the fast path replaces the socket's file, which drops them, so connect
+ * makes them again on the new file. */
+LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = REAL(epoll_ctl)(epfd, op, fd, ev), e = errno;
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r == 0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_OPTIN)) {
+		int slot = -1;
+		for (int i = 0; i < LF_EPOLL_MAX && slot < 0; i++)
+			if (f->ep[i].epfd1 == epfd + 1)
+				slot = i;
+		for (int i = 0; i < LF_EPOLL_MAX && slot < 0; i++)
+			if (!f->ep[i].epfd1)
+				slot = i;
+		if (slot >= 0) {
+			f->ep[slot].epfd1 = op == EPOLL_CTL_DEL ? 0 : epfd + 1;
+			if (ev)
+				f->ep[slot].ev = *ev;
+		}
+	}
+	errno = e;
+	return r;
+}

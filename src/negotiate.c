@@ -1,1 +1,587 @@
+/* Negotiation of the fast path (see shared/DESIGN.md, "Negotiation").
+ *
+ * Server: an opted-in listener on port P also listens on an abstract Unix
+ * socket, the rendezvous, named after its TCP address.
+ *
+ * Client: finds the one TCP listener the kernel would pick for the
+ * destination (sock_diag), checks that the rendezvous belongs to the same
+ * uid, binds its TCP socket to an ephemeral port X, binds a Unix socket to a
+ * name that encodes both TCP endpoints, connects it to the rendezvous and
+ * sends a hello carrying its own TCP socket (SCM_RIGHTS). Only then does it
+ * connect TCP (the doorbell), and finally it dup3()s the Unix socket over
+ * the application's fd.
+ *
+ * Server accept: the accepted TCP connection X was preceded by its hello,
+ * so the hello is already queued; the server takes it (stashing others for
+ * their own accepts, in a channel all processes of a fork family share, under
+ * a process-shared lock), checks that the TCP socket carried by the hello is
+ * the very other end of X (mirrored 4-tuple: only the real client can hold
+ * it), and dup3()s the Unix connection over X. Anything else: plain TCP.
+ *
+ * Every step before the hello is sent can fall back silently; after it, the
+ * server's decision is fixed by what is queued, so no timing can split the
+ * two ends between paths.
+ */
 #include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define HELLO_MAGIC 0x3148464cu /* "LFH1" */
+
+struct hello {
+	uint32_t magic;
+	uint32_t reserved;
+};
+
+struct stash_msg {
+	uint32_t magic;
+	struct lf_ep client;
+};
+
+static pthread_mutex_t *claim_lock;
+
+/* The claim lock lives in a shared anonymous page so that every process of
+ * a fork family (prefork workers, PostgreSQL backends) serialises on the
+ * same lock. It is robust: a process killed while holding it does not
+ * wedge the others, and it is only ever held across non-blocking calls. */
+__attribute__((constructor)) static void negotiate_init(void)
+{
+	pthread_mutexattr_t a;
+	void *p = mmap(NULL, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(p, &a);
+	pthread_mutexattr_destroy(&a);
+	claim_lock = p;
+}
+
+static void lock(void)
+{
+	if (claim_lock && pthread_mutex_lock(claim_lock) == EOWNERDEAD)
+		pthread_mutex_consistent(claim_lock);
+}
+
+static void unlock(void)
+{
+	if (claim_lock)
+		pthread_mutex_unlock(claim_lock);
+}
+
+static bool tcp_family(int fd, int *family)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
+		return false;
+	l = sizeof(v);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
+		return false;
+	*family = v;
+	return true;
+}
+
+static bool sock_ep(int fd, bool peer, struct lf_ep *ep)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	int r = peer ? lf__sys_getpeername(fd, (void *)&ss, &l) : lf__sys_getsockname(fd, (void *)&ss, &l);
+
+	return r == 0 && lf__ep_from_sockaddr(ep, (void *)&ss, l);
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+
+	if (fl >= 0 && !!(fl & O_NONBLOCK) != on)
+		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+static int sysctl_int(const char *path, int field)
+{
+	char buf[128];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), v[3] = { 0, 0, 0 };
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	lf__sys_close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	sscanf(buf, "%d %d %d", &v[0], &v[1], &v[2]);
+	return v[field];
+}
+
+/* Carries what the application set on its TCP socket over to the Unix
+ * socket that replaces it: the generic socket options (timeouts, linger,
+ * buffer sizes it chose) and, into the fd table, the TCP-level ones. */
+static void carry_options(int tcp, int unx, struct lf_fd *f)
+{
+	static const int generic[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
+				       SO_PRIORITY, SO_RCVLOWAT };
+	static const struct { int level, opt, idx; } tcpopts[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
+		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT },
+	};
+	char v[32];
+	socklen_t l;
+
+	for (unsigned i = 0; i < sizeof(generic) / sizeof(generic[0]); i++) {
+		l = sizeof(v);
+		if (lf__sys_getsockopt(tcp, SOL_SOCKET, generic[i], v, &l) == 0)
+			lf__sys_setsockopt(unx, SOL_SOCKET, generic[i], v, l);
+	}
+	/* Buffer sizes only when the application chose them (they differ from
+	 * TCP's defaults); the Unix defaults are larger and better otherwise. */
+	static const struct { int opt; const char *sysctl; } bufs[] = {
+		{ SO_RCVBUF, "/proc/sys/net/ipv4/tcp_rmem" }, { SO_SNDBUF, "/proc/sys/net/ipv4/tcp_wmem" },
+	};
+	for (unsigned i = 0; i < 2; i++) {
+		int val = 0;
+		l = sizeof(val);
+		if (lf__sys_getsockopt(tcp, SOL_SOCKET, bufs[i].opt, &val, &l) == 0 &&
+		    val != sysctl_int(bufs[i].sysctl, 1)) {
+			val /= 2;
+			lf__sys_setsockopt(unx, SOL_SOCKET, bufs[i].opt, &val, sizeof(val));
+		}
+	}
+	lf__fd_opts_default(f);
+	for (unsigned i = 0; i < sizeof(tcpopts) / sizeof(tcpopts[0]); i++) {
+		int val;
+		l = sizeof(val);
+		if (lf__sys_getsockopt(tcp, tcpopts[i].level, tcpopts[i].opt, &val, &l) == 0)
+			f->opt[tcpopts[i].idx] = val;
+	}
+}
+
+/* Puts the Unix socket in place of the TCP socket under the same fd number,
+ * keeping the descriptor flags, and marks the fd as a fast-path socket. */
+static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	set_nonblock(unx, nonblock);
+	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
+		return -errno;
+	lf__sys_close(unx);
+	f->family = family;
+	f->spin_us = lf__global_spin_us;
+	atomic_store(&f->flags, LF_F_FAST);
+	return 0;
+}
+
+/* Which listening socket would the kernel give a connection to dst? Exact
+ * address beats wildcard; a tie (an SO_REUSEPORT group) cannot be steered,
+ * so it is refused and the connection stays plain TCP. */
+static bool find_listener(const struct lf_ep *dst, struct lf_diag_listener *out)
+{
+	struct lf_diag_listener l[16];
+	int n = lf__diag_listeners(dst->port, l, 16), best = 0, count = 0;
+
+	for (int i = 0; i < n; i++) {
+		int score = 0;
+		if (l[i].ep.family == dst->family && !lf__ep_is_any(&l[i].ep))
+			score = lf__ep_equal(&l[i].ep, dst) ? 3 : 0;
+		else if (lf__ep_is_any(&l[i].ep) && l[i].ep.family == dst->family)
+			score = 2;
+		else if (lf__ep_is_any(&l[i].ep) && dst->family == AF_INET && !l[i].v6only)
+			score = 1; /* dual-stack [::] accepting v4 */
+		if (score > best) {
+			best = score;
+			count = 0;
+		}
+		if (score && score == best && count++ == 0)
+			*out = l[i];
+	}
+	return best > 0 && count == 1;
+}
+
+static int send_hello(int unx, int tcp)
+{
+	struct hello h = { .magic = HELLO_MAGIC };
+	struct iovec iov = { &h, sizeof(h) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &tcp, sizeof(int));
+	return sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(h) ? 0 : -1;
+}
+
+/* Waits for a TCP connect in progress to finish, whatever the socket's
+ * mode; returns true when it is connected. */
+static bool wait_connected(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	struct lf_ep ep;
+
+	while (syscall(SYS_ppoll, &p, 1, NULL, NULL, 8) < 0 && errno == EINTR)
+		;
+	return sock_ep(fd, true, &ep);
+}
+
+int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_diag_listener lst;
+	struct lf_ep dst, src, tmp;
+	struct sockaddr_un cname, rname;
+	struct sockaddr_storage ss;
+	int family, unx = -1, e;
+
+	if (!f)
+		return 0;
+	unsigned fl = atomic_load(&f->flags);
+	if (!(fl & LF_F_OPTIN))
+		return 0;
+	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst) || !tcp_family(fd, &family))
+		return 0;
+	if (sock_ep(fd, true, &tmp) || !sock_ep(fd, false, &src))
+		return 0; /* already connected, or not a usable socket */
+	if (!find_listener(&dst, &lst))
+		return 0;
+
+	/* Our TCP endpoint must be known before anything is sent. */
+	if (src.port == 0) {
+		struct lf_ep b = src;
+		if (lf__ep_is_any(&b)) {
+			b.family = dst.family;
+			if (dst.family == AF_INET)
+				b.addr.v4.s_addr = htonl(INADDR_LOOPBACK);
+			else
+				b.addr.v6 = in6addr_loopback;
+		}
+		socklen_t bl = lf__ep_to_sockaddr(&b, family, &ss);
+		if (bind(fd, (void *)&ss, bl) || !sock_ep(fd, false, &src))
+			return 0;
+	}
+	if (lf__ep_is_any(&src)) {
+		src.family = dst.family;
+		if (dst.family == AF_INET)
+			src.addr.v4.s_addr = htonl(INADDR_LOOPBACK);
+		else
+			src.addr.v6 = in6addr_loopback;
+	}
+
+	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (unx < 0)
+		return 0;
+	socklen_t cl = lf__name_client(&cname, family, &src, &dst);
+	socklen_t rl = lf__name_listener(&rname, lst.family, &lst.ep);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	if (bind(unx, (void *)&cname, cl) || lf__sys_connect(unx, (void *)&rname, rl) ||
+	    lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid ||
+	    send_hello(unx, fd)) {
+		lf__sys_close(unx); /* the server sees no hello: plain TCP */
+		return 0;
+	}
+
+	/* Committed: the server decides from the queued hello. */
+	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0);
+	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
+	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
+	int r = lf__sys_connect(fd, sa, len);
+	e = errno;
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY))
+		r = wait_connected(fd) ? 0 : -1;
+	if (r < 0) {
+		lf__sys_close(unx);
+		*ret = -1;
+		errno = nonblock ? EINPROGRESS : e; /* SO_ERROR tells a non-blocking caller */
+		return 1;
+	}
+
+	carry_options(fd, unx, f);
+	for (int i = 0; i < LF_EPOLL_MAX; i++)
+		if (f->ep[i].epfd1)
+			lf__sys_epoll_ctl(f->ep[i].epfd1 - 1, EPOLL_CTL_DEL, fd, NULL);
+	struct lf_epreg regs[LF_EPOLL_MAX];
+	memcpy(regs, f->ep, sizeof(regs));
+	if (switch_fd(unx, fd, family, nonblock, cloexec) < 0) {
+		/* dup3 cannot fail for valid fds; if it did, the connection is
+		 * unusable on both paths: report it as reset. */
+		lf__sys_close(unx);
+		*ret = -1;
+		errno = ECONNRESET;
+		return 1;
+	}
+	for (int i = 0; i < LF_EPOLL_MAX; i++)
+		if (regs[i].epfd1)
+			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev);
+	*ret = nonblock ? -1 : 0;
+	errno = nonblock ? EINPROGRESS : 0;
+	return 1;
+}
+
+int lf__listen_optin(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_ep ep;
+	struct sockaddr_un name;
+	struct stat st;
+	int family, rdv = -1, chan = -1;
+
+	if (!f)
+		return -EOPNOTSUPP;
+	if (f->lst)
+		return 0;
+	if (atomic_load(&f->flags) & LF_F_NOFAST)
+		return -EADDRINUSE;
+	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+	if (!tcp_family(fd, &family) || !sock_ep(fd, false, &ep)) {
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return -EOPNOTSUPP;
+	}
+	/* Clients check that the rendezvous and the TCP listener share a uid. */
+	if ((!lf__ep_is_loopback(&ep) && !lf__ep_is_any(&ep)) || fstat(fd, &st) || st.st_uid != geteuid()) {
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return 0;
+	}
+	socklen_t nl = lf__name_listener(&name, family, &ep);
+	rdv = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	chan = lf__sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_un self = { .sun_family = AF_UNIX };
+	socklen_t sl = sizeof(sa_family_t);
+	int big = 4 << 20;
+	if (rdv < 0 || chan < 0 || bind(rdv, (void *)&name, nl) || lf__sys_listen(rdv, SOMAXCONN) ||
+	    bind(chan, (void *)&self, sl) /* autobind */ || (sl = sizeof(self), 0) ||
+	    lf__sys_getsockname(chan, (void *)&self, &sl) || lf__sys_connect(chan, (void *)&self, sl)) {
+		int e = errno;
+		lf__sys_close(rdv);
+		lf__sys_close(chan);
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return -e;
+	}
+	if (lf__sys_setsockopt(chan, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)))
+		lf__sys_setsockopt(chan, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	if (lf__sys_setsockopt(chan, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))
+		lf__sys_setsockopt(chan, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+
+	struct lf_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		lf__sys_close(rdv);
+		lf__sys_close(chan);
+		return -ENOMEM;
+	}
+	atomic_init(&l->refs, 1);
+	l->rdv = lf__fd_hide(rdv, l);
+	l->chan = lf__fd_hide(chan, l);
+	f->lst = l;
+	return 0;
+}
+
+static int stash_put(int chan, int fd, const struct lf_ep *client)
+{
+	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
+	struct iovec iov = { &sm, sizeof(sm) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	int r = sendmsg(chan, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(sm) ? 0 : -1;
+	lf__sys_close(fd); /* the stash holds its own reference */
+	return r;
+}
+
+/* Receives one message carrying at most one fd; closes any extra fds a
+ * misbehaving peer attached. Returns the byte count; *fd is -1 when none. */
+static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
+{
+	struct iovec iov = { buf, len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	ssize_t n = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k; i++) {
+			int x;
+			memcpy(&x, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = x;
+			else
+				lf__sys_close(x);
+		}
+	}
+	return n;
+}
+
+/* Takes the Unix connection whose client endpoint is `client` from the
+ * stash or the rendezvous backlog; everything else goes (back) to the
+ * stash. Called under the claim lock. Returns the fd or -1. */
+static int take(struct lf_listener *l, const struct lf_ep *client)
+{
+	int found = -1, n = 0, cap = 0, fd;
+	struct { int fd; struct lf_ep c; } *items = NULL;
+	struct stash_msg sm;
+
+	for (;;) {
+		int fam, u;
+		struct lf_ep c, s;
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		ssize_t r = recv_with_fd(l->chan, &sm, sizeof(sm), &fd);
+		if (r >= 0) {
+			if (fd < 0)
+				continue;
+			if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
+				lf__sys_close(fd);
+				continue;
+			}
+			c = sm.client;
+			u = fd;
+		} else {
+			u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			if (u < 0 && errno == EINTR)
+				continue;
+			if (u < 0)
+				break;
+			if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
+			    lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT) {
+				lf__sys_close(u);
+				continue;
+			}
+		}
+		if (found < 0 && lf__ep_equal(&c, client)) {
+			found = u;
+			continue;
+		}
+		if (n == cap) {
+			void *p = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*items));
+			if (!p) {
+				lf__sys_close(u);
+				continue;
+			}
+			items = p;
+		}
+		items[n].fd = u;
+		items[n++].c = c;
+	}
+	for (int i = 0; i < n; i++)
+		stash_put(l->chan, items[i].fd, &items[i].c);
+	free(items);
+	return found;
+}
+
+/* Reads the hello from a claimed Unix connection and checks that the TCP
+ * socket it carries is the client end of the accepted connection. */
+static bool verify(int unx, int tcp)
+{
+	struct hello h;
+	struct lf_ep a, b;
+	int door;
+	ssize_t n = recv_with_fd(unx, &h, sizeof(h), &door);
+	bool ok = n == sizeof(h) && h.magic == HELLO_MAGIC && door >= 0;
+
+	ok = ok && sock_ep(door, false, &a) && sock_ep(tcp, true, &b) && lf__ep_equal(&a, &b);
+	ok = ok && sock_ep(door, true, &a) && sock_ep(tcp, false, &b) && lf__ep_equal(&a, &b);
+	if (door >= 0)
+		lf__sys_close(door);
+	return ok;
+}
+
+void lf__accept_claim(int lfd, int newfd, int flags)
+{
+	struct lf_fd *f = lf__fd(lfd), *nf = lf__fd(newfd);
+	struct lf_ep peer;
+	int family, unx;
+
+	if (!f || !nf)
+		return;
+	lf__fd_reset(newfd);
+	if (!f->lst) {
+		unsigned fl = atomic_load(&f->flags);
+		if (!(fl & LF_F_OPTIN) && !lf__global_optin)
+			return;
+		/* A listener that reached us without listen() here (exec,
+		 * SCM_RIGHTS): opt it in now. */
+		if ((fl & LF_F_NOFAST) || lf__listen_optin(lfd) || !f->lst)
+			return;
+	}
+	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
+		return;
+	lock();
+	unx = take(f->lst, &peer);
+	unlock();
+	if (unx < 0)
+		return;
+	if (!verify(unx, newfd)) {
+		lf__sys_close(unx);
+		return;
+	}
+	carry_options(newfd, unx, nf);
+	if (switch_fd(unx, newfd, family, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0)
+		lf__sys_close(unx);
+}
+
+bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)
+{
+	struct sockaddr_un sun;
+	socklen_t l = sizeof(sun);
+	struct lf_ep a, b, c, s;
+	int fam, cfam;
+
+	if (lf__sys_getsockname(fd, (void *)&sun, &l) || sun.sun_family != AF_UNIX)
+		return false;
+	switch (lf__name_parse(&sun, l, &fam, &a, &b)) {
+	case LF_NAME_CLIENT:
+		*family = fam;
+		*local = a;
+		*peer = b;
+		return true;
+	case LF_NAME_LISTENER: /* the server end: its peer's name has both */
+		l = sizeof(sun);
+		if (lf__sys_getpeername(fd, (void *)&sun, &l) ||
+		    lf__name_parse(&sun, l, &cfam, &c, &s) != LF_NAME_CLIENT)
+			return false;
+		*family = fam;
+		*local = s;
+		*peer = c;
+		return true;
+	default:
+		return false;
+	}
+}

@@ -1,8 +1,122 @@
+/* loopfast run [--spin-us N] [--] PROG [ARGS...]
+ *
+ * Runs PROG with the interposer preloaded and every loopback TCP socket
+ * opted in (LOOPFAST_ENABLE=1); children inherit the environment. */
 #include "cli.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *find_preload(void)
+{
+	static char path[PATH_MAX];
+	static const char *rel[] = { "", "/../lib", "/../lib64", "/../lib/x86_64-linux-gnu" };
+	const char *env = getenv("LOOPFAST_PRELOAD");
+
+	if (env && *env)
+		return access(env, R_OK) == 0 ? env : NULL;
+	for (unsigned i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s/libloopfast-preload.so", lf_cli_selfdir(), rel[i]);
+		if (access(path, R_OK) == 0)
+			return path;
+	}
+	return NULL;
+}
+
+static bool find_in_path(const char *prog, char *out, size_t len)
+{
+	if (strchr(prog, '/')) {
+		snprintf(out, len, "%s", prog);
+		return access(out, X_OK) == 0;
+	}
+	const char *p = getenv("PATH");
+	char buf[PATH_MAX * 4];
+	snprintf(buf, sizeof(buf), "%s", p && *p ? p : "/usr/local/bin:/usr/bin:/bin");
+	for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		snprintf(out, len, "%s/%s", *dir ? dir : ".", prog);
+		if (access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A dynamically linked ELF executable has a PT_INTERP program header;
+ * scripts (#!) run an interpreter that usually is. */
+static bool is_static_elf(const char *path)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	bool is_static = false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) == sizeof(eh) && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_type == ET_EXEC) {
+		is_static = true;
+		for (int i = 0; i < eh.e_phnum; i++) {
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (Elf64_Off)i * eh.e_phentsize)) != sizeof(ph))
+				break;
+			if (ph.p_type == PT_INTERP || ph.p_type == PT_DYNAMIC) {
+				is_static = false;
+				break;
+			}
+		}
+	}
+	close(fd);
+	return is_static;
+}
 
 int cmd_run(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return lf_cli_error("run is not built yet");
+	const char *spin = NULL, *lib;
+	char path[PATH_MAX], *end;
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		} else if (!strcmp(argv[i], "--spin-us")) {
+			if (++i == argc)
+				return lf_cli_error("--spin-us needs a number of microseconds");
+			errno = 0;
+			unsigned long v = strtoul(argv[i], &end, 10);
+			if (errno || *end || !*argv[i] || argv[i][0] == '-' || v > 1000000)
+				return lf_cli_error("--spin-us takes microseconds from 0 to 1000000, not '%s'", argv[i]);
+			spin = argv[i];
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: loopfast run [--spin-us N] [--] PROG [ARGS...]\n");
+			return 0;
+		} else {
+			return lf_cli_error("run: unknown option '%s'", argv[i]);
+		}
+	}
+	if (i == argc)
+		return lf_cli_error("run needs a program: loopfast run [--] PROG [ARGS...]");
+	if (!(lib = find_preload()))
+		return lf_cli_error("cannot find libloopfast-preload.so next to %s (set LOOPFAST_PRELOAD)", lf_cli_selfdir());
+	if (!find_in_path(argv[i], path, sizeof(path)))
+		return lf_cli_error("cannot run '%s': not found or not executable", argv[i]);
+	if (is_static_elf(path))
+		fprintf(stderr, "loopfast: %s is statically linked: the fast path cannot apply to it; running it on plain TCP\n", path);
+
+	const char *old = getenv("LD_PRELOAD");
+	char *preload;
+	if (asprintf(&preload, "%s%s%s", lib, old && *old ? " " : "", old && *old ? old : "") < 0)
+		return lf_cli_error("out of memory");
+	setenv("LD_PRELOAD", preload, 1);
+	setenv("LOOPFAST_ENABLE", "1", 1);
+	if (spin)
+		setenv("LOOPFAST_SPIN_US", spin, 1);
+	execv(path, argv + i);
+	int e = errno;
+	lf_cli_error("cannot run '%s': %s", path, strerror(e));
+	return e == ENOENT ? 127 : 126;
 }

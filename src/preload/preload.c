@@ -1,1 +1,18 @@
+/* The LD_PRELOAD flavour of the library: reads the environment that
+ * `loopfast run` sets and opts in every TCP socket of the process.
+ *
+ *   LOOPFAST_ENABLE=1     opt in every TCP socket (clients and listeners)
+ *   LOOPFAST_SPIN_US=N    busy-poll budget for fast-path sockets
+ */
 #include "internal.h"
+
+#include <stdlib.h>
+
+__attribute__((constructor)) static void preload_init(void)
+{
+	const char *e = getenv("LOOPFAST_ENABLE"), *s = getenv("LOOPFAST_SPIN_US");
+
+	lf__global_optin = e && e[0] == '1';
+	if (s)
+		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
+}
