@@ -86,14 +86,20 @@ class App:
         _, out, _ = self.reaper.run(argv + ["-N", "-B", "-e", query], timeout=60)
         return out
 
-    def setup(self, threads):
-        data = os.path.join(self.dir, "data-plain")
+    def start_single(self, kind, fast):
+        """Initialises a data directory and starts one server with the
+        benchmark database and user; returns the data directory."""
+        data = os.path.join(self.dir, f"data-{kind}")
         self.reaper.run([_bin("mariadb-install-db"), "--no-defaults", f"--datadir={data}", "--user=root",
                          "--auth-root-authentication-method=normal", "--skip-test-db"], timeout=300)
-        self._start("plain", data, False)
-        self.sql("plain", f"CREATE DATABASE {DB}; "
+        self._start(kind, data, fast)
+        self.sql(kind, f"CREATE DATABASE {DB}; "
                  + "".join(f"CREATE USER '{USER}'@'{h}' IDENTIFIED BY '{PASSWORD}'; "
                            f"GRANT ALL ON {DB}.* TO '{USER}'@'{h}'; " for h in ("127.0.0.1", "localhost")))
+        return data
+
+    def setup(self, threads):
+        data = self.start_single("plain", False)
         t0 = time.monotonic()
         for wl in ("oltp_read_write",):
             self.reaper.run(self._sysbench(wl, "tcp", 2, 0) + ["prepare"], timeout=600)

@@ -89,13 +89,19 @@ class App:
                                      "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", query], timeout=120)
         return out
 
-    def setup(self, threads):
-        data = os.path.join(self.dir, "data-plain")
+    def start_single(self, kind, fast):
+        """Initialises a data directory and starts one server; returns the
+        data directory."""
+        data = os.path.join(self.dir, f"data-{kind}")
         os.mkdir(data, 0o700)
         _chown(data)
         self.reaper.run(AS_POSTGRES + [f"{self.bin}/initdb", "-D", data, "-A", "trust", "-U", "postgres",
                                        "--locale=C", "-E", "UTF8", "--no-sync"], timeout=300)
-        self._start("plain", data, False)
+        self._start(kind, data, fast)
+        return data
+
+    def setup(self, threads):
+        data = self.start_single("plain", False)
         t0 = time.monotonic()
         self.reaper.run([f"{self.bin}/pgbench", "-i", "-q", "-s", str(SCALE), *self._conn("tcp")], timeout=600)
         log(f"pgbench -i -s {SCALE} in {time.monotonic() - t0:.1f}s")

@@ -73,6 +73,9 @@ class App:
         _, out, _ = self.reaper.run(wrap(["redis-cli", *conn, *args], path == "fast"), timeout=30)
         return out
 
+    def start_single(self, kind, fast):
+        self._start(kind, fast)
+
     def setup(self, threads):
         self._start("plain", False)
         if self.fast:
