@@ -145,7 +145,12 @@ def main(argv):
     t0 = time.monotonic()
     try:
         for name in apps:
-            run_app(name, a, result)
+            try:
+                run_app(name, a, result)
+            except RuntimeError as e:  # the next application may still work
+                log(f"error: {name}: {e}")
+                result["apps"].setdefault(name, {"runs": []})["error"] = str(e)
+                status_code = 1
     except Interrupted as e:
         log(f"interrupted ({e}): stopped every server, removed every data directory")
         result["meta"]["interrupted"] = True

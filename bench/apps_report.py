@@ -14,8 +14,8 @@ def summarize(result):
     QPS and p95, and the ratio of means to plain TCP."""
     for res in result["apps"].values():
         rows = []
-        for wl in res["workloads"]:
-            for t in res["threads"]:
+        for wl in res.get("workloads", []):
+            for t in res.get("threads", []):
                 by_path = {}
                 for p in PATHS:
                     runs = [r for r in res["runs"] if r["workload"] == wl and r["threads"] == t and r["path"] == p]
@@ -48,6 +48,10 @@ def tables(result):
     m = result["meta"]
     for name, res in result["apps"].items():
         out.append(f"\n### {name}: {res.get('version', '')}\n")
+        if res.get("error"):
+            out.append(f"ERROR: {res['error'][:300]}\n")
+        if not res.get("workloads"):
+            continue
         out.append(f"{res['unit']} and QPS are means over {m['repeat']} interleaved runs of {m['time']:g} s "
                    f"(min–max in brackets); p95 in ms; ×TCP is the ratio of means.\n")
         if res.get("fast_error") and res["fast_error"] != "not requested":
@@ -85,8 +89,9 @@ def plot(result, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    panels = [(name, res, wl) for name, res in result["apps"].items() for wl in res["workloads"]]
+    panels = [(name, res, wl) for name, res in result["apps"].items() for wl in res.get("workloads", [])]
     cols = 2 if len(panels) > 1 else 1
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.4 * rows), squeeze=False)
@@ -103,6 +108,7 @@ def plot(result, path):
         ticks = sorted({r["threads"] for r in res.get("summary", [])})
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.set_ylim(bottom=0)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}k" if v >= 1000 else f"{v:g}"))
         ax.set_xlabel("client threads / connections")
         ax.set_ylabel(f"{res['unit']} (mean, min–max bars)")
         ratios = _mean_ratios(res, wl)
