@@ -114,15 +114,15 @@ socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf
 }
 
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s)
+			  const struct lf_ep *s, unsigned long nonce)
 {
 	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
 	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-			 LF_NAME_PREFIX "C/%c/%s/%u/%s/%u", family == AF_INET ? '4' : '6',
-			 ep_addr(c, a, sizeof(a)), c->port, ep_addr(s, b, sizeof(b)), s->port);
+			 LF_NAME_PREFIX "C/%c/%s/%u/%s/%u/%lx", family == AF_INET ? '4' : '6',
+			 ep_addr(c, a, sizeof(a)), c->port, ep_addr(s, b, sizeof(b)), s->port, nonce);
 	return name_finish(n);
 }
 
@@ -172,7 +172,7 @@ enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, i
 	if (strcmp(kind, "C"))
 		return LF_NAME_NONE;
 	char *a2 = strtok_r(NULL, "/", &save), *p2 = strtok_r(NULL, "/", &save);
-	if (!parse_ep(a2, p2, b) || strtok_r(NULL, "/", &save))
+	if (!parse_ep(a2, p2, b) || !strtok_r(NULL, "/", &save) /* nonce */ || strtok_r(NULL, "/", &save))
 		return LF_NAME_NONE;
 	return LF_NAME_CLIENT;
 }

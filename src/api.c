@@ -72,6 +72,9 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 	if (!f)
 		return -EOPNOTSUPP;
 	f->spin_us = usec;
+	f->spin_fail = f->spin_skip = 0;
+	if (usec)
+		lf__spin_used = true;
 	return 0;
 }
 

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,9 +19,27 @@
 #include <unistd.h>
 
 bool lf__global_optin;
+bool lf__debug_on;
 unsigned lf__global_spin_us;
 
 static struct lf_fd *table;
+
+void lf__debug(const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	int n = snprintf(buf, sizeof(buf), "loopfast[%d]: ", (int)getpid());
+
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	int e = errno;
+	(void)!write(2, buf, (size_t)n);
+	errno = e;
+}
 
 int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
 int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
@@ -88,12 +108,13 @@ void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst))
+	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members && !f->spin_us))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
 	atomic_store(&f->flags, 0);
-	f->spin_us = 0;
+	f->spin_us = f->spin_fail = f->spin_skip = 0;
+	f->spin_members = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
 	lf__listener_put(l);

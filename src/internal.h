@@ -38,12 +38,14 @@ bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
 int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
 
 /* Rendezvous of a listener: "\0loopfast/L/<fam>/<addr>/<port>".
- * Client end of a connection: "\0loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>",
- * where fam is the family of the client's TCP socket. Both return the
- * sockaddr length. */
+ * Client end of a connection:
+ * "\0loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>", where fam is
+ * the family of the client's TCP socket and the nonce (the TCP socket's
+ * inode) keeps the name unique when the kernel reuses the ephemeral port of
+ * a connection whose doorbell is gone. Both return the sockaddr length. */
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s);
+			  const struct lf_ep *s, unsigned long nonce);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
 /* Parses an abstract name; for a listener fills *a, for a client fills the
  * client endpoint in *a and the server endpoint in *b; *family gets the
@@ -89,6 +91,9 @@ enum {
 	LF_F_FAST = 1u << 1,      /* a fast-path connection (Unix stream) */
 	LF_F_HIDDEN = 1u << 2,    /* one of loopfast's own descriptors */
 	LF_F_NOFAST = 1u << 3,    /* listener that cannot serve the fast path */
+	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
+	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
+	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -113,12 +118,19 @@ struct lf_epreg {
 struct lf_fd {
 	atomic_uint flags;
 	int family;                 /* TCP family of a fast-path socket */
-	unsigned spin_us;           /* busy-poll budget (0 = off) */
+	unsigned spin_us;           /* busy-poll budget (0 = off); for an epoll fd: its members' */
+	unsigned spin_fail;         /* consecutive spins that ended in a block */
+	unsigned spin_skip;         /* calls left without spinning (back-off) */
+	int spin_members;           /* epoll fd: registered fast-path sockets that spin */
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	struct lf_listener *owner;  /* for hidden fds: whose they are */
 	int opt[LF_NOPT];
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations before connect */
 };
+
+/* LOOPFAST_DEBUG=1: say on stderr why a connection took plain TCP. */
+extern bool lf__debug_on;
+void lf__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 extern bool lf__global_optin; /* LOOPFAST_ENABLE=1: opt in every TCP socket */
 extern unsigned lf__global_spin_us;
@@ -133,6 +145,13 @@ void lf__listener_put(struct lf_listener *l);
 int lf__fd_hide(int fd, struct lf_listener *owner);
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
+
+/* ---- spin.c: user-space busy polling for fast-path sockets */
+
+void lf__fd_nonblock(int fd, bool on);
+void lf__fd_rcvtimeo(int fd, bool on);
+void lf__epoll_member(int epfd, int fd, int op);
+extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
 
 /* ---- negotiate.c */
 

@@ -10,27 +10,29 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <sys/ioctl.h>
 #include <string.h>
 
-#define LF_REAL_DECL(ret, name, params, args) static ret(*real_##name) params;
+#define LF_REAL_DECL(ret, name, params, args) ret(*lf__real_##name) params;
 LF_SYSCALLS(LF_REAL_DECL)
-static int (*real_fcntl)(int, int, ...);
+int (*lf__real_fcntl)(int, int, ...);
+int (*lf__real_ioctl)(int, unsigned long, ...);
 
 /* Resolves the next definition of every interposed function. Called lazily
  * by the wrappers, so calls made before our constructor ran (from other
  * libraries' constructors) pass straight through. dlsym does not call any
  * of the functions above, so there is no recursion. */
-static void resolve(void)
+void lf__resolve(void)
 {
 #define LF_REAL_RESOLVE(ret, name, params, args) \
-	if (!real_##name)                        \
-		real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);
+	if (!lf__real_##name)                    \
+		lf__real_##name = (ret(*) params)dlsym(RTLD_NEXT, #name);
 	LF_SYSCALLS(LF_REAL_RESOLVE)
-	if (!real_fcntl)
-		real_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+	if (!lf__real_fcntl)
+		lf__real_fcntl = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+	if (!lf__real_ioctl)
+		lf__real_ioctl = (int (*)(int, unsigned long, ...))dlsym(RTLD_NEXT, "ioctl");
 }
-
-#define REAL(name) (real_##name ? real_##name : (resolve(), real_##name))
 
 LF_EXPORT int socket(int domain, int type, int proto)
 {
@@ -56,7 +58,21 @@ LF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 		return ret;
 	}
 	errno = e;
-	return REAL(connect)(fd, sa, len);
+	int r = REAL(connect)(fd, sa, len);
+	/* connect again on a fast-path socket: answer as TCP would (0 once
+	 * after EINPROGRESS, then EISCONN), not with the Unix EINVAL. */
+	struct lf_fd *f;
+	struct lf_ep a, b;
+	int family;
+	if (r < 0 && errno == EINVAL && sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) &&
+	    (f = lf__fd(fd)) && lf__fast_endpoints(fd, &family, &a, &b)) {
+		if (atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS) & LF_F_INPROGRESS) {
+			errno = e;
+			return 0;
+		}
+		errno = EISCONN;
+	}
+	return r;
 }
 
 LF_EXPORT int listen(int fd, int backlog)
@@ -210,6 +226,9 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 	int r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
 	struct lf_fd *f;
 
+	if (r == 0 && level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
+		lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec || ((const struct timeval *)val)->tv_usec);
+
 	if (!emulated(fd, r, e, &f, &family)) {
 		errno = e;
 		return r;
@@ -276,12 +295,29 @@ static int fcntl_common(int fd, int cmd, va_list ap)
 	void *arg = va_arg(ap, void *);
 	int r, e;
 
-	if (!real_fcntl)
-		resolve();
-	r = real_fcntl(fd, cmd, arg);
+	if (!lf__real_fcntl)
+		lf__resolve();
+	r = lf__real_fcntl(fd, cmd, arg);
 	e = errno;
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		lf__fd_copy(fd, r);
+	if (r >= 0 && cmd == F_SETFL)
+		lf__fd_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);
+	errno = e;
+	return r;
+}
+
+LF_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!lf__real_ioctl)
+		lf__resolve();
+	int r = lf__real_ioctl(fd, req, arg), e = errno;
+	if (r == 0 && req == FIONBIO && arg)
+		lf__fd_nonblock(fd, *(int *)arg != 0);
 	errno = e;
 	return r;
 }
@@ -312,6 +348,8 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	int r = REAL(epoll_ctl)(epfd, op, fd, ev), e = errno;
 	struct lf_fd *f = lf__fd(fd);
 
+	if (r == 0)
+		lf__epoll_member(epfd, fd, op);
 	if (r == 0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_OPTIN)) {
 		int slot = -1;
 		for (int i = 0; i < LF_EPOLL_MAX && slot < 0; i++)

@@ -37,6 +37,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
+
 #define HELLO_MAGIC 0x3148464cu /* "LFH1" */
 
 struct hello {
@@ -184,9 +186,13 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
 		return -errno;
 	lf__sys_close(unx);
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
 	f->spin_us = lf__global_spin_us;
-	atomic_store(&f->flags, LF_F_FAST);
+	f->spin_fail = f->spin_skip = 0;
+	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
 }
 
@@ -265,8 +271,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 0;
 	if (sock_ep(fd, true, &tmp) || !sock_ep(fd, false, &src))
 		return 0; /* already connected, or not a usable socket */
-	if (!find_listener(&dst, &lst))
+	if (!find_listener(&dst, &lst)) {
+		DEBUG("connect fd %d: no single listener on port %u: plain TCP", fd, dst.port);
 		return 0;
+	}
 
 	/* Our TCP endpoint must be known before anything is sent. */
 	if (src.port == 0) {
@@ -279,8 +287,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 				b.addr.v6 = in6addr_loopback;
 		}
 		socklen_t bl = lf__ep_to_sockaddr(&b, family, &ss);
-		if (bind(fd, (void *)&ss, bl) || !sock_ep(fd, false, &src))
+		if (bind(fd, (void *)&ss, bl) || !sock_ep(fd, false, &src)) {
+			DEBUG("connect fd %d: bind to an ephemeral port: %s: plain TCP", fd, strerror(errno));
 			return 0;
+		}
 	}
 	if (lf__ep_is_any(&src)) {
 		src.family = dst.family;
@@ -293,13 +303,22 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
 		return 0;
-	socklen_t cl = lf__name_client(&cname, family, &src, &dst);
+	struct stat st;
+	socklen_t cl = lf__name_client(&cname, family, &src, &dst, fstat(fd, &st) ? 0 : (unsigned long)st.st_ino);
 	socklen_t rl = lf__name_listener(&rname, lst.family, &lst.ep);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
-	if (bind(unx, (void *)&cname, cl) || lf__sys_connect(unx, (void *)&rname, rl) ||
-	    lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid ||
-	    send_hello(unx, fd)) {
+	const char *why = NULL;
+	if (bind(unx, (void *)&cname, cl))
+		why = "bind client name";
+	else if (lf__sys_connect(unx, (void *)&rname, rl))
+		why = "connect to rendezvous";
+	else if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid)
+		why = "rendezvous owner is not the listener's uid";
+	else if (send_hello(unx, fd))
+		why = "send hello";
+	if (why) {
+		DEBUG("connect fd %d to port %u: %s: %s: plain TCP", fd, dst.port, why, strerror(errno));
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
 		return 0;
 	}
@@ -333,9 +352,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		errno = ECONNRESET;
 		return 1;
 	}
-	for (int i = 0; i < LF_EPOLL_MAX; i++)
-		if (regs[i].epfd1)
-			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev);
+	for (int i = 0; i < LF_EPOLL_MAX; i++) {
+		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
+			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
+	}
+	if (nonblock)
+		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
 	*ret = nonblock ? -1 : 0;
 	errno = nonblock ? EINPROGRESS : 0;
 	return 1;
@@ -449,12 +471,14 @@ static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
 	return n;
 }
 
-/* Takes the Unix connection whose client endpoint is `client` from the
- * stash or the rendezvous backlog; everything else goes (back) to the
- * stash. Called under the claim lock. Returns the fd or -1. */
-static int take(struct lf_listener *l, const struct lf_ep *client)
+/* Takes the Unix connections whose client endpoint is `client` from the
+ * stash and the rendezvous backlog (more than one only when a stale or
+ * forged one shares the endpoint); everything else goes (back) to the
+ * stash. Called under the claim lock. Returns how many fds it put in
+ * found[] (at most max). */
+static int take(struct lf_listener *l, const struct lf_ep *client, int *found, int max)
 {
-	int found = -1, n = 0, cap = 0, fd;
+	int nfound = 0, n = 0, cap = 0, fd;
 	struct { int fd; struct lf_ep c; } *items = NULL;
 	struct stash_msg sm;
 
@@ -485,8 +509,8 @@ static int take(struct lf_listener *l, const struct lf_ep *client)
 				continue;
 			}
 		}
-		if (found < 0 && lf__ep_equal(&c, client)) {
-			found = u;
+		if (nfound < max && lf__ep_equal(&c, client)) {
+			found[nfound++] = u;
 			continue;
 		}
 		if (n == cap) {
@@ -503,7 +527,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client)
 	for (int i = 0; i < n; i++)
 		stash_put(l->chan, items[i].fd, &items[i].c);
 	free(items);
-	return found;
+	return nfound;
 }
 
 /* Reads the hello from a claimed Unix connection and checks that the TCP
@@ -543,13 +567,20 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	}
 	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
 		return;
+	int cand[8], n;
 	lock();
-	unx = take(f->lst, &peer);
+	n = take(f->lst, &peer, cand, 8);
 	unlock();
-	if (unx < 0)
-		return;
-	if (!verify(unx, newfd)) {
-		lf__sys_close(unx);
+	unx = -1;
+	for (int i = 0; i < n; i++) {
+		if (unx < 0 && verify(cand[i], newfd))
+			unx = cand[i];
+		else
+			lf__sys_close(cand[i]);
+	}
+	if (unx < 0) {
+		if (n)
+			DEBUG("accept fd %d: %d hello(s) for port %u failed verification: plain TCP", newfd, n, peer.port);
 		return;
 	}
 	carry_options(newfd, unx, nf);

@@ -3,6 +3,11 @@
  * this table; loopfast.map exports the same names.
  *
  * X(return type, name, (parameters), (arguments)) */
+#include <poll.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <sys/uio.h>
+
 #define LF_SYSCALLS(X)                                                                                   \
 	X(int, socket, (int domain, int type, int proto), (domain, type, proto))                         \
 	X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len), (fd, sa, len))               \
@@ -17,4 +22,24 @@
 	X(int, dup, (int fd), (fd))                                                                      \
 	X(int, dup2, (int fd, int nfd), (fd, nfd))                                                       \
 	X(int, dup3, (int fd, int nfd, int flags), (fd, nfd, flags))                                     \
-	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev), (epfd, op, fd, ev))
+	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev), (epfd, op, fd, ev))        \
+	X(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))                                   \
+	X(ssize_t, readv, (int fd, const struct iovec *iov, int n), (fd, iov, n))                       \
+	X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))                  \
+	X(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl), (fd, buf, n, flags, sa, sl)) \
+	X(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))                       \
+	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))                     \
+	X(int, ppoll, (struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask), (fds, n, ts, mask)) \
+	X(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv), (n, r, w, e, tv))   \
+	X(int, pselect, (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask), (n, r, w, e, ts, mask)) \
+	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int timeout), (epfd, ev, max, timeout)) \
+	X(int, epoll_pwait, (int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask), (epfd, ev, max, timeout, mask)) \
+	X(int, sigaction, (int sig, const struct sigaction *act, struct sigaction *old), (sig, act, old)) \
+	X(sighandler_t, signal, (int sig, sighandler_t h), (sig, h))
+
+#define LF_REAL_EXTERN(ret, name, params, args) extern ret(*lf__real_##name) params;
+LF_SYSCALLS(LF_REAL_EXTERN)
+extern int (*lf__real_fcntl)(int, int, ...);
+extern int (*lf__real_ioctl)(int, unsigned long, ...);
+void lf__resolve(void);
+#define REAL(name) (lf__real_##name ? lf__real_##name : (lf__resolve(), lf__real_##name))

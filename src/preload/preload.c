@@ -3,6 +3,7 @@
  *
  *   LOOPFAST_ENABLE=1     opt in every TCP socket (clients and listeners)
  *   LOOPFAST_SPIN_US=N    busy-poll budget for fast-path sockets
+ *   LOOPFAST_DEBUG=1      say on stderr why a connection took plain TCP
  */
 #include "internal.h"
 
@@ -12,7 +13,11 @@ __attribute__((constructor)) static void preload_init(void)
 {
 	const char *e = getenv("LOOPFAST_ENABLE"), *s = getenv("LOOPFAST_SPIN_US");
 
+	const char *d = getenv("LOOPFAST_DEBUG");
+
 	lf__global_optin = e && e[0] == '1';
+	lf__debug_on = d && d[0] == '1';
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
+	lf__spin_used = lf__global_spin_us > 0;
 }

@@ -1,0 +1,78 @@
+"""Every socket behaviour the fast path touches, run by the same unmodified
+program over plain TCP and under `loopfast run`: the observable transcript
+must be identical, and under loopfast the connections must really be Unix
+streams (checked from /proc/net/unix by the probe)."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import PROBE, wrap
+
+SCENARIOS = subprocess.run([str(PROBE)], capture_output=True, text=True).stdout.split()
+FAMILY_AGNOSTIC = {"exec", "many", "bulk", "fork-after-accept", "prefork", "reuseport", "sigkill"}
+# Where the fast path deliberately does not apply (documented in README).
+EXPECTED_LOOPFAST_PATH = {"reuseport": "tcp"}
+
+
+def run(mode, scenario, family, spin=None):
+    env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"))
+    p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
+    lines = p.stdout.splitlines()
+    paths = [l.split()[-1] for l in lines if l.startswith("#path ")]
+    return [l for l in lines if not l.startswith("#path ")], paths
+
+
+def cases():
+    for sc in SCENARIOS:
+        yield pytest.param(sc, "4", id=f"{sc}-v4")
+        if sc not in FAMILY_AGNOSTIC:
+            yield pytest.param(sc, "6", id=f"{sc}-v6")
+
+
+@pytest.mark.parametrize("scenario,family", list(cases()))
+def test_same_as_tcp(build, scenario, family):
+    spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
+    tcp, tcp_paths = run("tcp", scenario, family)
+    lf, lf_paths = run("loopfast", scenario, family, spin)
+    assert lf == tcp
+    assert all(p == "tcp" for p in tcp_paths)
+    want = EXPECTED_LOOPFAST_PATH.get(scenario, "unix")
+    assert all(p == want for p in lf_paths), lf_paths
+    if scenario != "connect-refused":
+        assert lf_paths, "the scenario reported no connection"
+
+
+@pytest.mark.parametrize("server_mode,client_mode", [("tcp", "loopfast"), ("loopfast", "tcp")])
+def test_one_end_not_opted_in_gets_plain_tcp(build, server_mode, client_mode):
+    srv = subprocess.Popen(wrap(server_mode, [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        port = srv.stdout.readline().strip()
+        cli = subprocess.run(wrap(client_mode, [str(PROBE), "client-echo", port]), capture_output=True,
+                             text=True, timeout=30)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert "echo ok" in cli.stdout
+        assert "#path client tcp" in cli.stdout
+        srv.wait(timeout=30)
+        assert "#path server tcp" in srv.stderr.read()
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def test_both_ends_in_different_processes(build):
+    srv = subprocess.Popen(wrap("loopfast", [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        port = srv.stdout.readline().strip()
+        cli = subprocess.run(wrap("loopfast", [str(PROBE), "client-echo", port]), capture_output=True,
+                             text=True, timeout=30)
+        assert "echo ok" in cli.stdout and "#path client unix" in cli.stdout, cli.stdout + cli.stderr
+        srv.wait(timeout=30)
+        assert "#path server unix" in srv.stderr.read()
+    finally:
+        srv.kill()
+        srv.wait()

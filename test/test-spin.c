@@ -1,0 +1,217 @@
+/* Busy polling keeps every blocking call's semantics: data, timeouts
+ * shorter than the spin, signals (EINTR, SA_RESTART), non-blocking mode.
+ * The bounds below catch a call that waited for the spin or forever; they
+ * do not measure speed. */
+#include "runner.h"
+#include "loopfast.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BIG_SPIN 3000000 /* 3 s: far longer than any timeout used here */
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void pair(unsigned spin, int *c, int *s)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+
+	setenv("LOOPFAST_SPIN_BACKOFF", "0", 1);
+	ASSERT_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ASSERT_EQ(listen(lfd, 4), 0);
+	ASSERT_EQ(lf_enable_fast_path(lfd), 0);
+	ASSERT_EQ(getsockname(lfd, (struct sockaddr *)&a, &l), 0);
+	*c = socket(AF_INET, SOCK_STREAM, 0);
+	ASSERT_EQ(lf_enable_fast_path(*c), 0);
+	ASSERT_EQ(connect(*c, (struct sockaddr *)&a, sizeof(a)), 0);
+	*s = accept(lfd, NULL, NULL);
+	ASSERT_GE(*s, 0);
+	ASSERT_EQ(lf_fast_path_active(*c), 1);
+	ASSERT_EQ(lf_set_spin(*c, spin), 0);
+	ASSERT_EQ(lf_set_spin(*s, spin), 0);
+	close(lfd);
+}
+
+static void *late_writer(void *arg)
+{
+	usleep(50000);
+	ASSERT_EQ(write(*(int *)arg, "late", 4), 4);
+	return NULL;
+}
+
+static void data_arrives_during_and_after_spin(void)
+{
+	int c, s;
+	char buf[8];
+	pthread_t t;
+
+	pair(20, &c, &s); /* short spin: the data comes after it, while blocked */
+	pthread_create(&t, NULL, late_writer, &s);
+	ASSERT_EQ(read(c, buf, sizeof(buf)), 4);
+	pthread_join(t, NULL);
+	ASSERT_EQ(write(s, "now", 3), 3);
+	ASSERT_EQ(recv(c, buf, sizeof(buf), 0), 3);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	ASSERT_EQ(write(s, "from", 4), 4);
+	ASSERT_EQ(recvfrom(c, buf, sizeof(buf), 0, (struct sockaddr *)&ss, &sl), 4);
+	ASSERT_EQ(sl, 0); /* a connected TCP socket reports no source */
+}
+
+static void poll_timeout_shorter_than_spin(void)
+{
+	int c, s;
+	struct pollfd p;
+
+	pair(BIG_SPIN, &c, &s);
+	p = (struct pollfd){ c, POLLIN, 0 };
+	double t0 = now();
+	ASSERT_EQ(poll(&p, 1, 30), 0);
+	ASSERT_LT((now() - t0) * 1000, 1500);
+	ASSERT_GE((now() - t0) * 1000, 29);
+}
+
+static void epoll_and_select_timeouts(void)
+{
+	int c, s, ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+
+	pair(BIG_SPIN, &c, &s);
+	ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), 0);
+	double t0 = now();
+	ASSERT_EQ(epoll_wait(ep, &got, 1, 30), 0);
+	ASSERT_LT((now() - t0) * 1000, 1500);
+	ASSERT_GE((now() - t0) * 1000, 29);
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(c, &r);
+	struct timeval tv = { 0, 30000 };
+	t0 = now();
+	ASSERT_EQ(select(c + 1, &r, NULL, NULL, &tv), 0);
+	ASSERT_LT((now() - t0) * 1000, 1500);
+	ASSERT_EQ(tv.tv_sec, 0);
+	ASSERT_EQ(tv.tv_usec, 0);
+	/* ... and data is reported at once, set bits intact. */
+	ASSERT_EQ(write(s, "x", 1), 1);
+	FD_ZERO(&r);
+	FD_SET(c, &r);
+	tv = (struct timeval){ 5, 0 };
+	ASSERT_EQ(select(c + 1, &r, NULL, NULL, &tv), 1);
+	ASSERT(FD_ISSET(c, &r));
+	ASSERT_EQ(epoll_wait(ep, &got, 1, 5000), 1);
+}
+
+static void on_alarm(int sig) { (void)sig; }
+
+static void arm(int restart)
+{
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = restart ? SA_RESTART : 0 };
+	struct itimerval it = { .it_value = { 0, 50000 } };
+
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(sigaction(SIGALRM, &sa, NULL), 0);
+	ASSERT_EQ(setitimer(ITIMER_REAL, &it, NULL), 0);
+}
+
+static void signal_interrupts_spinning_read(void)
+{
+	int c, s;
+	char b;
+
+	pair(BIG_SPIN, &c, &s);
+	arm(0);
+	double t0 = now();
+	ASSERT_EQ(read(c, &b, 1), -1);
+	ASSERT_EQ(errno, EINTR);
+	ASSERT_LT(now() - t0, 1.5);
+}
+
+static void signal_interrupts_spinning_poll_even_with_restart(void)
+{
+	int c, s;
+	struct pollfd p;
+
+	pair(BIG_SPIN, &c, &s);
+	arm(1);
+	p = (struct pollfd){ c, POLLIN, 0 };
+	ASSERT_EQ(poll(&p, 1, -1), -1);
+	ASSERT_EQ(errno, EINTR);
+}
+
+static void sa_restart_read_continues(void)
+{
+	int c, s;
+	char buf[8];
+	pthread_t t;
+
+	pair(BIG_SPIN, &c, &s);
+	arm(1); /* fires at 50 ms, the data comes at 50 ms too: both orders work */
+	pthread_create(&t, NULL, late_writer, &s);
+	ASSERT_EQ(read(c, buf, sizeof(buf)), 4);
+	pthread_join(t, NULL);
+	struct sigaction old;
+	ASSERT_EQ(sigaction(SIGALRM, NULL, &old), 0);
+	ASSERT(old.sa_handler == on_alarm); /* the application sees its own handler */
+}
+
+static void nonblocking_does_not_spin(void)
+{
+	int c, s;
+	char b;
+
+	pair(BIG_SPIN, &c, &s);
+	ASSERT_EQ(fcntl(c, F_SETFL, O_NONBLOCK), 0);
+	double t0 = now();
+	ASSERT_EQ(read(c, &b, 1), -1);
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_EQ(recv(s, &b, 1, MSG_DONTWAIT), -1);
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_LT(now() - t0, 1.5);
+}
+
+static void rcvtimeo_is_honoured(void)
+{
+	int c, s;
+	char b;
+	struct timeval tv = { 0, 50000 };
+
+	pair(BIG_SPIN, &c, &s);
+	ASSERT_EQ(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	double t0 = now();
+	ASSERT_EQ(read(c, &b, 1), -1);
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_LT(now() - t0, 1.5);
+}
+
+static const struct lf_test tests[] = {
+	{ "data_arrives_during_and_after_spin", data_arrives_during_and_after_spin, 0 },
+	{ "poll_timeout_shorter_than_spin", poll_timeout_shorter_than_spin, 0 },
+	{ "epoll_and_select_timeouts", epoll_and_select_timeouts, 0 },
+	{ "signal_interrupts_spinning_read", signal_interrupts_spinning_read, 0 },
+	{ "signal_interrupts_spinning_poll_even_with_restart", signal_interrupts_spinning_poll_even_with_restart, 0 },
+	{ "sa_restart_read_continues", sa_restart_read_continues, 0 },
+	{ "nonblocking_does_not_spin", nonblocking_does_not_spin, 0 },
+	{ "rcvtimeo_is_honoured", rcvtimeo_is_honoured, 0 },
+	{ NULL, NULL, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	return lf_test_main(tests, argc, argv);
+}
