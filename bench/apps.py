@@ -1,6 +1,7 @@
 """loopfast bench app mariadb|postgres|redis|all: real servers and their
 standard benchmark clients, unmodified, over plain loopback TCP, over the
-loopfast fast path, and over the server's own Unix socket, interleaved.
+loopfast fast path (optionally also with its spin tier), and over the
+server's own Unix socket, interleaved.
 
 Called by `loopfast bench app` (which sets LOOPFAST_BIN); see
 man/loopfast-bench-app.1 and docs/apps.md.
@@ -15,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from apps_fastpath import PATHS, Sampler, check_run, samples_for, status, verdict  # noqa: E402
+import apps_fastpath  # noqa: E402
+from apps_fastpath import DEFAULT_PATHS, LOOPFAST_PATHS, PATHS, Sampler, check_run, samples_for, status, verdict  # noqa: E402,E501
 from apps_install import ensure_matplotlib, ensure_packages  # noqa: E402
 from apps_proc import Interrupted, Reaper, install_signal_handlers, log  # noqa: E402
 
@@ -26,21 +28,38 @@ def app_module(name):
     return importlib.import_module(f"apps_{name}")
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad input: one line, as JSON on stdout under `--json -` (the global
+    `loopfast --json`), and exit status 2."""
+
+    def error(self, message):
+        if self.json_stdout:
+            print(json.dumps({"error": f"bench app: {message}"}))
+            sys.exit(2)
+        super().error(message)
+
+
 def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="loopfast bench app", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="loopfast bench app", description=__doc__.split("\n\n")[0])
+    ap.json_stdout = any(x == "-" and y == "--json" for y, x in zip(argv, argv[1:]))
     ap.add_argument("app", choices=APPS + ("all",))
     ap.add_argument("--threads", help="comma-separated client thread/connection counts (default per app)")
     ap.add_argument("--time", type=int, default=2, help="seconds per measurement (default 2)")
     ap.add_argument("--workload", help="comma-separated workloads (default: all of the app's)")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of each measurement (default 2)")
-    ap.add_argument("--paths", default=",".join(PATHS), help="comma-separated subset of tcp,fast,unix")
+    ap.add_argument("--paths", default=",".join(DEFAULT_PATHS),
+                    help="comma-separated subset of tcp,fast,unix,spin (default tcp,fast,unix)")
+    ap.add_argument("--spin-us", type=int, default=apps_fastpath.SPIN_US,
+                    help=f"busy-poll budget of the spin path in microseconds (default {apps_fastpath.SPIN_US})")
     ap.add_argument("--json", metavar="FILE", help="write every figure as JSON ('-' for stdout)")
     ap.add_argument("--plot", metavar="FILE.png", help="write a throughput-vs-threads plot")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install missing packages")
     a = ap.parse_args(argv)
-    a.paths = [p for p in a.paths.split(",") if p]
+    a.paths = list(dict.fromkeys(p for p in a.paths.split(",") if p))
     if not a.paths or any(p not in PATHS for p in a.paths):
-        ap.error("--paths takes a comma-separated subset of tcp,fast,unix")
+        ap.error("--paths takes a comma-separated subset of tcp,fast,unix,spin")
+    if not 0 <= a.spin_us <= 1000000:
+        ap.error("--spin-us takes microseconds from 0 to 1000000")
     if a.threads is not None:
         try:
             a.threads = [int(t) for t in a.threads.split(",") if t]
@@ -67,6 +86,7 @@ def measure(reaper, app, path, workload, threads, seconds, can_sample, fast_erro
     t0 = time.monotonic()
     with Sampler(app.port(path), first, every, enabled=can_sample) as s:
         p = reaper.spawn_client(argv)
+        s.pid = p.pid
         rc, out, err = reaper.finish(p, argv, timeout=seconds * 4 + 120, check=False)
     rec["elapsed"] = round(time.monotonic() - t0, 3)
     rec["proof"] = s.record()
@@ -86,28 +106,29 @@ def run_app(name, a, result):
     mod = app_module(name)
     if not a.no_install:
         ensure_packages(mod.PACKAGES)
-    fast_error = check_run() if "fast" in a.paths else "not requested"
+    lf_paths = [p for p in a.paths if p in LOOPFAST_PATHS]
+    fast_error = check_run() if lf_paths else "not requested"
     can_sample = True
-    if "fast" in a.paths:
+    if lf_paths:
         try:
             status()
         except (RuntimeError, ValueError, OSError) as e:
             can_sample = False
             fast_error = fast_error or f"'loopfast status' does not work, so the fast path cannot be proven: {e}"
-    if fast_error and "fast" in a.paths:
+    if fast_error and lf_paths:
         log(f"fast path not measured: {fast_error}")
     threads = a.threads or list(mod.DEFAULT_THREADS)
     workloads = [w for w in (a.workload.split(",") if a.workload else mod.WORKLOADS) if w in mod.WORKLOADS]
     res = result["apps"][name] = {"unit": mod.UNIT, "workloads": workloads, "threads": threads,
-                                  "fast_error": fast_error if "fast" in a.paths else None, "runs": []}
+                                  "fast_error": fast_error if lf_paths else None, "runs": []}
     reaper = Reaper()
     try:
-        app = mod.App(reaper, fast="fast" in a.paths and not fast_error)
+        app = mod.App(reaper, [] if fast_error else lf_paths)
         res["version"] = app.version()
         t0 = time.monotonic()
         app.setup(threads)
         res["setup_seconds"] = round(time.monotonic() - t0, 1)
-        runnable = [p for p in a.paths if p != "fast" or not fast_error]
+        runnable = [p for p in a.paths if p not in LOOPFAST_PATHS or not fast_error]
         for wl in workloads:
             for p in runnable:
                 try:
@@ -135,11 +156,12 @@ def run_app(name, a, result):
 def main(argv):
     a, apps = parse_args(argv)
     install_signal_handlers()
+    apps_fastpath.SPIN_US = a.spin_us
     import apps_report
     result = {"meta": {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "command": "loopfast bench app " + " ".join(argv), "time": a.time, "repeat": a.repeat,
-                       "paths": a.paths},
+                       "paths": a.paths, "spin_us": a.spin_us if "spin" in a.paths else None},
               "apps": {}}
     status_code = 0
     t0 = time.monotonic()

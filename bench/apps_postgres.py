@@ -4,7 +4,8 @@ counts. PostgreSQL refuses to run as root, so the server runs through
 postgres with the environment (and so the interposer) intact.
 
 As for MariaDB, two identical servers run side by side from copies of one
-initialised data directory: plain ("tcp", "unix") and under loopfast ("fast").
+initialised data directory: plain ("tcp", "unix") and one under loopfast for
+each loopfast path ("fast", "spin").
 """
 import glob
 import os
@@ -13,7 +14,7 @@ import shutil
 import signal
 import time
 
-from apps_fastpath import wrap
+from apps_fastpath import server_for, wrap
 from apps_proc import free_port, log
 
 NAME = "postgres"
@@ -38,18 +39,18 @@ def _chown(path):
 
 
 class App:
-    def __init__(self, reaper, fast):
-        self.reaper, self.fast = reaper, fast
+    def __init__(self, reaper, loopfast_kinds):
+        self.reaper, self.lf_kinds = reaper, list(loopfast_kinds)
         self.bin = bindir()
         self.dir = reaper.tempdir("loopfast-app-postgres-")
-        self.servers = {}  # "plain"/"fast" -> (Server, port, socket dir)
+        self.servers = {}  # "plain"/"fast"/"spin" -> (Server, port, socket dir)
         self.logdir = None
 
     def version(self):
         _, out, _ = self.reaper.run([f"{self.bin}/postgres", "--version"], timeout=30)
         return out.strip()
 
-    def _start(self, kind, data, fast):
+    def _start(self, kind, data):
         run = os.path.join(self.dir, kind)
         os.makedirs(run, exist_ok=True)
         _chown(run)
@@ -59,7 +60,7 @@ class App:
                                   "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=600",
                                   "-c", "shared_buffers=256MB", "-c", "synchronous_commit=off",
                                   "-c", "logging_collector=off"]
-            srv = self.reaper.start_server(f"postgres ({kind})", wrap(argv, fast), logpath=f"{run}/postgres.log",
+            srv = self.reaper.start_server(f"postgres ({kind})", wrap(argv, kind), logpath=f"{run}/postgres.log",
                                            stop_signal=signal.SIGINT, pidfile=f"{data}/postmaster.pid", port=port)
             if self._wait_ready(srv, run, port):
                 log(f"started postgres ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket dir {run}, data {data}")
@@ -89,7 +90,7 @@ class App:
                                      "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-c", query], timeout=120)
         return out
 
-    def start_single(self, kind, fast):
+    def start_single(self, kind):
         """Initialises a data directory and starts one server; returns the
         data directory."""
         data = os.path.join(self.dir, f"data-{kind}")
@@ -97,33 +98,34 @@ class App:
         _chown(data)
         self.reaper.run(AS_POSTGRES + [f"{self.bin}/initdb", "-D", data, "-A", "trust", "-U", "postgres",
                                        "--locale=C", "-E", "UTF8", "--no-sync"], timeout=300)
-        self._start(kind, data, fast)
+        self._start(kind, data)
         return data
 
     def setup(self, threads):
-        data = self.start_single("plain", False)
+        data = self.start_single("plain")
         t0 = time.monotonic()
         self.reaper.run([f"{self.bin}/pgbench", "-i", "-q", "-s", str(SCALE), *self._conn("tcp")], timeout=600)
         log(f"pgbench -i -s {SCALE} in {time.monotonic() - t0:.1f}s")
-        if self.fast:
+        if self.lf_kinds:
             self.reaper.stop_server(self.servers.pop("plain")[0])
-            self.reaper.run(["cp", "-a", data, os.path.join(self.dir, "data-fast")], timeout=300)
-            self._start("plain", data, False)
-            self._start("fast", os.path.join(self.dir, "data-fast"), True)
+            for k in self.lf_kinds:
+                self.reaper.run(["cp", "-a", data, os.path.join(self.dir, f"data-{k}")], timeout=300)
+            self._start("plain", data)
+            for k in self.lf_kinds:
+                self._start(k, os.path.join(self.dir, f"data-{k}"))
 
     def _conn(self, path):
-        srv, port, sock = self.servers["fast" if path == "fast" else "plain"]
+        srv, port, sock = self.servers[server_for(path)]
         return ["-h", sock if path == "unix" else "127.0.0.1", "-p", str(port), "-U", "postgres", "postgres"]
 
     def warm(self, path, workload):
-        kind = "fast" if path == "fast" else "plain"
-        if workload == "tpcb-like" and path != "fast":
-            self.sql(kind, "VACUUM ANALYZE")
-        self.reaper.run(wrap([f"{self.bin}/pgbench", "-n", "-S", "-T", "1", "-c", "2", *self._conn(path)],
-                             path == "fast"), timeout=120)
+        if workload == "tpcb-like":
+            self.sql(server_for(path), "VACUUM ANALYZE")
+        self.reaper.run(wrap([f"{self.bin}/pgbench", "-n", "-S", "-T", "1", "-c", "2", *self._conn(path)], path),
+                        timeout=120)
 
     def port(self, path):
-        return self.servers["fast" if path == "fast" else "plain"][1]
+        return self.servers[server_for(path)][1]
 
     def client(self, path, workload, threads, seconds):
         """(argv, number of connections it opens). Per-transaction logs
@@ -136,7 +138,7 @@ class App:
         jobs = min(threads, os.cpu_count() or 1)
         argv = [f"{self.bin}/pgbench", "-n", "-M", "prepared", "-b", workload, "-c", str(threads),
                 "-j", str(jobs), "-T", str(seconds), "-l", f"--log-prefix={self.logdir}/tx", *self._conn(path)]
-        return wrap(argv, path == "fast"), threads
+        return wrap(argv, path), threads
 
     def parse(self, out):
         m = re.search(r"tps = ([\d.]+) \(without initial connection time\)", out)

@@ -4,7 +4,7 @@ seconds, so the request count is sized from the rate of the previous run of
 the same workload and client count to last about --time seconds.
 
 Redis keeps no data worth copying, so the plain ("tcp", "unix") and the
-loopfast ("fast") servers simply start empty.
+loopfast ("fast", "spin") servers simply start empty.
 """
 import csv
 import io
@@ -12,7 +12,7 @@ import os
 import signal
 import time
 
-from apps_fastpath import wrap
+from apps_fastpath import server_for, wrap
 from apps_proc import free_port, log
 
 NAME = "redis"
@@ -23,17 +23,17 @@ UNIT = "req/s"
 
 
 class App:
-    def __init__(self, reaper, fast):
-        self.reaper, self.fast = reaper, fast
+    def __init__(self, reaper, loopfast_kinds):
+        self.reaper, self.lf_kinds = reaper, list(loopfast_kinds)
         self.dir = reaper.tempdir("loopfast-app-redis-")
-        self.servers = {}  # "plain"/"fast" -> (Server, port, socket)
+        self.servers = {}  # "plain"/"fast"/"spin" -> (Server, port, socket)
         self.rate = {}
 
     def version(self):
         _, out, _ = self.reaper.run(["redis-server", "--version"], timeout=30)
         return out.strip()
 
-    def _start(self, kind, fast):
+    def _start(self, kind):
         run = os.path.join(self.dir, kind)
         os.makedirs(run, exist_ok=True)
         sock = os.path.join(run, "redis.sock")
@@ -43,7 +43,7 @@ class App:
                     "--unixsocketperm", "700", "--dir", run, "--save", "", "--appendonly", "no",
                     "--daemonize", "no", "--pidfile", f"{run}/redis.pid", "--protected-mode", "no",
                     "--maxclients", "10000", "--logfile", ""]
-            srv = self.reaper.start_server(f"redis-server ({kind})", wrap(argv, fast), logpath=f"{run}/redis.log",
+            srv = self.reaper.start_server(f"redis-server ({kind})", wrap(argv, kind), logpath=f"{run}/redis.log",
                                            stop_signal=signal.SIGTERM, pidfile=f"{run}/redis.pid", port=port)
             self.servers[kind] = (srv, port, sock)
             if self._wait_ready(srv, kind):
@@ -67,31 +67,30 @@ class App:
 
     def cli(self, path, *args):
         """Runs one redis-cli command over path; returns its output."""
-        kind = "fast" if path == "fast" else "plain"
-        srv, port, sock = self.servers[kind]
+        srv, port, sock = self.servers[server_for(path)]
         conn = ["-s", sock] if path == "unix" else ["-h", "127.0.0.1", "-p", str(port)]
-        _, out, _ = self.reaper.run(wrap(["redis-cli", *conn, *args], path == "fast"), timeout=30)
+        _, out, _ = self.reaper.run(wrap(["redis-cli", *conn, *args], path), timeout=30)
         return out
 
-    def start_single(self, kind, fast):
-        self._start(kind, fast)
+    def start_single(self, kind):
+        self._start(kind)
 
     def setup(self, threads):
-        self._start("plain", False)
-        if self.fast:
-            self._start("fast", True)
+        self._start("plain")
+        for k in self.lf_kinds:
+            self._start(k)
 
     def _bench(self, path, workload, clients, requests):
-        srv, port, sock = self.servers["fast" if path == "fast" else "plain"]
+        srv, port, sock = self.servers[server_for(path)]
         conn = ["-s", sock] if path == "unix" else ["-h", "127.0.0.1", "-p", str(port)]
         return wrap(["redis-benchmark", *conn, "-t", workload, "-c", str(clients), "-n", str(requests), "--csv"],
-                    path == "fast")
+                    path)
 
     def warm(self, path, workload):
         self.reaper.run(self._bench(path, workload, 4, 20000), timeout=120)
 
     def port(self, path):
-        return self.servers["fast" if path == "fast" else "plain"][1]
+        return self.servers[server_for(path)][1]
 
     def client(self, path, workload, threads, seconds):
         self.key = (workload, threads)

@@ -5,7 +5,8 @@ from apps_fastpath import LABELS, PATHS
 
 STYLE = {"fast": dict(color="black", marker="o", linestyle="-"),
          "tcp": dict(color="tab:red", marker="s", linestyle="-"),
-         "unix": dict(color="tab:blue", marker="^", linestyle="--")}
+         "unix": dict(color="tab:blue", marker="^", linestyle="--"),
+         "spin": dict(color="tab:green", marker="D", linestyle="-")}
 
 
 def summarize(result):
@@ -56,6 +57,8 @@ def tables(result):
                    f"(min–max in brackets); p95 in ms; ×TCP is the ratio of means.\n")
         if res.get("fast_error") and res["fast_error"] != "not requested":
             out.append(f"loopfast path not measured: {res['fast_error']}\n")
+        if m.get("spin_us") is not None:
+            out.append(f"loopfast + spin: server and client under `loopfast run --spin-us {m['spin_us']}`.\n")
         out.append(f"| workload | threads | path | {res['unit']} | QPS | p95 ms | ×TCP |")
         out.append("|---|---:|---|---:|---:|---:|---:|")
         for r in res.get("summary", []):
@@ -77,7 +80,7 @@ def tables(result):
 
 def _mean_ratios(res, workload=None):
     out = {}
-    for p in ("fast", "unix"):
+    for p in ("fast", "spin", "unix"):
         rs = [r["ratio_tcp"] for r in res.get("summary", [])
               if r["path"] == p and "ratio_tcp" in r and workload in (None, r["workload"])]
         if rs:
@@ -96,7 +99,7 @@ def plot(result, path):
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.4 * rows), squeeze=False)
     for ax, (name, res, wl) in zip(axes.flat, panels):
-        for p in ("fast", "tcp", "unix"):
+        for p in ("fast", "spin", "tcp", "unix"):
             rs = [r for r in res.get("summary", []) if r["workload"] == wl and r["path"] == p and "tps" in r]
             if not rs:
                 continue
@@ -115,7 +118,8 @@ def plot(result, path):
         sub = ", ".join(f"{LABELS[p]} ×{v:.2f}" for p, v in ratios.items())
         ax.set_title(f"{name} {wl}\nvs plain TCP: {sub}" if sub else f"{name} {wl}", fontsize=11)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=9)
         if res.get("fast_error") and res["fast_error"] != "not requested":
             ax.text(0.5, 0.04, "loopfast path not measured:\n" + res["fast_error"][:70], transform=ax.transAxes,
                     ha="center", fontsize=8, color="gray")

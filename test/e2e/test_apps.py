@@ -35,9 +35,9 @@ def start(mod):
     except RuntimeError as e:
         pytest.skip(f"{mod.NAME} cannot be installed here: {e}")
     reaper = Reaper()
-    app = mod.App(reaper, True)
+    app = mod.App(reaper, ["fast"])
     try:
-        app.start_single("fast", True)
+        app.start_single("fast")
     except BaseException:
         reaper.close()
         raise

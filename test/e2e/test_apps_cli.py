@@ -30,6 +30,7 @@ MODS = {"redis": apps_redis, "mariadb": apps_mariadb, "postgres": apps_postgres}
     (["nosuchapp"], "invalid choice"),
     (["redis", "--threads", "1,x"], "--threads"),
     (["redis", "--paths", "tcp,carrier-pigeon"], "--paths"),
+    (["redis", "--spin-us", "-1"], "--spin-us"),
     (["redis", "--time", "0"], "--time"),
     (["mariadb", "--workload", "tpcc"], "unknown mariadb workload"),
 ])
@@ -112,3 +113,10 @@ def test_interrupt_leaves_nothing_behind(app, sig):
         assert not holders(d), f"processes left behind for {d}: {holders(d)}"
     for port in ports:
         assert port_free(port), f"port {port} still in use"
+
+
+def test_bad_arguments_under_global_json():
+    p = subprocess.run([LOOPFAST, "--json", "bench", "app", "nosuchapp"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    import json
+    assert "invalid choice" in json.loads(p.stdout)["error"]
