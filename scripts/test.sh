@@ -31,20 +31,29 @@ run_c_tests() { # dir label
 
 run_c_tests "$build" "c"
 
-echo "== e2e (pytest)"
-log=$(mktemp)
-LOOPFAST_BUILD="$root/$build" python3 -m pytest -q -p no:cacheprovider "$root/test/e2e" 2>&1 | tee "$log"
-line=$(grep -E '[0-9]+ (passed|failed)' "$log" | tail -n 1)
-for k in passed failed skipped error errors; do
-	n=$(echo "$line" | grep -oE "[0-9]+ $k\b" | grep -oE '^[0-9]+' || true)
-	case $k in
-	passed) passed=$((passed + ${n:-0})) ;;
-	skipped) skipped=$((skipped + ${n:-0})) ;;
-	*) failed=$((failed + ${n:-0})) ;;
-	esac
-done
-[ -n "$line" ] || { echo "pytest printed no summary"; failed=$((failed + 1)); }
-rm -f "$log"
+run_pytest() { # label, then pytest arguments; env set by the caller
+	echo "== $1 (pytest)"
+	shift
+	local log line n k
+	log=$(mktemp)
+	LOOPFAST_BUILD="$root/$build" python3 -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$log"
+	line=$(grep -E '[0-9]+ (passed|failed|error)' "$log" | tail -n 1)
+	for k in passed failed skipped error errors; do
+		n=$(echo "$line" | grep -oE "[0-9]+ $k\b" | grep -oE '^[0-9]+' || true)
+		case $k in
+		passed) passed=$((passed + ${n:-0})) ;;
+		skipped) skipped=$((skipped + ${n:-0})) ;;
+		*) failed=$((failed + ${n:-0})) ;;
+		esac
+	done
+	[ -n "$line" ] || { echo "pytest printed no summary"; failed=$((failed + 1)); }
+	rm -f "$log"
+}
+
+run_pytest "e2e" "$root/test/e2e"
+# The comparison suite again with busy polling on every fast-path socket
+# (back-off off, so that the spin really runs whatever the load).
+LOOPFAST_TEST_SPIN_US=50 LOOPFAST_SPIN_BACKOFF=0 run_pytest "e2e with spinning" "$root/test/e2e/test_compare.py"
 
 echo "== building under ASan+UBSan"
 if cmake -S "$root" -B "$asan" -DLF_SANITIZE=ON -DLF_WERROR=ON >/dev/null && cmake --build "$asan" -j2 >/dev/null; then

@@ -102,15 +102,25 @@ static socklen_t name_finish(int n)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep)
+static socklen_t name_server(struct sockaddr_un *sun, char kind, int family, const struct lf_ep *ep)
 {
 	char a[INET6_ADDRSTRLEN];
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_PREFIX "L/%c/%s/%u",
+	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_PREFIX "%c/%c/%s/%u", kind,
 			 family == AF_INET ? '4' : '6', ep_addr(ep, a, sizeof(a)), ep->port);
 	return name_finish(n);
+}
+
+socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep)
+{
+	return name_server(sun, 'L', family, ep);
+}
+
+socklen_t lf__name_stash(struct sockaddr_un *sun, int family, const struct lf_ep *ep)
+{
+	return name_server(sun, 'S', family, ep);
 }
 
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,

@@ -47,7 +47,8 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 		r = lf__listen_optin(fd);
 		return r == -EADDRINUSE ? 0 : r; /* another listener owns the rendezvous: plain TCP */
 	}
-	atomic_fetch_or(&f->flags, LF_F_OPTIN);
+	f->family = family;
+	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,9 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 bool lf__global_optin;
 bool lf__debug_on;
@@ -69,6 +73,10 @@ static struct lf_fd *table_get(void)
 		munmap(t, sizeof(struct lf_fd) * LF_FD_MAX);
 		return expected;
 	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* Listener state is reachable only from here. */
+	__lsan_register_root_region(t, sizeof(struct lf_fd) * LF_FD_MAX);
+#endif
 	return t;
 }
 
@@ -81,40 +89,130 @@ struct lf_fd *lf__fd(int fd)
 	return &t[fd];
 }
 
-void lf__fd_opts_default(struct lf_fd *f)
+int lf__opt_index(int level, int opt)
+{
+	static const struct { int level, opt, idx; } map[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
+		{ IPPROTO_TCP, TCP_MAXSEG, LF_OPT_MAXSEG }, { IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT },
+		{ IPPROTO_TCP, TCP_QUICKACK, LF_OPT_QUICKACK }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
+		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT }, { IPPROTO_IP, IP_TOS, LF_OPT_TOS },
+		{ IPPROTO_IP, IP_TTL, LF_OPT_TTL }, { IPPROTO_IPV6, IPV6_V6ONLY, LF_OPT_V6ONLY },
+		{ IPPROTO_IPV6, IPV6_TCLASS, LF_OPT_TCLASS },
+	};
+	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].level == level && map[i].opt == opt)
+			return map[i].idx;
+	return -1;
+}
+
+int lf__opt_value(const struct lf_fd *f, int idx)
 {
 	static const int defaults[LF_NOPT] = {
 		[LF_OPT_KEEPIDLE] = 7200, [LF_OPT_KEEPINTVL] = 75, [LF_OPT_KEEPCNT] = 9,
 		[LF_OPT_MAXSEG] = 65483, [LF_OPT_TTL] = 64, [LF_OPT_QUICKACK] = 1,
 	};
-	memcpy(f->opt, defaults, sizeof(defaults));
+	return (f->optset & (1u << idx)) ? f->opt[idx] : defaults[idx];
 }
+
+const int lf__carried[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
+			    SO_PRIORITY, SO_RCVLOWAT, SO_RCVBUF, SO_SNDBUF };
+const int lf__ncarried = sizeof(lf__carried) / sizeof(lf__carried[0]);
+
+void lf__opt_record(int fd, int level, int opt, const void *val, socklen_t len)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int i, v = 0;
+
+	if (!f)
+		return;
+	if (level == SOL_SOCKET) {
+		for (i = 0; i < lf__ncarried; i++)
+			if (lf__carried[i] == opt)
+				f->sockset |= 1u << i;
+		return;
+	}
+	if ((i = lf__opt_index(level, opt)) < 0 || !val || (len < sizeof(int) && len != 1))
+		return;
+	if (len == 1)
+		v = *(const unsigned char *)val;
+	else
+		memcpy(&v, val, sizeof(v));
+	if (i == LF_OPT_NODELAY || i == LF_OPT_CORK || i == LF_OPT_QUICKACK || i == LF_OPT_V6ONLY)
+		v = !!v;
+	f->opt[i] = v;
+	f->optset |= 1u << i;
+}
+
+void lf__listener_put(struct lf_listener *l);
+static int dup_high(int fd);
 
 void lf__listener_put(struct lf_listener *l)
 {
 	if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
 		return;
-	for (int i = 0; i < 2; i++) {
-		int fd = i ? l->chan : l->rdv;
-		struct lf_fd *f = lf__fd(fd);
-		if (f)
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++) {
+		struct lf_fd *f = lf__fd(fds[i]);
+		if (f) {
+			f->owner = NULL;
 			atomic_store(&f->flags, 0);
-		lf__sys_close(fd);
+		}
+		lf__sys_close(fds[i]);
 	}
+	lf__listener_reserve(l, false);
+	if (l->lock)
+		munmap(l->lock, 4096);
 	free(l);
+}
+
+/* A claim needs up to two descriptors of its own (the Unix connection and
+ * the doorbell carried by the hello). A server at its fd limit would
+ * otherwise take a queued hello for "no hello" and leave a fast-path client
+ * waiting forever, so each listener holds two spare ones for the claim. */
+void lf__listener_reserve(struct lf_listener *l, bool hold)
+{
+	for (int i = 0; i < 2; i++) {
+		if (hold && l->reserve[i] <= 0) {
+			int fd = dup_high(l->lockfd);
+			struct lf_fd *f = lf__fd(fd);
+			l->reserve[i] = fd;
+			if (f) {
+				f->owner = l;
+				atomic_store(&f->flags, LF_F_HIDDEN);
+			}
+		} else if (!hold && l->reserve[i] > 0) {
+			struct lf_fd *f = lf__fd(l->reserve[i]);
+			if (f) {
+				f->owner = NULL;
+				atomic_store(&f->flags, 0);
+			}
+			lf__sys_close(l->reserve[i]);
+			l->reserve[i] = -1;
+		}
+	}
+}
+
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
+{
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++)
+		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
 }
 
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members && !f->spin_us))
+	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members &&
+		   !f->spin_us && !f->optset && !f->sockset))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
 	atomic_store(&f->flags, 0);
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
 	f->spin_members = 0;
+	f->optset = f->sockset = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
 	lf__listener_put(l);
@@ -127,11 +225,13 @@ void lf__fd_copy(int from, int to)
 	if (from == to || !dst)
 		return;
 	lf__fd_reset(to);
-	if (!src || (!atomic_load(&src->flags) && !src->lst))
+	if (!src || (!atomic_load(&src->flags) && !src->lst && !src->optset && !src->sockset))
 		return;
 	dst->family = src->family;
 	dst->spin_us = src->spin_us;
 	memcpy(dst->opt, src->opt, sizeof(dst->opt));
+	dst->optset = src->optset;
+	dst->sockset = src->sockset;
 	if (src->lst) {
 		atomic_fetch_add(&src->lst->refs, 1);
 		dst->lst = src->lst;
@@ -139,16 +239,39 @@ void lf__fd_copy(int from, int to)
 	atomic_store(&dst->flags, atomic_load(&src->flags) & ~LF_F_HIDDEN);
 }
 
-int lf__fd_hide(int fd, struct lf_listener *owner)
+/* Where hidden descriptors go: half way to the soft limit, so that they
+ * stay out of the application's numbering but below the limit. */
+static long hide_base(bool refresh)
 {
+	static long base;
 	struct rlimit rl;
-	long base = 512;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur / 2 > base)
+	if (base && !refresh)
+		return base;
+	base = 512;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
 		base = (long)rl.rlim_cur / 2;
 	if (base > LF_FD_MAX - 1024)
 		base = LF_FD_MAX - 1024;
-	int nfd = lf__sys_fcntl(fd, F_DUPFD_CLOEXEC, base);
+	return base;
+}
+
+/* A close-on-exec duplicate of fd at the hidden base. */
+static int dup_high(int fd)
+{
+	int nfd = lf__sys_fcntl(fd, F_DUPFD_CLOEXEC, hide_base(false));
+
+	if (nfd < 0 && errno == EINVAL) /* the limit went down */
+		nfd = lf__sys_fcntl(fd, F_DUPFD_CLOEXEC, hide_base(true));
+	if (nfd < 0) /* nothing free up there: anywhere */
+		nfd = lf__sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return nfd;
+}
+
+int lf__fd_hide(int fd, struct lf_listener *owner)
+{
+	int nfd = dup_high(fd);
+
 	if (nfd >= 0) {
 		lf__sys_close(fd);
 		fd = nfd;
@@ -176,6 +299,11 @@ void lf__fd_relocate(int fd)
 		l->rdv = nfd;
 	if (l->chan == fd)
 		l->chan = nfd;
+	if (l->lockfd == fd)
+		l->lockfd = nfd;
+	for (int i = 0; i < 2; i++)
+		if (l->reserve[i] == fd)
+			l->reserve[i] = nfd;
 	f->owner = NULL;
 	atomic_store(&f->flags, 0);
 }

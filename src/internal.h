@@ -46,6 +46,8 @@ int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
 			  const struct lf_ep *s, unsigned long nonce);
+/* The stash of a listener: "\0loopfast/S/<fam>/<addr>/<port>". */
+socklen_t lf__name_stash(struct sockaddr_un *sun, int family, const struct lf_ep *ep);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
 /* Parses an abstract name; for a listener fills *a, for a client fills the
  * client endpoint in *a and the server endpoint in *b; *family gets the
@@ -94,6 +96,7 @@ enum {
 	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
 	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
 	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
+	LF_F_TCP = 1u << 7,       /* a TCP socket (family in .family) */
 };
 
 /* Options of the TCP level (and IP level) that a Unix socket does not have:
@@ -105,8 +108,12 @@ enum { LF_OPT_NODELAY, LF_OPT_KEEPIDLE, LF_OPT_KEEPINTVL, LF_OPT_KEEPCNT, LF_OPT
 /* Shared between the fds that dup each other, and across fork. */
 struct lf_listener {
 	atomic_int refs;
+	int family; /* of the TCP listener */
 	int rdv;  /* the rendezvous: abstract Unix listener */
 	int chan; /* stash of hellos taken by one process for another */
+	int lockfd; /* memfd holding the claim lock */
+	void *lock; /* its mapping: a robust process-shared mutex */
+	int reserve[2]; /* descriptors released for a claim at the fd limit */
 };
 
 #define LF_EPOLL_MAX 2
@@ -124,7 +131,9 @@ struct lf_fd {
 	int spin_members;           /* epoll fd: registered fast-path sockets that spin */
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	struct lf_listener *owner;  /* for hidden fds: whose they are */
-	int opt[LF_NOPT];
+	int opt[LF_NOPT];           /* TCP/IP-level values the application set */
+	uint32_t optset;            /* which opt[] were set (others: defaults) */
+	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations before connect */
 };
 
@@ -138,11 +147,22 @@ extern unsigned lf__global_spin_us;
 struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
 void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
-void lf__fd_opts_default(struct lf_fd *f);
+/* Options: setsockopt records what the application sets on any socket,
+ * so that the fast path carries exactly that over, and answers TCP-level
+ * getsockopt on a Unix socket. */
+int lf__opt_index(int level, int opt);       /* -1 for unknown */
+int lf__opt_value(const struct lf_fd *f, int idx);
+void lf__opt_record(int fd, int level, int opt, const void *val, socklen_t len);
+extern const int lf__carried[];               /* SOL_SOCKET options carried over */
+extern const int lf__ncarried;
 void lf__listener_put(struct lf_listener *l);
+/* Makes a listener's own descriptors follow the listener across exec. */
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
 /* Moves one of loopfast's own descriptors out of the way of the
  * application's numbering and marks it hidden. Returns the new fd. */
 int lf__fd_hide(int fd, struct lf_listener *owner);
+/* Holds (hold=true) or releases the listener's reserve descriptors. */
+void lf__listener_reserve(struct lf_listener *l, bool hold);
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
 

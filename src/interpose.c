@@ -41,9 +41,11 @@ LF_EXPORT int socket(int domain, int type, int proto)
 
 	if (fd >= 0 && (f = lf__fd(fd))) {
 		lf__fd_reset(fd);
-		if (lf__global_optin && (domain == AF_INET || domain == AF_INET6) &&
-		    (type & 0xf) == SOCK_STREAM && (proto == 0 || proto == IPPROTO_TCP))
-			atomic_store(&f->flags, LF_F_OPTIN);
+		if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+		    (proto == 0 || proto == IPPROTO_TCP)) {
+			f->family = domain;
+			atomic_store(&f->flags, LF_F_TCP | (lf__global_optin ? LF_F_OPTIN : 0));
+		}
 	}
 	return fd;
 }
@@ -148,24 +150,6 @@ LF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	return name_common(fd, sa, len, true);
 }
 
-/* Options a Unix socket does not have, remembered per fd. */
-static int opt_index(int level, int opt)
-{
-	static const struct { int level, opt, idx; } map[] = {
-		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
-		{ IPPROTO_TCP, TCP_MAXSEG, LF_OPT_MAXSEG }, { IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT },
-		{ IPPROTO_TCP, TCP_QUICKACK, LF_OPT_QUICKACK }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
-		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT }, { IPPROTO_IP, IP_TOS, LF_OPT_TOS },
-		{ IPPROTO_IP, IP_TTL, LF_OPT_TTL }, { IPPROTO_IPV6, IPV6_V6ONLY, LF_OPT_V6ONLY },
-		{ IPPROTO_IPV6, IPV6_TCLASS, LF_OPT_TCLASS },
-	};
-	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (map[i].level == level && map[i].opt == opt)
-			return map[i].idx;
-	return -1;
-}
-
 /* An option the Unix socket refused on a fast-path socket. */
 static bool emulated(int fd, int r, int e, struct lf_fd **fp, int *family)
 {
@@ -175,7 +159,7 @@ static bool emulated(int fd, int r, int e, struct lf_fd **fp, int *family)
 	if (r == 0 || (e != EOPNOTSUPP && e != ENOPROTOOPT) || !f || !lf__fast_endpoints(fd, family, &a, &b))
 		return false;
 	if (!(atomic_load(&f->flags) & LF_F_FAST)) { /* arrived by fd passing or exec */
-		lf__fd_opts_default(f);
+		f->optset = 0;
 		f->family = *family;
 		atomic_store(&f->flags, LF_F_FAST);
 	}
@@ -209,7 +193,7 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		strncpy(val, "cubic", *len);
 		*len = *len < 6 ? *len : 6;
 	} else {
-		int i = opt_index(level, opt), v = i >= 0 ? f->opt[i] : 0;
+		int i = lf__opt_index(level, opt), v = i >= 0 ? lf__opt_value(f, i) : 0;
 		if (*len < sizeof(int)) {
 			errno = EINVAL;
 			return -1;
@@ -226,28 +210,22 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 	int r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
 	struct lf_fd *f;
 
-	if (r == 0 && level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
-		lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec || ((const struct timeval *)val)->tv_usec);
+	if (r == 0) {
+		lf__opt_record(fd, level, opt, val, len);
+		if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
+			lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec || ((const struct timeval *)val)->tv_usec);
+	}
 
 	if (!emulated(fd, r, e, &f, &family)) {
 		errno = e;
 		return r;
 	}
-	int i = opt_index(level, opt);
-	if (i >= 0) {
-		int v = 0;
-		if (len < sizeof(int) && len != 1) {
-			errno = EINVAL;
-			return -1;
-		}
-		if (len == 1)
-			v = *(const unsigned char *)val;
-		else
-			memcpy(&v, val, sizeof(v));
-		if (i == LF_OPT_NODELAY || i == LF_OPT_CORK || i == LF_OPT_QUICKACK || i == LF_OPT_V6ONLY)
-			v = !!v;
-		f->opt[i] = v;
+	(void)f;
+	if (lf__opt_index(level, opt) >= 0 && len < sizeof(int) && len != 1) {
+		errno = EINVAL;
+		return -1;
 	}
+	lf__opt_record(fd, level, opt, val, len);
 	errno = e;
 	return 0;
 }
@@ -303,6 +281,9 @@ static int fcntl_common(int fd, int cmd, va_list ap)
 		lf__fd_copy(fd, r);
 	if (r >= 0 && cmd == F_SETFL)
 		lf__fd_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);
+	struct lf_fd *f;
+	if (r >= 0 && cmd == F_SETFD && (f = lf__fd(fd)) && f->lst)
+		lf__listener_cloexec(f->lst, ((long)arg & FD_CLOEXEC) != 0);
 	errno = e;
 	return r;
 }

@@ -25,6 +25,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <dirent.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -35,6 +37,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
@@ -49,39 +52,50 @@ struct hello {
 struct stash_msg {
 	uint32_t magic;
 	struct lf_ep client;
+	uint64_t gen; /* which take() put it (back) in the stash */
 };
 
-static pthread_mutex_t *claim_lock;
+/* The claim lock of a listener: a robust, process-shared mutex in a memfd,
+ * so that every process that accepts on the listener (fork family, or an
+ * exec'd program that inherited it) serialises on the same lock. A process
+ * killed while holding it does not wedge the others; it is only ever held
+ * across non-blocking calls. */
+static void lock_name(char *buf, size_t len, const struct sockaddr_un *rn, socklen_t rl)
+{
+	size_t n = rl - offsetof(struct sockaddr_un, sun_path) - 1;
+	snprintf(buf, len, "loopfast-lock:%.*s", (int)n, rn->sun_path + 1);
+}
 
-/* The claim lock lives in a shared anonymous page so that every process of
- * a fork family (prefork workers, PostgreSQL backends) serialises on the
- * same lock. It is robust: a process killed while holding it does not
- * wedge the others, and it is only ever held across non-blocking calls. */
-__attribute__((constructor)) static void negotiate_init(void)
+static void *lock_create(const char *name, int *fdp)
 {
 	pthread_mutexattr_t a;
-	void *p = mmap(NULL, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	void *p;
 
-	if (p == MAP_FAILED)
-		return;
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, 4096) || (p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		lf__sys_close(fd);
+		return NULL;
+	}
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(p, &a);
 	pthread_mutexattr_destroy(&a);
-	claim_lock = p;
+	*fdp = fd;
+	return p;
 }
 
-static void lock(void)
+static void lock(struct lf_listener *l)
 {
-	if (claim_lock && pthread_mutex_lock(claim_lock) == EOWNERDEAD)
-		pthread_mutex_consistent(claim_lock);
+	if (pthread_mutex_lock(l->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(l->lock);
 }
 
-static void unlock(void)
+static void unlock(struct lf_listener *l)
 {
-	if (claim_lock)
-		pthread_mutex_unlock(claim_lock);
+	pthread_mutex_unlock(l->lock);
 }
 
 static bool tcp_family(int fd, int *family)
@@ -115,65 +129,31 @@ static void set_nonblock(int fd, bool on)
 		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
 }
 
-static int sysctl_int(const char *path, int field)
+/* Carries what the application set (on this socket, or on the listener an
+ * accepted socket inherits from) over to the Unix socket that replaces it:
+ * the generic options it set, read back from the TCP socket, and into the
+ * fd table the TCP-level ones. Nothing set, nothing done. */
+static void carry_options(int tcp, int unx, const struct lf_fd *src, struct lf_fd *dst)
 {
-	char buf[128];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), v[3] = { 0, 0, 0 };
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	lf__sys_close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	sscanf(buf, "%d %d %d", &v[0], &v[1], &v[2]);
-	return v[field];
-}
-
-/* Carries what the application set on its TCP socket over to the Unix
- * socket that replaces it: the generic socket options (timeouts, linger,
- * buffer sizes it chose) and, into the fd table, the TCP-level ones. */
-static void carry_options(int tcp, int unx, struct lf_fd *f)
-{
-	static const int generic[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
-				       SO_PRIORITY, SO_RCVLOWAT };
-	static const struct { int level, opt, idx; } tcpopts[] = {
-		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
-		{ IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
-		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT },
-	};
 	char v[32];
-	socklen_t l;
 
-	for (unsigned i = 0; i < sizeof(generic) / sizeof(generic[0]); i++) {
-		l = sizeof(v);
-		if (lf__sys_getsockopt(tcp, SOL_SOCKET, generic[i], v, &l) == 0)
-			lf__sys_setsockopt(unx, SOL_SOCKET, generic[i], v, l);
-	}
-	/* Buffer sizes only when the application chose them (they differ from
-	 * TCP's defaults); the Unix defaults are larger and better otherwise. */
-	static const struct { int opt; const char *sysctl; } bufs[] = {
-		{ SO_RCVBUF, "/proc/sys/net/ipv4/tcp_rmem" }, { SO_SNDBUF, "/proc/sys/net/ipv4/tcp_wmem" },
-	};
-	for (unsigned i = 0; i < 2; i++) {
-		int val = 0;
-		l = sizeof(val);
-		if (lf__sys_getsockopt(tcp, SOL_SOCKET, bufs[i].opt, &val, &l) == 0 &&
-		    val != sysctl_int(bufs[i].sysctl, 1)) {
-			val /= 2;
-			lf__sys_setsockopt(unx, SOL_SOCKET, bufs[i].opt, &val, sizeof(val));
+	for (int i = 0; i < lf__ncarried; i++) {
+		socklen_t l = sizeof(v);
+		if (!(src->sockset & (1u << i)) || lf__sys_getsockopt(tcp, SOL_SOCKET, lf__carried[i], v, &l))
+			continue;
+		if (lf__carried[i] == SO_RCVBUF || lf__carried[i] == SO_SNDBUF) {
+			int val;
+			memcpy(&val, v, sizeof(val));
+			val /= 2; /* getsockopt reports twice what was set */
+			memcpy(v, &val, sizeof(val));
 		}
+		lf__sys_setsockopt(unx, SOL_SOCKET, lf__carried[i], v, l);
 	}
-	lf__fd_opts_default(f);
-	for (unsigned i = 0; i < sizeof(tcpopts) / sizeof(tcpopts[0]); i++) {
-		int val;
-		l = sizeof(val);
-		if (lf__sys_getsockopt(tcp, tcpopts[i].level, tcpopts[i].opt, &val, &l) == 0)
-			f->opt[tcpopts[i].idx] = val;
+	if (src != dst) {
+		memcpy(dst->opt, src->opt, sizeof(dst->opt));
+		dst->optset = src->optset;
 	}
+	dst->sockset = src->sockset;
 }
 
 /* Puts the Unix socket in place of the TCP socket under the same fd number,
@@ -188,9 +168,11 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 	lf__sys_close(unx);
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof(tv);
-	bool rcvtimeo = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
+	bool rcvtimeo = (f->sockset & 1u) /* lf__carried[0] is SO_RCVTIMEO */ &&
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
-	f->spin_us = lf__global_spin_us;
+	if (!f->spin_us) /* lf_set_spin before connect wins */
+		f->spin_us = lf__global_spin_us;
 	f->spin_fail = f->spin_skip = 0;
 	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	return 0;
@@ -222,10 +204,10 @@ static bool find_listener(const struct lf_ep *dst, struct lf_diag_listener *out)
 	return best > 0 && count == 1;
 }
 
-static int send_hello(int unx, int tcp)
+/* Sends one message carrying one descriptor. */
+static int send_with_fd(int sock, const void *buf, size_t len, int fd)
 {
-	struct hello h = { .magic = HELLO_MAGIC };
-	struct iovec iov = { &h, sizeof(h) };
+	struct iovec iov = { (void *)buf, len };
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -233,11 +215,18 @@ static int send_hello(int unx, int tcp)
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 
+	memset(&c, 0, sizeof(c));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &tcp, sizeof(int));
-	return sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof(h) ? 0 : -1;
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_hello(int unx, int tcp)
+{
+	struct hello h = { .magic = HELLO_MAGIC };
+	return send_with_fd(unx, &h, sizeof(h), tcp);
 }
 
 /* Waits for a TCP connect in progress to finish, whatever the socket's
@@ -267,7 +256,11 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!(fl & LF_F_OPTIN))
 		return 0;
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
-	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst) || !tcp_family(fd, &family))
+	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst))
+		return 0;
+	if (fl & LF_F_TCP)
+		family = f->family;
+	else if (!tcp_family(fd, &family))
 		return 0;
 	if (sock_ep(fd, true, &tmp) || !sock_ep(fd, false, &src))
 		return 0; /* already connected, or not a usable socket */
@@ -329,8 +322,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	int r = lf__sys_connect(fd, sa, len);
 	e = errno;
-	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY))
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EALREADY)) {
 		r = wait_connected(fd) ? 0 : -1;
+		socklen_t el = sizeof(e);
+		if (r < 0 && !nonblock) /* a blocking connect returns the error */
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+	}
 	if (r < 0) {
 		lf__sys_close(unx);
 		*ret = -1;
@@ -338,7 +335,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 1;
 	}
 
-	carry_options(fd, unx, f);
+	carry_options(fd, unx, f, f);
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		if (f->ep[i].epfd1)
 			lf__sys_epoll_ctl(f->ep[i].epfd1 - 1, EPOLL_CTL_DEL, fd, NULL);
@@ -363,13 +360,74 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	return 1;
 }
 
+static bool same_name(int fd, const struct sockaddr_un *want, socklen_t wl)
+{
+	struct sockaddr_un sun;
+	socklen_t l = sizeof(sun);
+	return lf__sys_getsockname(fd, (void *)&sun, &l) == 0 && l == wl && !memcmp(&sun, want, wl);
+}
+
+/* A listener that came through exec already has its rendezvous, stash and
+ * lock among our descriptors (they follow the listener's FD_CLOEXEC): find
+ * them by name. */
+static struct lf_listener *adopt(const struct sockaddr_un *rn, socklen_t rl, const struct sockaddr_un *sn,
+				 socklen_t sl)
+{
+	struct lf_listener *l = calloc(1, sizeof(*l));
+	char link[64], target[256], want[200], lname[160];
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (!l || !d) {
+		free(l);
+		if (d)
+			closedir(d);
+		return NULL;
+	}
+	l->rdv = l->chan = l->lockfd = -1;
+	lock_name(lname, sizeof(lname), rn, rl);
+	snprintf(want, sizeof(want), "/memfd:%s (deleted)", lname);
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0 || fd == dirfd(d))
+			continue;
+		target[n] = '\0';
+		if (!strcmp(target, want))
+			l->lockfd = fd;
+		else if (!strncmp(target, "socket:", 7) && same_name(fd, rn, rl))
+			l->rdv = fd;
+		else if (!strncmp(target, "socket:", 7) && same_name(fd, sn, sl))
+			l->chan = fd;
+	}
+	closedir(d);
+	if (l->rdv < 0 || l->chan < 0 || l->lockfd < 0 ||
+	    (l->lock = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, l->lockfd, 0)) == MAP_FAILED) {
+		free(l);
+		return NULL;
+	}
+	atomic_init(&l->refs, 1);
+	lf__listener_reserve(l, true);
+	int fds[3] = { l->rdv, l->chan, l->lockfd };
+	for (int i = 0; i < 3; i++) {
+		struct lf_fd *f = lf__fd(fds[i]);
+		if (f) {
+			f->owner = l;
+			atomic_store(&f->flags, LF_F_HIDDEN);
+		}
+	}
+	return l;
+}
+
 int lf__listen_optin(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_ep ep;
-	struct sockaddr_un name;
+	struct sockaddr_un name, sname;
 	struct stat st;
-	int family, rdv = -1, chan = -1;
+	int family, rdv = -1, chan = -1, lockfd = -1;
+	void *mutex = NULL;
 
 	if (!f)
 		return -EOPNOTSUPP;
@@ -387,18 +445,30 @@ int lf__listen_optin(int fd)
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return 0;
 	}
-	socklen_t nl = lf__name_listener(&name, family, &ep);
+	socklen_t nl = lf__name_listener(&name, family, &ep), sl = lf__name_stash(&sname, family, &ep);
 	rdv = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	chan = lf__sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	struct sockaddr_un self = { .sun_family = AF_UNIX };
-	socklen_t sl = sizeof(sa_family_t);
-	int big = 4 << 20;
-	if (rdv < 0 || chan < 0 || bind(rdv, (void *)&name, nl) || lf__sys_listen(rdv, SOMAXCONN) ||
-	    bind(chan, (void *)&self, sl) /* autobind */ || (sl = sizeof(self), 0) ||
-	    lf__sys_getsockname(chan, (void *)&self, &sl) || lf__sys_connect(chan, (void *)&self, sl)) {
-		int e = errno;
+	int big = 4 << 20, e = 0;
+	char lname[160];
+	lock_name(lname, sizeof(lname), &name, nl);
+	if (rdv < 0 || chan < 0 || !(mutex = lock_create(lname, &lockfd)))
+		e = errno ? errno : ENOMEM;
+	else if (bind(rdv, (void *)&name, nl) || lf__sys_listen(rdv, SOMAXCONN) || bind(chan, (void *)&sname, sl) ||
+		 lf__sys_connect(chan, (void *)&sname, sl))
+		e = errno;
+	if (e) {
 		lf__sys_close(rdv);
 		lf__sys_close(chan);
+		lf__sys_close(lockfd);
+		if (mutex)
+			munmap(mutex, 4096);
+		struct lf_listener *l = e == EADDRINUSE ? adopt(&name, nl, &sname, sl) : NULL;
+		if (l) {
+			l->family = family;
+			f->lst = l;
+			return 0;
+		}
+		DEBUG("listener fd %d: rendezvous: %s: plain TCP only", fd, strerror(e));
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return -e;
 	}
@@ -411,31 +481,32 @@ int lf__listen_optin(int fd)
 	if (!l) {
 		lf__sys_close(rdv);
 		lf__sys_close(chan);
+		lf__sys_close(lockfd);
+		munmap(mutex, 4096);
 		return -ENOMEM;
 	}
 	atomic_init(&l->refs, 1);
+	l->family = family;
+	l->lock = mutex;
 	l->rdv = lf__fd_hide(rdv, l);
 	l->chan = lf__fd_hide(chan, l);
+	l->lockfd = lf__fd_hide(lockfd, l);
+	lf__listener_reserve(l, true);
+	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
+		lf__listener_cloexec(l, false);
 	f->lst = l;
 	return 0;
 }
 
-static int stash_put(int chan, int fd, const struct lf_ep *client)
+static int stash_put(int chan, int fd, const struct lf_ep *client, uint64_t gen)
 {
-	struct stash_msg sm = { .magic = HELLO_MAGIC, .client = *client };
-	struct iovec iov = { &sm, sizeof(sm) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} c;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	struct stash_msg sm;
+	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding on the wire */
+	sm.magic = HELLO_MAGIC;
+	sm.client = *client;
+	sm.gen = gen;
+	int r = send_with_fd(chan, &sm, sizeof(sm), fd);
 
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	int r = sendmsg(chan, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == sizeof(sm) ? 0 : -1;
 	lf__sys_close(fd); /* the stash holds its own reference */
 	return r;
 }
@@ -474,59 +545,55 @@ static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
 /* Takes the Unix connections whose client endpoint is `client` from the
  * stash and the rendezvous backlog (more than one only when a stale or
  * forged one shares the endpoint); everything else goes (back) to the
- * stash. Called under the claim lock. Returns how many fds it put in
- * found[] (at most max). */
+ * stash at once, so that a claim holds at most one extra descriptor. The
+ * stash is FIFO and only one take() runs at a time (claim lock), so
+ * meeting an item this take() put back means the stash went full circle.
+ * Returns how many fds it put in found[] (at most max). */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *found, int max)
 {
-	int nfound = 0, n = 0, cap = 0, fd;
-	struct { int fd; struct lf_ep c; } *items = NULL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* unique: takes are serialised */
+	uint64_t gen = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	int nfound = 0, fd, fam;
 	struct stash_msg sm;
+	struct lf_ep c, s;
 
 	for (;;) {
-		int fam, u;
-		struct lf_ep c, s;
-		struct sockaddr_un sun;
-		socklen_t sl = sizeof(sun);
 		ssize_t r = recv_with_fd(l->chan, &sm, sizeof(sm), &fd);
-		if (r >= 0) {
-			if (fd < 0)
-				continue;
-			if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
-				lf__sys_close(fd);
-				continue;
-			}
-			c = sm.client;
-			u = fd;
-		} else {
-			u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-			if (u < 0 && errno == EINTR)
-				continue;
-			if (u < 0)
-				break;
-			if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
-			    lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT) {
-				lf__sys_close(u);
-				continue;
-			}
-		}
-		if (nfound < max && lf__ep_equal(&c, client)) {
-			found[nfound++] = u;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		if (fd < 0)
+			continue;
+		if (r != sizeof(sm) || sm.magic != HELLO_MAGIC) {
+			lf__sys_close(fd);
 			continue;
 		}
-		if (n == cap) {
-			void *p = realloc(items, (cap = cap ? cap * 2 : 16) * sizeof(*items));
-			if (!p) {
-				lf__sys_close(u);
-				continue;
-			}
-			items = p;
+		if (sm.gen == gen) {
+			stash_put(l->chan, fd, &sm.client, gen);
+			break;
 		}
-		items[n].fd = u;
-		items[n++].c = c;
+		if (nfound < max && lf__ep_equal(&sm.client, client))
+			found[nfound++] = fd;
+		else
+			stash_put(l->chan, fd, &sm.client, gen);
 	}
-	for (int i = 0; i < n; i++)
-		stash_put(l->chan, items[i].fd, &items[i].c);
-	free(items);
+	for (;;) {
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		int u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (u < 0 && errno == EINTR)
+			continue;
+		if (u < 0)
+			break;
+		if (lf__sys_getpeername(u, (void *)&sun, &sl) || lf__name_parse(&sun, sl, &fam, &c, &s) != LF_NAME_CLIENT)
+			lf__sys_close(u);
+		else if (nfound < max && lf__ep_equal(&c, client))
+			found[nfound++] = u;
+		else
+			stash_put(l->chan, u, &c, gen);
+	}
 	return nfound;
 }
 
@@ -565,12 +632,15 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 		if ((fl & LF_F_NOFAST) || lf__listen_optin(lfd) || !f->lst)
 			return;
 	}
-	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer) || !tcp_family(newfd, &family))
+	if (!sock_ep(newfd, true, &peer) || !lf__ep_is_loopback(&peer))
 		return;
+	family = f->lst->family;
 	int cand[8], n;
-	lock();
-	n = take(f->lst, &peer, cand, 8);
-	unlock();
+	struct lf_listener *l = f->lst;
+	lock(l);
+	lf__listener_reserve(l, false);
+	n = take(l, &peer, cand, 8);
+	unlock(l);
 	unx = -1;
 	for (int i = 0; i < n; i++) {
 		if (unx < 0 && verify(cand[i], newfd))
@@ -581,11 +651,13 @@ void lf__accept_claim(int lfd, int newfd, int flags)
 	if (unx < 0) {
 		if (n)
 			DEBUG("accept fd %d: %d hello(s) for port %u failed verification: plain TCP", newfd, n, peer.port);
+		lf__listener_reserve(l, true);
 		return;
 	}
-	carry_options(newfd, unx, nf);
+	carry_options(newfd, unx, f, nf);
 	if (switch_fd(unx, newfd, family, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0)
 		lf__sys_close(unx);
+	lf__listener_reserve(l, true);
 }
 
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)

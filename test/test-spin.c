@@ -9,10 +9,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -199,7 +201,60 @@ static void rcvtimeo_is_honoured(void)
 	ASSERT_LT(now() - t0, 1.5);
 }
 
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nvcsw;
+}
+
+/* Whether a read that waits ~50 ms for its data slept (blocked) or spun. */
+static bool read_slept(int c, int s)
+{
+	char buf[8];
+	pthread_t t;
+
+	pthread_create(&t, NULL, late_writer, &s);
+	long v0 = voluntary_switches();
+	ASSERT_EQ(read(c, buf, sizeof(buf)), 4);
+	long v1 = voluntary_switches();
+	pthread_join(t, NULL);
+	return v1 > v0;
+}
+
+static void spinning_read_does_not_sleep(void)
+{
+	int c, s;
+
+	pair(BIG_SPIN, &c, &s);
+	ASSERT(!read_slept(c, s));
+	ASSERT_EQ(lf_set_spin(c, 0), 0); /* control: without spin it blocks */
+	ASSERT(read_slept(c, s));
+}
+
+/* A budget set before connect survives the switch to the fast path. */
+static void spin_set_before_connect(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0);
+
+	setenv("LOOPFAST_SPIN_BACKOFF", "0", 1);
+	ASSERT_EQ(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ASSERT_EQ(listen(lfd, 4), 0);
+	ASSERT_EQ(lf_enable_fast_path(lfd), 0);
+	ASSERT_EQ(getsockname(lfd, (struct sockaddr *)&a, &l), 0);
+	ASSERT_EQ(lf_enable_fast_path(c), 0);
+	ASSERT_EQ(lf_set_spin(c, BIG_SPIN), 0);
+	ASSERT_EQ(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	int s = accept(lfd, NULL, NULL);
+	ASSERT_EQ(lf_fast_path_active(c), 1);
+	ASSERT(!read_slept(c, s));
+}
+
 static const struct lf_test tests[] = {
+	{ "spinning_read_does_not_sleep", spinning_read_does_not_sleep, 0 },
+	{ "spin_set_before_connect", spin_set_before_connect, 0 },
 	{ "data_arrives_during_and_after_spin", data_arrives_during_and_after_spin, 0 },
 	{ "poll_timeout_shorter_than_spin", poll_timeout_shorter_than_spin, 0 },
 	{ "epoll_and_select_timeouts", epoll_and_select_timeouts, 0 },

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,6 +192,17 @@ static void expect_echo(int fd, const char *msg)
 	CHECK(memcmp(buf, msg, n) == 0);
 }
 
+/* One byte each way between the two ends of a pair. */
+static void expect_echo_pair(int c, int s)
+{
+	char b;
+	write_all(c, "x", 1);
+	CHECK(read(s, &b, 1) == 1);
+	write_all(s, "y", 1);
+	CHECK(read(c, &b, 1) == 1);
+	out("both directions ok");
+}
+
 static pid_t fork_child(void)
 {
 	pid_t p = fork();
@@ -212,7 +224,6 @@ static void sc_names(void)
 	int c, s, port, l = listener(&port);
 	struct sockaddr_storage a, b;
 	socklen_t al = sizeof(a), bl = sizeof(b);
-	char b1;
 	c = connect_to(port);
 	s = accept(l, (void *)&a, &al);
 	CHECK(s >= 0);
@@ -246,11 +257,7 @@ static void sc_names(void)
 		CHECK(getsockopt(s, SOL_SOCKET, o, &v, &vl) == 0);
 		out("server %s = %d", opt == 0 ? "SO_DOMAIN" : opt == 1 ? "SO_TYPE" : "SO_PROTOCOL", v);
 	}
-	write_all(c, "x", 1);
-	CHECK(read(s, &b1, 1) == 1);
-	write_all(s, "y", 1);
-	CHECK(read(c, &b1, 1) == 1);
-	out("both directions ok");
+	expect_echo_pair(c, s);
 }
 
 static void getset(int fd, const char *name, int level, int opt, int val)
@@ -345,7 +352,8 @@ static void sc_connect_nonblock(void)
 	int ep = epoll_create1(0);
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 }, got;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
-	out("epoll EPOLLOUT %d data %llu", epoll_wait(ep, &got, 1, 5000) == 1 && (got.events & EPOLLOUT), (unsigned long long)got.data.u64);
+	int n = epoll_wait(ep, &got, 1, 5000);
+	out("epoll EPOLLOUT %d data %llu", n == 1 && (got.events & EPOLLOUT), n == 1 ? (unsigned long long)got.data.u64 : 0ull);
 	int err = -1;
 	socklen_t el = sizeof(err);
 	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
@@ -388,14 +396,14 @@ static void sc_epoll_before_connect(void)
 	int r = connect(c, (void *)&ss, loopback(&ss, port));
 	out("connect %d %s", r, ename(r < 0 ? errno : 0));
 	int n = epoll_wait(ep, got, 4, 5000);
-	out("epoll_wait %d events OUT %d IN %d data %llu", n, !!(got[0].events & EPOLLOUT), !!(got[0].events & EPOLLIN), (unsigned long long)got[0].data.u64);
+	out("epoll_wait %d events OUT %d IN %d data %llu", n, n > 0 && (got[0].events & EPOLLOUT), n > 0 && (got[0].events & EPOLLIN), n > 0 ? (unsigned long long)got[0].data.u64 : 0ull);
 	int s = accept(l, NULL, NULL);
 	path("client", c);
 	write_all(s, "z", 1);
 	ev.events = EPOLLIN;
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev) == 0);
 	n = epoll_wait(ep, got, 4, 5000);
-	out("after peer write: %d events IN %d", n, !!(got[0].events & EPOLLIN));
+	out("after peer write: %d events IN %d", n, n > 0 && (got[0].events & EPOLLIN));
 	out("ADD again: %d %s", epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), ename(errno));
 }
 
@@ -417,27 +425,37 @@ static void sc_readiness(void)
 	CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
 	ev.events = EPOLLIN | EPOLLET;
 	CHECK(epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
-	out("epoll idle lt %d et %d", epoll_wait(lt, &got, 1, 0), epoll_wait(et, &got, 1, 0));
+	int n1 = epoll_wait(lt, &got, 1, 0), n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll idle lt %d et %d", n1, n2);
 	write_all(c, "abc", 3);
-	out("poll after write %d revents IN %d", poll(&p, 1, 5000), !!(p.revents & POLLIN));
+	n1 = poll(&p, 1, 5000);
+	out("poll after write %d revents IN %d", n1, !!(p.revents & POLLIN));
 	FD_ZERO(&r);
 	FD_SET(s, &r);
 	tv.tv_sec = 5;
 	out("select after write %d", select(s + 1, &r, NULL, NULL, &tv));
-	out("epoll lt %d %d", epoll_wait(lt, &got, 1, 5000), epoll_wait(lt, &got, 1, 0));
-	out("epoll et %d then %d", epoll_wait(et, &got, 1, 5000), epoll_wait(et, &got, 1, 0));
+	n1 = epoll_wait(lt, &got, 1, 5000);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("epoll lt %d %d", n1, n2);
+	n1 = epoll_wait(et, &got, 1, 5000);
+	n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll et %d then %d", n1, n2);
 	write_all(c, "d", 1);
 	out("epoll et after more data %d", epoll_wait(et, &got, 1, 5000));
 	out("read %zd", read(s, buf, sizeof(buf)));
-	out("poll drained %d, epoll lt drained %d", poll(&p, 1, 0), epoll_wait(lt, &got, 1, 0));
+	n1 = poll(&p, 1, 0);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("poll drained %d, epoll lt drained %d", n1, n2);
 	struct pollfd pw = { s, POLLOUT, 0 };
 	out("poll writable %d", poll(&pw, 1, 0));
 	shutdown(c, SHUT_WR);
-	out("poll after peer SHUT_WR %d IN %d RDHUP-capable read %zd", poll(&p, 1, 5000), !!(p.revents & POLLIN), read(s, buf, sizeof(buf)));
+	n1 = poll(&p, 1, 5000);
+	out("poll after peer SHUT_WR %d IN %d read %zd", n1, !!(p.revents & POLLIN), read(s, buf, sizeof(buf)));
 	ev.events = EPOLLIN | EPOLLRDHUP;
 	int rh = epoll_create1(0);
 	CHECK(epoll_ctl(rh, EPOLL_CTL_ADD, s, &ev) == 0);
-	out("epoll RDHUP %d %d", epoll_wait(rh, &got, 1, 5000), !!(got.events & EPOLLRDHUP));
+	n1 = epoll_wait(rh, &got, 1, 5000);
+	out("epoll RDHUP %d %d", n1, n1 == 1 && (got.events & EPOLLRDHUP));
 }
 
 static void sc_halfclose(void)
@@ -570,7 +588,8 @@ static void sc_sendfile_splice(void)
 	}
 	out("sendfile sent %zu", sent);
 	char back[sizeof(buf)];
-	out("echoed %zu equal %d", read_full(c, back, sizeof(back)), !memcmp(back, buf, sizeof(buf)));
+	size_t got = read_full(c, back, sizeof(back));
+	out("echoed %zu equal %d", got, !memcmp(back, buf, sizeof(buf)));
 	out("server %d", wait_child(p));
 }
 
@@ -686,19 +705,26 @@ static void sc_fork_after_accept(void)
 	out("5 sessions ok");
 }
 
+/* Accepts one connection, tells the client which path it has, echoes. */
+static void serve_one(int l)
+{
+	int s = accept(l, NULL, NULL);
+	if (s < 0 && errno == EAGAIN)
+		return; /* another worker took it */
+	CHECK(s >= 0);
+	char m[8];
+	snprintf(m, sizeof(m), "%-4s", path_of(s));
+	write_all(s, m, 4);
+	echo(s);
+	close(s);
+}
+
 static void serve_workers(int l, int nworkers, int conns_each)
 {
 	for (int w = 0; w < nworkers; w++) {
 		if (fork_child() == 0) {
-			for (int i = 0; i < conns_each; i++) {
-				int s = accept(l, NULL, NULL);
-				CHECK(s >= 0);
-				char m[16];
-				snprintf(m, sizeof(m), "%-4s", path_of(s));
-				write_all(s, m, 4);
-				echo(s);
-				close(s);
-			}
+			for (int i = 0; i < conns_each; i++)
+				serve_one(l);
 			_exit(0);
 		}
 	}
@@ -734,8 +760,22 @@ static void sc_prefork(void)
 		;
 }
 
+/* Serves connections on l (path, then echo) until quit becomes readable. */
+static void serve_until_quit(int l, int quit)
+{
+	/* Non-blocking: every worker wakes from poll, one wins the accept. */
+	CHECK(fcntl(l, F_SETFL, O_NONBLOCK) == 0);
+	for (;;) {
+		struct pollfd p[2] = { { l, POLLIN, 0 }, { quit, POLLIN, 0 } };
+		CHECK(poll(p, 2, 20000) > 0);
+		if (p[1].revents)
+			return;
+		serve_one(l);
+	}
+}
+
 /* Two SO_REUSEPORT listeners in two processes; the kernel spreads the
- * connections. Workers serve until the quit pipe closes. */
+ * connections. */
 static void sc_reuseport(void)
 {
 	int port = 0, quit[2];
@@ -743,21 +783,9 @@ static void sc_reuseport(void)
 	CHECK(pipe(quit) == 0);
 	for (int w = 0; w < 2; w++) {
 		if (fork_child() == 0) {
-			int l = w ? l2 : l1;
 			close(quit[1]);
-			for (;;) {
-				struct pollfd p[2] = { { l, POLLIN, 0 }, { quit[0], POLLIN, 0 } };
-				CHECK(poll(p, 2, 10000) > 0);
-				if (p[1].revents)
-					_exit(0);
-				int s = accept(l, NULL, NULL);
-				CHECK(s >= 0);
-				char m[8];
-				snprintf(m, sizeof(m), "%-4s", path_of(s));
-				write_all(s, m, 4);
-				echo(s);
-				close(s);
-			}
+			serve_until_quit(w ? l2 : l1, quit[0]);
+			_exit(0);
 		}
 	}
 	close(l1);
@@ -767,6 +795,42 @@ static void sc_reuseport(void)
 	close(quit[1]);
 	while (wait(NULL) > 0)
 		;
+}
+
+/* One listener accepted from by this process and by a program it exec'd
+ * (which inherited the listener). */
+static void sc_exec_listener(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	pid_t child = fork_child();
+	if (child == 0) {
+		char a[16], b[16];
+		snprintf(a, sizeof(a), "%d", l);
+		snprintf(b, sizeof(b), "%d", quit[0]);
+		close(quit[1]);
+		execl(self, self, "serve-inherited", a, b, (char *)NULL);
+		_exit(127);
+	}
+	pid_t cl = fork_child();
+	if (cl == 0) {
+		close(quit[1]);
+		clients(port, 24, "exec-listener");
+		_exit(0);
+	}
+	close(quit[0]);
+	int q2[2];
+	CHECK(pipe(q2) == 0);
+	pid_t server = fork_child(); /* this process's own accepting loop */
+	if (server == 0) {
+		close(q2[1]);
+		serve_until_quit(l, q2[0]);
+		_exit(0);
+	}
+	out("clients %d", wait_child(cl));
+	close(quit[1]);
+	close(q2[1]);
+	out("exec'd server %d, server %d", wait_child(child), wait_child(server));
 }
 
 static void sc_exec(void)
@@ -845,6 +909,7 @@ static void send_fd(int sock, int fd)
 	union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr a; } u;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	memset(&u, 0, sizeof(u));
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
@@ -1065,7 +1130,210 @@ static void sc_fdleak(void)
 	out("descriptors after closing everything: %+d", count_fds() - before);
 }
 
+static void print_addr(const char *who, int fd, int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char buf[64];
+	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
+	inet_ntop(ss.ss_family, ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : (void *)&((struct sockaddr_in *)&ss)->sin_addr, buf, sizeof(buf));
+	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, buf);
+}
+
+/* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
+static void sc_dualstack(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	socklen_t al = sizeof(a);
+	int zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0);
+	CHECK(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0);
+	CHECK(bind(l, (void *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 8) == 0);
+	CHECK(getsockname(l, (void *)&a, &al) == 0);
+	fam = AF_INET;
+	int c = connect_to(ntohs(a.sin6_port));
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	print_addr("client", c, 0);
+	print_addr("client", c, 1);
+	print_addr("server", s, 0);
+	print_addr("server", s, 1);
+	out("ports match %d %d", port_of(c, 0) == port_of(s, 1), port_of(c, 1) == port_of(s, 0));
+	expect_echo_pair(c, s);
+}
+
+/* Reads n bytes or gives up after 10 s: a hang is a failure, not a wait. */
+static bool read_timed(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (poll(&p, 1, 10000) != 1)
+			return false;
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* Clients connecting and closing as fast as they can against prefork
+ * workers: negotiation under contention. Every connection echoes. */
+static void sc_churn(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 3; w++)
+		if (fork_child() == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(quit[0]);
+	close(l);
+	pid_t kids[4];
+	for (int k = 0; k < 4; k++) {
+		kids[k] = fork_child();
+		if (kids[k] == 0) {
+			int unixes = 0;
+			for (int i = 0; i < 250; i++) {
+				int c = connect_to(port);
+				char m[8];
+				CHECK(read_timed(c, m, 4));
+				unixes += !strncmp(m, "unix", 4);
+				write_all(c, "churn", 5);
+				CHECK(read_timed(c, m, 5) && !memcmp(m, "churn", 5));
+				close(c);
+			}
+			_exit(unixes == 250 ? 10 : unixes == 0 ? 11 : 12);
+		}
+	}
+	int paths = 0;
+	for (int k = 0; k < 4; k++)
+		paths |= 1 << (wait_child(kids[k]) - 10);
+	out("#path churn %s", paths == 1 ? "unix" : paths == 2 ? "tcp" : "mixed");
+	out("1000 connect/echo/close cycles ok");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* Workers killed with SIGKILL at random moments, replaced by the parent:
+ * a client may lose its connection (EOF/reset), never hang, and the
+ * listener keeps working for the next clients. */
+static void sc_kill_workers(void)
+{
+	int port, l = listener(&port), quit[2];
+	CHECK(pipe(quit) == 0);
+	pid_t workers[3];
+	for (int w = 0; w < 3; w++)
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	pid_t cl = fork_child();
+	if (cl == 0) {
+		int lost = 0;
+		for (int i = 0; i < 300; i++) {
+			int c = connect_to(port);
+			char m[8];
+			if (!read_timed(c, m, 4) || write(c, "kill", 4) != 4 || !read_timed(c, m, 4))
+				lost++;
+			close(c);
+		}
+		_exit(lost < 300 ? 0 : 1);
+	}
+	uint64_t seed = 42;
+	for (int round = 0; round < 30; round++) {
+		usleep(2000 + (unsigned)(seed = seed * 6364136223846793005u + 1) % 8000);
+		int w = (int)((seed >> 33) % 3);
+		kill(workers[w], SIGKILL);
+		waitpid(workers[w], NULL, 0);
+		if ((workers[w] = fork_child()) == 0) {
+			close(quit[1]);
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	}
+	out("clients under kills %d", wait_child(cl));
+	clients(port, 20, "after-kills");
+	close(quit[1]);
+	close(l);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* Prefork workers at a low descriptor limit and a burst of 40 clients
+ * whose hellos are all queued: taking them must not need a descriptor per
+ * pending hello. */
+static void sc_stash_limit(void)
+{
+	struct rlimit rl, saved;
+	int port, quit[2];
+	CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int l = listener(&port);
+	CHECK(pipe(quit) == 0);
+	for (int w = 0; w < 2; w++)
+		if (fork_child() == 0) {
+			int fd, last = -1;
+			close(quit[1]);
+			while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+				last = fd;
+			close(last); /* one slot for accept, */
+			close(last - 1); /* one for reading /proc/net/unix */
+			serve_until_quit(l, quit[0]);
+			_exit(0);
+		}
+	close(l);
+	close(quit[0]);
+	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+	usleep(100000); /* the workers are at their limit */
+	clients(port, 40, "stash-limit");
+	close(quit[1]);
+	while (wait(NULL) > 0)
+		;
+}
+
+/* A server at its descriptor limit, with one slot left for accept. */
+static void sc_fd_limit(void)
+{
+	int ready[2], port;
+	CHECK(pipe(ready) == 0);
+	pid_t p = fork_child();
+	if (p == 0) {
+		struct rlimit rl;
+		int fd, last = -1;
+		CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+		rl.rlim_cur = 64;
+		CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+		int l = listener(&port);
+		while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+			last = fd;
+		close(last);
+		write_all(ready[1], &port, sizeof(port));
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		echo(s);
+		_exit(0);
+	}
+	CHECK(read(ready[0], &port, sizeof(port)) == sizeof(port));
+	int c = connect_to(port);
+	path("client", c);
+	expect_echo(c, "at the limit");
+	close(c);
+	out("echo at the server's fd limit ok; server %d", wait_child(p));
+}
+
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
+	{ "fd-limit", sc_fd_limit }, { "dualstack", sc_dualstack }, { "churn", sc_churn },
+	{ "kill-workers", sc_kill_workers }, { "stash-limit", sc_stash_limit },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
@@ -1073,7 +1341,7 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "halfclose", sc_halfclose }, { "msgflags", sc_msgflags }, { "vectored", sc_vectored },
 	{ "sendfile-splice", sc_sendfile_splice }, { "ioctl", sc_ioctl }, { "backpressure", sc_backpressure },
 	{ "sigkill", sc_sigkill }, { "fork-after-accept", sc_fork_after_accept }, { "prefork", sc_prefork },
-	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },
+	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "exec-listener", sc_exec_listener }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },
 	{ "many", sc_many }, { "bulk", sc_bulk },
 };
 
@@ -1091,6 +1359,10 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "child-echo") && argc > 2) {
 		fam = AF_INET;
 		child_echo(atoi(argv[2]));
+		return 0;
+	}
+	if (!strcmp(argv[1], "serve-inherited") && argc > 3) {
+		serve_until_quit(atoi(argv[2]), atoi(argv[3]));
 		return 0;
 	}
 	if (!strcmp(argv[1], "serve-echo") && argc > 2) {

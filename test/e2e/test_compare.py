@@ -10,7 +10,7 @@ import pytest
 from conftest import PROBE, wrap
 
 SCENARIOS = subprocess.run([str(PROBE)], capture_output=True, text=True).stdout.split()
-FAMILY_AGNOSTIC = {"exec", "many", "bulk", "fork-after-accept", "prefork", "reuseport", "sigkill"}
+FAMILY_AGNOSTIC = {"exec", "exec-listener", "fd-limit", "dualstack", "churn", "kill-workers", "stash-limit", "many", "bulk", "fork-after-accept", "prefork", "reuseport", "sigkill"}
 # Where the fast path deliberately does not apply (documented in README).
 EXPECTED_LOOPFAST_PATH = {"reuseport": "tcp"}
 
@@ -18,7 +18,7 @@ EXPECTED_LOOPFAST_PATH = {"reuseport": "tcp"}
 def run(mode, scenario, family, spin=None):
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"))
     p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
-                       timeout=300, env=env)
+                       timeout=180, env=env)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
     paths = [l.split()[-1] for l in lines if l.startswith("#path ")]

@@ -1,0 +1,102 @@
+"""The loopfast command: bad input, static programs, the environment that
+`loopfast run` sets, status, installation for C consumers."""
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import BUILD, LOOPFAST, PROBE, ROOT, status_json, wrap
+
+
+@pytest.mark.parametrize("args", [
+    [], ["frobnicate"], ["--bogus"], ["run"], ["run", "--"], ["run", "/nonexistent/program"],
+    ["run", "--spin-us"], ["run", "--spin-us", "lots", "true"], ["run", "--spin-us", "-5", "true"],
+    ["run", "--spin-us", "99999999", "true"], ["run", "--what", "true"], ["status", "extra"],
+    ["bench"], ["bench", "nothing"],
+])
+def test_bad_input_one_line_nonzero(build, args):
+    p = subprocess.run([str(LOOPFAST), *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert p.stdout == "" and 1 <= len(lines) <= 8, p.stderr
+    assert "loopfast" in lines[0] or "usage" in lines[0]
+
+
+def test_json_errors_are_json(build):
+    import json
+    p = subprocess.run([str(LOOPFAST), "--json", "frobnicate"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    assert "unknown command" in json.loads(p.stdout)["error"]
+
+
+def test_run_passes_exit_status_and_args(build):
+    p = subprocess.run([str(LOOPFAST), "run", "--", "sh", "-c", 'echo "$0 $1"; exit 3', "a", "b c"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and p.stdout == "a b c\n"
+
+
+def test_static_program_warns_and_runs(build, tmp_path):
+    src = tmp_path / "s.c"
+    src.write_text("#include <stdio.h>\nint main(void){puts(\"static ok\");return 0;}\n")
+    exe = tmp_path / "s"
+    if subprocess.run(["cc", "-static", "-o", str(exe), str(src)], capture_output=True).returncode:
+        pytest.fail("cannot link a static program (libc6-dev provides libc.a)")
+    p = subprocess.run([str(LOOPFAST), "run", str(exe)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout == "static ok\n"
+    assert "statically linked" in p.stderr and len(p.stderr.splitlines()) == 1
+
+
+def test_children_inherit_it(build):
+    p = subprocess.run([str(LOOPFAST), "run", "sh", "-c", f"{PROBE} names"], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "#path client unix" in p.stdout and "#path server unix" in p.stdout
+
+
+def test_environment_alone_enables_it(build):
+    env = dict(os.environ, LD_PRELOAD=str(BUILD / "libloopfast-preload.so"), LOOPFAST_ENABLE="1")
+    p = subprocess.run([str(PROBE), "names"], capture_output=True, text=True, timeout=60, env=env)
+    assert "#path client unix" in p.stdout, p.stdout + p.stderr
+    env["LOOPFAST_ENABLE"] = "0"
+    p = subprocess.run([str(PROBE), "names"], capture_output=True, text=True, timeout=60, env=env)
+    assert "#path client tcp" in p.stdout
+
+
+def test_status_lists_listener_and_connection(build):
+    srv = subprocess.Popen(wrap("loopfast", [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(srv.stdout.readline())
+        st = status_json()
+        assert {"pid": srv.pid, "address": f"127.0.0.1:{port}"}.items() <= \
+            next(l for l in st["listeners"] if l["pid"] == srv.pid).items()
+        text = subprocess.run([str(LOOPFAST), "status"], capture_output=True, text=True, timeout=30).stdout
+        assert f"127.0.0.1:{port}" in text
+    finally:
+        srv.kill()
+        srv.wait()
+
+
+def test_install_and_compile_against_it(build, tmp_path):
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", str(BUILD), "--prefix", str(prefix)], check=True, capture_output=True)
+    pc = next(prefix.rglob("loopfast.pc"))
+    src = tmp_path / "app.c"
+    src.write_text(
+        '#include <loopfast.h>\n#include <stdio.h>\n#include <sys/socket.h>\n'
+        'int main(void){int fd=socket(AF_INET,SOCK_STREAM,0);'
+        'printf("%d %s\\n", lf_enable_fast_path(fd), lf_strerror(-95));return 0;}\n')
+    env = dict(os.environ, PKG_CONFIG_PATH=str(pc.parent))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "--define-variable=prefix=" + str(prefix),
+                            "loopfast"], capture_output=True, text=True, env=env, check=True).stdout.split()
+    exe = tmp_path / "app"
+    subprocess.run(["cc", "-o", str(exe), str(src), *flags], check=True, env=env)
+    libdir = next(p for p in flags if p.startswith("-L"))[2:]
+    p = subprocess.run([str(exe)], capture_output=True, text=True, env=dict(os.environ, LD_LIBRARY_PATH=libdir))
+    assert p.stdout.split()[0] == "0", p.stdout + p.stderr
+    assert (prefix / "bin" / "loopfast").exists()
+    assert list(prefix.rglob("libloopfast-preload.so"))
+    assert list(prefix.rglob("loopfast.3"))
