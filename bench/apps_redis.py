@@ -1,7 +1,7 @@
 """Redis + redis-benchmark: GET and SET at several client counts (-c 1 is
 the latency case), no pipelining. redis-benchmark counts requests, not
 seconds, so the request count is sized from the rate of the previous run of
-the same workload and client count to last about --time seconds.
+the same path, workload and client count to last about --time seconds.
 
 Redis keeps no data worth copying, so the plain ("tcp", "unix") and the
 loopfast ("fast", "spin") servers simply start empty.
@@ -87,14 +87,19 @@ class App:
                     path)
 
     def warm(self, path, workload):
-        self.reaper.run(self._bench(path, workload, 4, 20000), timeout=120)
+        """A short run that also gives the first guess of the rate (a longer
+        run than --time is harmless; a shorter one may end before the fast
+        path is sampled)."""
+        _, out, _ = self.reaper.run(self._bench(path, workload, 4, 20000), timeout=120)
+        self.key = (path, workload, "warm")
+        self.parse(out)
 
     def port(self, path):
         return self.servers[server_for(path)][1]
 
     def client(self, path, workload, threads, seconds):
-        self.key = (workload, threads)
-        guess = 15000 if threads == 1 else 60000
+        self.key = (path, workload, threads)  # the spin path can be several times faster
+        guess = self.rate.get((path, workload, "warm"), 60000) * min(threads, 4) / 4  # warm-up: 4 clients
         n = max(2000, int(self.rate.get(self.key, guess) * seconds))
         return self._bench(path, workload, threads, n), threads
 
