@@ -15,7 +15,7 @@
  *   (EINTR, or a restart under SA_RESTART for reads).
  *
  * Back-off, so that spinning never costs more than it gains when cores are
- * scarce: no spin while more threads are runnable than the process may use
+ * scarce: no spin while more threads are runnable than the machine has
  * CPUs (sampled every 10 ms); and after 4 spins in a row that ended in a
  * block, the socket skips 1, 2, 4 ... up to 1024 calls before it tries
  * again. Any spin that finds data resets it. */
@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +61,12 @@ static inline void relax(void)
 #endif
 }
 
-/* True when more threads are runnable than this process may run on. */
+/* True when more threads are runnable than the machine has CPUs (both
+ * system-wide: a process pinned to one CPU still spins while the other
+ * CPUs run its peer). */
 static bool cpus_scarce(uint64_t now)
 {
-	static int ncpu;
+	static long ncpu;
 	static __thread uint64_t checked;
 	static __thread bool busy;
 	char buf[128];
@@ -73,10 +74,8 @@ static bool cpus_scarce(uint64_t now)
 	if (now - checked < 10000000u)
 		return busy;
 	checked = now;
-	if (!ncpu) {
-		cpu_set_t set;
-		ncpu = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-	}
+	if (!ncpu)
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN) > 0 ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
 	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC), running = 0;
 	if (fd >= 0) {
 		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
@@ -223,6 +222,32 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 			return r;
 	}
 	return REAL(readv)(fd, iov, n);
+}
+
+/* A connected TCP socket ignores the destination of sendto/sendmsg; a
+ * connected Unix stream refuses it (EISCONN). */
+LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		sa = NULL;
+		sl = 0;
+	}
+	return REAL(sendto)(fd, buf, n, flags, sa, sl);
+}
+
+LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		struct msghdr copy = *m;
+		copy.msg_name = NULL;
+		copy.msg_namelen = 0;
+		return REAL(sendmsg)(fd, &copy, flags);
+	}
+	return REAL(sendmsg)(fd, m, flags);
 }
 
 /* ---- waits on sets */

@@ -1,8 +1,661 @@
+/* `loopfast bench udp`: seed 002's UDP server family and traffic generator.
+ *
+ * Each run binds a fresh UDP socket on 127.0.0.1, then either
+ *  - drain: queues --count datagrams (and end markers) into a receive buffer
+ *    made large enough to hold them all, then starts the server, which
+ *    isolates the receiver's cost on a small machine; or
+ *  - rate: starts the server, and --generators processes flood it with
+ *    sendmmsg for --time seconds; then end markers are sent until the server
+ *    has seen one (at most 2 s) and the socket's drop counter is read.
+ * Designs, sizes and modes are interleaved within each repetition so that
+ * noise hits them alike; the table reports medians and the spread.
+ */
 #include "cli.h"
+#include "udp.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { MODE_RATE = 1, MODE_DRAIN = 2 };
+
+struct opts {
+	unsigned modes;       /* MODE_* bits */
+	unsigned sizes[8], nsizes;
+	bool designs[16];
+	unsigned work, threads, repeat, generators;
+	double seconds;
+	unsigned long long count;
+	const char *json, *plot;
+};
+
+struct sample {
+	int mode;
+	unsigned size, design, threads, repeat;
+	unsigned long long received, sent;
+	long long drops;
+	double seconds, rate, cpu_ns;
+	bool marker;
+	unsigned markers; /* end markers sent (a dropped one counts in lost) */
+	int err;
+};
+
+static const char *mode_name(int m)
+{
+	return m == MODE_RATE ? "rate" : "drain";
+}
+
+static int parse_uint(const char *s, unsigned long long min, unsigned long long max,
+		      unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int find_design(const char *name)
+{
+	for (unsigned i = 0; i < udp_ndesigns; i++)
+		if (!strcmp(udp_designs[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static void usage(void)
+{
+	printf("usage: loopfast bench udp [--mode rate|drain[,..]] [--size N[,..]] [--designs LIST]\n"
+	       "         [--threads N] [--work N] [--time S] [--count N] [--repeat R]\n"
+	       "         [--generators G] [--json FILE] [--plot FILE.png]\n\ndesigns:\n");
+	for (unsigned i = 0; i < udp_ndesigns; i++)
+		printf("  %-12s %s\n", udp_designs[i].name, udp_designs[i].what);
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	unsigned long long v;
+	bool any_design = false;
+
+	*o = (struct opts){ .modes = MODE_DRAIN, .sizes = { 64 }, .nsizes = 1, .threads = 2,
+			    .repeat = 3, .generators = 1, .seconds = 2, .count = 300000 };
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		char list[256], *save, *tok;
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage();
+			return 1;
+		}
+		if (strncmp(a, "--", 2))
+			return lf_cli_error("bench udp: unexpected argument '%s' (see --help)", a);
+		if (!val)
+			return lf_cli_error("bench udp: %s needs a value", a);
+		i++;
+		if (!strcmp(a, "--mode")) {
+			o->modes = 0;
+			snprintf(list, sizeof(list), "%s", val);
+			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				if (!strcmp(tok, "rate"))
+					o->modes |= MODE_RATE;
+				else if (!strcmp(tok, "drain"))
+					o->modes |= MODE_DRAIN;
+				else
+					return lf_cli_error("bench udp: --mode must be rate or drain, not '%s'", tok);
+			}
+			if (!o->modes)
+				return lf_cli_error("bench udp: --mode needs rate or drain");
+		} else if (!strcmp(a, "--size")) {
+			o->nsizes = 0;
+			snprintf(list, sizeof(list), "%s", val);
+			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				if (parse_uint(tok, 16, 8192, &v) || o->nsizes == 8)
+					return lf_cli_error("bench udp: --size takes up to 8 sizes of 16..8192 bytes, not '%s'", tok);
+				o->sizes[o->nsizes++] = (unsigned)v;
+			}
+			if (!o->nsizes)
+				return lf_cli_error("bench udp: --size needs a size in bytes");
+		} else if (!strcmp(a, "--designs")) {
+			memset(o->designs, 0, sizeof(o->designs));
+			snprintf(list, sizeof(list), "%s", val);
+			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				int d = find_design(tok);
+				if (d < 0)
+					return lf_cli_error("bench udp: unknown design '%s' (see --help)", tok);
+				o->designs[d] = true;
+				any_design = true;
+			}
+			if (!any_design)
+				return lf_cli_error("bench udp: --designs needs at least one design");
+		} else if (!strcmp(a, "--threads")) {
+			if (parse_uint(val, 1, 64, &v))
+				return lf_cli_error("bench udp: --threads must be 1..64, not '%s'", val);
+			o->threads = (unsigned)v;
+		} else if (!strcmp(a, "--work")) {
+			if (parse_uint(val, 0, 10000000, &v))
+				return lf_cli_error("bench udp: --work must be 0..10000000 iterations, not '%s'", val);
+			o->work = (unsigned)v;
+		} else if (!strcmp(a, "--repeat")) {
+			if (parse_uint(val, 1, 100, &v))
+				return lf_cli_error("bench udp: --repeat must be 1..100, not '%s'", val);
+			o->repeat = (unsigned)v;
+		} else if (!strcmp(a, "--generators")) {
+			if (parse_uint(val, 1, 16, &v))
+				return lf_cli_error("bench udp: --generators must be 1..16, not '%s'", val);
+			o->generators = (unsigned)v;
+		} else if (!strcmp(a, "--count")) {
+			if (parse_uint(val, 1, 5000000, &v))
+				return lf_cli_error("bench udp: --count must be 1..5000000 datagrams, not '%s'", val);
+			o->count = v;
+		} else if (!strcmp(a, "--time")) {
+			char *end;
+			errno = 0;
+			o->seconds = strtod(val, &end);
+			if (errno || *end || !(o->seconds >= 0.1 && o->seconds <= 600))
+				return lf_cli_error("bench udp: --time must be 0.1..600 seconds, not '%s'", val);
+		} else if (!strcmp(a, "--json")) {
+			o->json = val;
+		} else if (!strcmp(a, "--plot")) {
+			o->plot = val;
+		} else {
+			return lf_cli_error("bench udp: unknown option '%s' (see --help)", a);
+		}
+	}
+	if (!any_design)
+		for (unsigned i = 0; i < udp_ndesigns; i++)
+			o->designs[i] = true;
+	return 0;
+}
+
+static int bind_loopback(uint16_t *port, size_t rcvbuf)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int v = rcvbuf > INT_MAX / 2 ? INT_MAX / 2 : (int)rcvbuf;
+
+	if (fd < 0)
+		return -errno;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	/* As root the limit rmem_max can be passed; otherwise it caps us. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof(v)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+struct server_thread {
+	const struct udp_design *d;
+	struct udp_run *run;
+	int ret;
+};
+
+static void *server_main(void *arg)
+{
+	struct server_thread *st = arg;
+
+	st->ret = st->d->serve(st->run);
+	atomic_store(&st->run->stop, true);
+	return NULL;
+}
+
+/* Joins the server, setting the stop flag at `deadline` (ns); servers
+ * check it at least every 100 ms. */
+static void join_by(pthread_t th, struct udp_run *run, uint64_t deadline)
+{
+	for (;;) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (!pthread_timedjoin_np(th, NULL, &ts))
+			return;
+		if (udp_now_ns() > deadline)
+			atomic_store(&run->stop, true);
+	}
+}
+
+/* Forks the generators; each waits for a byte on `go`, floods, and writes
+ * its count to `res`. Returns the number started or -errno. */
+static int start_generators(const struct opts *o, uint16_t port, unsigned size,
+			    pid_t *pids, int go[2], int res[2])
+{
+	int n = 0;
+
+	if (pipe2(go, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(res, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(go[0]);
+		close(go[1]);
+		return -e;
+	}
+	for (unsigned g = 0; g < o->generators; g++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			break;
+		if (pid == 0) {
+			char b;
+			long long sent = -1;
+			prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the bench */
+			if (getppid() == 1)
+				_exit(1);
+			close(go[1]);
+			close(res[0]);
+			if (read(go[0], &b, 1) == 1)
+				sent = udp_generate(port, size, 0, o->seconds);
+			if (write(res[1], &sent, sizeof(sent)) < 0)
+				_exit(1);
+			_exit(0);
+		}
+		pids[n++] = pid;
+	}
+	close(go[0]);
+	close(res[1]);
+	return n;
+}
+
+static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, struct sample *s)
+{
+	const struct udp_design *d = &udp_designs[di];
+	struct udp_run run = { .size = size, .work = o->work, .threads = d->multi ? o->threads : 1 };
+	struct server_thread st = { .d = d, .run = &run };
+	size_t rcvbuf = 4u << 20;
+	pthread_t th;
+	uint16_t port = 0;
+	long long drops0, sent = 0;
+	double cpu0;
+	int fd, ret;
+
+	if (mode == MODE_DRAIN)
+		rcvbuf = (size_t)o->count * (size + 1536) + (1u << 20); /* a generous truesize */
+	fd = bind_loopback(&port, rcvbuf);
+	if (fd < 0)
+		return fd;
+	run.fd = fd;
+	if (udp_socket_stat(port, &drops0, NULL) < 0)
+		drops0 = -1;
+	*s = (struct sample){ .mode = mode, .size = size, .design = di, .threads = run.threads };
+
+	if (mode == MODE_DRAIN) {
+		sent = udp_generate(port, size, o->count, 0);
+		for (; s->markers < 4 && sent >= 0; s->markers++)
+			udp_send_marker(fd, port);
+		if (sent < 0) {
+			close(fd);
+			return (int)sent;
+		}
+		cpu0 = cpu_seconds();
+		if ((ret = pthread_create(&th, NULL, server_main, &st))) {
+			close(fd);
+			return -ret;
+		}
+		join_by(th, &run, udp_now_ns() + 30000000000ull + o->count * 10000ull);
+	} else {
+		pid_t pids[16];
+		int go[2], res[2], n;
+
+		n = start_generators(o, port, size, pids, go, res);
+		if (n < 0) {
+			close(fd);
+			return n;
+		}
+		cpu0 = cpu_seconds();
+		ret = pthread_create(&th, NULL, server_main, &st);
+		if (!ret && write(go[1], "gggggggggggggggg", (size_t)n) != n)
+			ret = errno;
+		close(go[1]);
+		/* Collect the generators' counts (bounded by --time + 10 s). */
+		uint64_t deadline = udp_now_ns() + (uint64_t)((o->seconds + 10) * 1e9);
+		for (int got = 0; got < n && udp_now_ns() < deadline;) {
+			struct pollfd p = { .fd = res[0], .events = POLLIN };
+			long long c;
+			if (poll(&p, 1, 100) == 1) {
+				if (read(res[0], &c, sizeof(c)) != sizeof(c))
+					break;
+				sent += c > 0 ? c : 0;
+				got++;
+			}
+		}
+		close(res[0]);
+		for (int i = 0; i < n; i++) {
+			if (waitpid(pids[i], NULL, WNOHANG) == 0) {
+				kill(pids[i], SIGKILL);
+				waitpid(pids[i], NULL, 0);
+			}
+		}
+		if (ret) {
+			atomic_store(&run.stop, true);
+			close(fd);
+			return -ret;
+		}
+		/* Let the server work the queue down first so that the
+		 * markers are not dropped (they would count as lost), then
+		 * send markers until it has seen one. */
+		deadline = udp_now_ns() + 1000000000ull;
+		while (!atomic_load(&run.stop) && udp_now_ns() < deadline) {
+			long long queued = 0;
+			if (udp_socket_stat(port, NULL, &queued) < 0 || !queued)
+				break;
+			usleep(1000);
+		}
+		deadline = udp_now_ns() + 2000000000ull;
+		while (!atomic_load(&run.stop) && udp_now_ns() < deadline) {
+			udp_send_marker(fd, port);
+			s->markers++;
+			usleep(2000);
+		}
+		join_by(th, &run, udp_now_ns());
+	}
+	s->cpu_ns = (cpu_seconds() - cpu0) * 1e9;
+	long long drops1 = -1;
+	if (udp_socket_stat(port, &drops1, NULL) < 0)
+		drops1 = -1;
+	close(fd);
+
+	s->sent = (unsigned long long)sent;
+	s->received = atomic_load(&run.count);
+	s->drops = drops0 >= 0 && drops1 >= 0 ? drops1 - drops0 : -1;
+	s->marker = atomic_load(&run.marker);
+	s->err = st.ret;
+	/* drain: from the first receive call (the data is waiting); rate:
+	 * from the first datagram, as the seed's servers time it. */
+	uint64_t t0 = atomic_load(mode == MODE_DRAIN ? &run.t_start : &run.t_first);
+	uint64_t t1 = atomic_load(&run.t_last);
+	s->seconds = t1 > t0 ? (t1 - t0) / 1e9 : 0;
+	s->rate = s->seconds > 0 ? s->received / s->seconds : 0;
+	s->cpu_ns = s->received ? s->cpu_ns / s->received : 0;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+struct summary {
+	int mode;
+	unsigned size, design, threads, n;
+	double rate, rate_min, rate_max, cpu_ns, drops, received, sent;
+	bool all_markers;
+	int err;
+};
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void summarize(const struct sample *s, unsigned ns, struct summary *out, unsigned *nout)
+{
+	*nout = 0;
+	for (unsigned i = 0; i < ns; i++) {
+		unsigned k;
+		for (k = 0; k < *nout; k++)
+			if (out[k].mode == s[i].mode && out[k].size == s[i].size && out[k].design == s[i].design)
+				break;
+		if (k < *nout)
+			continue;
+		double rate[100] = { 0 }, cpu[100], drops[100], recv[100], sent[100];
+		struct summary *m = &out[(*nout)++];
+		*m = (struct summary){ .mode = s[i].mode, .size = s[i].size, .design = s[i].design,
+				       .threads = s[i].threads, .all_markers = true };
+		for (unsigned j = i; j < ns; j++) {
+			if (s[j].mode != m->mode || s[j].size != m->size || s[j].design != m->design)
+				continue;
+			rate[m->n] = s[j].rate;
+			cpu[m->n] = s[j].cpu_ns;
+			drops[m->n] = (double)s[j].drops;
+			recv[m->n] = (double)s[j].received;
+			sent[m->n] = (double)s[j].sent;
+			m->all_markers &= s[j].marker;
+			if (s[j].err)
+				m->err = s[j].err;
+			m->n++;
+		}
+		m->rate_min = m->rate_max = rate[0];
+		for (unsigned j = 1; j < m->n; j++) {
+			if (rate[j] < m->rate_min)
+				m->rate_min = rate[j];
+			if (rate[j] > m->rate_max)
+				m->rate_max = rate[j];
+		}
+		m->rate = median(rate, m->n);
+		m->cpu_ns = median(cpu, m->n);
+		m->drops = median(drops, m->n);
+		m->received = median(recv, m->n);
+		m->sent = median(sent, m->n);
+	}
+}
+
+static double base_rate(const struct summary *m, unsigned nm, int mode, unsigned size, const char *name)
+{
+	int d = find_design(name);
+
+	for (unsigned i = 0; i < nm; i++)
+		if (m[i].mode == mode && m[i].size == size && (int)m[i].design == d)
+			return m[i].rate;
+	return 0;
+}
+
+static void print_table(const struct opts *o, const struct summary *m, unsigned nm)
+{
+	int last_mode = 0;
+	unsigned last_size = 0;
+
+	for (unsigned i = 0; i < nm; i++) {
+		if (m[i].mode != last_mode || m[i].size != last_size) {
+			last_mode = m[i].mode;
+			last_size = m[i].size;
+			printf("\nmode %s, %u-byte datagrams, work %u, ", mode_name(last_mode), last_size, o->work);
+			if (last_mode == MODE_DRAIN)
+				printf("%llu queued", o->count);
+			else
+				printf("%.1f s flood from %u generator%s", o->seconds, o->generators,
+				       o->generators > 1 ? "s" : "");
+			printf(", median of %u\n", m[i].n);
+			printf("%-14s %7s %12s %21s %10s %12s %8s %10s\n", "design", "threads", "datagrams/s",
+			       "(min-max)", "lost", "CPU ns/dgram", "x epoll", "x recvmmsg");
+		}
+		double ep = base_rate(m, nm, m[i].mode, m[i].size, "epoll");
+		double mm = base_rate(m, nm, m[i].mode, m[i].size, "recvmmsg");
+		char spread[64], lost[32], r1[16] = "-", r2[16] = "-";
+		snprintf(spread, sizeof(spread), "(%.0f-%.0f)", m[i].rate_min, m[i].rate_max);
+		if (m[i].drops >= 0)
+			snprintf(lost, sizeof(lost), "%.0f", m[i].drops);
+		else
+			snprintf(lost, sizeof(lost), "?");
+		if (ep > 0)
+			snprintf(r1, sizeof(r1), "%.2f", m[i].rate / ep);
+		if (mm > 0)
+			snprintf(r2, sizeof(r2), "%.2f", m[i].rate / mm);
+		printf("%-14s %7u %12.0f %21s %10s %12.0f %8s %10s", udp_designs[m[i].design].name,
+		       m[i].threads, m[i].rate, spread, lost, m[i].cpu_ns, r1, r2);
+		if (m[i].err)
+			printf("  error: %s", strerror(-m[i].err));
+		else if (!m[i].all_markers)
+			printf("  (end marker lost; stopped by timeout)");
+		putchar('\n');
+	}
+}
+
+static int write_json(const char *path, const struct opts *o, const struct sample *s, unsigned ns,
+		      const struct summary *m, unsigned nm)
+{
+	FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "{\n  \"benchmark\": \"udp\",\n  \"config\": {\"work\": %u, \"threads\": %u, \"repeat\": %u, "
+		   "\"generators\": %u, \"time_s\": %g, \"count\": %llu},\n  \"summary\": [\n",
+		o->work, o->threads, o->repeat, o->generators, o->seconds, o->count);
+	for (unsigned i = 0; i < nm; i++) {
+		double ep = base_rate(m, nm, m[i].mode, m[i].size, "epoll");
+		double mm = base_rate(m, nm, m[i].mode, m[i].size, "recvmmsg");
+		fprintf(f, "    {\"mode\": \"%s\", \"size\": %u, \"design\": \"%s\", \"threads\": %u, \"runs\": %u, "
+			   "\"rate\": %.0f, \"rate_min\": %.0f, \"rate_max\": %.0f, \"lost\": %.0f, "
+			   "\"received\": %.0f, \"sent\": %.0f, \"cpu_ns_per_dgram\": %.1f, "
+			   "\"vs_epoll\": %.3f, \"vs_recvmmsg\": %.3f, \"end_marker_seen\": %s, \"error\": %d}%s\n",
+			mode_name(m[i].mode), m[i].size, udp_designs[m[i].design].name, m[i].threads, m[i].n,
+			m[i].rate, m[i].rate_min, m[i].rate_max, m[i].drops, m[i].received, m[i].sent,
+			m[i].cpu_ns, ep > 0 ? m[i].rate / ep : 0, mm > 0 ? m[i].rate / mm : 0,
+			m[i].all_markers ? "true" : "false", m[i].err, i + 1 < nm ? "," : "");
+	}
+	fprintf(f, "  ],\n  \"runs\": [\n");
+	for (unsigned i = 0; i < ns; i++)
+		fprintf(f, "    {\"mode\": \"%s\", \"size\": %u, \"design\": \"%s\", \"threads\": %u, \"repeat\": %u, "
+			   "\"sent\": %llu, \"received\": %llu, \"lost\": %lld, \"seconds\": %.6f, \"rate\": %.0f, "
+			   "\"cpu_ns_per_dgram\": %.1f, \"end_marker_seen\": %s, \"markers_sent\": %u, \"error\": %d}%s\n",
+			mode_name(s[i].mode), s[i].size, udp_designs[s[i].design].name, s[i].threads, s[i].repeat,
+			s[i].sent, s[i].received, s[i].drops, s[i].seconds, s[i].rate, s[i].cpu_ns,
+			s[i].marker ? "true" : "false", s[i].markers, s[i].err, i + 1 < ns ? "," : "");
+	fprintf(f, "  ]\n}\n");
+	if (f != stdout && fclose(f))
+		return -errno;
+	return 0;
+}
+
+/* The plot is drawn by bench/plot_udp.py (matplotlib), found next to the
+ * build tree or in an installed share/loopfast/bench. */
+static int plot(const char *json, const char *png)
+{
+	const char *dirs[] = { "%s/../bench/plot_udp.py", "%s/../share/loopfast/bench/plot_udp.py" };
+	char script[PATH_MAX];
+	struct stat sb;
+	pid_t pid;
+	int st;
+
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(script, sizeof(script), dirs[i], lf_cli_selfdir());
+		if (!stat(script, &sb))
+			break;
+		script[0] = '\0';
+	}
+	if (!script[0])
+		return lf_cli_error("bench udp: plot_udp.py not found next to %s; install loopfast or run from the build tree", lf_cli_selfdir());
+	char *argv[] = { "python3", script, (char *)json, (char *)png, NULL };
+	if (posix_spawnp(&pid, "python3", NULL, NULL, argv, environ))
+		return lf_cli_error("bench udp: cannot run python3 for --plot");
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		return lf_cli_error("bench udp: plotting to %s failed (needs python3 with matplotlib)", png);
+	return 0;
+}
 
 int cmd_bench_udp(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	return lf_cli_error("bench udp is not built yet");
+	struct opts o;
+	struct sample *samples;
+	struct summary *sum;
+	unsigned ns = 0, nm, nd = 0;
+	int ret = parse_opts(argc, argv, &o);
+
+	if (ret)
+		return ret == 1 ? 0 : ret;
+	for (unsigned i = 0; i < udp_ndesigns; i++)
+		nd += o.designs[i];
+	unsigned total = o.repeat * o.nsizes * 2 * nd;
+	samples = calloc(total, sizeof(*samples));
+	sum = calloc(total, sizeof(*sum));
+	if (!samples || !sum) {
+		free(samples);
+		free(sum);
+		return lf_cli_error("bench udp: out of memory");
+	}
+	signal(SIGPIPE, SIG_IGN);
+	for (unsigned r = 0; r < o.repeat; r++)
+		for (int mode = MODE_RATE; mode <= MODE_DRAIN; mode++) {
+			if (!(o.modes & mode))
+				continue;
+			for (unsigned z = 0; z < o.nsizes; z++)
+				for (unsigned d = 0; d < udp_ndesigns; d++) {
+					if (!o.designs[d])
+						continue;
+					ret = run_one(&o, mode, o.sizes[z], d, &samples[ns]);
+					if (ret < 0) {
+						free(samples);
+						free(sum);
+						return lf_cli_error("bench udp: %s run of %s failed: %s", mode_name(mode),
+								    udp_designs[d].name, strerror(-ret));
+					}
+					samples[ns++].repeat = r;
+					if (!lf_cli_json && isatty(2))
+						fprintf(stderr, "\r%u/%u runs", ns, total / (o.modes == 3 ? 1 : 2));
+				}
+		}
+	if (!lf_cli_json && isatty(2))
+		fprintf(stderr, "\r\033[K");
+	summarize(samples, ns, sum, &nm);
+	if (lf_cli_json && !(o.json && !strcmp(o.json, "-")))
+		write_json("-", &o, samples, ns, sum, nm);
+	else if (!lf_cli_json && !(o.json && !strcmp(o.json, "-")))
+		print_table(&o, sum, nm);
+
+	char tmp[] = "/tmp/loopfast-udp-XXXXXX.json";
+	const char *json = o.json;
+	if (!json && o.plot) {
+		int fd = mkstemps(tmp, 5);
+		if (fd < 0) {
+			ret = lf_cli_error("bench udp: cannot create a temporary file for --plot");
+			goto out;
+		}
+		close(fd);
+		json = tmp;
+	}
+	if (json && (ret = write_json(json, &o, samples, ns, sum, nm)) < 0) {
+		ret = lf_cli_error("bench udp: cannot write %s: %s", json, strerror(-ret));
+		goto out;
+	}
+	ret = o.plot ? plot(json, o.plot) : 0;
+	if (json == tmp)
+		unlink(tmp);
+	for (unsigned i = 0; i < ns && !ret; i++)
+		if (samples[i].err)
+			ret = lf_cli_error("bench udp: the %s server failed: %s", udp_designs[samples[i].design].name,
+					   strerror(-samples[i].err));
+out:
+	free(samples);
+	free(sum);
+	return ret;
 }

@@ -548,6 +548,15 @@ static void sc_vectored(void)
 	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
 	r = recvmsg(c, &rm, 0);
 	out("recvmsg %zd '%.*s' flags %d", r, (int)r, buf, rm.msg_flags);
+	/* A destination on a connected socket is ignored, as TCP does. */
+	struct sockaddr_storage to;
+	socklen_t tl = loopback(&to, 9);
+	struct msghdr mn = { .msg_name = &to, .msg_namelen = tl, .msg_iov = iov, .msg_iovlen = 1 };
+	ssize_t r1 = sendto(s, "@", 1, 0, (void *)&to, tl);
+	ssize_t r2 = sendmsg(s, &mn, 0);
+	out("sendto/sendmsg with an address: %zd %zd", r1, r2);
+	size_t k = read_full(c, buf, 5);
+	out("then '%.*s'", (int)k, buf);
 }
 
 static void sc_sendfile_splice(void)
