@@ -186,7 +186,8 @@ static void cq_stop_port(struct lf_rio_cq *cq)
 
 static void cq_free(struct lf_rio_cq *cq)
 {
-	io_uring_queue_exit(&cq->ring);
+	if (cq->ring.ring_fd >= 0)
+		io_uring_queue_exit(&cq->ring);
 	if (cq->efd >= 0)
 		close(cq->efd);
 	pthread_mutex_destroy(&cq->sq_lock);
@@ -262,10 +263,8 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 		ret = io_uring_queue_init_params(128, &cq->ring, &p);
 	}
 	if (ret < 0) {
-		pthread_mutex_destroy(&cq->sq_lock);
-		pthread_mutex_destroy(&cq->cq_lock);
-		free(cq->stash);
-		free(cq);
+		cq->ring.ring_fd = -1; /* no ring to exit */
+		cq_free(cq);
 		return ret;
 	}
 	ret = io_uring_register_files_sparse(&cq->ring, LF_RIO_MAX_FILES);
@@ -344,12 +343,7 @@ LF_EXPORT int lf_rio_cq_close(struct lf_rio_cq *cq)
 		}
 	}
 	pthread_mutex_unlock(&rio->lock);
-	if (cq->efd >= 0)
-		close(cq->efd);
-	pthread_mutex_destroy(&cq->sq_lock);
-	pthread_mutex_destroy(&cq->cq_lock);
-	free(cq->stash);
-	free(cq);
+	cq_free(cq);
 	return 0;
 }
 

@@ -432,18 +432,28 @@ LF_EXPORT int lf_rio_send_to(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 	return rq_post(rq, RIO_SEND, buf, NULL, to, tolen, flags, req_ctx);
 }
 
-LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
+/* The checks every call on a whole request queue starts with: a queue,
+ * still open, used from a thread allowed to touch its completion queues. */
+static int rq_check(struct lf_rio_rq *rq)
 {
-	struct rio_req *busy[256];
-	unsigned nbusy = 0, due = 0;
-	bool ms = false;
-
 	if (!rq)
 		return -EINVAL;
 	if (rq->closing)
 		return -EBADF;
 	if (lf__rio_cq_owner(rq->rcq) || lf__rio_cq_owner(rq->scq))
 		return -EPERM;
+	return 0;
+}
+
+LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
+{
+	struct rio_req *busy[256];
+	unsigned nbusy = 0, due = 0;
+	bool ms = false;
+
+	int bad = rq_check(rq);
+	if (bad)
+		return bad;
 	pthread_mutex_lock(&rq->lock);
 	rq->ms.stopped = true;
 	rq->ms.want_rearm = false;
@@ -468,12 +478,9 @@ LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 {
 	int ret = 0, r2 = 0;
 
-	if (!rq)
-		return -EINVAL;
-	if (rq->closing)
-		return -EBADF;
-	if (lf__rio_cq_owner(rq->rcq) || lf__rio_cq_owner(rq->scq))
-		return -EPERM;
+	int bad = rq_check(rq);
+	if (bad)
+		return bad;
 	pthread_mutex_lock(&rq->rcq->sq_lock);
 	ret = io_uring_submit(&rq->rcq->ring);
 	pthread_mutex_unlock(&rq->rcq->sq_lock);
