@@ -163,13 +163,14 @@ static bool emulated(int fd, int r, int e, struct lf_fd **fp, int *family)
 		f->family = *family;
 		atomic_store(&f->flags, LF_F_FAST);
 	}
-	*fp = f;
+	if (fp)
+		*fp = f;
 	return true;
 }
 
 LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
-	int r = REAL(getsockopt)(fd, level, opt, val, len), e = errno, family;
+	int e0 = errno, r = REAL(getsockopt)(fd, level, opt, val, len), e = errno, family;
 	struct lf_fd *f;
 	struct lf_ep a, b;
 
@@ -201,14 +202,13 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		memcpy(val, &v, sizeof(v));
 		*len = sizeof(int);
 	}
-	errno = e;
+	errno = e0; /* success: errno as it was before the call */
 	return 0;
 }
 
 LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
-	int r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
-	struct lf_fd *f;
+	int e0 = errno, r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
 
 	if (r == 0) {
 		lf__opt_record(fd, level, opt, val, len);
@@ -216,17 +216,16 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 			lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec || ((const struct timeval *)val)->tv_usec);
 	}
 
-	if (!emulated(fd, r, e, &f, &family)) {
+	if (!emulated(fd, r, e, NULL, &family)) {
 		errno = e;
 		return r;
 	}
-	(void)f;
 	if (lf__opt_index(level, opt) >= 0 && len < sizeof(int) && len != 1) {
 		errno = EINVAL;
 		return -1;
 	}
 	lf__opt_record(fd, level, opt, val, len);
-	errno = e;
+	errno = e0;
 	return 0;
 }
 

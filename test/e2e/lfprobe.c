@@ -264,9 +264,10 @@ static void getset(int fd, const char *name, int level, int opt, int val)
 {
 	int v = -1;
 	socklen_t l = sizeof(v);
+	errno = 4242; /* success must leave errno alone */
 	CHECK(setsockopt(fd, level, opt, &val, sizeof(val)) == 0);
 	CHECK(getsockopt(fd, level, opt, &v, &l) == 0);
-	out("%s set %d get %d len %u", name, val, v, l);
+	out("%s set %d get %d len %u errno kept %d", name, val, v, l, errno == 4242);
 }
 
 static void sc_sockopts(void)
