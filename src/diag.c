@@ -62,16 +62,14 @@ static int diag_family(int nl, int family, uint16_t port, struct lf_diag_listene
 	}
 }
 
-int lf__diag_listeners(uint16_t port, struct lf_diag_listener *out, int max)
+int lf__diag_listeners(int family, uint16_t port, struct lf_diag_listener *out, int max)
 {
 	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	int n;
 
 	if (nl < 0)
 		return -errno;
-	n = diag_family(nl, AF_INET, port, out, 0, max);
-	if (n >= 0)
-		n = diag_family(nl, AF_INET6, port, out, n, max);
+	n = diag_family(nl, family, port, out, 0, max);
 	lf__sys_close(nl);
 	return n;
 }

@@ -65,9 +65,9 @@ struct lf_diag_listener {
 	bool v6only;
 };
 
-/* Lists TCP listening sockets on port (host order), both families.
+/* Lists TCP listening sockets of one family on port (host order).
  * Returns how many were written (at most max) or -errno. */
-int lf__diag_listeners(uint16_t port, struct lf_diag_listener *out, int max);
+int lf__diag_listeners(int family, uint16_t port, struct lf_diag_listener *out, int max);
 
 /* ---- sys: raw system calls that bypass any interposer (ours included) */
 

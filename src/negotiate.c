@@ -184,22 +184,30 @@ static int switch_fd(int unx, int fd, int family, bool nonblock, bool cloexec)
 static bool find_listener(const struct lf_ep *dst, struct lf_diag_listener *out)
 {
 	struct lf_diag_listener l[16];
-	int n = lf__diag_listeners(dst->port, l, 16), best = 0, count = 0;
+	int best = 0, count = 0, n = 0;
 
-	for (int i = 0; i < n; i++) {
-		int score = 0;
-		if (l[i].ep.family == dst->family && !lf__ep_is_any(&l[i].ep))
-			score = lf__ep_equal(&l[i].ep, dst) ? 3 : 0;
-		else if (lf__ep_is_any(&l[i].ep) && l[i].ep.family == dst->family)
-			score = 2;
-		else if (lf__ep_is_any(&l[i].ep) && dst->family == AF_INET && !l[i].v6only)
-			score = 1; /* dual-stack [::] accepting v4 */
-		if (score > best) {
-			best = score;
-			count = 0;
+	/* An IPv4 destination asks about IPv6 listeners only when no IPv4 one
+	 * matched: a dual-stack [::] (score 1) never outranks those. */
+	for (int pass = dst->family == AF_INET ? 0 : 1; pass < 2 && best < 2; pass++) {
+		int k = lf__diag_listeners(pass ? AF_INET6 : AF_INET, dst->port, l + n, 16 - n);
+		if (k < 0)
+			return false;
+		for (int i = n; i < n + k; i++) {
+			int score = 0;
+			if (l[i].ep.family == dst->family && !lf__ep_is_any(&l[i].ep))
+				score = lf__ep_equal(&l[i].ep, dst) ? 3 : 0;
+			else if (lf__ep_is_any(&l[i].ep) && l[i].ep.family == dst->family)
+				score = 2;
+			else if (lf__ep_is_any(&l[i].ep) && dst->family == AF_INET && !l[i].v6only)
+				score = 1; /* dual-stack [::] accepting v4 */
+			if (score > best) {
+				best = score;
+				count = 0;
+			}
+			if (score && score == best && count++ == 0)
+				*out = l[i];
 		}
-		if (score && score == best && count++ == 0)
-			*out = l[i];
+		n += k;
 	}
 	return best > 0 && count == 1;
 }
