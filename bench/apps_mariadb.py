@@ -55,25 +55,14 @@ class App:
             srv = self.reaper.start_server(f"mariadbd ({kind})", wrap(argv, kind), logpath=f"{run}/stdout.log",
                                            stop_signal=signal.SIGTERM, pidfile=f"{run}/mariadbd.pid", port=port)
             srv.logpath = f"{run}/mariadbd.err"
-            if self._wait_ready(srv, sock):
+            ping = [_bin("mariadb-admin"), "--no-defaults", "-S", sock, "-uroot", "ping"]
+            if self.reaper.wait_ready(srv, ping, timeout=60):
                 log(f"started mariadbd ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket {sock}, data {datadir}")
                 self.servers[kind] = (srv, port, sock)
                 return
             self.reaper.stop_server(srv)
             log(f"mariadbd ({kind}) did not start on port {port} (attempt {attempt + 1}): {srv.log_tail(3)}")
         raise RuntimeError(f"mariadbd ({kind}) did not start; see {run}/mariadbd.err")
-
-    def _wait_ready(self, srv, sock, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if srv.popen.poll() is not None:
-                return False
-            rc, _, _ = self.reaper.run([_bin("mariadb-admin"), "--no-defaults", "-S", sock, "-uroot", "ping"],
-                                       timeout=30, check=False)
-            if rc == 0:
-                return True
-            time.sleep(0.2)
-        return False
 
     def sql(self, kind, query, tcp=False):
         """Runs SQL as root over the socket (or as the benchmark user over

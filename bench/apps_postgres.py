@@ -62,25 +62,14 @@ class App:
                                   "-c", "logging_collector=off"]
             srv = self.reaper.start_server(f"postgres ({kind})", wrap(argv, kind), logpath=f"{run}/postgres.log",
                                            stop_signal=signal.SIGINT, pidfile=f"{data}/postmaster.pid", port=port)
-            if self._wait_ready(srv, run, port):
+            ping = [f"{self.bin}/pg_isready", "-q", "-h", run, "-p", str(port), "-U", "postgres"]
+            if self.reaper.wait_ready(srv, ping, timeout=60):
                 log(f"started postgres ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket dir {run}, data {data}")
                 self.servers[kind] = (srv, port, run)
                 return
             self.reaper.stop_server(srv)
             log(f"postgres ({kind}) did not start on port {port} (attempt {attempt + 1}): {srv.log_tail(3)}")
         raise RuntimeError(f"postgres ({kind}) did not start; see {run}/postgres.log")
-
-    def _wait_ready(self, srv, sockdir, port, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if srv.popen.poll() is not None:
-                return False
-            rc, _, _ = self.reaper.run([f"{self.bin}/pg_isready", "-q", "-h", sockdir, "-p", str(port),
-                                        "-U", "postgres"], timeout=30, check=False)
-            if rc == 0:
-                return True
-            time.sleep(0.2)
-        return False
 
     def sql(self, kind, query, tcp=False):
         """Runs SQL as postgres over the socket (or TCP); returns psql -At output."""

@@ -141,6 +141,19 @@ class Reaper:
         self.servers.append(s)
         return s
 
+    def wait_ready(self, srv, ping, *, timeout, interval=0.2, expect=None):
+        """Runs the ping command until it succeeds (and prints `expect`, if
+        given), the server exits, or `timeout` seconds pass. True when ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if srv.popen.poll() is not None:
+                return False
+            rc, out, _ = self.run(ping, timeout=30, check=False)
+            if rc == 0 and (expect is None or expect in out):
+                return True
+            time.sleep(interval)
+        return False
+
     def stop_server(self, s):
         s.stop()
         if s in self.servers:

@@ -10,7 +10,6 @@ import csv
 import io
 import os
 import signal
-import time
 
 from apps_fastpath import server_for, wrap
 from apps_proc import free_port, log
@@ -46,24 +45,13 @@ class App:
             srv = self.reaper.start_server(f"redis-server ({kind})", wrap(argv, kind), logpath=f"{run}/redis.log",
                                            stop_signal=signal.SIGTERM, pidfile=f"{run}/redis.pid", port=port)
             self.servers[kind] = (srv, port, sock)
-            if self._wait_ready(srv, kind):
+            if self.reaper.wait_ready(srv, ["redis-cli", "-s", sock, "ping"], timeout=30, interval=0.1, expect="PONG"):
                 log(f"started redis-server ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket {sock}")
                 return
             self.servers.pop(kind)
             self.reaper.stop_server(srv)
             log(f"redis-server ({kind}) did not start on port {port} (attempt {attempt + 1}): {srv.log_tail(3)}")
         raise RuntimeError(f"redis-server ({kind}) did not start; see {run}/redis.log")
-
-    def _wait_ready(self, srv, kind, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if srv.popen.poll() is not None:
-                return False
-            rc, out, _ = self.reaper.run(["redis-cli", "-s", self.servers[kind][2], "ping"], timeout=10, check=False)
-            if rc == 0 and "PONG" in out:
-                return True
-            time.sleep(0.1)
-        return False
 
     def cli(self, path, *args):
         """Runs one redis-cli command over path; returns its output."""

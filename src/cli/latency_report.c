@@ -173,24 +173,17 @@ static void json_num(FILE *f, double v)
 
 static void json_figures(FILE *f, const struct lat_figures *x)
 {
-	fprintf(f, "{\"mean_us\": ");
-	json_num(f, x->mean);
-	fprintf(f, ", \"p50_us\": ");
-	json_num(f, x->p50);
-	fprintf(f, ", \"p99_us\": ");
-	json_num(f, x->p99);
-	fprintf(f, ", \"p999_us\": ");
-	json_num(f, x->p999);
-	fprintf(f, ", \"max_us\": ");
-	json_num(f, x->max);
-	fprintf(f, ", \"min_us\": ");
-	json_num(f, x->min);
-	fprintf(f, ", \"jitter_us\": ");
-	json_num(f, x->jitter);
-	fprintf(f, ", \"round_trips_per_s\": ");
-	json_num(f, x->rt_per_s);
-	fprintf(f, ", \"cpu_us_per_round_trip\": ");
-	json_num(f, x->cpu_per_rt);
+	const struct { const char *key; double v; } fig[] = {
+		{ "mean_us", x->mean }, { "p50_us", x->p50 }, { "p99_us", x->p99 },
+		{ "p999_us", x->p999 }, { "max_us", x->max }, { "min_us", x->min },
+		{ "jitter_us", x->jitter }, { "round_trips_per_s", x->rt_per_s },
+		{ "cpu_us_per_round_trip", x->cpu_per_rt },
+	};
+
+	for (unsigned i = 0; i < sizeof(fig) / sizeof(fig[0]); i++) {
+		fprintf(f, "%s\"%s\": ", i ? ", " : "{", fig[i].key);
+		json_num(f, fig[i].v);
+	}
 	fputc('}', f);
 }
 
