@@ -1,5 +1,5 @@
 /* Unit tests of `loopfast bench latency`'s statistics, table and JSON
- * (src/cli/latency_stats.c and latency_report.c are compiled in). */
+ * (bench/latency/latency_stats.c and latency_report.c are compiled in). */
 #include "runner.h"
 #include "latency.h"
 

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("LOOPFAST_BUILD", os.path.join(ROOT, "build"))
 LOOPFAST = os.path.join(BUILD, "loopfast")
 os.environ["LOOPFAST_BIN"] = LOOPFAST
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "apps"))
 
 import apps_mariadb  # noqa: E402
 import apps_postgres  # noqa: E402

@@ -100,6 +100,9 @@ def test_install_and_compile_against_it(build, tmp_path):
     assert (prefix / "bin" / "loopfast").exists()
     assert list(prefix.rglob("libloopfast-preload.so"))
     assert list(prefix.rglob("loopfast.3"))
+    share = prefix / "share" / "loopfast" / "bench"
+    assert (share / "apps" / "apps.py").exists() and (share / "latency" / "plot_latency.py").exists()
+    assert not list(share.rglob("*.[ch]")), "benchmark C sources must not be installed"
 
 
 def time_wait_count():

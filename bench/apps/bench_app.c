@@ -9,16 +9,16 @@
 
 /*
  * `loopfast bench app ...` is orchestration (install packages, start servers,
- * run their benchmark clients, plot), which lives in bench/apps.py. This finds
- * the script next to the executable -- <selfdir>/../bench in the build tree,
- * <selfdir>/../share/loopfast/bench when installed -- and execs python3 on it
+ * run their benchmark clients, plot), which lives in bench/apps/apps.py. This finds
+ * the script next to the executable -- <selfdir>/../bench/apps in the build tree,
+ * <selfdir>/../share/loopfast/bench/apps when installed -- and execs python3 on it
  * with our arguments. LOOPFAST_BIN tells the script which loopfast to use for
  * `loopfast run` and `loopfast status`. The global --json flag becomes
  * `--json -` (the JSON on stdout, the tables on stderr).
  */
 int cmd_bench_app(int argc, char **argv)
 {
-	static const char *const rel[] = { "/../bench/apps.py", "/../share/loopfast/bench/apps.py" };
+	static const char *const rel[] = { "/../bench/apps/apps.py", "/../share/loopfast/bench/apps/apps.py" };
 	const char *dir = lf_cli_selfdir();
 	char script[PATH_MAX], self[PATH_MAX + 16];
 	char **args;
@@ -33,7 +33,7 @@ int cmd_bench_app(int argc, char **argv)
 		script[0] = '\0';
 	}
 	if (!script[0])
-		return lf_cli_error("bench app: apps.py not found in %s/../bench or %s/../share/loopfast/bench; "
+		return lf_cli_error("bench app: apps.py not found in %s/../bench/apps or %s/../share/loopfast/bench/apps; "
 				    "reinstall loopfast", dir, dir);
 	snprintf(self, sizeof(self), "%s/loopfast", dir);
 	if (setenv("LOOPFAST_BIN", self, 1) != 0)

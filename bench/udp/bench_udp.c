@@ -557,11 +557,11 @@ static int write_json(const char *path, const struct opts *o, const struct sampl
 	return 0;
 }
 
-/* The plot is drawn by bench/plot_udp.py (matplotlib), found next to the
+/* The plot is drawn by bench/udp/plot_udp.py (matplotlib), found next to the
  * build tree or in an installed share/loopfast/bench. */
 static int plot(const char *json, const char *png)
 {
-	const char *dirs[] = { "%s/../bench/plot_udp.py", "%s/../share/loopfast/bench/plot_udp.py" };
+	const char *dirs[] = { "%s/../bench/udp/plot_udp.py", "%s/../share/loopfast/bench/udp/plot_udp.py" };
 	char script[PATH_MAX];
 	struct stat sb;
 	pid_t pid;
