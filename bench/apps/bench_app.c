@@ -18,21 +18,12 @@
  */
 int cmd_bench_app(int argc, char **argv)
 {
-	static const char *const rel[] = { "/../bench/apps/apps.py", "/../share/loopfast/bench/apps/apps.py" };
 	const char *dir = lf_cli_selfdir();
 	char script[PATH_MAX], self[PATH_MAX + 16];
 	char **args;
 	int n = 0;
 
-	script[0] = '\0';
-	for (unsigned i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		if (snprintf(script, sizeof(script), "%s%s", dir, rel[i]) >= (int)sizeof(script))
-			continue;
-		if (access(script, R_OK) == 0)
-			break;
-		script[0] = '\0';
-	}
-	if (!script[0])
+	if (lf_cli_find_script("apps/apps.py", script, sizeof(script)) < 0)
 		return lf_cli_error("bench app: apps.py not found in %s/../bench/apps or %s/../share/loopfast/bench/apps; "
 				    "reinstall loopfast", dir, dir);
 	snprintf(self, sizeof(self), "%s/loopfast", dir);

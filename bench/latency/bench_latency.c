@@ -166,27 +166,13 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 	return 0;
 }
 
-/* Finds bench/latency/plot_latency.py next to the build or the installed binary. */
-static int find_plot_script(char *path, size_t len)
-{
-	const char *dir = lf_cli_selfdir();
-	static const char *const rel[] = { "/../bench/latency/plot_latency.py", "/../share/loopfast/bench/latency/plot_latency.py" };
-
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(path, len, "%s%s", dir, rel[i]);
-		if (access(path, R_OK) == 0)
-			return 0;
-	}
-	return -1;
-}
-
 static int run_plot(const char *json, const char *png)
 {
 	char script[PATH_MAX + 64];
 	int st;
 	pid_t pid;
 
-	if (find_plot_script(script, sizeof(script)) < 0)
+	if (lf_cli_find_script("latency/plot_latency.py", script, sizeof(script)) < 0)
 		return lf_cli_error("--plot: bench/latency/plot_latency.py not found next to %s", lf_cli_selfdir());
 	fflush(NULL);
 	pid = fork();

@@ -3,6 +3,7 @@
 #define LF_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 extern bool lf_cli_json;     /* the global --json flag */
 extern const char *lf_cli_argv0;
@@ -14,6 +15,10 @@ int lf_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Directory of the running loopfast executable (for finding the preload
  * library and bench/ scripts). */
 const char *lf_cli_selfdir(void);
+
+/* Finds bench/<rel> next to the build tree or in the installed share
+ * directory. Returns 0 (path filled) or -ENOENT. */
+int lf_cli_find_script(const char *rel, char *path, size_t len);
 
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);

@@ -1,14 +1,9 @@
+/* `loopfast`: the global flags and the dispatch table (one file per
+ * subcommand, as bpftool does). */
 #include "cli.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
-
-bool lf_cli_json;
-const char *lf_cli_argv0 = "loopfast";
 
 struct cmd {
 	const char *name;
@@ -22,45 +17,6 @@ static const struct cmd cmds[] = {
 	{ "bench", cmd_bench, "bench latency|udp|app ...            benchmarks (see loopfast(1))" },
 	{ NULL, NULL, NULL },
 };
-
-int lf_cli_error(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (lf_cli_json) {
-		printf("{\"error\": \"");
-		for (const char *p = msg; *p; p++)
-			if (*p == '"' || *p == '\\')
-				printf("\\%c", *p);
-			else if ((unsigned char)*p >= 0x20)
-				putchar(*p);
-		printf("\"}\n");
-	} else {
-		fprintf(stderr, "loopfast: %s\n", msg);
-	}
-	return 2;
-}
-
-const char *lf_cli_selfdir(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n;
-
-	if (dir[0])
-		return dir;
-	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-	if (n <= 0)
-		return strcpy(dir, ".");
-	dir[n] = '\0';
-	char *slash = strrchr(dir, '/');
-	if (slash)
-		*slash = '\0';
-	return dir;
-}
 
 static void usage(FILE *f)
 {
