@@ -1,5 +1,7 @@
 /* sock_diag queries: which TCP sockets listen on a port, and who owns them.
- * Unprivileged; one netlink round trip per address family. */
+ * Unprivileged; one netlink round trip per address family. Every call here
+ * is a raw system call: the plain libc names would bind to loopfast's own
+ * interposed wrappers. */
 #include "internal.h"
 
 #include <errno.h>
@@ -27,10 +29,10 @@ static int diag_family(int nl, int family, uint16_t port, struct lf_diag_listene
 	long buf[2048];
 
 	msg.req.id.idiag_sport = htons(port);
-	if (sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+	if (lf__sys_sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
 		return -errno;
 	for (;;) {
-		ssize_t len = recv(nl, buf, sizeof(buf), 0);
+		ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), 0, NULL, NULL);
 		if (len < 0)
 			return errno == EINTR ? diag_family(nl, family, port, out, n, max) : -errno;
 		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
@@ -64,7 +66,7 @@ static int diag_family(int nl, int family, uint16_t port, struct lf_diag_listene
 
 int lf__diag_listeners(int family, uint16_t port, struct lf_diag_listener *out, int max)
 {
-	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	int nl = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	int n;
 
 	if (nl < 0)

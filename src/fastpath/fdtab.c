@@ -57,6 +57,8 @@ int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return (i
 int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len) { return (int)syscall(SYS_getsockopt, fd, level, opt, val, len); }
 int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len) { return (int)syscall(SYS_setsockopt, fd, level, opt, val, len); }
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev); }
+ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl) { return syscall(SYS_sendto, fd, buf, len, flags, sa, sl); }
+ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl) { return syscall(SYS_recvfrom, fd, buf, len, flags, sa, sl); }
 
 static struct lf_fd *table_get(void)
 {

@@ -83,6 +83,8 @@ int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len);
 int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len);
 int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len);
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
+ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
 
 /* ---- fdtab.c: per-fd state, an array indexed by fd */
 
