@@ -1,0 +1,472 @@
+/* lfprobe scenarios: the socket behaviours of one connection (names,
+ * options, connect, readiness, half-close, flags, vectored I/O, sendfile and
+ * splice, ioctls, backpressure) and dual-stack listeners. */
+#include "probe.h"
+
+void sc_names(void)
+{
+	int c, s, port, l = listener(&port);
+	struct sockaddr_storage a, b;
+	socklen_t al = sizeof(a), bl = sizeof(b);
+	c = connect_to(port);
+	s = accept(l, (void *)&a, &al);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	out("accept addr family %d len %u", a.ss_family, al);
+	out("accept addr port == client local port: %d", ntohs(((struct sockaddr_in *)&a)->sin_port) == port_of(c, 0));
+	out("client peer port == listen port: %d", port_of(c, 1) == port);
+	out("server local port == listen port: %d", port_of(s, 0) == port);
+	out("server peer port == client local port: %d", port_of(s, 1) == port_of(c, 0));
+	bl = sizeof(b);
+	CHECK(getsockname(c, (void *)&b, &bl) == 0);
+	char buf[64];
+	inet_ntop(b.ss_family, b.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&b)->sin6_addr : (void *)&((struct sockaddr_in *)&b)->sin_addr, buf, sizeof(buf));
+	out("client local family %d len %u addr %s", b.ss_family, bl, buf);
+	bl = sizeof(b);
+	CHECK(getpeername(s, (void *)&b, &bl) == 0);
+	inet_ntop(b.ss_family, b.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&b)->sin6_addr : (void *)&((struct sockaddr_in *)&b)->sin_addr, buf, sizeof(buf));
+	out("server peer family %d len %u addr %s", b.ss_family, bl, buf);
+	/* A short buffer gets the kernel's truncation: full length reported. */
+	struct sockaddr_in small;
+	socklen_t sl = 8;
+	CHECK(getpeername(c, (void *)&small, &sl) == 0);
+	out("short buffer reports len %u", sl);
+	for (int opt = 0; opt < 3; opt++) {
+		int v, o = opt == 0 ? SO_DOMAIN : opt == 1 ? SO_TYPE : SO_PROTOCOL;
+		socklen_t vl = sizeof(v);
+		CHECK(getsockopt(c, SOL_SOCKET, o, &v, &vl) == 0);
+		out("client %s = %d", opt == 0 ? "SO_DOMAIN" : opt == 1 ? "SO_TYPE" : "SO_PROTOCOL", v);
+		vl = sizeof(v);
+		CHECK(getsockopt(s, SOL_SOCKET, o, &v, &vl) == 0);
+		out("server %s = %d", opt == 0 ? "SO_DOMAIN" : opt == 1 ? "SO_TYPE" : "SO_PROTOCOL", v);
+	}
+	expect_echo_pair(c, s);
+}
+
+static void getset(int fd, const char *name, int level, int opt, int val)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+	errno = 4242; /* success must leave errno alone */
+	CHECK(setsockopt(fd, level, opt, &val, sizeof(val)) == 0);
+	CHECK(getsockopt(fd, level, opt, &v, &l) == 0);
+	out("%s set %d get %d len %u errno kept %d", name, val, v, l, errno == 4242);
+}
+
+void sc_sockopts(void)
+{
+	int c, s;
+	pair(&c, &s);
+	path("client", c);
+	for (int i = 0; i < 2; i++) {
+		int fd = i ? s : c;
+		out("-- %s", i ? "server" : "client");
+		getset(fd, "TCP_NODELAY", IPPROTO_TCP, TCP_NODELAY, 1);
+		getset(fd, "TCP_NODELAY", IPPROTO_TCP, TCP_NODELAY, 0);
+		getset(fd, "TCP_KEEPIDLE", IPPROTO_TCP, TCP_KEEPIDLE, 30);
+		getset(fd, "TCP_KEEPINTVL", IPPROTO_TCP, TCP_KEEPINTVL, 5);
+		getset(fd, "TCP_KEEPCNT", IPPROTO_TCP, TCP_KEEPCNT, 4);
+		getset(fd, "SO_KEEPALIVE", SOL_SOCKET, SO_KEEPALIVE, 1);
+		getset(fd, "SO_RCVBUF", SOL_SOCKET, SO_RCVBUF, 65536);
+		getset(fd, "SO_SNDBUF", SOL_SOCKET, SO_SNDBUF, 65536);
+		getset(fd, "SO_REUSEADDR", SOL_SOCKET, SO_REUSEADDR, 1);
+		struct linger lg = { 1, 5 }, lg2;
+		socklen_t l = sizeof(lg2);
+		CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+		CHECK(getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg2, &l) == 0);
+		out("SO_LINGER %d %d", lg2.l_onoff, lg2.l_linger);
+		struct timeval tv = { 0, 200000 }, tv2;
+		l = sizeof(tv2);
+		CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+		CHECK(getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv2, &l) == 0);
+		out("SO_RCVTIMEO %ld.%06ld", (long)tv2.tv_sec, (long)tv2.tv_usec);
+		l = sizeof(tv2);
+		CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0);
+		CHECK(getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv2, &l) == 0);
+		out("SO_SNDTIMEO %ld.%06ld", (long)tv2.tv_sec, (long)tv2.tv_usec);
+		char b;
+		ssize_t r = recv(fd, &b, 1, 0);
+		out("recv with SO_RCVTIMEO on an idle socket: %zd %s", r, ename(r < 0 ? errno : 0));
+		int err = -1;
+		l = sizeof(err);
+		CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0);
+		out("SO_ERROR %d", err);
+	}
+}
+
+/* Options set before connect carry over to the connection. */
+void sc_sockopts_before(void)
+{
+	int port, l = listener(&port), one = 1, v;
+	struct sockaddr_storage ss;
+	struct timeval tv = { 0, 150000 };
+	CHECK(setsockopt(l, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0);
+	int c = socket(fam, SOCK_STREAM, 0);
+	CHECK(setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	CHECK(connect(c, (void *)&ss, loopback(&ss, port)) == 0);
+	int s = accept(l, NULL, NULL);
+	path("client", c);
+	socklen_t vl = sizeof(v);
+	CHECK(getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0);
+	out("client TCP_NODELAY after connect %d", v);
+	vl = sizeof(v);
+	CHECK(getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0);
+	out("accepted TCP_NODELAY inherited from listener %d", v);
+	char b;
+	ssize_t r = recv(c, &b, 1, 0);
+	out("recv times out: %zd %s", r, ename(r < 0 ? errno : 0));
+}
+
+void sc_connect_nonblock(void)
+{
+	int port, l = listener(&port);
+	struct sockaddr_storage ss;
+	int c = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int r = connect(c, (void *)&ss, loopback(&ss, port));
+	out("nonblocking connect: %d %s", r, ename(r < 0 ? errno : 0));
+	struct pollfd p = { c, POLLOUT, 0 };
+	CHECK(poll(&p, 1, 5000) == 1);
+	out("poll revents POLLOUT %d POLLERR %d", !!(p.revents & POLLOUT), !!(p.revents & POLLERR));
+	fd_set w;
+	FD_ZERO(&w);
+	FD_SET(c, &w);
+	struct timeval tv = { 5, 0 };
+	out("select writable %d", select(c + 1, NULL, &w, NULL, &tv) == 1 && FD_ISSET(c, &w));
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 }, got;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+	int n = epoll_wait(ep, &got, 1, 5000);
+	out("epoll EPOLLOUT %d data %llu", n == 1 && (got.events & EPOLLOUT), n == 1 ? (unsigned long long)got.data.u64 : 0ull);
+	int err = -1;
+	socklen_t el = sizeof(err);
+	CHECK(getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &el) == 0);
+	out("SO_ERROR %d", err);
+	r = connect(c, (void *)&ss, loopback(&ss, port));
+	out("second connect: %d %s", r, ename(r < 0 ? errno : 0));
+	int s = accept(l, NULL, NULL);
+	path("client", c);
+	path("server", s);
+	int fl = fcntl(c, F_GETFL);
+	out("client still nonblocking %d", !!(fl & O_NONBLOCK));
+	char b;
+	r = read(c, &b, 1);
+	out("read on empty nonblocking: %d %s", r, ename(r < 0 ? errno : 0));
+	write_all(s, "y", 1);
+	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
+	CHECK(read(c, &b, 1) == 1 && b == 'y');
+	out("data ok");
+}
+
+void sc_connect_refused(void)
+{
+	int port, l = listener(&port);
+	close(l); /* nobody listens there now */
+	struct sockaddr_storage ss;
+	int c = socket(fam, SOCK_STREAM, 0);
+	int r = connect(c, (void *)&ss, loopback(&ss, port));
+	out("connect to a closed port: %d %s", r, ename(r < 0 ? errno : 0));
+}
+
+/* epoll registrations made before connect survive it. */
+void sc_epoll_before_connect(void)
+{
+	int port, l = listener(&port);
+	struct sockaddr_storage ss;
+	int c = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.u64 = 7 }, got[4];
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+	int r = connect(c, (void *)&ss, loopback(&ss, port));
+	out("connect %d %s", r, ename(r < 0 ? errno : 0));
+	int n = epoll_wait(ep, got, 4, 5000);
+	out("epoll_wait %d events OUT %d IN %d data %llu", n, n > 0 && (got[0].events & EPOLLOUT), n > 0 && (got[0].events & EPOLLIN), n > 0 ? (unsigned long long)got[0].data.u64 : 0ull);
+	int s = accept(l, NULL, NULL);
+	path("client", c);
+	write_all(s, "z", 1);
+	ev.events = EPOLLIN;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev) == 0);
+	n = epoll_wait(ep, got, 4, 5000);
+	out("after peer write: %d events IN %d", n, n > 0 && (got[0].events & EPOLLIN));
+	out("ADD again: %d %s", epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), ename(errno));
+}
+
+void sc_readiness(void)
+{
+	int c, s;
+	char buf[16];
+	pair(&c, &s);
+	path("client", c);
+	struct pollfd p = { s, POLLIN, 0 };
+	out("poll idle %d", poll(&p, 1, 0));
+	fd_set r;
+	struct timeval tv = { 0, 0 };
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	out("select idle %d", select(s + 1, &r, NULL, NULL, &tv));
+	int lt = epoll_create1(0), et = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = s }, got;
+	CHECK(epoll_ctl(lt, EPOLL_CTL_ADD, s, &ev) == 0);
+	ev.events = EPOLLIN | EPOLLET;
+	CHECK(epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
+	int n1 = epoll_wait(lt, &got, 1, 0), n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll idle lt %d et %d", n1, n2);
+	write_all(c, "abc", 3);
+	n1 = poll(&p, 1, 5000);
+	out("poll after write %d revents IN %d", n1, !!(p.revents & POLLIN));
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	tv.tv_sec = 5;
+	out("select after write %d", select(s + 1, &r, NULL, NULL, &tv));
+	n1 = epoll_wait(lt, &got, 1, 5000);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("epoll lt %d %d", n1, n2);
+	n1 = epoll_wait(et, &got, 1, 5000);
+	n2 = epoll_wait(et, &got, 1, 0);
+	out("epoll et %d then %d", n1, n2);
+	write_all(c, "d", 1);
+	out("epoll et after more data %d", epoll_wait(et, &got, 1, 5000));
+	out("read %zd", read(s, buf, sizeof(buf)));
+	n1 = poll(&p, 1, 0);
+	n2 = epoll_wait(lt, &got, 1, 0);
+	out("poll drained %d, epoll lt drained %d", n1, n2);
+	struct pollfd pw = { s, POLLOUT, 0 };
+	out("poll writable %d", poll(&pw, 1, 0));
+	shutdown(c, SHUT_WR);
+	n1 = poll(&p, 1, 5000);
+	out("poll after peer SHUT_WR %d IN %d read %zd", n1, !!(p.revents & POLLIN), read(s, buf, sizeof(buf)));
+	ev.events = EPOLLIN | EPOLLRDHUP;
+	int rh = epoll_create1(0);
+	CHECK(epoll_ctl(rh, EPOLL_CTL_ADD, s, &ev) == 0);
+	n1 = epoll_wait(rh, &got, 1, 5000);
+	out("epoll RDHUP %d %d", n1, n1 == 1 && (got.events & EPOLLRDHUP));
+}
+
+void sc_halfclose(void)
+{
+	int port, l = listener(&port);
+	pid_t p = fork_child();
+	if (p == 0) {
+		int s = accept(l, NULL, NULL);
+		char buf[4096];
+		size_t total = 0;
+		ssize_t n;
+		while ((n = read(s, buf, sizeof(buf))) > 0)
+			total += (size_t)n;
+		char reply[64];
+		int k = snprintf(reply, sizeof(reply), "got %zu bytes", total);
+		write_all(s, reply, (size_t)k);
+		close(s);
+		_exit(0);
+	}
+	int c = connect_to(port);
+	path("client", c);
+	char data[10000];
+	memset(data, 'h', sizeof(data));
+	write_all(c, data, sizeof(data));
+	out("shutdown %d", shutdown(c, SHUT_WR));
+	ssize_t w = write(c, "x", 1);
+	out("write after SHUT_WR %zd %s", w, ename(w < 0 ? errno : 0));
+	char buf[64] = { 0 };
+	size_t n = read_full(c, buf, sizeof(buf) - 1);
+	out("reply '%.*s' then EOF %d", (int)n, buf, read(c, buf, 1) == 0);
+	out("child %d", wait_child(p));
+}
+
+void sc_msgflags(void)
+{
+	int c, s;
+	char buf[64];
+	pair(&c, &s);
+	path("client", c);
+	ssize_t r = recv(c, buf, sizeof(buf), MSG_DONTWAIT);
+	out("MSG_DONTWAIT empty %zd %s", r, ename(r < 0 ? errno : 0));
+	write_all(s, "peekaboo", 8);
+	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
+	r = recv(c, buf, 4, MSG_PEEK);
+	out("MSG_PEEK %zd '%.*s'", r, (int)r, buf);
+	r = recv(c, buf, 8, 0);
+	out("then recv %zd '%.*s'", r, (int)r, buf);
+	pid_t p = fork_child();
+	if (p == 0) {
+		write_all(s, "0123456789", 10);
+		usleep(100000);
+		write_all(s, "abcdefghij", 10);
+		_exit(0);
+	}
+	r = recv(c, buf, 20, MSG_WAITALL);
+	out("MSG_WAITALL %zd '%.*s'", r, (int)r, buf);
+	wait_child(p);
+	close(s);
+	r = recv(c, buf, sizeof(buf), 0);
+	out("after peer close recv %zd", r);
+	/* Writing to a connection the peer closed: first write may succeed
+	 * (TCP) or fail; keep writing until EPIPE, with no SIGPIPE. */
+	int e = 0;
+	for (int i = 0; i < 100 && !e; i++) {
+		if (send(c, "x", 1, MSG_NOSIGNAL) < 0)
+			e = errno;
+		else
+			usleep(1000);
+	}
+	out("MSG_NOSIGNAL send eventually fails: %s", ename(e));
+}
+
+void sc_vectored(void)
+{
+	int c, s;
+	pair(&c, &s);
+	path("client", c);
+	struct iovec iov[3] = { { "one ", 4 }, { "two ", 4 }, { "three", 5 } };
+	out("writev %zd", writev(c, iov, 3));
+	char a[5], b[8];
+	struct iovec in[2] = { { a, 5 }, { b, 8 } };
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	ssize_t r = readv(s, in, 2);
+	out("readv %zd '%.5s' '%.*s'", r, a, (int)(r - 5), b);
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	out("sendmsg %zd", sendmsg(s, &m, 0));
+	char buf[32];
+	struct iovec ri = { buf, sizeof(buf) };
+	struct msghdr rm = { .msg_iov = &ri, .msg_iovlen = 1 };
+	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
+	r = recvmsg(c, &rm, 0);
+	out("recvmsg %zd '%.*s' flags %d", r, (int)r, buf, rm.msg_flags);
+	/* A destination on a connected socket is ignored, as TCP does. */
+	struct sockaddr_storage to;
+	socklen_t tl = loopback(&to, 9);
+	struct msghdr mn = { .msg_name = &to, .msg_namelen = tl, .msg_iov = iov, .msg_iovlen = 1 };
+	ssize_t r1 = sendto(s, "@", 1, 0, (void *)&to, tl);
+	ssize_t r2 = sendmsg(s, &mn, 0);
+	out("sendto/sendmsg with an address: %zd %zd", r1, r2);
+	size_t k = read_full(c, buf, 5);
+	out("then '%.*s'", (int)k, buf);
+}
+
+void sc_sendfile_splice(void)
+{
+	int c, s;
+	char tmpl[] = "/tmp/lfprobe-XXXXXX", buf[300000];
+	pair(&c, &s);
+	path("client", c);
+	int f = mkstemp(tmpl);
+	CHECK(f >= 0);
+	unlink(tmpl);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 7 + 3);
+	write_all(f, buf, sizeof(buf));
+	off_t off = 0;
+	pid_t p = fork_child();
+	if (p == 0) { /* server: splice socket -> pipe -> socket (echo) */
+		int pp[2];
+		CHECK(pipe(pp) == 0);
+		size_t left = sizeof(buf);
+		while (left) {
+			ssize_t n = splice(s, NULL, pp[1], NULL, left, SPLICE_F_MOVE);
+			CHECK(n > 0);
+			left -= (size_t)n;
+			while (n > 0) {
+				ssize_t m = splice(pp[0], NULL, s, NULL, (size_t)n, SPLICE_F_MOVE);
+				CHECK(m > 0);
+				n -= m;
+			}
+		}
+		_exit(0);
+	}
+	size_t sent = 0;
+	while (sent < sizeof(buf)) {
+		ssize_t n = sendfile(c, f, &off, sizeof(buf) - sent);
+		CHECK(n > 0);
+		sent += (size_t)n;
+	}
+	out("sendfile sent %zu", sent);
+	char back[sizeof(buf)];
+	size_t got = read_full(c, back, sizeof(back));
+	out("echoed %zu equal %d", got, !memcmp(back, buf, sizeof(buf)));
+	out("server %d", wait_child(p));
+}
+
+void sc_ioctl(void)
+{
+	int c, s, n = -1;
+	pair(&c, &s);
+	path("client", c);
+	write_all(c, "0123456789", 10);
+	for (int i = 0; i < 500 && n != 10; i++) {
+		CHECK(ioctl(s, FIONREAD, &n) == 0);
+		if (n != 10)
+			usleep(1000);
+	}
+	out("FIONREAD %d", n);
+	char buf[10];
+	CHECK(read_full(s, buf, 10) == 10);
+	CHECK(ioctl(s, FIONREAD, &n) == 0);
+	out("FIONREAD after read %d", n);
+	CHECK(ioctl(c, SIOCOUTQ, &n) == 0);
+	out("SIOCOUTQ after the peer read everything %d", n);
+}
+
+void sc_backpressure(void)
+{
+	int c, s;
+	static char buf[65536];
+	pair(&c, &s);
+	path("client", c);
+	CHECK(fcntl(c, F_SETFL, O_NONBLOCK) == 0);
+	size_t total = 0;
+	ssize_t w;
+	for (;;) {
+		w = write(c, buf, sizeof(buf));
+		if (w < 0)
+			break;
+		total += (size_t)w;
+		CHECK(total < (256u << 20));
+	}
+	out("write stops with %s", ename(errno));
+	out("queued less than 64 MiB: %d", total < (64u << 20));
+	struct pollfd p = { c, POLLOUT, 0 };
+	out("poll POLLOUT while full %d", poll(&p, 1, 0));
+	size_t got = 0;
+	while (got < total) {
+		ssize_t r = read(s, buf, sizeof(buf));
+		CHECK(r > 0);
+		got += (size_t)r;
+	}
+	out("reader got everything %d", got == total);
+	out("writable again %d", poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT));
+}
+
+static void print_addr(const char *who, int fd, int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char buf[64];
+	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
+	inet_ntop(ss.ss_family, ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : (void *)&((struct sockaddr_in *)&ss)->sin_addr, buf, sizeof(buf));
+	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, buf);
+}
+
+/* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
+void sc_dualstack(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT };
+	socklen_t al = sizeof(a);
+	int zero = 0, l = socket(AF_INET6, SOCK_STREAM, 0);
+	CHECK(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) == 0);
+	CHECK(bind(l, (void *)&a, sizeof(a)) == 0);
+	CHECK(listen(l, 8) == 0);
+	CHECK(getsockname(l, (void *)&a, &al) == 0);
+	fam = AF_INET;
+	int c = connect_to(ntohs(a.sin6_port));
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	print_addr("client", c, 0);
+	print_addr("client", c, 1);
+	print_addr("server", s, 0);
+	print_addr("server", s, 1);
+	out("ports match %d %d", port_of(c, 0) == port_of(s, 1), port_of(c, 1) == port_of(s, 0));
+	expect_echo_pair(c, s);
+}
