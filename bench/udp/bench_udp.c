@@ -12,6 +12,7 @@
  */
 #include "cli.h"
 #include "udp.h"
+#include "udp_designs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -78,14 +79,6 @@ static int parse_uint(const char *s, unsigned long long min, unsigned long long 
 	return 0;
 }
 
-static int find_design(const char *name)
-{
-	for (unsigned i = 0; i < udp_ndesigns; i++)
-		if (!strcmp(udp_designs[i].name, name))
-			return (int)i;
-	return -1;
-}
-
 static void usage(void)
 {
 	printf("usage: loopfast bench udp [--mode rate|drain[,..]] [--size N[,..]] [--designs LIST]\n"
@@ -142,7 +135,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			memset(o->designs, 0, sizeof(o->designs));
 			snprintf(list, sizeof(list), "%s", val);
 			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-				int d = find_design(tok);
+				int d = udp_find_design(tok);
 				if (d < 0)
 					return lf_cli_error("bench udp: unknown design '%s' (see --help)", tok);
 				o->designs[d] = true;
@@ -472,7 +465,7 @@ static void summarize(const struct sample *s, unsigned ns, struct summary *out, 
 
 static double base_rate(const struct summary *m, unsigned nm, int mode, unsigned size, const char *name)
 {
-	int d = find_design(name);
+	int d = udp_find_design(name);
 
 	for (unsigned i = 0; i < nm; i++)
 		if (m[i].mode == mode && m[i].size == size && (int)m[i].design == d)
