@@ -166,22 +166,14 @@ int udp_write_json(const char *path, const struct udp_opts *o, const struct udp_
 }
 
 /* The plot is drawn by bench/udp/plot_udp.py (matplotlib), found next to the
- * build tree or in an installed share/loopfast/bench. */
+ * build tree or in an installed share/loopfast/bench/udp. */
 int udp_plot(const char *json, const char *png)
 {
-	const char *dirs[] = { "%s/../bench/udp/plot_udp.py", "%s/../share/loopfast/bench/udp/plot_udp.py" };
 	char script[PATH_MAX];
-	struct stat sb;
 	pid_t pid;
 	int st;
 
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(script, sizeof(script), dirs[i], lf_cli_selfdir());
-		if (!stat(script, &sb))
-			break;
-		script[0] = '\0';
-	}
-	if (!script[0])
+	if (lf_cli_find_script("udp/plot_udp.py", script, sizeof(script)) < 0)
 		return lf_cli_error("bench udp: plot_udp.py not found next to %s; install loopfast or run from the build tree", lf_cli_selfdir());
 	char *argv[] = { "python3", script, (char *)json, (char *)png, NULL };
 	if (posix_spawnp(&pid, "python3", NULL, NULL, argv, environ))

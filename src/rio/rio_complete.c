@@ -81,6 +81,18 @@ void lf__rio_rq_free_orphans(struct lf_rio_cq *cq)
 	}
 }
 
+/* Frees a closed request queue whose last request just completed. The
+ * domain lock is read through a saved pointer: rq is gone after the free. */
+static void rq_free_orphan(struct lf_rio_rq *rq)
+{
+	struct lf_rio *rio = rq->rio;
+
+	pthread_mutex_lock(&rio->lock);
+	lf__rio_rq_unlink(rq);
+	lf__rio_rq_free(rq);
+	pthread_mutex_unlock(&rio->lock);
+}
+
 /* Gives a finished request back to its queue, and frees the queue if it
  * was closed and this was the last completion it waited for. */
 void lf__rio_req_put(struct lf_rio_rq *rq, struct rio_req *r)
@@ -106,10 +118,7 @@ void lf__rio_req_put(struct lf_rio_rq *rq, struct rio_req *r)
 	gone = rq->orphan && !rq->pending;
 	pthread_mutex_unlock(&rq->lock);
 	if (gone) {
-		pthread_mutex_lock(&rq->rio->lock);
-		lf__rio_rq_unlink(rq);
-		lf__rio_rq_free(rq);
-		pthread_mutex_unlock(&rq->rio->lock);
+		rq_free_orphan(rq);
 	}
 }
 
@@ -189,10 +198,7 @@ static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
 	if (more)
 		res->flags |= LF_RIO_RES_MORE;
 	if (gone) {
-		pthread_mutex_lock(&rq->rio->lock);
-		lf__rio_rq_unlink(rq);
-		lf__rio_rq_free(rq);
-		pthread_mutex_unlock(&rq->rio->lock);
+		rq_free_orphan(rq);
 		return 0;
 	}
 	return report;
