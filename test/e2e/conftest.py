@@ -103,6 +103,45 @@ def stop(proc, timeout=30):
     proc.wait(timeout=timeout)
 
 
+def io_uring_unavailable():
+    """None where io_uring works; else why not, identified precisely: absent
+    (io_uring_setup says ENOSYS) or disabled (EPERM, from the sysctl
+    kernel.io_uring_disabled or a seccomp filter). Any other error, or an
+    EPERM with neither cause, fails the test: it is not a missing feature."""
+    import ctypes
+    import errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    fd = libc.syscall(425, 2, params)  # io_uring_setup: 425 on every architecture
+    if fd >= 0:
+        os.close(fd)
+        return None
+    e = ctypes.get_errno()
+    if e == errno.ENOSYS:
+        return "io_uring absent (ENOSYS)"
+    if e == errno.EPERM:
+        try:
+            with open("/proc/sys/kernel/io_uring_disabled") as f:
+                v = f.read().strip()
+        except FileNotFoundError:  # kernels before 6.6
+            v = "0"
+        if v != "0":
+            return f"io_uring disabled (EPERM): kernel.io_uring_disabled={v}"
+        with open("/proc/self/status") as f:
+            if any(l.split() == ["Seccomp:", "2"] for l in f):
+                return "io_uring disabled (EPERM): a seccomp filter"
+    pytest.fail(f"io_uring_setup failed with {errno.errorcode.get(e, e)}, and that is not a missing kernel feature")
+
+
+def need_io_uring():
+    """Skips the test where io_uring is absent or disabled (see
+    io_uring_unavailable; test/skips.allow lists exactly these reasons)."""
+    why = io_uring_unavailable()
+    if why:
+        pytest.skip(why)
+
+
 # Fast path, from kernel state. A fast-path client's socket is a connected
 # Unix stream bound to "@loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/...";
 # its peer, the server's end, carries the listener's rendezvous name
