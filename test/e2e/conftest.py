@@ -240,6 +240,32 @@ def wait_fast_path(client, server_pid, port, want=1, timeout=30):
                 f"within {timeout} s (both ends checked in sock_diag and /proc/PID/fd)")
 
 
+def tcp_connections(client_pids, port):
+    """The TCP connections to port that client_pids hold, as inodes (from
+    sock_diag via `ss -e`, which prints each socket's inode)."""
+    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    held = socket_inodes(client_pids)
+    inodes = [int(m.group(1)) for m in re.finditer(r"\bino:(\d+)", out)]
+    return [i for i in inodes if i in held]
+
+
+def wait_path(client, server_pid, port, mode, want=1, timeout=30):
+    """wait_fast_path for mode "loopfast"; for "tcp", waits until the client
+    holds `want` TCP connections to port and checks none is on the fast
+    path (the control for the same test run under loopfast)."""
+    if mode == "loopfast":
+        return wait_fast_path(client, server_pid, port, want, timeout)
+    deadline = time.monotonic() + timeout
+    while len(tcp_connections(process_tree(client.pid), port)) < want:
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.args!r}: fewer than {want} TCP connection(s) to port {port} seen")
+        time.sleep(0.05)
+    pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
+    return []
+
+
 # The harness's rules and report.
 
 _results = {}
