@@ -114,8 +114,8 @@ int lf_test_main(const struct lf_test *tests, int argc, char **argv)
 			printf("xfail %s: %s\n", t->name, t->xfail);
 		} else if (t->xfail) {
 			failed++;
-			printf("XPASS %s: passes, but is marked as failing because of: %s (remove the mark)\n",
-			       t->name, t->xfail);
+			printf("XPASS %s: %s\n", t->name, t->xfail);
+			fprintf(stderr, "  passes, but is marked as an expected failure: remove the mark\n");
 		} else if (r == 0) {
 			passed++;
 			printf("ok   %s\n", t->name);
