@@ -145,9 +145,9 @@ def need_io_uring():
 # Fast path, from kernel state. A fast-path client's socket is a connected
 # Unix stream bound to "@loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/...";
 # its peer, the server's end, carries the listener's rendezvous name
-# "@loopfast/L/<fam>/<addr>/<port>". Which process holds each comes from
-# /proc/PID/fd, the pairing from sock_diag (`ss -x`, which prints each Unix
-# socket's inode and its peer's).
+# "@loopfast/L/...". Which process holds each comes from /proc/PID/fd, the
+# pairing from sock_diag (`ss -x`, which prints each Unix socket's inode and
+# its peer's). A change of the names' format must change this too.
 
 def unix_sockets():
     """{inode: (name, peer inode)} of every connected Unix stream socket."""
@@ -211,8 +211,10 @@ def fast_path_pairs(client_pids, server_pids, port):
     [(client inode, server inode)], read from the kernel."""
     socks = unix_sockets()
     clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
-    cname = re.compile(r"@loopfast/C/[46]/[^/]+/\d+/[^/]+/%d/" % port)
-    sname = re.compile(r"@loopfast/L/[46]/[^/]+/%d$" % port)
+    # The client's name pins the port; the server's end need only be a
+    # rendezvous's (a version number may follow "loopfast/").
+    cname = re.compile(r"@loopfast/(\d+/)?C/[46]/[^/]+/\d+/[^/]+/%d/" % port)
+    sname = re.compile(r"@loopfast/(\d+/)?L/")
     pairs = []
     for ino in clients:
         name, peer = socks.get(ino, ("", 0))
