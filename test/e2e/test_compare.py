@@ -11,6 +11,9 @@ import pytest
 
 from conftest import PROBE, readline, stop, wrap
 
+# Each run of the probe takes seconds; a hang fails within a minute.
+pytestmark = pytest.mark.timeout(150)
+
 
 def scenarios():
     p = subprocess.run([str(PROBE)], capture_output=True, text=True, timeout=30)
@@ -44,7 +47,7 @@ KNOWN = {
 def run(mode, scenario, family, spin=None):
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"))
     p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
-                       timeout=180, env=env)
+                       timeout=60, env=env)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
     paths = [l.split()[-1] for l in lines if l.startswith("#path ")]

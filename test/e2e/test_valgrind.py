@@ -20,6 +20,7 @@ SCENARIOS = ["names", "sockopts", "connect-nonblock", "epoll-before-connect", "r
 ERROR = re.compile(r"^==\d+== +(at|by) 0x|^==\d+== ERROR SUMMARY: [1-9]", re.M)
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.parametrize("spin", [None, "20"], ids=["uds", "spin"])
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_memcheck_clean(build, scenario, spin, tmp_path):
@@ -30,7 +31,7 @@ def test_memcheck_clean(build, scenario, spin, tmp_path):
         env.update(LOOPFAST_SPIN_US=spin, LOOPFAST_SPIN_BACKOFF="0")
     p = subprocess.run(["valgrind", "--trace-children=yes", f"--log-file={tmp_path}/vg.%p.%n.log",
                         "--error-exitcode=9", str(PROBE), scenario],
-                       capture_output=True, text=True, timeout=300, env=env)
+                       capture_output=True, text=True, timeout=120, env=env)
     logs = {f: open(f, errors="replace").read() for f in sorted(glob.glob(f"{tmp_path}/vg.*.log"))}
     assert any(f"Command: {PROBE} {scenario}" in t for t in logs.values()), (list(logs), p.stderr)
     bad = {os.path.basename(f): t for f, t in logs.items() if ERROR.search(t)}
