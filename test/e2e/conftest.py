@@ -53,6 +53,22 @@ def status_json():
     return json.loads(out.stdout)
 
 
+def wait_status(check, timeout=30):
+    """Samples `loopfast --json status` until check(status) holds, and
+    returns that status; fails with the last one after timeout seconds.
+    Only for what is guaranteed to be there while sampled: a sock_diag
+    dump is not atomic, and one that races other sockets' churn can miss
+    an entry, so a single sample is not proof of absence."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status_json()
+        if check(st):
+            return st
+        if time.monotonic() > deadline:
+            pytest.fail(f"loopfast status never showed what was expected within {timeout} s: {st}")
+        time.sleep(0.1)
+
+
 def wait_port(port, timeout=20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -32,7 +32,7 @@ import apps_postgres  # noqa: E402
 import apps_redis  # noqa: E402
 from apps_install import ensure_packages  # noqa: E402
 from apps_proc import Reaper  # noqa: E402
-from conftest import process_tree, readline, status_json, stop, wait_fast_path  # noqa: E402
+from conftest import process_tree, readline, stop, wait_fast_path, wait_status  # noqa: E402
 
 # Installing a server's packages on a fresh machine takes minutes.
 pytestmark = pytest.mark.timeout(900)
@@ -139,12 +139,14 @@ def assert_on_fast_path(app, argv, stdin, expect):
                          stderr=subprocess.PIPE)
     try:
         wait_fast_path(p, pid, port)
-        st = status_json()
-        assert any(lst["address"] == addr for lst in st["listeners"]), f"no fast-path listener on {addr}: {st}"
         tree = process_tree(pid)
-        srv = [c for c in st["connections"] if c["role"] == "server" and c["local"] == addr and c["pid"] in tree]
-        cli = [c for c in st["connections"] if c["role"] == "client" and c["peer"] == addr and c["pid"] == p.pid]
-        assert srv and cli, f"status does not list both ends (server {srv}, client {cli}): {st}"
+
+        def both_listed(st):
+            conns = st["connections"]
+            return (any(lst["address"] == addr for lst in st["listeners"])
+                    and any(c["role"] == "server" and c["local"] == addr and c["pid"] in tree for c in conns)
+                    and any(c["role"] == "client" and c["peer"] == addr and c["pid"] == p.pid for c in conns))
+        wait_status(both_listed)
     except BaseException:
         stop(p)
         raise

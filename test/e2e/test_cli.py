@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import BUILD, LOOPFAST, PROBE, readline, status_json, stop, wait_fast_path, wrap
+from conftest import BUILD, LOOPFAST, PROBE, readline, stop, wait_fast_path, wait_status, wrap
 
 # A client that connects, prints its local port, and holds the connection
 # until its stdin closes; then it checks one echoed byte.
@@ -84,14 +84,18 @@ def test_status_lists_listener_and_connection(build):
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         cport = int(readline(cli))
         wait_fast_path(cli, srv.pid, port)  # both ends, from the kernel
-        st = status_json()
-        assert {"pid": srv.pid, "address": f"127.0.0.1:{port}"}.items() <= \
-            next(l for l in st["listeners"] if l["pid"] == srv.pid).items()
         server, client = f"127.0.0.1:{port}", f"127.0.0.1:{cport}"
-        conns = [(c["pid"], c["role"], c["local"], c["peer"]) for c in st["connections"]]
-        assert (cli.pid, "client", client, server) in conns, conns
-        assert (srv.pid, "server", server, client) in conns, conns
-        text = subprocess.run([str(LOOPFAST), "status"], capture_output=True, text=True, timeout=30).stdout
+
+        def listed(st):
+            conns = [(c["pid"], c["role"], c["local"], c["peer"]) for c in st["connections"]]
+            return ({"pid": srv.pid, "address": server} in [{"pid": l["pid"], "address": l["address"]}
+                                                             for l in st["listeners"]]
+                    and (cli.pid, "client", client, server) in conns and (srv.pid, "server", server, client) in conns)
+        wait_status(listed)
+        for _ in range(100):  # a sock_diag dump can miss a socket that others' churn moved; retry
+            text = subprocess.run([str(LOOPFAST), "status"], capture_output=True, text=True, timeout=30).stdout
+            if server in text and client in text:
+                break
         assert server in text and client in text, text
         cli.stdin.close()
         assert cli.wait(timeout=30) == 0
