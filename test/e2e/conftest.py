@@ -47,7 +47,6 @@ def wrap(mode, args, spin=None):
 
 
 def status_json():
-    import json
     out = subprocess.run([str(LOOPFAST), "--json", "status"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
