@@ -187,7 +187,8 @@ void sc_churn(void)
 	for (int k = 0; k < 4; k++) {
 		kids[k] = fork_child();
 		if (kids[k] == 0) {
-			int unixes = 0;
+			int unixes = 0, len = 0;
+			static char ports[250 * 6 + 16];
 			for (int i = 0; i < 250; i++) {
 				int c = connect_to(port);
 				char m[8];
@@ -195,8 +196,10 @@ void sc_churn(void)
 				unixes += !strncmp(m, "unix", 4);
 				write_all(c, "churn", 5);
 				CHECK(read_timed(c, m, 5) && !memcmp(m, "churn", 5));
+				len += snprintf(ports + len, sizeof(ports) - len, " %d", port_of(c, 0));
 				close(c);
 			}
+			out("#client-ports%s", ports); /* for test_cli: its TIME_WAITs are these */
 			_exit(unixes == 250 ? 10 : unixes == 0 ? 11 : 12);
 		}
 	}
