@@ -24,11 +24,40 @@ struct fixture {
 	int id;
 };
 
+/* Why io_uring_setup says EPERM: the sysctl, or a seccomp filter. */
+static inline const char *rio_disabled_by(void)
+{
+	static char why[128];
+	char line[128];
+	FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "r");
+	int v = 0;
+
+	if (f && fscanf(f, "%d", &v) == 1 && v) {
+		fclose(f);
+		snprintf(why, sizeof(why), "kernel.io_uring_disabled=%d", v);
+		return why;
+	}
+	if (f)
+		fclose(f);
+	f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Seccomp: %d", &v) == 1 && v) {
+			fclose(f);
+			return "a seccomp filter";
+		}
+	if (f)
+		fclose(f);
+	ASSERT(!"io_uring_setup says EPERM, but neither the sysctl nor seccomp disables it");
+	return NULL;
+}
+
 static inline void setup(struct fixture *f)
 {
 	int ret = lf_rio_open(&f->rio);
 	if (ret == -ENOSYS)
-		LF_SKIP("io_uring is not available");
+		LF_SKIP("io_uring absent (ENOSYS)");
+	if (ret == -EPERM)
+		LF_SKIP("io_uring disabled (EPERM): %s", rio_disabled_by());
 	ASSERT_EQ(ret, 0);
 	f->mem = mmap(NULL, REGION, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT(f->mem != MAP_FAILED);

@@ -5,6 +5,7 @@
 #include "rio_fixture.h"
 
 #include <poll.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -57,7 +58,19 @@ static void test_event_notify(void)
 	ASSERT_EQ(poll(&pfd, 1, 5000), 1);
 	ASSERT_EQ(lf_rio_dequeue(cq, res, 4), 1);
 
-	/* Not armed: a completion does not signal. Arming with one present does. */
+	/* Not armed: a completion does not signal. The eventfd still holds the
+	 * signal above until read; once read, a completion that arrives and is
+	 * dequeued while the queue is not armed must leave it unsignalled. */
+	uint64_t v;
+	ASSERT_EQ(read(pfd.fd, &v, sizeof(v)), sizeof(v));
+	ASSERT_EQ(poll(&pfd, 1, 0), 0);
+	send_n(c, &sa, 1, 10);
+	ASSERT_EQ(drain(cq, res, 1), 1);
+	ASSERT_EQ(poll(&pfd, 1, 0), 0);
+	struct lf_rio_buf again = { f.id, 0, 4096 };
+	ASSERT_EQ(lf_rio_receive(rq, &again, 0, NULL), 0);
+
+	/* Arming with one present (or arriving later) does. */
 	send_n(c, &sa, 1, 10);
 	usleep(20000);
 	ASSERT_EQ(lf_rio_notify(cq), 0);
@@ -77,13 +90,22 @@ struct port_state {
 	struct lf_rio_rq *rq;
 	struct fixture *f;
 	atomic_uint threads_seen;
+	atomic_uint calls;
 };
 
+/* Counts results and gives the buffers back. The first call then waits
+ * (at most 10 s) until another port thread has run the callback too: the
+ * port must hand further completions to another thread while one is busy. */
 static void port_cb(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned n, void *arg)
 {
+	static __thread bool seen;
 	struct port_state *st = arg;
 
 	(void)cq;
+	if (!seen) {
+		seen = true;
+		atomic_fetch_add(&st->threads_seen, 1);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		ASSERT_EQ(res[i].status, 0);
 		atomic_fetch_add(&st->count, 1);
@@ -91,6 +113,9 @@ static void port_cb(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned n,
 		int ret = lf_rio_receive(st->rq, &res[i].buf, 0, NULL);
 		ASSERT(ret == 0 || ret == -EBADF); /* -EBADF: the queue is closing */
 	}
+	if (atomic_fetch_add(&st->calls, 1) == 0)
+		for (int i = 0; i < 10000 && atomic_load(&st->threads_seen) < 2; i++)
+			usleep(1000);
 }
 
 static void test_port_threads(void)
@@ -113,10 +138,11 @@ static void test_port_threads(void)
 		ASSERT_EQ(lf_rio_receive(st.rq, &b, 0, NULL), 0);
 	}
 	send_n(c, &sa, 2000, 64);
-	for (int i = 0; i < 5000 && atomic_load(&st.count) < 2000; i++)
+	for (int i = 0; i < 20000 && atomic_load(&st.count) < 2000; i++)
 		usleep(1000);
 	ASSERT_EQ(atomic_load(&st.count), 2000);
 	ASSERT_EQ(atomic_load(&st.bytes), 2000 * 64);
+	ASSERT_GE(atomic_load(&st.threads_seen), 2);
 	ASSERT_EQ(lf_rio_rq_close(st.rq), 0);
 	ASSERT_EQ(lf_rio_cq_close(cq), 0);
 	close(s);

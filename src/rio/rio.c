@@ -28,7 +28,7 @@ LF_EXPORT int lf_rio_open(struct lf_rio **out)
 	/* Fail early and clearly where io_uring is disabled or missing. */
 	ret = io_uring_queue_init(2, &probe, 0);
 	if (ret < 0)
-		return ret == -EPERM ? -ENOSYS : ret;
+		return ret; /* -ENOSYS: absent; -EPERM: disabled (sysctl, seccomp) */
 	io_uring_queue_exit(&probe);
 	rio = calloc(1, sizeof(*rio));
 	if (!rio)
