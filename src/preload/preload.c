@@ -20,4 +20,6 @@ __attribute__((constructor)) static void preload_init(void)
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
 	lf__spin_used = lf__global_spin_us > 0;
+	if (lf__global_optin)
+		lf__adopt_inherited();
 }
