@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "fast+flood" };
+const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
 
@@ -150,7 +150,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 #define START(i) do { \
 		struct slot *s_ = &slots[i]; \
 		s_->fd = socket(path == CONN_UNIX ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); \
-		if (path != CONN_TCP && path != CONN_UNIX) \
+		if (CONN_OPTED_IN(path)) \
 			lf_enable_fast_path(s_->fd); \
 		int r_ = connect(s_->fd, (void *)&ss, sl); \
 		s_->state = 0; \
@@ -198,7 +198,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 				continue;
 			if (r == 1 && b == 'y') {
 				done++;
-				if (path != CONN_TCP && path != CONN_UNIX && seq++ % SAMPLE_EVERY == 0) {
+				if (CONN_OPTED_IN(path) && seq++ % SAMPLE_EVERY == 0) {
 					sampled++;
 					fast += lf_fast_path_active(s->fd) == 1;
 				}
@@ -222,8 +222,9 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 }
 
 /* Flooder: as another uid (nobody) when root, keeps up to 512 junk hellos
- * queued on the server's rendezvous, replacing them as the server drops
- * them, for as long as it lives. Reports how many it queued. */
+ * queued on the server's rendezvous and replaces them as fast as it can
+ * (a CPU of its own, the attacker's best), for as long as it lives.
+ * Reports how many it queued. */
 static void flood(int port, unsigned ino, int report)
 {
 	struct lf_ep dst = { .family = AF_INET, .addr.v4.s_addr = htonl(INADDR_LOOPBACK), .port = (uint16_t)port };
@@ -245,8 +246,7 @@ static void flood(int port, unsigned ino, int report)
 		int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (u < 0 || bind(u, (void *)&cn, cl) || connect(u, (void *)&rn, rl)) {
 			if (u >= 0)
-				close(u);
-			usleep(100); /* the rendezvous is full: the server is behind */
+				close(u); /* full or absent: an attacker just tries again */
 			continue;
 		}
 		(void)!write(u, "junk", 4);
@@ -320,7 +320,7 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 		reap(server);
 		return r->err = -EIO;
 	}
-	if (path == CONN_FAST_FLOOD && (fl = spawn(&frd)) == 0)
+	if (CONN_FLOODED(path) && (fl = spawn(&frd)) == 0)
 		flood(id[0], (unsigned)id[1], frd);
 	if (fl > 0)
 		usleep(200 * 1000); /* let the flood build up */
@@ -333,7 +333,7 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 			r->flood = 0;
 	}
 	kill(server, SIGTERM);
-	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && path != CONN_TCP && path != CONN_UNIX) {
+	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && CONN_OPTED_IN(path)) {
 		/* Both ends: the client's samples and the server's. */
 		r->sampled += sv[1];
 		r->fast += sv[2];

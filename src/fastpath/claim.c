@@ -49,9 +49,10 @@ static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t
 /* Candidates for the connection whose client end is `client`: from the
  * stash first, then from the rendezvous. Whatever else the rendezvous
  * holds on the way is stashed for its own accept, or dropped when it
- * cannot be anyone's (malformed, or its sender's uid is over its share;
- * the latter is remembered as poison, since its client may have
- * committed). Under the claim lock; every call is non-blocking. */
+ * cannot be anyone's: malformed, or from a uid over its share of
+ * unvouched hellos and not vouched for now either (remembered as poison,
+ * since its client may have committed). Under the claim lock; every call
+ * is non-blocking. */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max)
 {
 	struct lf_ep c, s;
@@ -62,9 +63,15 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		cand[n++] = u;
 	if (n)
 		return n;
-	while ((u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0 || errno == EINTR) {
-		if (u < 0)
+	/* The hello of an accepted connection was queued before its SYN: it
+	 * is among what the rendezvous holds now. Never more than that, or a
+	 * flood arriving behind it would keep this accept busy. */
+	for (int budget = SOMAXCONN; budget > 0; budget--) {
+		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (u < 0 && errno == EINTR)
 			continue;
+		if (u < 0)
+			break;
 		if (!hello_of(u, &c, &s, &uid) || s.port != l->ep.port) {
 			lf__sys_close(u);
 			continue;
@@ -74,9 +81,9 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 			uids[n++] = uid;
 			break;
 		}
-		if (lf__stash_put(l, u, &c, uid)) {
-			DEBUG("stash: uid %u is over its share: hello for port %u dropped", uid, c.port);
-			lf__stash_poison(l, &c);
+		if (lf__stash_put(l, u, &c, uid, uid == geteuid())) {
+			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);
+			lf__stash_poison(l, &c, uid);
 		}
 		lf__sys_close(u);
 	}
@@ -93,6 +100,40 @@ static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *
 		return true;
 	return lf__diag_socket(peer, local, &d) == 0 && d.uid == uid && d.state != TCP_TIME_WAIT &&
 	       d.state != TCP_CLOSE;
+}
+
+/* Did the SYN of the accepted connection say that its client queued a
+ * hello? 1 yes, 0 no, -1 unknown (no saved SYN: it came before the
+ * listener saved them, or as a SYN cookie). */
+static int marked(int fd)
+{
+	uint8_t syn[256];
+	socklen_t len = sizeof(syn);
+
+	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) || len < 20)
+		return -1;
+	size_t off = (syn[0] >> 4) == 4 ? (size_t)(syn[0] & 15) * 4 : 40; /* no extension headers on loopback */
+	if (off + 20 > len)
+		return -1;
+	const uint8_t *tcp = syn + off;
+	size_t end = off + (size_t)(tcp[12] >> 4) * 4;
+	if (end > len)
+		return -1;
+	for (size_t i = off + 20; i < end;) {
+		uint8_t kind = syn[i];
+		if (kind == 0)
+			break;
+		if (kind == 1) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= end || syn[i + 1] < 2 || i + syn[i + 1] > end)
+			break;
+		if (kind == 2 && syn[i + 1] == 4)
+			return ((syn[i + 2] << 8) | syn[i + 3]) == LF_HELLO_MSS;
+		i += syn[i + 1];
+	}
+	return 0;
 }
 
 /* Resets a TCP connection (no TIME_WAIT, the client learns at once). */
@@ -130,6 +171,8 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 	if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
 		return 0;
 	struct lf_listener *l = f->lst;
+	if (l->marks && marked(newfd) == 0)
+		return 0; /* a plain client: no hello to look for */
 	lf__listener_reserve(l, false);
 	do {
 		lf__listener_lock(l);
@@ -148,10 +191,14 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 	} while (unx < 0 && n > 0); /* a forged hello may hide the real one */
 	lf__listener_reserve(l, true);
 	if (unx < 0) {
+		uint32_t puid;
+		struct lf_diag_sock d;
 		lf__listener_lock(l);
-		bool poisoned = lf__stash_poisoned(l, &peer);
+		bool poisoned = lf__stash_poisoned(l, &peer, &puid);
 		lf__listener_unlock(l);
-		if (!poisoned)
+		/* Only if the dropped hello was its client's own: another uid
+		 * naming this connection must not be able to get it reset. */
+		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid)
 			return 0;
 		/* Its hello was dropped while its client may have committed:
 		 * fail the connection on both ends rather than split it. */

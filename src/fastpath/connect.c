@@ -34,6 +34,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -144,21 +145,29 @@ static void neg_add(uint32_t inode)
 
 /* ---- pending connects */
 
-#define MAX_PENDING 256
-static int pending_fds[MAX_PENDING];
-static int npending;
+/* Connects in progress with a hello queued. The SYN already said so, so
+ * they must end on the fast path or fail: never carry on as plain TCP. */
+static int *pending_fds;
+static int npending, cap_pending;
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool pending_add(int fd, int unx)
 {
 	struct lf_fd *f = lf__fd(fd);
-	bool ok = false;
+	bool ok = true;
 
 	pthread_mutex_lock(&pending_lock);
-	if (npending < MAX_PENDING) {
-		pending_fds[npending++] = fd;
-		ok = true;
+	if (npending == cap_pending) {
+		int n = cap_pending ? cap_pending * 2 : 64, *p = realloc(pending_fds, (size_t)n * sizeof(*p));
+		if (p) {
+			pending_fds = p;
+			cap_pending = n;
+		}
 	}
+	if (npending < cap_pending)
+		pending_fds[npending++] = fd;
+	else
+		ok = false;
 	pthread_mutex_unlock(&pending_lock);
 	if (!ok)
 		return false;
@@ -218,16 +227,15 @@ static int handshake(int fd, int timeout_ms, int *err)
 	}
 	if (ev == 0)
 		return 0;
-	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
-	if (*err == 0 && lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
+	/* Connected first: the server's reset may arrive between two reads. */
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
 		return 1;
+	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
 	if (*err == ECONNRESET || *err == EPIPE) {
 		*err = 0;
 		return 1;
 	}
-	if (*err == 0)
-		*err = ECONNREFUSED; /* closed without an error: as good as refused */
-	return -1;
+	return *err ? -1 : 0;
 }
 
 int lf__finalize(int fd, bool wait)
@@ -254,6 +262,7 @@ int lf__finalize(int fd, bool wait)
 	 * kept for the application's own SO_ERROR. */
 	if (unx >= 0)
 		lf__sys_close(unx);
+	DEBUG("fd %d: pending connect failed: %d (unx %d)", fd, err, unx);
 	f->pend_err = err;
 	return 0;
 }
@@ -261,20 +270,23 @@ int lf__finalize(int fd, bool wait)
 void lf__finalize_epoll(int epfd)
 {
 	struct lf_fd *e = lf__fd(epfd);
-	int fds[MAX_PENDING], n = 0;
+	int fds[64], n;
 
 	if (!e || e->pending_members <= 0)
 		return;
-	pthread_mutex_lock(&pending_lock);
-	for (int i = 0; i < npending; i++) {
-		struct lf_fd *f = lf__fd(pending_fds[i]);
-		for (int k = 0; k < LF_EPOLL_MAX; k++)
-			if (f->ep[k].epfd1 == epfd + 1)
-				fds[n++] = pending_fds[i];
-	}
-	pthread_mutex_unlock(&pending_lock);
-	for (int i = 0; i < n; i++)
-		lf__finalize(fds[i], false);
+	do { /* in batches: finalizing takes fds off the list */
+		n = 0;
+		pthread_mutex_lock(&pending_lock);
+		for (int i = 0; i < npending && n < 64; i++) {
+			struct lf_fd *f = lf__fd(pending_fds[i]);
+			for (int k = 0; k < LF_EPOLL_MAX; k++)
+				if (f->ep[k].epfd1 == epfd + 1 && lf__sys_poll1(pending_fds[i], POLLOUT, 0) > 0)
+					fds[n++] = pending_fds[i];
+		}
+		pthread_mutex_unlock(&pending_lock);
+		for (int i = 0; i < n; i++)
+			lf__finalize(fds[i], false);
+	} while (n == 64);
 }
 
 /* ---- connect */
@@ -388,6 +400,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
 		return 0;
 	}
+	/* The SYN says our hello is queued. */
+	int mss = LF_HELLO_MSS;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
 	if (lst.uid != geteuid()) {
 		/* The server will ask sock_diag who owns our TCP socket; keep
 		 * it visible for a minute after we let go of it. */
@@ -412,6 +427,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		} else if (h < 0) {
 			f->pend_err = err; /* what SO_ERROR would have said */
 		}
+		/* h == 0 here: no memory for the pending list. The connection
+		 * goes on as TCP without its hello (the server drops a hello
+		 * whose client has gone), with the small MSS of its SYN. */
 	}
 	if (r < 0) {
 		/* Refused, unreachable, or failed at once: TCP's answer. */

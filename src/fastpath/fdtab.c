@@ -29,6 +29,13 @@ unsigned lf__global_spin_us;
 
 static struct lf_fd *table;
 
+/* LOOPFAST_DEBUG=1 works in both flavours of the library. */
+__attribute__((constructor)) static void debug_init(void)
+{
+	const char *d = getenv("LOOPFAST_DEBUG");
+	lf__debug_on = d && d[0] == '1';
+}
+
 void lf__debug(const char *fmt, ...)
 {
 	char buf[256];

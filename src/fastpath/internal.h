@@ -131,7 +131,13 @@ struct lf_listener {
 	int shmfd;           /* memfd: claim lock and stash index */
 	struct lf_shm *shm;  /* its mapping */
 	int reserve[2];      /* descriptors released for a claim at the fd limit */
+	bool marks;          /* TCP_SAVE_SYN is ours: the SYN says whether a hello was queued */
 };
+
+/* The MSS a fast-path client advertises in its SYN: says "my hello is
+ * queued". The doorbell never carries data, so its MSS costs nothing;
+ * firewall rules that clamp the MSS lower it, never to this. */
+#define LF_HELLO_MSS 89
 
 #define LF_EPOLL_MAX 2
 struct lf_epreg {
@@ -211,16 +217,18 @@ void lf__listener_reserve(struct lf_listener *l, bool hold);
 void lf__listener_lock(struct lf_listener *l);
 void lf__listener_unlock(struct lf_listener *l);
 /* The stash: hellos taken from the rendezvous by one accept for another.
- * Under the lock. put: 0, or -ENOSPC when the sender's uid is over its
- * share (the caller drops the hello). take: the fd of a stashed hello for
+ * Under the lock. put: 0, or -ENOSPC when the stash is full or, for a
+ * hello the kernel has not vouched for, its sender's uid is over its share
+ * (the caller drops the hello). take: the fd of a stashed hello for
  * `client` (its sender's uid in *uid), or -1. */
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid);
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
-/* Remembers / asks whether a hello for `client` was dropped while its
- * client may already have committed (the accept then resets the TCP
- * connection, so that both ends see it fail rather than split). */
-void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client);
-bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client);
+/* Remembers / asks whether a hello of uid for `client` was dropped while
+ * its client may already have committed (the accept then resets the TCP
+ * connection if its client is of that uid, so that both ends see it fail
+ * rather than split). */
+void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client, uint32_t uid);
+bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
 
 /* ---- claim.c: the server side of the negotiation */
 

@@ -43,22 +43,24 @@
 #define STASH_MAGIC 0x3253464cu /* "LFS2" */
 #define STASH_BUCKETS 16384
 #define STASH_UIDS 256
-#define STASH_PER_UID 1024 /* no uid may hold more hellos in the stash */
-#define STASH_MAX 4096     /* all uids together */
+#define STASH_PER_UID 64   /* unvouched hellos one uid may keep in the stash */
+#define STASH_MAX 4096     /* all hellos together */
 #define POISON_RING 256
 
 struct lf_shm {
 	pthread_mutex_t lock;
+	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
 	uint32_t total;                      /* hellos in the stash */
 	uint32_t poison_next;
 	struct { uint32_t uid, count; } uids[STASH_UIDS];
-	struct lf_ep poison[POISON_RING];
+	struct { struct lf_ep client; uint32_t uid; } poison[POISON_RING];
 	uint16_t bucket[STASH_BUCKETS];      /* stashed hellos per hash of their client endpoint */
 };
 
 struct stash_msg {
 	uint32_t magic;
 	uint32_t uid;
+	uint32_t vouched; /* counted against no share */
 	struct lf_ep client;
 };
 
@@ -144,10 +146,10 @@ static uint32_t *uid_count(struct lf_shm *m, uint32_t uid, bool add)
 	return &m->uids[free_slot].count;
 }
 
-static void index_del(struct lf_shm *m, const struct lf_ep *client, uint32_t uid)
+static void index_del(struct lf_shm *m, const struct stash_msg *sm)
 {
-	uint32_t *c = uid_count(m, uid, false);
-	unsigned b = bucket_of(client);
+	uint32_t *c = sm->vouched ? NULL : uid_count(m, sm->uid, false);
+	unsigned b = bucket_of(&sm->client);
 
 	if (c && *c)
 		(*c)--;
@@ -206,21 +208,23 @@ static ssize_t recv_fd(int sock, void *buf, size_t len, int *fd)
 	return n;
 }
 
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid)
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched)
 {
 	struct lf_shm *m = l->shm;
 	struct stash_msg sm;
-	uint32_t *c = uid_count(m, uid, true);
+	uint32_t *c = vouched ? NULL : uid_count(m, uid, true);
 
-	if (!c || *c >= STASH_PER_UID || m->total >= STASH_MAX)
+	if ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX)
 		return -ENOSPC;
 	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding in the message */
 	sm.magic = STASH_MAGIC;
 	sm.uid = uid;
+	sm.vouched = vouched;
 	sm.client = *client;
 	if (send_fd(l->chan, &sm, sizeof(sm), fd))
 		return -errno;
-	(*c)++;
+	if (c)
+		(*c)++;
 	m->bucket[bucket_of(client)]++;
 	m->total++;
 	return 0;
@@ -259,12 +263,12 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 			continue; /* cannot happen: only holders write to the stash */
 		}
 		if (lf__ep_equal(&sm.client, client)) {
-			index_del(m, &sm.client, sm.uid);
+			index_del(m, &sm);
 			*uid = sm.uid;
 			return fd;
 		}
 		if (dead(fd) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
-			index_del(m, &sm.client, sm.uid);
+			index_del(m, &sm);
 			lf__sys_close(fd);
 			continue;
 		}
@@ -276,20 +280,23 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 	return -1;
 }
 
-void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client)
+void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client, uint32_t uid)
 {
 	struct lf_shm *m = l->shm;
+	unsigned i = m->poison_next++ % POISON_RING;
 
-	m->poison[m->poison_next++ % POISON_RING] = *client;
+	m->poison[i].client = *client;
+	m->poison[i].uid = uid;
 }
 
-bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client)
+bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
 	unsigned n = m->poison_next < POISON_RING ? m->poison_next : POISON_RING;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (lf__ep_equal(&m->poison[i], client)) {
+		if (lf__ep_equal(&m->poison[i].client, client)) {
+			*uid = m->poison[i].uid;
 			memset(&m->poison[i], 0, sizeof(m->poison[i]));
 			return true;
 		}
@@ -559,6 +566,19 @@ int lf__listen_optin(int fd)
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return r;
 	}
+	if (shm) {
+		/* The SYN of each connection says whether its client queued a
+		 * hello (LF_HELLO_MSS), so that plain clients cost an accept no
+		 * rendezvous work. Not if the application saves SYNs itself:
+		 * reading the saved SYN consumes it. */
+		int on = 0;
+		socklen_t ol = sizeof(on);
+		if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, &ol) == 0 && !on) {
+			on = 1;
+			l->shm->marks = lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, sizeof(on)) == 0;
+		}
+	}
+	l->marks = l->shm->marks;
 	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		lf__listener_cloexec(l, false);
 	f->lst = l;
