@@ -206,8 +206,7 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 		reset(newfd);
 		return -ECONNABORTED;
 	}
-	reset(newfd);
-	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC) < 0) {
+	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, true) < 0) {
 		lf__sys_close(unx);
 		return -ECONNABORTED;
 	}

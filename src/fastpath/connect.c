@@ -80,12 +80,19 @@ static void set_nonblock(int fd, bool on)
 		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
 }
 
-int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec)
+int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset)
 {
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_epreg regs[LF_EPOLL_MAX];
 
 	carry_options(fd, unx, src, f);
+	/* The server's TCP socket goes with a reset (no FIN exchange, no
+	 * TIME_WAIT on the client's port). The client's must go with a FIN,
+	 * whatever linger the application set: a connection reset before it
+	 * is accepted vanishes from the accept queue, with its hello. */
+	struct linger lg = { reset, 0 };
+	if (reset || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
+		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
 	/* epoll registrations are on the file that goes away: move them. */
 	memcpy(regs, f->ep, sizeof(regs));
@@ -238,6 +245,26 @@ static int handshake(int fd, int timeout_ms, int *err)
 	return *err ? -1 : 0;
 }
 
+/* Ends the pending state of fd: switches it (h == 1) or leaves it the
+ * failed TCP socket it is (h == -1, err: TCP's error for SO_ERROR). */
+static int conclude(int fd, int h, int err)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0), fdd = lf__sys_fcntl(fd, F_GETFD, 0);
+	int unx = pending_remove(fd);
+
+	if (h == 1 && unx >= 0 &&
+	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC),
+			  false) == 0) {
+		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
+		return 0;
+	}
+	if (unx >= 0)
+		lf__sys_close(unx);
+	f->pend_err = err;
+	return 0;
+}
+
 int lf__finalize(int fd, bool wait)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -251,20 +278,7 @@ int lf__finalize(int fd, bool wait)
 		errno = EAGAIN;
 		return -1;
 	}
-	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0), fdd = lf__sys_fcntl(fd, F_GETFD, 0);
-	int unx = pending_remove(fd);
-	if (h == 1 && unx >= 0 &&
-	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC)) == 0) {
-		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
-		return 0;
-	}
-	/* The handshake failed (refused, timed out, unreachable): TCP's error,
-	 * kept for the application's own SO_ERROR. */
-	if (unx >= 0)
-		lf__sys_close(unx);
-	DEBUG("fd %d: pending connect failed: %d (unx %d)", fd, err, unx);
-	f->pend_err = err;
-	return 0;
+	return conclude(fd, h, err);
 }
 
 void lf__finalize_epoll(int epfd)
@@ -330,13 +344,14 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (fl & LF_F_PENDING) { /* connect again while in progress */
 		int r = lf__sys_connect(fd, sa, len);
 		e = r ? errno : 0;
-		if (r == 0 || e == EISCONN) {
-			lf__finalize(fd, false);
+		if (r == 0 || e == EISCONN || e == ECONNRESET || e == EPIPE) {
+			conclude(fd, 1, 0); /* connected (and maybe claimed already) */
 			*ret = 0;
+			errno = 0;
 			return 1;
 		}
-		if (e != EALREADY && e != EINPROGRESS && e != EINTR)
-			lf__finalize(fd, false);
+		if (e != EALREADY && e != EINPROGRESS && e != EINTR && e != EAGAIN)
+			conclude(fd, -1, 0); /* failed: connect itself reports it */
 		*ret = -1;
 		errno = e;
 		return 1;
@@ -414,6 +429,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	f->family = family;
 	int r = lf__sys_connect(fd, sa, len);
 	e = r ? errno : 0;
+	if (r < 0 && (e == ECONNRESET || e == EPIPE)) {
+		/* Established, and reset by the server's claim before the
+		 * blocking connect returned: connected, as far as we go. */
+		r = 0;
+		e = 0;
+	}
 	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
 		/* On loopback the handshake has usually completed already (and
 		 * the server may even have claimed the hello and reset it). */
@@ -443,7 +464,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0);
 	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
-	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec) < 0) {
+	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, false) < 0) {
 		/* dup3 cannot fail for valid fds; if it did, the connection is
 		 * unusable on both paths: report it as reset. */
 		lf__sys_close(unx);

@@ -258,7 +258,8 @@ void lf__pending_drop(int fd);
 /* True when fd is a fast-path socket; fills its TCP endpoints and family. */
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer);
 /* Puts the Unix socket unx in place of fd (same number and flags), carries
- * the options src recorded, and marks fd as a fast-path socket. */
-int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec);
+ * the options src recorded, and marks fd as a fast-path socket. The TCP
+ * socket it replaces is closed, with a reset when `reset`. */
+int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset);
 
 #endif
