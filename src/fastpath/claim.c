@@ -83,6 +83,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		}
 		if (lf__stash_put(l, u, &c, uid, uid == geteuid())) {
 			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);
+			lf__count(LF_EV_DROPPED);
 			lf__stash_poison(l, &c, uid);
 		}
 		lf__sys_close(u);
@@ -171,8 +172,10 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 	if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
 		return 0;
 	struct lf_listener *l = f->lst;
-	if (l->marks && marked(newfd) == 0)
+	if (l->marks && marked(newfd) == 0) {
+		lf__count(LF_EV_PLAIN_PEER);
 		return 0; /* a plain client: no hello to look for */
+	}
 	lf__listener_reserve(l, false);
 	do {
 		lf__listener_lock(l);
@@ -182,9 +185,11 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 			if (unx < 0 && vouched(uids[i], &peer, &local)) {
 				unx = cand[i];
 			} else {
-				if (unx < 0)
+				if (unx < 0) {
 					DEBUG("accept fd %d: hello from uid %u for port %u not vouched for: dropped", newfd,
 					      uids[i], peer.port);
+					lf__count(LF_EV_UNVOUCHED);
+				}
 				lf__sys_close(cand[i]);
 			}
 		}
@@ -198,14 +203,17 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 		lf__listener_unlock(l);
 		/* Only if the dropped hello was its client's own: another uid
 		 * naming this connection must not be able to get it reset. */
-		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid)
+		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid) {
+			lf__count(LF_EV_PLAIN_PEER);
 			return 0;
+		}
 		/* Its hello was dropped while its client may have committed:
 		 * fail the connection on both ends rather than split it. */
 		DEBUG("accept fd %d: hello for port %u was dropped: connection reset", newfd, peer.port);
 		reset(newfd);
 		return -ECONNABORTED;
 	}
+	lf__count(LF_EV_FAST_SERVER);
 	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, true) < 0) {
 		lf__sys_close(unx);
 		return -ECONNABORTED;

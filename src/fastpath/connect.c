@@ -253,7 +253,7 @@ static int conclude(int fd, int h, int err)
 	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0), fdd = lf__sys_fcntl(fd, F_GETFD, 0);
 	int unx = pending_remove(fd);
 
-	if (h == 1 && unx >= 0 &&
+	if (h == 1 && unx >= 0 && (lf__count(LF_EV_FAST_CLIENT), 1) &&
 	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC),
 			  false) == 0) {
 		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
@@ -328,6 +328,22 @@ static void to_loopback(struct lf_ep *ep, int family)
 		ep->addr.v6 = in6addr_loopback;
 }
 
+/* The connect goes on as plain TCP: count why (`loopfast status`), say it
+ * under LOOPFAST_DEBUG, and remember a listener without a usable
+ * rendezvous for a second (no Unix connect per connect to a plain server). */
+static int plain(enum lf_event ev, const char *why, int fd, unsigned port, const struct lf_diag_sock *lst)
+{
+	int e = errno;
+
+	lf__count(ev);
+	if (why)
+		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, port, why, strerror(e));
+	if (lst)
+		neg_add(lst->inode);
+	errno = e;
+	return 0;
+}
+
 int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -359,40 +375,38 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!(fl & LF_F_OPTIN))
 		return 0;
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
-	if (!lf__ep_from_sockaddr(&dst, sa, len) || !lf__ep_is_loopback(&dst))
+	if (!lf__ep_from_sockaddr(&dst, sa, len))
 		return 0;
+	if (!lf__ep_is_loopback(&dst))
+		return plain(LF_EV_NOT_LOOPBACK, NULL, -1, 0, NULL);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))
 		return 0;
 	if (lf__sys_getsockname(fd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&src, (void *)&ss, sl))
 		return 0;
-	sl = sizeof(ss);
-	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
-		return 0; /* already connected: let the kernel say so */
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
 
 	/* 1. The listener that will get the connection. */
-	if (lf__diag_listener(&dst, &src, &lst) < 0) {
-		DEBUG("connect fd %d: no listener on port %u: plain TCP", fd, dst.port);
-		return 0;
-	}
+	if (lf__diag_listener(&dst, &src, &lst) < 0)
+		return plain(LF_EV_NO_LISTENER, "no listener", fd, dst.port, NULL);
 	if (neg_cached(lst.inode))
-		return 0;
+		return plain(LF_EV_NO_RENDEZVOUS, NULL, -1, 0, NULL);
 
-	/* 2. The hello. Our TCP endpoint must be known before it is queued. */
+	/* 2. The hello. Our TCP endpoint must be known before it is queued
+	 * (a socket already connected keeps its port; its connect below then
+	 * fails as the kernel says, and the server drops the hello). */
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
-		return 0;
+		return plain(LF_EV_FAILED, "no socket for the hello", fd, dst.port, NULL);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		sl = sizeof(ss);
 		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
-			DEBUG("connect fd %d: bind to an ephemeral port: %s: plain TCP", fd, strerror(errno));
 			lf__sys_close(unx);
-			return 0;
+			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, dst.port, NULL);
 		}
 		src.port = tmp.port;
 	}
@@ -401,19 +415,17 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
+	int ev = -1;
 	const char *why = NULL;
 	if (syscall(SYS_bind, unx, &cname, cl))
-		why = "bind the hello's name";
+		ev = LF_EV_FAILED, why = "bind the hello's name";
 	else if (lf__sys_connect(unx, (void *)&rname, rl))
-		why = "no rendezvous";
+		ev = errno == EAGAIN ? LF_EV_BUSY : LF_EV_NO_RENDEZVOUS, why = "no rendezvous";
 	else if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid)
-		why = "the rendezvous is not the listener owner's";
+		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
 	if (why) {
-		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst.port, why, strerror(errno));
-		if (why[0] != 'b')
-			neg_add(lst.inode);
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
-		return 0;
+		return plain(ev, why, fd, dst.port, ev == LF_EV_FAILED ? NULL : &lst);
 	}
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
@@ -464,6 +476,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0);
 	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
+	lf__count(LF_EV_FAST_CLIENT);
 	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, false) < 0) {
 		/* dup3 cannot fail for valid fds; if it did, the connection is
 		 * unusable on both paths: report it as reset. */

@@ -200,6 +200,28 @@ void lf__fd_rcvtimeo(int fd, bool on);
 void lf__epoll_member(int epfd, int fd, int op);
 extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
 
+/* ---- stats.c: per-process counts that `loopfast status` shows */
+
+/* What happened to one connection. The client side counts the fast-path
+ * connections it made and why the others took plain TCP; the server side
+ * counts the connections it claimed and the hellos it refused. */
+enum lf_event {
+	LF_EV_FAST_CLIENT,       /* a connection switched to the fast path (client) */
+	LF_EV_FAST_SERVER,       /* ... (server, claimed) */
+	LF_EV_NOT_LOOPBACK,      /* destination not a loopback address */
+	LF_EV_NO_LISTENER,       /* sock_diag found no listener for the destination */
+	LF_EV_NO_RENDEZVOUS,     /* the listener has no rendezvous: peer not opted in */
+	LF_EV_NOT_OWNER,         /* the rendezvous is not the listener owner's (squatted) */
+	LF_EV_BUSY,              /* the rendezvous is full (flooded, or a burst) */
+	LF_EV_FAILED,            /* the hello could not be set up (bind, fds, memory) */
+	LF_EV_EXCLUDED,          /* LOOPFAST_EXCLUDE names the destination or listener */
+	LF_EV_PLAIN_PEER,        /* server: the client queued no hello (not opted in) */
+	LF_EV_UNVOUCHED,         /* server: a hello the kernel did not vouch for was dropped */
+	LF_EV_DROPPED,           /* server: a hello was dropped (its uid over its share) */
+	LF_NEVENTS
+};
+void lf__count(enum lf_event ev);
+
 /* ---- listener.c: rendezvous, stash and shared page of a listener */
 
 /* Sets up (or adopts, after exec or in another process) the rendezvous of

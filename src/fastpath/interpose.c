@@ -253,6 +253,18 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 	return 0;
 }
 
+/* nfd became a copy of fd. A listener copied to a descriptor that stays
+ * open across exec (socket activation's dup2 to fd 3) takes its hidden
+ * descriptors along, so that the exec'd program can claim hellos. */
+static void inherit(int fd, int nfd, bool cloexec)
+{
+	struct lf_fd *f;
+
+	lf__fd_copy(fd, nfd);
+	if (!cloexec && fd != nfd && (f = lf__fd(nfd)) && f->lst)
+		lf__listener_cloexec(f->lst, false);
+}
+
 LF_EXPORT int dup(int fd)
 {
 	int nfd = REAL(dup)(fd), e = errno;
@@ -272,7 +284,7 @@ LF_EXPORT int dup3(int fd, int nfd, int flags)
 	r = REAL(dup3)(fd, nfd, flags);
 	e = errno;
 	if (r >= 0)
-		lf__fd_copy(fd, nfd);
+		inherit(fd, nfd, flags & O_CLOEXEC);
 	errno = e;
 	return r;
 }
@@ -286,7 +298,7 @@ LF_EXPORT int dup2(int fd, int nfd)
 	r = REAL(dup2)(fd, nfd);
 	e = errno;
 	if (r >= 0)
-		lf__fd_copy(fd, nfd);
+		inherit(fd, nfd, false);
 	errno = e;
 	return r;
 }
