@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_FAST_FLOOD, CONN_NPATHS };
+enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_TCP_FLOOD, CONN_FAST_FLOOD, CONN_NPATHS };
+#define CONN_FLOODED(p) ((p) == CONN_TCP_FLOOD || (p) == CONN_FAST_FLOOD)
+#define CONN_OPTED_IN(p) ((p) == CONN_FAST || (p) == CONN_CLIENT_ONLY || (p) == CONN_FAST_FLOOD)
 extern const char *const conn_path_names[CONN_NPATHS];
 
 #define CONN_MAX_CLIENTS 4096
@@ -39,8 +41,10 @@ struct conn_opts {
 	const char *json_path, *plot_path;
 };
 
-/* One run: a server process and a client process (and, for the flood row,
- * a flooder of another uid when run as root), all children of the caller. */
+/* One run: a server process and a client process (and, for the flood rows,
+ * a flooder of another uid when run as root), all children of the caller.
+ * The flooder runs in both flood rows, so that tcp+flood measures what its
+ * CPU use alone costs plain TCP. */
 int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_result *r);
 
 struct conn_row {

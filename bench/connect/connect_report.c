@@ -62,6 +62,16 @@ static double tcp_median(const struct conn_row *rows, unsigned nrows, unsigned c
 	return 0;
 }
 
+/* The same path without the flood: what a flood row is compared with. */
+static double unflooded_median(const struct conn_row *rows, unsigned nrows, const struct conn_row *r)
+{
+	int want = r->path == CONN_FAST_FLOOD ? CONN_FAST : CONN_TCP;
+	for (unsigned i = 0; i < nrows; i++)
+		if (rows[i].path == want && rows[i].clients == r->clients)
+			return summarize(&rows[i]).median;
+	return 0;
+}
+
 void conn_report(const struct conn_row *rows, unsigned nrows, const struct conn_opts *o)
 {
 	FILE *f = lf_cli_json ? stderr : stdout;
@@ -86,12 +96,17 @@ void conn_report(const struct conn_row *rows, unsigned nrows, const struct conn_
 			snprintf(share, sizeof(share), "%.0f%%", 100 * s.fast_share);
 		fprintf(f, "%7u  %-12s %10.0f %-23s %7s %6s %7llu", rows[i].clients, conn_path_names[rows[i].path],
 			s.median, range, ratio, share, (unsigned long long)s.errors);
+		double quiet = CONN_FLOODED(rows[i].path) ? unflooded_median(rows, nrows, &rows[i]) : 0;
+		if (quiet > 0)
+			fprintf(f, "  %.2f of unflooded", s.median / quiet);
 		if (s.flood)
 			fprintf(f, "  (%llu junk hellos)", (unsigned long long)s.flood);
 		fputc('\n', f);
 	}
 	fprintf(f, "\nfast: share of sampled connections (1 in 8, client and server ends) that took the fast path; "
-		   "client-only: the client opted in, the server did not (plain TCP expected)\n");
+		   "client-only: the client opted in, the server did not (plain TCP expected); +flood: another uid "
+		   "floods the rendezvous with junk hellos from a CPU of its own (tcp+flood: what that CPU use costs "
+		   "plain TCP)\n");
 }
 
 int conn_write_json(const struct conn_row *rows, unsigned nrows, const struct conn_opts *o)
@@ -110,8 +125,10 @@ int conn_write_json(const struct conn_row *rows, unsigned nrows, const struct co
 		struct summary s = summarize(r);
 		double base = tcp_median(rows, nrows, r->clients);
 		fprintf(f, "    {\"path\": \"%s\", \"clients\": %u, \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, "
-			   "\"vs_tcp\": %.4f, \"fast_share\": %.4f, \"errors\": %llu, \"junk_hellos\": %llu, \"runs\": [",
+			   "\"vs_tcp\": %.4f, \"vs_unflooded\": %.4f, \"fast_share\": %.4f, \"errors\": %llu, "
+			   "\"junk_hellos\": %llu, \"runs\": [",
 			conn_path_names[r->path], r->clients, s.median, s.min, s.max, base > 0 ? s.median / base : 0,
+			CONN_FLOODED(r->path) && unflooded_median(rows, nrows, r) > 0 ? s.median / unflooded_median(rows, nrows, r) : 0,
 			s.fast_share, (unsigned long long)s.errors, (unsigned long long)s.flood);
 		for (unsigned k = 0; k < r->n; k++)
 			fprintf(f, "%s%.1f", k ? ", " : "", r->runs[k].rate);

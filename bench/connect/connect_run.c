@@ -21,12 +21,13 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "fast+flood" };
+const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
 
@@ -78,8 +79,10 @@ static void serve(int path, int report)
 		_exit(3);
 	sl = sizeof(ss);
 	getsockname(l, (void *)&ss, &sl);
-	int port = path == CONN_UNIX ? 0 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	if (write(report, &port, sizeof(port)) != sizeof(port))
+	struct stat st;
+	int id[2] = { path == CONN_UNIX ? 0 : ntohs(((struct sockaddr_in *)&ss)->sin_port),
+		      fstat(l, &st) ? 0 : (int)st.st_ino }; /* port, and the inode that names the rendezvous */
+	if (write(report, id, sizeof(id)) != sizeof(id))
 		_exit(3);
 	while (!stop) {
 		struct epoll_event ev[256];
@@ -147,7 +150,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 #define START(i) do { \
 		struct slot *s_ = &slots[i]; \
 		s_->fd = socket(path == CONN_UNIX ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); \
-		if (path != CONN_TCP && path != CONN_UNIX) \
+		if (CONN_OPTED_IN(path)) \
 			lf_enable_fast_path(s_->fd); \
 		int r_ = connect(s_->fd, (void *)&ss, sl); \
 		s_->state = 0; \
@@ -195,7 +198,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 				continue;
 			if (r == 1 && b == 'y') {
 				done++;
-				if (path != CONN_TCP && path != CONN_UNIX && seq++ % SAMPLE_EVERY == 0) {
+				if (CONN_OPTED_IN(path) && seq++ % SAMPLE_EVERY == 0) {
 					sampled++;
 					fast += lf_fast_path_active(s->fd) == 1;
 				}
@@ -219,13 +222,14 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 }
 
 /* Flooder: as another uid (nobody) when root, keeps up to 512 junk hellos
- * queued on the server's rendezvous, replacing them as the server drops
- * them, for as long as it lives. Reports how many it queued. */
-static void flood(int port, int report)
+ * queued on the server's rendezvous and replaces them as fast as it can
+ * (a CPU of its own, the attacker's best), for as long as it lives.
+ * Reports how many it queued. */
+static void flood(int port, unsigned ino, int report)
 {
 	struct lf_ep dst = { .family = AF_INET, .addr.v4.s_addr = htonl(INADDR_LOOPBACK), .port = (uint16_t)port };
 	struct sockaddr_un rn, cn;
-	socklen_t rl = lf__name_listener(&rn, AF_INET, &dst);
+	socklen_t rl = lf__name_listener(&rn, AF_INET, ino);
 	int held[512];
 	uint64_t sent = 0;
 	unsigned next = 0;
@@ -242,8 +246,7 @@ static void flood(int port, int report)
 		int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (u < 0 || bind(u, (void *)&cn, cl) || connect(u, (void *)&rn, rl)) {
 			if (u >= 0)
-				close(u);
-			usleep(100); /* the rendezvous is full: the server is behind */
+				close(u); /* full or absent: an attacker just tries again */
 			continue;
 		}
 		(void)!write(u, "junk", 4);
@@ -305,7 +308,7 @@ static void reap(pid_t pid)
 
 int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_result *r)
 {
-	int srd, crd, frd = -1, port, timeout = (int)((o->warmup_s + o->time_s) * 1000) + 20000;
+	int srd, crd, frd = -1, id[2], timeout = (int)((o->warmup_s + o->time_s) * 1000) + 20000;
 	pid_t server, cl, fl = -1;
 	uint64_t sv[3];
 
@@ -313,16 +316,16 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 	fflush(NULL);
 	if ((server = spawn(&srd)) == 0)
 		serve(path, srd);
-	if (server < 0 || read_full(srd, &port, sizeof(port), 5000)) {
+	if (server < 0 || read_full(srd, id, sizeof(id), 5000)) {
 		reap(server);
 		return r->err = -EIO;
 	}
-	if (path == CONN_FAST_FLOOD && (fl = spawn(&frd)) == 0)
-		flood(port, frd);
+	if (CONN_FLOODED(path) && (fl = spawn(&frd)) == 0)
+		flood(id[0], (unsigned)id[1], frd);
 	if (fl > 0)
 		usleep(200 * 1000); /* let the flood build up */
 	if ((cl = spawn(&crd)) == 0)
-		client(path, clients, port, server, o, crd);
+		client(path, clients, id[0], server, o, crd);
 	int e = cl < 0 ? -EIO : read_full(crd, r, sizeof(*r), timeout);
 	if (fl > 0) {
 		kill(fl, SIGTERM);
@@ -330,7 +333,7 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 			r->flood = 0;
 	}
 	kill(server, SIGTERM);
-	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && path != CONN_TCP && path != CONN_UNIX) {
+	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && CONN_OPTED_IN(path)) {
 		/* Both ends: the client's samples and the server's. */
 		r->sampled += sv[1];
 		r->fast += sv[2];

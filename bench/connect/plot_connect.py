@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"tcp": "#555555", "fast": "#1f77b4", "client-only": "#ff7f0e", "unix": "#2ca02c",
-          "fast+flood": "#d62728"}
+          "tcp+flood": "#8c564b", "fast+flood": "#d62728"}
 
 
 def main(src, dst):
