@@ -25,3 +25,4 @@ if ! python3 -c 'import pytest, matplotlib' 2>/dev/null; then
 	fi
 fi
 python3 -c 'import pytest, matplotlib' || { echo "deps: pytest/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }
+bash "$(dirname "$0")/compat-deps.sh"
