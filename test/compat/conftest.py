@@ -14,6 +14,7 @@ blocked writing output the test has not read yet), never by timing."""
 import json
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
@@ -178,10 +179,22 @@ def tail(proc, n=2000):
 # --- processes -----------------------------------------------------------
 
 def free_port(host="127.0.0.1"):
+    """A port nothing is bound to, below the ephemeral range, so that no
+    client's connection takes it before the server binds it (and a machine
+    whose ephemeral ports are all in TIME_WAIT still has some)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket(family) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+            try:
+                s.bind((host, port))
+                return port
+            except OSError:
+                continue
+    pytest.fail(f"no free port on {host}")
 
 
 def url_host(host):
