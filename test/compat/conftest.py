@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import random
+import select
 import shutil
 import signal
 import socket
@@ -116,6 +117,8 @@ def _proc_addr(hexaddr):
     raw = bytes.fromhex(hexaddr)
     # /proc/net/tcp{,6} prints the address as host-order 32-bit words.
     raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    if raw[:12] == bytes(10) + b"\xff\xff":  # an IPv4-mapped address (Java's dual-stack sockets)
+        raw = raw[12:]
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
@@ -269,6 +272,22 @@ def procs(tmp):
     ps = Procs(tmp)
     yield ps
     ps.stop_all()
+
+
+def read_until(p, marker, timeout=60):
+    """Reads a client's stdout (a pipe) until marker appears; returns what
+    was read. Fails if the client exits or after timeout seconds."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while marker not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            pytest.fail(f"{p.name} printed no {marker!r} within {timeout} s: {buf[-500:]!r}\n{tail(p)}")
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if not chunk:
+            pytest.fail(f"{p.name} ended before printing {marker!r}: {buf[-500:]!r}\n{tail(p)}")
+        buf += chunk
+    return buf
 
 
 def finish(p, stdin=None, timeout=60):
