@@ -290,6 +290,15 @@ def read_until(p, marker, timeout=60):
     return buf
 
 
+def wait_log(p, marker, timeout=60):
+    """Waits until marker (bytes) appears in what p wrote to its log."""
+    deadline = time.monotonic() + timeout
+    while marker not in p.log.read_bytes():
+        if p.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{p.name} logged no {marker!r}\n{tail(p)}")
+        time.sleep(0.05)
+
+
 def finish(p, stdin=None, timeout=60):
     """Feeds stdin (bytes) to a client started with pipes, waits for it and
     returns its stdout; asserts it exited 0."""
