@@ -145,12 +145,21 @@ def status_json():
 
 def fast_pairs(server_pid, client_pid, status=None):
     """(client row, server row) of every fast-path connection between the
-    process trees of server_pid and client_pid."""
+    process trees of server_pid and client_pid. Rows are matched by mirrored
+    endpoints, each row used once: two live fast-path connections can show
+    the same client address (README: the doorbell's port is released), and
+    rows with the same endpoints are interchangeable for counting."""
     conns = (status or status_json())["connections"]
     spids, cpids = tree(server_pid), tree(client_pid)
-    clients = [c for c in conns if c["role"] == "client" and c["pid"] in cpids]
-    servers = [s for s in conns if s["role"] == "server" and s["pid"] in spids]
-    return [(c, s) for c in clients for s in servers if c["local"] == s["peer"] and c["peer"] == s["local"]]
+    servers = {}
+    for s in conns:
+        if s["role"] == "server" and s["pid"] in spids:
+            servers.setdefault((s["peer"], s["local"]), []).append(s)
+    pairs = []
+    for c in conns:
+        if c["role"] == "client" and c["pid"] in cpids and servers.get((c["local"], c["peer"])):
+            pairs.append((c, servers[(c["local"], c["peer"])].pop()))
+    return pairs
 
 
 def await_fast(server, client, count=1, peer=None, timeout=60):
