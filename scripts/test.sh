@@ -54,6 +54,7 @@ run_pytest "e2e" "$root/test/e2e"
 # The comparison suite again with busy polling on every fast-path socket
 # (back-off off, so that the spin really runs whatever the load).
 LOOPFAST_TEST_SPIN_US=50 LOOPFAST_SPIN_BACKOFF=0 run_pytest "e2e with spinning" "$root/test/e2e/test_compare.py"
+run_pytest "compat" "$root/test/compat"  # real programs from Debian's packages (scripts/compat-deps.sh)
 
 echo "== building under ASan+UBSan"
 if cmake -S "$root" -B "$asan" -DLF_SANITIZE=ON -DLF_WERROR=ON >/dev/null && cmake --build "$asan" -j2 >/dev/null; then

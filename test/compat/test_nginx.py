@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import await_fast, finish, lf, need, start_nginx
+from conftest import await_fast, finish, lf, need, start_nginx, url_host
 
 # wrk checks every response body against the file, counts per thread, and
 # prints the total at the end.
@@ -28,15 +28,17 @@ end
 
 
 @pytest.mark.timeout(120)
-def test_curl_downloads_a_file(procs, tmp):
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_curl_downloads_a_file(procs, tmp, host):
     need("curl")
-    srv, port = start_nginx(procs, tmp)
+    srv, port = start_nginx(procs, tmp, host=host)
     data = os.urandom(16 << 20)
     (tmp / "www" / "blob.bin").write_bytes(data)
     # curl cannot finish, nor close its connection, before the test reads
     # its output: 16 MiB is far more than the pipe and socket buffers hold.
-    cli = procs.start("curl", lf("curl", "-sS", "--fail", f"http://127.0.0.1:{port}/blob.bin"), stdout=subprocess.PIPE)
-    await_fast(srv, cli, peer=f"127.0.0.1:{port}")
+    cli = procs.start("curl", lf("curl", "-sS", "--fail", f"http://{url_host(host)}:{port}/blob.bin"),
+                      stdout=subprocess.PIPE)
+    await_fast(srv, cli, peer=f"{url_host(host)}:{port}")
     out = finish(cli)
     assert len(out) == len(data) and hashlib.sha256(out).digest() == hashlib.sha256(data).digest()
 
