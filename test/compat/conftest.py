@@ -15,7 +15,6 @@ import json
 import os
 import pathlib
 import random
-import select
 import shutil
 import signal
 import socket
@@ -281,22 +280,6 @@ def procs(tmp):
     ps = Procs(tmp)
     yield ps
     ps.stop_all()
-
-
-def read_until(p, marker, timeout=60):
-    """Reads a client's stdout (a pipe) until marker appears; returns what
-    was read. Fails if the client exits or after timeout seconds."""
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while marker not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
-            pytest.fail(f"{p.name} printed no {marker!r} within {timeout} s: {buf[-500:]!r}\n{tail(p)}")
-        chunk = os.read(p.stdout.fileno(), 65536)
-        if not chunk:
-            pytest.fail(f"{p.name} ended before printing {marker!r}: {buf[-500:]!r}\n{tail(p)}")
-        buf += chunk
-    return buf
 
 
 def wait_log(p, marker, timeout=60):
