@@ -61,7 +61,10 @@ def tmp():
     d = pathlib.Path(tempfile.mkdtemp(prefix="lf-compat-"))
     d.chmod(0o755)
     yield d
-    shutil.rmtree(d, ignore_errors=True)
+    if os.environ.get("LF_COMPAT_KEEP"):  # keep the configs and every program's log
+        print(f"kept {d}")
+    else:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 # --- kernel state: processes, listeners, fast-path connections ----------
