@@ -124,19 +124,25 @@ def _proc_addr(hexaddr):
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 
-def listening(pids):
-    """{(address, port)} of the TCP sockets in LISTEN held by pids."""
+def tcp_sockets(pids, state):
+    """[(local, remote)] of the TCP sockets in state ("0A" LISTEN, "01"
+    ESTABLISHED) held by pids, each endpoint an (address, port)."""
     inodes = _socket_inodes(pids)
-    out = set()
+    out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
             next(f)
             for line in f:
                 cols = line.split()
-                if cols[3] == "0A" and int(cols[9]) in inodes:
-                    addr, port = cols[1].split(":")
-                    out.add((_proc_addr(addr), int(port, 16)))
+                if cols[3] == state and int(cols[9]) in inodes:
+                    ends = [c.split(":") for c in cols[1:3]]
+                    out.append(tuple((_proc_addr(a), int(p, 16)) for a, p in ends))
     return out
+
+
+def listening(pids):
+    """{(address, port)} of the TCP listeners held by pids."""
+    return {local for local, _ in tcp_sockets(pids, "0A")}
 
 
 def status_json():
@@ -178,8 +184,10 @@ def await_fast(server, client, count=1, peer=None, timeout=60):
         gone = client.poll() is not None or server.poll() is not None
         if gone or time.monotonic() > deadline:
             why = "a process exited" if gone else f"not within {timeout} s"
+            plain = [f"{a}:{p} -> {ra}:{rp}" for (a, p), (ra, rp) in tcp_sockets(tree(client.pid), "01")]
             pytest.fail(f"{len(pairs)} of {count} fast-path connections between server {server.pid} and client "
-                        f"{client.pid} ({why}); status: {json.dumps(st)}\n{tail(server)}\n{tail(client)}")
+                        f"{client.pid} ({why}); the client's plain TCP connections: {plain}; "
+                        f"status: {json.dumps(st)}\n{tail(server)}\n{tail(client)}")
         time.sleep(0.05)
 
 
