@@ -9,8 +9,9 @@ connections from sock_diag and /proc/PID/fd. A pair is a client row held
 by the client's process tree and a server row held by the server's tree
 whose endpoints mirror each other: the two ends of one connection, each a
 Unix stream in the process that uses it. Tests look while the client is
-made to hold its connection (it waits for its stdin, for a message, or is
-blocked writing output the test has not read yet), never by timing."""
+made to hold its connection (it waits for its stdin, for a message or for a
+FIFO, or is blocked writing output the test has not read yet), never by
+timing."""
 import json
 import os
 import pathlib
