@@ -28,3 +28,4 @@ if ! python3 -c 'import pytest, pytest_timeout, matplotlib' 2>/dev/null; then
 fi
 python3 -c 'import pytest, pytest_timeout, matplotlib' ||
 	{ echo "deps: pytest/pytest-timeout/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }
+bash "$(dirname "$0")/compat-deps.sh"

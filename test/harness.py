@@ -8,6 +8,7 @@ Without --only, every suite runs:
   e2e       pytest test/e2e
   e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
             fast-path socket (back-off off, so that the spin really runs)
+  compat    pytest test/compat (real programs from Debian's packages)
   asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
 
 --only runs a named subset instead (for mutants and for developers), with
@@ -16,6 +17,7 @@ no floors; each SPEC is one of
   asan:PROGRAM[:TEST,...]    the same in ASAN_BUILD_DIR (built first)
   e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
   e2e-spin:PYTEST-ARGS       the same with busy polling
+  compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
 
 What fails the run, besides a failing test:
   - any exit status that disagrees with what the suite reported (a C
@@ -44,6 +46,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2E = os.path.join(ROOT, "test", "e2e")
+COMPAT = os.path.join(ROOT, "test", "compat")
 FLOOR = os.path.join(ROOT, "test", "floor.txt")
 ALLOW = os.path.join(ROOT, "test", "skips.allow")
 SPIN_ENV = {"LOOPFAST_TEST_SPIN_US": "50", "LOOPFAST_SPIN_BACKOFF": "0"}
@@ -162,7 +165,7 @@ def run_c_suite(suite, build, env=None):
         run_c(suite, p, env=env)
 
 
-def run_pytest(suite, build, args, env=None):
+def run_pytest(suite, build, args, env=None, cwd=None):
     """pytest with the report conftest.py writes: every test's outcome and
     skip reason, every expected-failure mark, and pytest's exit status."""
     banner(f"{suite.name} (pytest {' '.join(args)})")
@@ -170,7 +173,7 @@ def run_pytest(suite, build, args, env=None):
     os.close(fd)
     e = dict(os.environ, LOOPFAST_BUILD=os.path.abspath(build), LOOPFAST_TEST_REPORT=report, **(env or {}))
     try:
-        rc, _ = stream([sys.executable, "-m", "pytest", "-q", *args], env=e, cwd=E2E, limit=PYTEST_LIMIT_S)
+        rc, _ = stream([sys.executable, "-m", "pytest", "-q", *args], env=e, cwd=cwd or E2E, limit=PYTEST_LIMIT_S)
         try:
             with open(report) as f:
                 doc = json.load(f)
@@ -276,6 +279,7 @@ def main():
         run_c_suite(suite("c"), build)
         run_pytest(suite("e2e"), build, [E2E])
         run_pytest(suite("e2e-spin"), build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
+        run_pytest(suite("compat"), build, [COMPAT], cwd=COMPAT)
         err = build_asan(asan)
         if err:
             suite("asan").problems.append(err)
@@ -300,8 +304,10 @@ def main():
             run_c(suite(kind), path, [t for t in tests.split(",") if t], ASAN_ENV if kind == "asan" else None)
         elif kind in ("e2e", "e2e-spin"):
             run_pytest(suite(kind), build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
+        elif kind == "compat":
+            run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
         else:
-            raise SystemExit(f"--only {spec}: want c:, asan:, e2e: or e2e-spin:")
+            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin: or compat:")
 
     all_suites = list(suites.values())
     problems = [p for s in all_suites for p in s.problems]
