@@ -53,12 +53,20 @@ static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t
  * unvouched hellos and not vouched for now either (remembered as poison,
  * since its client may have committed). Under the claim lock; every call
  * is non-blocking. */
-static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max)
+static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max,
+		bool *released)
 {
 	struct lf_ep c, s;
 	uint32_t uid;
 	int n = 0, u;
 
+	/* Receiving from the stash at the descriptor limit would lose the
+	 * hello (the kernel drops a descriptor it cannot install): make room
+	 * first. The rendezvous just refuses (EMFILE) and keeps it. */
+	if (lf__stash_might_hold(l, client) && !*released) {
+		lf__listener_reserve(l, false);
+		*released = true;
+	}
 	while (n < max && (u = lf__stash_take(l, client, &uids[n])) >= 0)
 		cand[n++] = u;
 	if (n)
@@ -70,6 +78,12 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (u < 0 && errno == EINTR)
 			continue;
+		if (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {
+			lf__listener_reserve(l, false);
+			*released = true;
+			budget++;
+			continue;
+		}
 		if (u < 0)
 			break;
 		if (!hello_of(u, &c, &s, &uid) || s.port != l->ep.port) {
@@ -144,7 +158,7 @@ static void reset(int fd)
 	lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
-int lf__accept_claim(int lfd, int newfd, int flags)
+int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, socklen_t salen)
 {
 	struct lf_fd *f = lf__fd(lfd), *nf = lf__fd(newfd);
 	struct sockaddr_storage ss;
@@ -152,6 +166,7 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 	struct lf_ep peer, local;
 	int cand[MAX_CAND], unx = -1, n;
 	uint32_t uids[MAX_CAND];
+	bool released = false;
 
 	if (!f || !nf)
 		return 0;
@@ -165,21 +180,22 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 		if ((fl & LF_F_NOFAST) || lf__listen_optin(lfd) || !f->lst)
 			return 0;
 	}
-	if (lf__sys_getpeername(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&peer, (void *)&ss, sl) ||
-	    !lf__ep_is_loopback(&peer))
-		return 0;
-	sl = sizeof(ss);
-	if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
-		return 0;
 	struct lf_listener *l = f->lst;
+	if (!lf__ep_from_sockaddr(&peer, sa, salen) || !lf__ep_is_loopback(&peer))
+		return 0;
+	if (lf__ep_is_any(&l->ep)) {
+		if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
+			return 0;
+	} else {
+		local = l->ep; /* bound to one address: what the accepted socket has */
+	}
 	if (l->marks && marked(newfd) == 0) {
 		lf__count(LF_EV_PLAIN_PEER);
 		return 0; /* a plain client: no hello to look for */
 	}
-	lf__listener_reserve(l, false);
 	do {
 		lf__listener_lock(l);
-		n = take(l, &peer, cand, uids, MAX_CAND);
+		n = take(l, &peer, cand, uids, MAX_CAND, &released);
 		lf__listener_unlock(l);
 		for (int i = 0; i < n; i++) {
 			if (unx < 0 && vouched(uids[i], &peer, &local)) {
@@ -194,7 +210,8 @@ int lf__accept_claim(int lfd, int newfd, int flags)
 			}
 		}
 	} while (unx < 0 && n > 0); /* a forged hello may hide the real one */
-	lf__listener_reserve(l, true);
+	if (released)
+		lf__listener_reserve(l, true);
 	if (unx < 0) {
 		uint32_t puid;
 		struct lf_diag_sock d;

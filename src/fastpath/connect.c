@@ -72,12 +72,13 @@ static void carry_options(int tcp, int unx, const struct lf_fd *src, struct lf_f
 	dst->sockset = src->sockset;
 }
 
+/* Every Unix socket loopfast switches in was made (or accepted)
+ * non-blocking, and nothing else is set on it: only a blocking caller
+ * needs a change. */
 static void set_nonblock(int fd, bool on)
 {
-	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
-
-	if (fl >= 0 && !!(fl & O_NONBLOCK) != on)
-		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+	if (!on)
+		lf__sys_fcntl(fd, F_SETFL, 0);
 }
 
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset)
@@ -328,6 +329,24 @@ static void to_loopback(struct lf_ep *ep, int family)
 		ep->addr.v6 = in6addr_loopback;
 }
 
+/* Keeps the client name unique when the kernel gives a live fast-path
+ * connection's old port to a new one: the process and a counter. */
+static pid_t pid;
+static void forget_pid(void) { pid = 0; }
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+static void pid_atfork(void) { pthread_atfork(NULL, NULL, forget_pid); }
+
+static unsigned long nonce(void)
+{
+	static atomic_ulong counter;
+
+	if (!pid) {
+		pthread_once(&pid_once, pid_atfork);
+		pid = getpid();
+	}
+	return ((unsigned long)pid << 32) | (atomic_fetch_add(&counter, 1) & 0xffffffffu);
+}
+
 /* The connect goes on as plain TCP: count why (`loopfast status`), say it
  * under LOOPFAST_DEBUG, and remember a listener without a usable
  * rendezvous for a second (no Unix connect per connect to a plain server). */
@@ -410,8 +429,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		}
 		src.port = tmp.port;
 	}
-	struct stat st;
-	socklen_t cl = lf__name_client(&cname, family, &src, &dst, fstat(fd, &st) ? 0 : (unsigned long)st.st_ino);
+	socklen_t cl = lf__name_client(&cname, family, &src, &dst, nonce());
 	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);

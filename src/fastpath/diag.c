@@ -107,6 +107,7 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 		.req = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u },
 	};
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	static uint32_t seq;
 	long buf[1024];
 	int r = -ENOENT;
 
@@ -117,31 +118,35 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 
 	pthread_mutex_lock(&nl_lock);
+	msg.nlh.nlmsg_seq = ++seq;
 	int nl = nl_socket();
 	if (nl < 0) {
 		r = -errno;
 	} else if (lf__sys_sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
 		r = -errno;
 	} else {
-		ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL);
-		if (len < 0)
-			r = -errno;
-		for (struct nlmsghdr *h = (void *)buf; len > 0 && NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
+		/* One reply, already queued: an exact lookup is answered inside
+		 * the sendto. A reply to an older query (one that failed half
+		 * way) has another sequence number and is skipped. */
+		for (int tries = 0; tries < 4; tries++) {
+			ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL);
+			if (len < 0) {
+				r = -errno;
+				break;
+			}
+			struct nlmsghdr *h = (void *)buf;
+			if (!NLMSG_OK(h, (size_t)len) || h->nlmsg_seq != msg.nlh.nlmsg_seq)
+				continue;
 			if (h->nlmsg_type == NLMSG_ERROR) {
 				const struct nlmsgerr *e = NLMSG_DATA(h);
 				r = e->error ? e->error : -ENOENT;
-				break;
-			}
-			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
-			    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+			} else if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+				   h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
 				fill(out, NLMSG_DATA(h));
 				r = 0;
-				break;
 			}
+			break;
 		}
-		/* A reply must never be left for the next query to read. */
-		while (lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL) > 0)
-			;
 	}
 	pthread_mutex_unlock(&nl_lock);
 	return r;

@@ -41,9 +41,9 @@ int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:
  *   rendezvous of a TCP listener   "\0loopfast/2/L/<fam>/<listener inode>"
  *   stash of that listener         "\0loopfast/2/S/<fam>/<listener inode>"
  *   client end of a connection     "\0loopfast/2/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
- * where fam is the family of the listener, or of the client's TCP socket, and the nonce (the TCP
- * socket's inode) keeps the name unique when the kernel reuses an
- * ephemeral port. Each returns the sockaddr length. */
+ * where fam is the family of the listener, or of the client's TCP socket,
+ * and the nonce (the client's pid and a counter) keeps the name unique when
+ * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino);
 socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
@@ -245,6 +245,8 @@ void lf__listener_unlock(struct lf_listener *l);
  * `client` (its sender's uid in *uid), or -1. */
 int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
+/* False when the stash surely holds no hello for `client` (no lock). */
+bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while
  * its client may already have committed (the accept then resets the TCP
  * connection if its client is of that uid, so that both ends see it fail
@@ -254,10 +256,11 @@ bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint3
 
 /* ---- claim.c: the server side of the negotiation */
 
-/* After accept returned newfd on lfd: switch it to the fast path when its
- * client negotiated it. Returns 0, or -ECONNABORTED when the connection
- * was reset because its hello was lost (the caller then accepts again). */
-int lf__accept_claim(int lfd, int newfd, int flags);
+/* After accept returned newfd on lfd (sa: its peer's address, as accept
+ * reported it): switch it to the fast path when its client negotiated it.
+ * Returns 0, or -ECONNABORTED when the connection was reset because its
+ * hello was lost (the caller then accepts again). */
+int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, socklen_t salen);
 
 /* ---- connect.c: the client side of the negotiation */
 

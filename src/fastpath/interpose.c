@@ -88,26 +88,40 @@ LF_EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+/* Copies an address the kernel gave us into the caller's buffer with the
+ * kernel's truncation rule: what fits, and the full length. */
+static void give_addr(const struct sockaddr_storage *ss, socklen_t n, struct sockaddr *sa, socklen_t *len)
+{
+	if (!sa || !len)
+		return; /* as the kernel: no address wanted, none written */
+	memcpy(sa, ss, *len < n ? *len : n);
+	*len = n;
+}
+
 /* A connection whose hello was lost (see claim.c) is reset and never
  * returned: over TCP it would have been reset before accept too, which
- * accept reports as ECONNABORTED (Linux skips those; so do we, once). */
+ * accept reports as ECONNABORTED (Linux skips those; so do we, once). The
+ * peer's address is asked for in any case: the claim needs it. */
 LF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
-	socklen_t len0 = len ? *len : 0;
-	int nfd = REAL(accept4)(fd, sa, len, flags), e = errno;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int nfd = REAL(accept4)(fd, (struct sockaddr *)&ss, &sl, flags), e = errno;
 
-	if (nfd >= 0 && lf__accept_claim(fd, nfd, flags) == -ECONNABORTED) {
+	for (int tries = 0; nfd >= 0; tries++) {
+		if (lf__accept_claim(fd, nfd, flags, (struct sockaddr *)&ss, sl) != -ECONNABORTED)
+			break;
 		REAL(close)(nfd);
-		if (len)
-			*len = len0;
-		nfd = REAL(accept4)(fd, sa, len, flags);
+		nfd = -1;
+		e = ECONNABORTED;
+		if (tries)
+			break;
+		sl = sizeof(ss);
+		nfd = REAL(accept4)(fd, (struct sockaddr *)&ss, &sl, flags);
 		e = errno;
-		if (nfd >= 0 && lf__accept_claim(fd, nfd, flags) == -ECONNABORTED) {
-			REAL(close)(nfd);
-			nfd = -1;
-			e = ECONNABORTED;
-		}
 	}
+	if (nfd >= 0)
+		give_addr(&ss, sl, sa, len);
 	errno = e;
 	return nfd;
 }

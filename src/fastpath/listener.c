@@ -239,6 +239,11 @@ static bool dead(int fd)
 	return ev > 0 && (ev & (POLLHUP | POLLERR)) && !(ev & POLLIN);
 }
 
+bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
+{
+	return l->shm->bucket[bucket_of(client)] != 0;
+}
+
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
