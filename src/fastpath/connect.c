@@ -119,11 +119,15 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	return 0;
 }
 
-/* ---- listeners known to have no rendezvous (this process, 1 s) */
+/* ---- destinations known to have no usable rendezvous (this process, 1 s):
+ * a client that talks to a plain server pays no sock_diag query and no
+ * Unix connect per connection. A server that gains a rendezvous is used a
+ * second later at most; the path chosen meanwhile is plain TCP, which is
+ * always safe. (Races between threads on an entry can only cost that.) */
 
 #define NEG_SLOTS 16
 static struct {
-	uint32_t inode;
+	struct lf_ep dst;
 	uint64_t until_ms;
 } neg[NEG_SLOTS];
 
@@ -134,20 +138,20 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static bool neg_cached(uint32_t inode)
+static bool neg_cached(const struct lf_ep *dst)
 {
 	uint64_t now = now_ms();
 	for (int i = 0; i < NEG_SLOTS; i++)
-		if (neg[i].inode == inode && neg[i].until_ms > now)
+		if (neg[i].until_ms > now && lf__ep_equal(&neg[i].dst, dst))
 			return true;
 	return false;
 }
 
-static void neg_add(uint32_t inode)
+static void neg_add(const struct lf_ep *dst)
 {
 	static unsigned next;
 	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
-	neg[i].inode = inode;
+	neg[i].dst = *dst;
 	neg[i].until_ms = now_ms() + 1000;
 }
 
@@ -350,15 +354,15 @@ static unsigned long nonce(void)
 /* The connect goes on as plain TCP: count why (`loopfast status`), say it
  * under LOOPFAST_DEBUG, and remember a listener without a usable
  * rendezvous for a second (no Unix connect per connect to a plain server). */
-static int plain(enum lf_event ev, const char *why, int fd, unsigned port, const struct lf_diag_sock *lst)
+static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *dst, bool remember)
 {
 	int e = errno;
 
 	lf__count(ev);
 	if (why)
-		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, port, why, strerror(e));
-	if (lst)
-		neg_add(lst->inode);
+		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst->port, why, strerror(e));
+	if (remember)
+		neg_add(dst);
 	errno = e;
 	return 0;
 }
@@ -397,7 +401,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!lf__ep_from_sockaddr(&dst, sa, len))
 		return 0;
 	if (!lf__ep_is_loopback(&dst))
-		return plain(LF_EV_NOT_LOOPBACK, NULL, -1, 0, NULL);
+		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, false);
+	if (neg_cached(&dst))
+		return plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))
@@ -409,23 +415,21 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 
 	/* 1. The listener that will get the connection. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
-		return plain(LF_EV_NO_LISTENER, "no listener", fd, dst.port, NULL);
-	if (neg_cached(lst.inode))
-		return plain(LF_EV_NO_RENDEZVOUS, NULL, -1, 0, NULL);
+		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, true);
 
 	/* 2. The hello. Our TCP endpoint must be known before it is queued
 	 * (a socket already connected keeps its port; its connect below then
 	 * fails as the kernel says, and the server drops the hello). */
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
-		return plain(LF_EV_FAILED, "no socket for the hello", fd, dst.port, NULL);
+		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, false);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		sl = sizeof(ss);
 		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
 			lf__sys_close(unx);
-			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, dst.port, NULL);
+			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, false);
 		}
 		src.port = tmp.port;
 	}
@@ -443,7 +447,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
 	if (why) {
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
-		return plain(ev, why, fd, dst.port, ev == LF_EV_FAILED ? NULL : &lst);
+		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED);
 	}
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
