@@ -102,6 +102,7 @@ enum {
 	LF_F_TCP = 1u << 7,       /* a TCP socket (family in .family) */
 	LF_F_SHUT_RD = 1u << 8,   /* fast-path socket after shutdown(SHUT_RD), kept as TCP does */
 	LF_F_SHUT_WR = 1u << 9,   /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */
+	LF_F_RESET = 1u << 10,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP

@@ -116,26 +116,27 @@ LF_EXPORT int close(int fd)
 	return REAL(close)(fd);
 }
 
-/* Writes a translated address into the caller's buffer with the kernel's
- * truncation rule: copy what fits, report the full length. */
-static void put_addr(const struct lf_ep *ep, int family, struct sockaddr *sa, socklen_t *len)
+/* Writes a translated address into the caller's buffer (room bytes) with
+ * the kernel's truncation rule: copy what fits, report the full length. */
+static void put_addr(const struct lf_ep *ep, int family, struct sockaddr *sa, socklen_t room, socklen_t *len)
 {
 	struct sockaddr_storage ss;
 	socklen_t n = lf__ep_to_sockaddr(ep, family, &ss);
 
-	memcpy(sa, &ss, *len < n ? *len : n);
+	memcpy(sa, &ss, room < n ? room : n);
 	*len = n;
 }
 
 static int name_common(int fd, struct sockaddr *sa, socklen_t *len, bool peer)
 {
+	socklen_t room = len ? *len : 0; /* the call overwrites *len with the Unix name's length */
 	int r = peer ? REAL(getpeername)(fd, sa, len) : REAL(getsockname)(fd, sa, len);
 	int family, e = errno;
 	struct lf_ep local, remote;
 
-	if (r == 0 && *len >= sizeof(sa_family_t) && sa->sa_family == AF_UNIX &&
+	if (r == 0 && room >= sizeof(sa_family_t) && sa->sa_family == AF_UNIX &&
 	    lf__fast_endpoints(fd, &family, &local, &remote))
-		put_addr(peer ? &remote : &local, family, sa, len);
+		put_addr(peer ? &remote : &local, family, sa, room, len);
 	errno = e;
 	return r;
 }

@@ -141,12 +141,12 @@ static const struct row rows[] = {
 	{ IPPROTO_TCP, TCP_MD5SIG, TCP_MD5SIG, ERR_SET, ENOPROTOOPT, true },
 	{ IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS, TCP_USER_TIMEOUT, TCP, 0, false },
 	{ IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR, ERR_ON, EPERM, true },
-	{ IPPROTO_TCP, TCP_REPAIR_QUEUE, TCP_REPAIR_OPTIONS, ERR_SET, EPERM, true },
+	{ IPPROTO_TCP, TCP_REPAIR_QUEUE, TCP_REPAIR_OPTIONS, TCP, 0, false }, /* never in repair: TCP's refusal */
 	{ IPPROTO_TCP, TCP_FASTOPEN, TCP_NOTSENT_LOWAT, TCP, 0, false },
 	{ IPPROTO_TCP, TCP_CC_INFO, TCP_CC_INFO, CCINFO, 0, false },
 	{ IPPROTO_TCP, TCP_SAVE_SYN, TCP_SAVE_SYN, TCP, 0, true },
 	{ IPPROTO_TCP, TCP_SAVED_SYN, TCP_SAVED_SYN, TCP, 0, false },
-	{ IPPROTO_TCP, TCP_REPAIR_WINDOW, TCP_REPAIR_WINDOW, ERR_SET, EPERM, true },
+	{ IPPROTO_TCP, TCP_REPAIR_WINDOW, TCP_REPAIR_WINDOW, TCP, 0, false },
 	{ IPPROTO_TCP, TCP_FASTOPEN_CONNECT, TCP_FASTOPEN_CONNECT, TCP, 0, false },
 	{ IPPROTO_TCP, TCP_ULP, TCP_ULP, ERR_SET, ENOENT, false },
 	{ IPPROTO_TCP, TCP_MD5SIG_EXT, TCP_MD5SIG_EXT, ERR_SET, ENOPROTOOPT, true },
@@ -289,8 +289,11 @@ static int ref_open(int family, struct ref *r)
 	return 0;
 }
 
-/* The reference of a family (with ref_lock held): its client end, or -errno. */
-static int ref_get(int family)
+/* The reference of a family (with ref_lock held): its client end, or its
+ * server end for the accepted side of a fast-path connection (TCP answers
+ * some options differently there: the MSS, the multicast TTL taken from
+ * the SYN, V6ONLY inherited from a listener bound to ::1), or -errno. */
+static int ref_get(int family, bool server)
 {
 	struct ref *r = &refs[family == AF_INET6];
 	struct stat st;
@@ -303,7 +306,7 @@ static int ref_get(int family)
 		if (e < 0)
 			return e;
 	}
-	return r->c;
+	return server ? r->s : r->c;
 }
 
 /* ---- what the application set, as TCP read it back */
@@ -380,16 +383,31 @@ static bool turns_on(const void *val, socklen_t len)
 
 /* ---- get */
 
-static int ref_getopt(int family, int level, int opt, void *val, socklen_t *len)
+/* Which end of its connection a fast-path socket is: the accepted end
+ * carries the listener's name. */
+static bool server_end(int fd)
+{
+	struct sockaddr_un sun;
+	socklen_t l = sizeof(sun);
+	struct lf_ep a, b;
+	int family;
+
+	return lf__sys_getsockname(fd, (void *)&sun, &l) == 0 &&
+	       lf__name_parse(&sun, l, &family, &a, &b) == LF_NAME_LISTENER;
+}
+
+static int ref_getopt(int family, bool server, int level, int opt, void *val, socklen_t *len)
 {
 	pthread_mutex_lock(&ref_lock);
-	int c = ref_get(family), r = c < 0 ? c : lf__sys_getsockopt(c, level, opt, val, len) ? -errno : 0;
+	int c = ref_get(family, server), r = c < 0 ? c : lf__sys_getsockopt(c, level, opt, val, len) ? -errno : 0;
 	pthread_mutex_unlock(&ref_lock);
 	return r;
 }
 
 /* The state TCP would be in: the Unix socket knows whether the peer shut
- * its side (or closed, or reset), the fd table whether this side did. */
+ * its side (or closed, or reset), the fd table whether this side did. A
+ * reset is remembered once seen: the Unix socket forgets it when the error
+ * is read (SO_ERROR, a read), TCP stays CLOSE. */
 static uint8_t tcp_state(int fd, struct lf_fd *f)
 {
 	struct pollfd p = { fd, POLLRDHUP, 0 };
@@ -398,7 +416,9 @@ static uint8_t tcp_state(int fd, struct lf_fd *f)
 
 	if (syscall(SYS_ppoll, &p, 1, &zero, NULL, 0) != 1)
 		p.revents = 0;
-	if (p.revents & POLLERR)
+	if ((p.revents & POLLERR) && f)
+		atomic_fetch_or(&f->flags, LF_F_RESET);
+	if ((p.revents & POLLERR) || (f && (atomic_load(&f->flags) & LF_F_RESET)))
 		return TCP_CLOSE; /* the peer reset: TCP got a RST */
 	rd = p.revents & (POLLRDHUP | POLLHUP);
 	return rd && wr ? TCP_CLOSE : rd ? TCP_CLOSE_WAIT : wr ? TCP_FIN_WAIT2 : TCP_ESTABLISHED;
@@ -432,7 +452,7 @@ static const struct { size_t from, to; } unknown_spans[] = {
  * what happened on it (bytes, segments, retransmits, times). */
 static int tcp_info(int fd, int family, void *val, socklen_t *len)
 {
-	int r = ref_getopt(family, IPPROTO_TCP, TCP_INFO, val, len);
+	int r = ref_getopt(family, server_end(fd), IPPROTO_TCP, TCP_INFO, val, len);
 	unsigned char *p = val;
 
 	if (r < 0)
@@ -459,7 +479,7 @@ int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *l
 	case INFO:
 		return tcp_info(fd, family, val, len);
 	case CCINFO: {
-		int r = ref_getopt(family, level, opt, val, len);
+		int r = ref_getopt(family, server_end(fd), level, opt, val, len);
 		if (r == 0 && val)
 			memset(val, 0, *len);
 		return r;
@@ -486,7 +506,7 @@ int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *l
 	default:
 		if ((at = rec_find(f, level, opt)) >= 0)
 			return put(val, len, f->opt + at + REC_HEAD, f->opt[at + 4]);
-		return ref_getopt(family, level, opt, val, len);
+		return ref_getopt(family, server_end(fd), level, opt, val, len);
 	}
 }
 
@@ -495,14 +515,15 @@ int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *l
 /* Makes the set on the reference, reads back what TCP made of it, and
  * gives the reference its own value back. A set that cannot be undone
  * (nothing to read back before it) retires the reference. */
-static int ref_setopt(int family, int level, int opt, const void *val, socklen_t len, void *back, socklen_t *blen)
+static int ref_setopt(int family, bool server, int level, int opt, const void *val, socklen_t len, void *back,
+		      socklen_t *blen)
 {
 	unsigned char saved[256];
 	socklen_t sl = sizeof(saved);
-	int r;
+	int r, mtu;
 
 	pthread_mutex_lock(&ref_lock);
-	int c = ref_get(family);
+	int c = ref_get(family, server);
 	if (c < 0) {
 		pthread_mutex_unlock(&ref_lock);
 		return c;
@@ -513,7 +534,12 @@ static int ref_setopt(int family, int level, int opt, const void *val, socklen_t
 		*blen = 0, r = 1; /* accepted, nothing to read back */
 	else if (r == 0 && have && *blen == sl && !memcmp(back, saved, sl))
 		r = 2; /* TCP's own value: nothing to remember */
-	if (r >= 0 && (!have || lf__sys_setsockopt(c, level, opt, saved, sl)))
+	/* Undo it. Some sets (IP_TOS) also drop the route TCP keeps, and an
+	 * idle connection only finds it again when it sends: IP_MTU would
+	 * then say ENOTCONN. Such a reference is retired too. */
+	sl = have ? sl : 0;
+	if (r >= 0 && (!have || lf__sys_setsockopt(c, level, opt, saved, sl) ||
+		       lf__sys_getsockopt(c, IPPROTO_IP, IP_MTU, &mtu, &(socklen_t){ sizeof(mtu) })))
 		ref_drop(&refs[family == AF_INET6], true);
 	pthread_mutex_unlock(&ref_lock);
 	return r;
@@ -528,7 +554,7 @@ int lf__sopt_set(int fd, int family, int level, int opt, const void *val, sockle
 
 	if (how == ERR_SET || (how == ERR_ON && turns_on(val, len)))
 		return -row->err;
-	r = ref_setopt(family, level, opt, val, len, back, &blen);
+	r = ref_setopt(family, server_end(fd), level, opt, val, len, back, &blen);
 	if (r < 0)
 		return r;
 	if (how == -1)

@@ -197,6 +197,8 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "kill-workers", sc_kill_workers }, { "stash-limit", sc_stash_limit },
 	{ "fdleak", sc_fdleak },
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
+	{ "sockopt-table", sc_sockopt_table }, { "tcp-info", sc_tcp_info }, { "sockopt-pin", sc_sockopt_pin },
+	{ "oob", sc_oob }, { "shut-rd", sc_shut_rd }, { "rcvlowat", sc_rcvlowat },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
 	{ "epoll-before-connect", sc_epoll_before_connect }, { "readiness", sc_readiness },
 	{ "halfclose", sc_halfclose }, { "msgflags", sc_msgflags }, { "vectored", sc_vectored },
