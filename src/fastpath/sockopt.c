@@ -177,8 +177,8 @@ bool lf__sopt_claimed(int level, int opt)
 /* ---- the reference: a TCP connection on loopback, per family */
 
 struct ref {
-	int c, s;  /* client end (asked), server end (kept so c stays ESTABLISHED) */
-	ino_t ino; /* of c: its number may be reused behind our back (close_range) */
+	int c, s;      /* client end, server end (each asked for its side) */
+	ino_t ino[2];  /* of c and s: their numbers may be reused behind our back (close_range) */
 	bool up;
 };
 
@@ -189,39 +189,33 @@ static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
 static void ref_prepare(void) { pthread_mutex_lock(&ref_lock); }
 static void ref_parent(void) { pthread_mutex_unlock(&ref_lock); }
 
+/* Retires a reference: closes the ends that are still ours (a program
+ * that closed every descriptor may have reused their numbers). */
+static void ref_drop(struct ref *r)
+{
+	int fds[2] = { r->c, r->s };
+	struct stat st;
+
+	for (int k = 0; k < 2 && r->up; k++) {
+		if (fstat(fds[k], &st) || st.st_ino != r->ino[k])
+			continue;
+		struct lf_fd *f = lf__fd(fds[k]);
+		if (f && !f->owner)
+			atomic_store(&f->flags, 0);
+		lf__sys_close(fds[k]);
+	}
+	r->up = false;
+}
+
 /* A child makes its own references: sets on a shared one would race. */
 static void ref_child(void)
 {
-	for (int i = 0; i < 2; i++) {
-		if (!refs[i].up)
-			continue;
-		int fds[2] = { refs[i].c, refs[i].s };
-		for (int k = 0; k < 2; k++) {
-			struct lf_fd *f = lf__fd(fds[k]);
-			if (f)
-				atomic_store(&f->flags, 0);
-			lf__sys_close(fds[k]);
-		}
-		refs[i].up = false;
-	}
+	ref_drop(&refs[0]);
+	ref_drop(&refs[1]);
 	pthread_mutex_unlock(&ref_lock);
 }
 
 static void ref_atfork(void) { pthread_atfork(ref_prepare, ref_parent, ref_child); }
-
-static void ref_drop(struct ref *r, bool close_them)
-{
-	int fds[2] = { r->c, r->s };
-
-	for (int k = 0; k < 2; k++) {
-		struct lf_fd *f = lf__fd(fds[k]);
-		if (f && atomic_load(&f->flags) == LF_F_HIDDEN && !f->owner)
-			atomic_store(&f->flags, 0);
-		if (close_them)
-			lf__sys_close(fds[k]);
-	}
-	r->up = false;
-}
 
 static socklen_t loopback_any_port(int family, struct sockaddr_storage *ss)
 {
@@ -275,6 +269,10 @@ static int ref_open(int family, struct ref *r)
 		e = EADDRINUSE;
 	if (!e && fstat(c, &st))
 		e = errno;
+	r->ino[0] = st.st_ino;
+	if (!e && fstat(s, &st))
+		e = errno;
+	r->ino[1] = st.st_ino;
 	if (e) {
 		lf__sys_close(c);
 		lf__sys_close(s);
@@ -284,7 +282,6 @@ static int ref_open(int family, struct ref *r)
 	lf__sys_setsockopt(s, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
 	r->c = lf__fd_hide(c, NULL);
 	r->s = lf__fd_hide(s, NULL);
-	r->ino = st.st_ino;
 	r->up = true;
 	return 0;
 }
@@ -299,8 +296,8 @@ static int ref_get(int family, bool server)
 	struct stat st;
 
 	pthread_once(&ref_once, ref_atfork);
-	if (r->up && (fstat(r->c, &st) || st.st_ino != r->ino))
-		ref_drop(r, false); /* closed behind our back: the numbers are not ours */
+	if (r->up && (fstat(server ? r->s : r->c, &st) || st.st_ino != r->ino[server]))
+		ref_drop(r); /* closed behind our back */
 	if (!r->up) {
 		int e = ref_open(family, r);
 		if (e < 0)
@@ -540,7 +537,7 @@ static int ref_setopt(int family, bool server, int level, int opt, const void *v
 	sl = have ? sl : 0;
 	if (r >= 0 && (!have || lf__sys_setsockopt(c, level, opt, saved, sl) ||
 		       lf__sys_getsockopt(c, IPPROTO_IP, IP_MTU, &mtu, &(socklen_t){ sizeof(mtu) })))
-		ref_drop(&refs[family == AF_INET6], true);
+		ref_drop(&refs[family == AF_INET6]);
 	pthread_mutex_unlock(&ref_lock);
 	return r;
 }

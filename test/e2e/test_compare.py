@@ -81,6 +81,13 @@ DOCUMENTED = {
     # socket, which is readable only when bytes are queued.
     "shut-rd": [("epoll with nothing queued: 1", "epoll with nothing queued: 0"),
                 ("epoll once bytes came: 1", "epoll once bytes came: 0")],
+    # A value loopfast records (an option the Unix socket cannot hold) is
+    # kept per descriptor in the process: a dup or a forked child keeps the
+    # value of the moment it was made; TCP's option belongs to the socket.
+    "sockopt-shared": [("a set through the dup, read through the first fd: 44",
+                        "a set through the dup, read through the first fd: 33"),
+                       ("a child reads what was set before fork: 44", "a child reads what was set before fork: 33"),
+                       ("a set in the child, read by the parent: 55", "a set in the child, read by the parent: 33")],
     # SO_RCVLOWAT: reads honour it on both; readiness is the Unix socket's,
     # which does not look at the mark.
     "rcvlowat": [(r"(poll|select|epoll) below the mark: 0", r"\1 below the mark: 1")],

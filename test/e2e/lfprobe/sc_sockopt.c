@@ -535,3 +535,36 @@ void sc_sockopt_pin(void)
 	out("TCP_KEEPIDLE after connect %d", v);
 	expect_echo_pair(c, s);
 }
+
+static int keepidle(int fd)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+	CHECK(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l) == 0);
+	return v;
+}
+
+/* An option belongs to the socket, not to one descriptor: a dup and a
+ * forked child share it with TCP. */
+void sc_sockopt_shared(void)
+{
+	int c, s;
+	pair(&c, &s);
+	path("client", c);
+	CHECK(setsockopt(c, IPPROTO_TCP, TCP_KEEPIDLE, &(int){ 33 }, sizeof(int)) == 0);
+	int d = dup(c);
+	out("a dup reads what was set before it: %d", keepidle(d));
+	CHECK(setsockopt(d, IPPROTO_TCP, TCP_KEEPIDLE, &(int){ 44 }, sizeof(int)) == 0);
+	out("a set through the dup, read through the first fd: %d", keepidle(c));
+	close(d);
+	int sync[2];
+	CHECK(pipe(sync) == 0);
+	pid_t p = fork_child();
+	if (p == 0) {
+		out("a child reads what was set before fork: %d", keepidle(c));
+		CHECK(setsockopt(c, IPPROTO_TCP, TCP_KEEPIDLE, &(int){ 55 }, sizeof(int)) == 0);
+		_exit(0);
+	}
+	out("child %d", wait_child(p));
+	out("a set in the child, read by the parent: %d", keepidle(c));
+}
