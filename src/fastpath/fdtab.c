@@ -95,6 +95,14 @@ const int lf__carried[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, S
 			    SO_PRIORITY, SO_RCVLOWAT, SO_RCVBUF, SO_SNDBUF };
 const int lf__ncarried = sizeof(lf__carried) / sizeof(lf__carried[0]);
 
+uint32_t lf__carried_bit(int opt)
+{
+	for (int i = 0; i < lf__ncarried; i++)
+		if (lf__carried[i] == opt)
+			return 1u << i;
+	return 0;
+}
+
 void lf__listener_put(struct lf_listener *l);
 static int dup_high(int fd);
 

@@ -154,6 +154,7 @@ void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
 extern const int lf__ncarried;
+uint32_t lf__carried_bit(int opt);            /* its bit in lf_fd.sockset */
 void lf__listener_put(struct lf_listener *l);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);

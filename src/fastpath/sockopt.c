@@ -575,9 +575,7 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 	if (!f)
 		return;
 	if (level == SOL_SOCKET)
-		for (int i = 0; i < lf__ncarried; i++)
-			if (lf__carried[i] == opt)
-				f->sockset |= 1u << i;
+		f->sockset |= lf__carried_bit(opt);
 	if (!lf__global_optin && !(atomic_load(&f->flags) & LF_F_OPTIN) && !f->lst)
 		return;
 	if (row && row->pin && (row->how == ERR_SET || turns_on(val, len))) {

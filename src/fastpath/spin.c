@@ -7,7 +7,9 @@
  *
  * Semantics kept:
  * - non-blocking sockets, MSG_DONTWAIT, MSG_WAITALL and sockets with
- *   SO_RCVTIMEO never spin (their timing is the caller's);
+ *   SO_RCVTIMEO never spin (their timing is the caller's), nor do sockets
+ *   with SO_RCVLOWAT set (a non-blocking retry would return fewer bytes
+ *   than the mark);
  * - poll/select/epoll timeouts are honoured exactly: the spin stops at the
  *   timeout, and the blocking call gets the remaining time;
  * - signals: handlers are wrapped (sigaction, signal) so that a handler
@@ -95,8 +97,11 @@ static unsigned budget(struct lf_fd *f, unsigned need_flags)
 
 	if (!f || !f->spin_us)
 		return 0;
+	static uint32_t rcvlowat;
+	if (!rcvlowat)
+		rcvlowat = lf__carried_bit(SO_RCVLOWAT);
 	fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	if ((fl & need_flags) != need_flags || (fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)))
+	if ((fl & need_flags) != need_flags || (fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) || (f->sockset & rcvlowat))
 		return 0;
 	if (!backoff())
 		return f->spin_us;

@@ -681,4 +681,20 @@ void sc_rcvlowat(void)
 	write_all(c, "jklmn", 5);
 	out("poll at the mark: %d", poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000));
 	out("read %zd", recv(s, buf, sizeof(buf), 0));
+	/* Bytes below the mark queued: the read takes them and waits for the
+	 * rest (enough new ones that TCP wakes too). */
+	write_all(c, "abc", 3);
+	for (int i = 0, q = 0; i < 5000 && q != 3; i++) {
+		CHECK(ioctl(s, FIONREAD, &q) == 0);
+		if (q != 3)
+			usleep(1000);
+	}
+	p = fork_child();
+	if (p == 0) {
+		usleep(100000);
+		write_all(c, "defghijk", 8);
+		_exit(0);
+	}
+	out("a blocking read with 3 queued, then 8 more: %zd", recv(s, buf, sizeof(buf), 0));
+	out("writer %d", wait_child(p));
 }
