@@ -241,8 +241,11 @@ LF_EXPORT int shutdown(int fd, int how)
 	int e0 = errno, family, r;
 
 	if ((how != SHUT_RD && how != SHUT_RDWR && how != SHUT_WR) || !(f = lf__fd(fd)) ||
-	    !lf__fast_family(fd, &family))
+	    !lf__fast_family(fd, &family)) {
+		errno = e0;
 		return REAL(shutdown)(fd, how);
+	}
+	errno = e0;
 	r = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);
 	if (r < 0)
 		return r;

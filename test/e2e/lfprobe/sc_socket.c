@@ -591,7 +591,9 @@ void sc_shut_rd(void)
 	path("server", s);
 	write_all(c, "ab", 2);
 	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
-	out("shutdown SHUT_RD: %d", shutdown(s, SHUT_RD));
+	errno = 4242; /* success must leave errno alone */
+	int rc = shutdown(s, SHUT_RD);
+	out("shutdown SHUT_RD: %d errno kept %d", rc, errno == 4242);
 	out("read what was queued: %zd", read(s, buf, sizeof(buf)));
 	out("read with nothing queued (blocking socket): %zd", read(s, buf, sizeof(buf)));
 	out("recv MSG_WAITALL: %zd", recv(s, buf, sizeof(buf), MSG_WAITALL));
@@ -620,13 +622,17 @@ void sc_shut_rd(void)
 	out("its own writes still go: %zd", write(s, "ef", 2));
 	CHECK(read_full(c, buf, 2) == 2);
 	out("the peer reads '%.2s'", buf);
-	out("SHUT_WR as well: %d", shutdown(s, SHUT_WR));
+	errno = 4242;
+	rc = shutdown(s, SHUT_WR);
+	out("SHUT_WR as well: %d errno kept %d", rc, errno == 4242);
 	out("the peer reads EOF: %zd", read(c, buf, sizeof(buf)));
 	close(c);
 	close(s);
 
 	pair(&c, &s);
-	out("shutdown SHUT_RDWR: %d", shutdown(s, SHUT_RDWR));
+	errno = 4242;
+	rc = shutdown(s, SHUT_RDWR);
+	out("shutdown SHUT_RDWR: %d errno kept %d", rc, errno == 4242);
 	out("read: %zd", read(s, buf, sizeof(buf)));
 	w = write(s, "x", 1);
 	out("write: %zd %s", w, ename(w < 0 ? errno : 0));
