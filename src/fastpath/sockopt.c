@@ -576,7 +576,10 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 		return;
 	if (level == SOL_SOCKET)
 		f->sockset |= lf__carried_bit(opt);
-	if (!lf__global_optin && !(atomic_load(&f->flags) & LF_F_OPTIN) && !f->lst)
+	/* Only a socket that may still become a fast-path one (opted in, not
+	 * connected yet) or a listener needs it: a connected plain TCP socket
+	 * pays nothing. */
+	if (!(atomic_load(&f->flags) & LF_F_OPTIN) && !f->lst)
 		return;
 	if (row && row->pin && (row->how == ERR_SET || turns_on(val, len))) {
 		if (lf__debug_on && !(atomic_load(&f->flags) & LF_F_NOFAST))
