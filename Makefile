@@ -19,7 +19,8 @@ demo: deps
 	bash scripts/demo.sh $(BUILD)
 
 # Every test: C unit tests, end-to-end tests, and the C tests again under
-# ASan+UBSan. Ends with one "N passed, N failed" line.
+# ASan+UBSan; every exit status counts, with floors (test/floor.txt) and
+# allowed skips (test/skips.allow). Ends with one "N passed, N failed" line.
 test: deps
 	$(MAKE) all CMAKE_FLAGS="-DLF_WERROR=ON $(CMAKE_FLAGS)"
 	bash scripts/test.sh $(BUILD) $(ASAN_BUILD)

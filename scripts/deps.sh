@@ -17,11 +17,15 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 	apt-get install -y -q "${pkgs[@]}" >/dev/null
 fi
 
-# pytest and matplotlib for whichever python3 is first on PATH: pip where it
-# is allowed (a venv or pyenv), Debian's packages for the system python.
-if ! python3 -c 'import pytest, matplotlib' 2>/dev/null; then
-	if ! python3 -m pip install -q pytest matplotlib 2>/dev/null; then
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest python3-matplotlib >/dev/null
+# pytest (with pytest-timeout: every test runs under a timeout) and
+# matplotlib for whichever python3 is first on PATH: pip where it is allowed
+# (a venv or pyenv), Debian's packages for the system python.
+if ! python3 -c 'import pytest, pytest_timeout, matplotlib' 2>/dev/null; then
+	if ! python3 -m pip install -q pytest pytest-timeout matplotlib 2>/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest python3-pytest-timeout \
+			python3-matplotlib >/dev/null
 	fi
 fi
-python3 -c 'import pytest, matplotlib' || { echo "deps: pytest/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }
+python3 -c 'import pytest, pytest_timeout, matplotlib' ||
+	{ echo "deps: pytest/pytest-timeout/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }
+bash "$(dirname "$0")/compat-deps.sh"

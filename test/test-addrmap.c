@@ -16,24 +16,28 @@ static struct lf_ep ep(int family, const char *addr, uint16_t port)
 static void listener_roundtrip(void)
 {
 	struct sockaddr_un sun;
-	struct lf_ep in = ep(AF_INET6, "::", 8080), a, b;
+	struct lf_ep a, b;
+	unsigned long ino = 0;
 	int fam;
-	socklen_t l = lf__name_listener(&sun, AF_INET6, &in);
+	socklen_t l = lf__name_listener(&sun, AF_INET6, 4294967295ul);
 
 	ASSERT_EQ(sun.sun_path[0], 0);
-	ASSERT_EQ(lf__name_parse(&sun, l, &fam, &a, &b), LF_NAME_LISTENER);
+	ASSERT_EQ(lf__name_parse(&sun, l, &ino, &fam, &a, &b), LF_NAME_LISTENER);
 	ASSERT_EQ(fam, AF_INET6);
-	ASSERT(lf__ep_equal(&a, &in));
+	ASSERT_EQ(ino, 4294967295ul);
+	l = lf__name_stash(&sun, AF_INET, 7);
+	ASSERT_EQ(lf__name_parse(&sun, l, &ino, &fam, &a, &b), LF_NAME_NONE); /* the stash is no rendezvous */
 }
 
 static void client_roundtrip(void)
 {
 	struct sockaddr_un sun;
 	struct lf_ep c = ep(AF_INET, "127.0.0.1", 40001), s = ep(AF_INET, "127.0.0.2", 5432), a, b;
+	unsigned long ino;
 	int fam;
 	socklen_t l = lf__name_client(&sun, AF_INET6, &c, &s, 0x1234abcd);
 
-	ASSERT_EQ(lf__name_parse(&sun, l, &fam, &a, &b), LF_NAME_CLIENT);
+	ASSERT_EQ(lf__name_parse(&sun, l, &ino, &fam, &a, &b), LF_NAME_CLIENT);
 	ASSERT_EQ(fam, AF_INET6);
 	ASSERT(lf__ep_equal(&a, &c));
 	ASSERT(lf__ep_equal(&b, &s));
@@ -43,32 +47,47 @@ static enum lf_name_kind parse_str(const char *name)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
 	struct lf_ep a, b;
+	unsigned long ino;
 	int fam;
 	size_t n = strlen(name);
 
 	memcpy(sun.sun_path + 1, name, n);
-	return lf__name_parse(&sun, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n), &fam, &a, &b);
+	return lf__name_parse(&sun, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n), &ino, &fam, &a, &b);
 }
 
 static void rejects_garbage(void)
 {
-	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/80"), LF_NAME_LISTENER);
-	ASSERT_EQ(parse_str("loopfast/C/4/127.0.0.1/1/127.0.0.1/2/ff"), LF_NAME_CLIENT);
-	ASSERT_EQ(parse_str("loopfast/C/4/127.0.0.1/1/127.0.0.1/2"), LF_NAME_NONE); /* no nonce */
-	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/80/extra"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/L/5/127.0.0.1/80"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.256/80"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/65536"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/8x"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/X/4/127.0.0.1/80"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("other/L/4/127.0.0.1/80"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/4/1234"), LF_NAME_LISTENER);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/1/127.0.0.1/2/ff"), LF_NAME_CLIENT);
+	ASSERT_EQ(parse_str("loopfast/2/C/6/::1/1/::1/2/0"), LF_NAME_CLIENT);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/1/127.0.0.1/2"), LF_NAME_NONE); /* no nonce */
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/1/127.0.0.1/2/zz"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/1/127.0.0.1/2/ff/x"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/01/127.0.0.1/2/ff"), LF_NAME_NONE); /* leading zero */
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/-1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/fe80::1%lo/1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/4/1234/extra"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/5/1234"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/4/"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/4/12x"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/L/4/99999999999999999999999"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.256/1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/C/4/127.0.0.1/65536/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/X/4/1234"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/80"), LF_NAME_NONE); /* the first protocol's names */
+	ASSERT_EQ(parse_str("other/2/L/4/1"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str("loopfast/2/"), LF_NAME_NONE);
 	ASSERT_EQ(parse_str(""), LF_NAME_NONE);
 	/* A filesystem path, not an abstract name. */
-	struct sockaddr_un sun = { .sun_family = AF_UNIX, .sun_path = "loopfast/L/4/127.0.0.1/80" };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX, .sun_path = "loopfast/2/L/4/1234" };
 	struct lf_ep a, b;
+	unsigned long ino;
 	int fam;
-	ASSERT_EQ(lf__name_parse(&sun, sizeof(sun), &fam, &a, &b), LF_NAME_NONE);
+	ASSERT_EQ(lf__name_parse(&sun, sizeof(sun), &ino, &fam, &a, &b), LF_NAME_NONE);
+	/* An embedded NUL. */
+	struct sockaddr_un z = { .sun_family = AF_UNIX };
+	memcpy(z.sun_path + 1, "loopfast/2/L/4/1\0002", 18);
+	ASSERT_EQ(lf__name_parse(&z, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 19), &ino, &fam, &a, &b), LF_NAME_NONE);
 }
 
 static void v4_mapped_is_v4(void)

@@ -9,9 +9,13 @@
  *    has seen one (at most 2 s) and the socket's drop counter is read.
  * Designs, sizes and modes are interleaved within each repetition so that
  * noise hits them alike; the table reports medians and the spread.
+ * This file parses the options and makes the runs; udp_report.c turns the
+ * samples into the table, the JSON and the plot.
  */
 #include "cli.h"
 #include "udp.h"
+#include "udp_designs.h"
+#include "udp_report.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,47 +24,15 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
-
-enum { MODE_RATE = 1, MODE_DRAIN = 2 };
-
-struct opts {
-	unsigned modes;       /* MODE_* bits */
-	unsigned sizes[8], nsizes;
-	bool designs[16];
-	unsigned work, threads, repeat, generators;
-	double seconds;
-	unsigned long long count;
-	const char *json, *plot;
-};
-
-struct sample {
-	int mode;
-	unsigned size, design, threads, repeat;
-	unsigned long long received, sent;
-	long long drops;
-	double seconds, rate, cpu_ns;
-	bool marker;
-	unsigned markers; /* end markers sent (a dropped one counts in lost) */
-	int err;
-};
-
-static const char *mode_name(int m)
-{
-	return m == MODE_RATE ? "rate" : "drain";
-}
 
 static int parse_uint(const char *s, unsigned long long min, unsigned long long max,
 		      unsigned long long *out)
@@ -78,14 +50,6 @@ static int parse_uint(const char *s, unsigned long long min, unsigned long long 
 	return 0;
 }
 
-static int find_design(const char *name)
-{
-	for (unsigned i = 0; i < udp_ndesigns; i++)
-		if (!strcmp(udp_designs[i].name, name))
-			return (int)i;
-	return -1;
-}
-
 static void usage(void)
 {
 	printf("usage: loopfast bench udp [--mode rate|drain[,..]] [--size N[,..]] [--designs LIST]\n"
@@ -95,12 +59,12 @@ static void usage(void)
 		printf("  %-12s %s\n", udp_designs[i].name, udp_designs[i].what);
 }
 
-static int parse_opts(int argc, char **argv, struct opts *o)
+static int parse_opts(int argc, char **argv, struct udp_opts *o)
 {
 	unsigned long long v;
 	bool any_design = false;
 
-	*o = (struct opts){ .modes = MODE_DRAIN, .sizes = { 64 }, .nsizes = 1, .threads = 2,
+	*o = (struct udp_opts){ .modes = UDP_MODE_DRAIN, .sizes = { 64 }, .nsizes = 1, .threads = 2,
 			    .repeat = 3, .generators = 1, .seconds = 2, .count = 300000 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -120,9 +84,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			snprintf(list, sizeof(list), "%s", val);
 			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 				if (!strcmp(tok, "rate"))
-					o->modes |= MODE_RATE;
+					o->modes |= UDP_MODE_RATE;
 				else if (!strcmp(tok, "drain"))
-					o->modes |= MODE_DRAIN;
+					o->modes |= UDP_MODE_DRAIN;
 				else
 					return lf_cli_error("bench udp: --mode must be rate or drain, not '%s'", tok);
 			}
@@ -142,7 +106,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			memset(o->designs, 0, sizeof(o->designs));
 			snprintf(list, sizeof(list), "%s", val);
 			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-				int d = find_design(tok);
+				int d = udp_find_design(tok);
 				if (d < 0)
 					return lf_cli_error("bench udp: unknown design '%s' (see --help)", tok);
 				o->designs[d] = true;
@@ -257,7 +221,7 @@ static void join_by(pthread_t th, struct udp_run *run, uint64_t deadline)
 
 /* Forks the generators; each waits for a byte on `go`, floods, and writes
  * its count to `res`. Returns the number started or -errno. */
-static int start_generators(const struct opts *o, uint16_t port, unsigned size,
+static int start_generators(const struct udp_opts *o, uint16_t port, unsigned size,
 			    pid_t *pids, int go[2], int res[2])
 {
 	int n = 0;
@@ -295,7 +259,7 @@ static int start_generators(const struct opts *o, uint16_t port, unsigned size,
 	return n;
 }
 
-static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, struct sample *s)
+static int run_one(const struct udp_opts *o, int mode, unsigned size, unsigned di, struct udp_sample *s)
 {
 	const struct udp_design *d = &udp_designs[di];
 	struct udp_run run = { .size = size, .work = o->work, .threads = d->multi ? o->threads : 1 };
@@ -307,7 +271,7 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	double cpu0;
 	int fd, ret;
 
-	if (mode == MODE_DRAIN)
+	if (mode == UDP_MODE_DRAIN)
 		rcvbuf = (size_t)o->count * (size + 1536) + (1u << 20); /* a generous truesize */
 	fd = bind_loopback(&port, rcvbuf);
 	if (fd < 0)
@@ -315,9 +279,9 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	run.fd = fd;
 	if (udp_socket_stat(port, &drops0, NULL) < 0)
 		drops0 = -1;
-	*s = (struct sample){ .mode = mode, .size = size, .design = di, .threads = run.threads };
+	*s = (struct udp_sample){ .mode = mode, .size = size, .design = di, .threads = run.threads };
 
-	if (mode == MODE_DRAIN) {
+	if (mode == UDP_MODE_DRAIN) {
 		sent = udp_generate(port, size, o->count, 0);
 		for (; s->markers < 4 && sent >= 0; s->markers++)
 			udp_send_marker(fd, port);
@@ -400,7 +364,7 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	s->err = st.ret;
 	/* drain: from the first receive call (the data is waiting); rate:
 	 * from the first datagram, as the seed's servers time it. */
-	uint64_t t0 = atomic_load(mode == MODE_DRAIN ? &run.t_start : &run.t_first);
+	uint64_t t0 = atomic_load(mode == UDP_MODE_DRAIN ? &run.t_start : &run.t_first);
 	uint64_t t1 = atomic_load(&run.t_last);
 	s->seconds = t1 > t0 ? (t1 - t0) / 1e9 : 0;
 	s->rate = s->seconds > 0 ? s->received / s->seconds : 0;
@@ -408,186 +372,11 @@ static int run_one(const struct opts *o, int mode, unsigned size, unsigned di, s
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-struct summary {
-	int mode;
-	unsigned size, design, threads, n;
-	double rate, rate_min, rate_max, cpu_ns, drops, received, sent;
-	bool all_markers;
-	int err;
-};
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static void summarize(const struct sample *s, unsigned ns, struct summary *out, unsigned *nout)
-{
-	*nout = 0;
-	for (unsigned i = 0; i < ns; i++) {
-		unsigned k;
-		for (k = 0; k < *nout; k++)
-			if (out[k].mode == s[i].mode && out[k].size == s[i].size && out[k].design == s[i].design)
-				break;
-		if (k < *nout)
-			continue;
-		double rate[100] = { 0 }, cpu[100], drops[100], recv[100], sent[100];
-		struct summary *m = &out[(*nout)++];
-		*m = (struct summary){ .mode = s[i].mode, .size = s[i].size, .design = s[i].design,
-				       .threads = s[i].threads, .all_markers = true };
-		for (unsigned j = i; j < ns; j++) {
-			if (s[j].mode != m->mode || s[j].size != m->size || s[j].design != m->design)
-				continue;
-			rate[m->n] = s[j].rate;
-			cpu[m->n] = s[j].cpu_ns;
-			drops[m->n] = (double)s[j].drops;
-			recv[m->n] = (double)s[j].received;
-			sent[m->n] = (double)s[j].sent;
-			m->all_markers &= s[j].marker;
-			if (s[j].err)
-				m->err = s[j].err;
-			m->n++;
-		}
-		m->rate_min = m->rate_max = rate[0];
-		for (unsigned j = 1; j < m->n; j++) {
-			if (rate[j] < m->rate_min)
-				m->rate_min = rate[j];
-			if (rate[j] > m->rate_max)
-				m->rate_max = rate[j];
-		}
-		m->rate = median(rate, m->n);
-		m->cpu_ns = median(cpu, m->n);
-		m->drops = median(drops, m->n);
-		m->received = median(recv, m->n);
-		m->sent = median(sent, m->n);
-	}
-}
-
-static double base_rate(const struct summary *m, unsigned nm, int mode, unsigned size, const char *name)
-{
-	int d = find_design(name);
-
-	for (unsigned i = 0; i < nm; i++)
-		if (m[i].mode == mode && m[i].size == size && (int)m[i].design == d)
-			return m[i].rate;
-	return 0;
-}
-
-static void print_table(const struct opts *o, const struct summary *m, unsigned nm)
-{
-	int last_mode = 0;
-	unsigned last_size = 0;
-
-	for (unsigned i = 0; i < nm; i++) {
-		if (m[i].mode != last_mode || m[i].size != last_size) {
-			last_mode = m[i].mode;
-			last_size = m[i].size;
-			printf("\nmode %s, %u-byte datagrams, work %u, ", mode_name(last_mode), last_size, o->work);
-			if (last_mode == MODE_DRAIN)
-				printf("%llu queued", o->count);
-			else
-				printf("%.1f s flood from %u generator%s", o->seconds, o->generators,
-				       o->generators > 1 ? "s" : "");
-			printf(", median of %u\n", m[i].n);
-			printf("%-14s %7s %12s %21s %10s %12s %8s %10s\n", "design", "threads", "datagrams/s",
-			       "(min-max)", "lost", "CPU ns/dgram", "x epoll", "x recvmmsg");
-		}
-		double ep = base_rate(m, nm, m[i].mode, m[i].size, "epoll");
-		double mm = base_rate(m, nm, m[i].mode, m[i].size, "recvmmsg");
-		char spread[64], lost[32], r1[16] = "-", r2[16] = "-";
-		snprintf(spread, sizeof(spread), "(%.0f-%.0f)", m[i].rate_min, m[i].rate_max);
-		if (m[i].drops >= 0)
-			snprintf(lost, sizeof(lost), "%.0f", m[i].drops);
-		else
-			snprintf(lost, sizeof(lost), "?");
-		if (ep > 0)
-			snprintf(r1, sizeof(r1), "%.2f", m[i].rate / ep);
-		if (mm > 0)
-			snprintf(r2, sizeof(r2), "%.2f", m[i].rate / mm);
-		printf("%-14s %7u %12.0f %21s %10s %12.0f %8s %10s", udp_designs[m[i].design].name,
-		       m[i].threads, m[i].rate, spread, lost, m[i].cpu_ns, r1, r2);
-		if (m[i].err)
-			printf("  error: %s", strerror(-m[i].err));
-		else if (!m[i].all_markers)
-			printf("  (end marker lost; stopped by timeout)");
-		putchar('\n');
-	}
-}
-
-static int write_json(const char *path, const struct opts *o, const struct sample *s, unsigned ns,
-		      const struct summary *m, unsigned nm)
-{
-	FILE *f = !strcmp(path, "-") ? stdout : fopen(path, "w");
-
-	if (!f)
-		return -errno;
-	fprintf(f, "{\n  \"benchmark\": \"udp\",\n  \"config\": {\"work\": %u, \"threads\": %u, \"repeat\": %u, "
-		   "\"generators\": %u, \"time_s\": %g, \"count\": %llu},\n  \"summary\": [\n",
-		o->work, o->threads, o->repeat, o->generators, o->seconds, o->count);
-	for (unsigned i = 0; i < nm; i++) {
-		double ep = base_rate(m, nm, m[i].mode, m[i].size, "epoll");
-		double mm = base_rate(m, nm, m[i].mode, m[i].size, "recvmmsg");
-		fprintf(f, "    {\"mode\": \"%s\", \"size\": %u, \"design\": \"%s\", \"threads\": %u, \"runs\": %u, "
-			   "\"rate\": %.0f, \"rate_min\": %.0f, \"rate_max\": %.0f, \"lost\": %.0f, "
-			   "\"received\": %.0f, \"sent\": %.0f, \"cpu_ns_per_dgram\": %.1f, "
-			   "\"vs_epoll\": %.3f, \"vs_recvmmsg\": %.3f, \"end_marker_seen\": %s, \"error\": %d}%s\n",
-			mode_name(m[i].mode), m[i].size, udp_designs[m[i].design].name, m[i].threads, m[i].n,
-			m[i].rate, m[i].rate_min, m[i].rate_max, m[i].drops, m[i].received, m[i].sent,
-			m[i].cpu_ns, ep > 0 ? m[i].rate / ep : 0, mm > 0 ? m[i].rate / mm : 0,
-			m[i].all_markers ? "true" : "false", m[i].err, i + 1 < nm ? "," : "");
-	}
-	fprintf(f, "  ],\n  \"runs\": [\n");
-	for (unsigned i = 0; i < ns; i++)
-		fprintf(f, "    {\"mode\": \"%s\", \"size\": %u, \"design\": \"%s\", \"threads\": %u, \"repeat\": %u, "
-			   "\"sent\": %llu, \"received\": %llu, \"lost\": %lld, \"seconds\": %.6f, \"rate\": %.0f, "
-			   "\"cpu_ns_per_dgram\": %.1f, \"end_marker_seen\": %s, \"markers_sent\": %u, \"error\": %d}%s\n",
-			mode_name(s[i].mode), s[i].size, udp_designs[s[i].design].name, s[i].threads, s[i].repeat,
-			s[i].sent, s[i].received, s[i].drops, s[i].seconds, s[i].rate, s[i].cpu_ns,
-			s[i].marker ? "true" : "false", s[i].markers, s[i].err, i + 1 < ns ? "," : "");
-	fprintf(f, "  ]\n}\n");
-	if (f != stdout && fclose(f))
-		return -errno;
-	return 0;
-}
-
-/* The plot is drawn by bench/udp/plot_udp.py (matplotlib), found next to the
- * build tree or in an installed share/loopfast/bench. */
-static int plot(const char *json, const char *png)
-{
-	const char *dirs[] = { "%s/../bench/udp/plot_udp.py", "%s/../share/loopfast/bench/udp/plot_udp.py" };
-	char script[PATH_MAX];
-	struct stat sb;
-	pid_t pid;
-	int st;
-
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(script, sizeof(script), dirs[i], lf_cli_selfdir());
-		if (!stat(script, &sb))
-			break;
-		script[0] = '\0';
-	}
-	if (!script[0])
-		return lf_cli_error("bench udp: plot_udp.py not found next to %s; install loopfast or run from the build tree", lf_cli_selfdir());
-	char *argv[] = { "python3", script, (char *)json, (char *)png, NULL };
-	if (posix_spawnp(&pid, "python3", NULL, NULL, argv, environ))
-		return lf_cli_error("bench udp: cannot run python3 for --plot");
-	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-		return lf_cli_error("bench udp: plotting to %s failed (needs python3 with matplotlib)", png);
-	return 0;
-}
-
 int cmd_bench_udp(int argc, char **argv)
 {
-	struct opts o;
-	struct sample *samples;
-	struct summary *sum;
+	struct udp_opts o;
+	struct udp_sample *samples;
+	struct udp_summary *sum;
 	unsigned ns = 0, nm, nd = 0;
 	int ret = parse_opts(argc, argv, &o);
 
@@ -605,7 +394,7 @@ int cmd_bench_udp(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	for (unsigned r = 0; r < o.repeat; r++)
-		for (int mode = MODE_RATE; mode <= MODE_DRAIN; mode++) {
+		for (int mode = UDP_MODE_RATE; mode <= UDP_MODE_DRAIN; mode++) {
 			if (!(o.modes & mode))
 				continue;
 			for (unsigned z = 0; z < o.nsizes; z++)
@@ -616,7 +405,7 @@ int cmd_bench_udp(int argc, char **argv)
 					if (ret < 0) {
 						free(samples);
 						free(sum);
-						return lf_cli_error("bench udp: %s run of %s failed: %s", mode_name(mode),
+						return lf_cli_error("bench udp: %s run of %s failed: %s", udp_mode_name(mode),
 								    udp_designs[d].name, strerror(-ret));
 					}
 					samples[ns++].repeat = r;
@@ -626,11 +415,11 @@ int cmd_bench_udp(int argc, char **argv)
 		}
 	if (!lf_cli_json && isatty(2))
 		fprintf(stderr, "\r\033[K");
-	summarize(samples, ns, sum, &nm);
+	udp_summarize(samples, ns, sum, &nm);
 	if (lf_cli_json && !(o.json && !strcmp(o.json, "-")))
-		write_json("-", &o, samples, ns, sum, nm);
+		udp_write_json("-", &o, samples, ns, sum, nm);
 	else if (!lf_cli_json && !(o.json && !strcmp(o.json, "-")))
-		print_table(&o, sum, nm);
+		udp_print_table(&o, sum, nm);
 
 	char tmp[] = "/tmp/loopfast-udp-XXXXXX.json";
 	const char *json = o.json;
@@ -643,11 +432,11 @@ int cmd_bench_udp(int argc, char **argv)
 		close(fd);
 		json = tmp;
 	}
-	if (json && (ret = write_json(json, &o, samples, ns, sum, nm)) < 0) {
+	if (json && (ret = udp_write_json(json, &o, samples, ns, sum, nm)) < 0) {
 		ret = lf_cli_error("bench udp: cannot write %s: %s", json, strerror(-ret));
 		goto out;
 	}
-	ret = o.plot ? plot(json, o.plot) : 0;
+	ret = o.plot ? udp_plot(json, o.plot) : 0;
 	if (json == tmp)
 		unlink(tmp);
 	for (unsigned i = 0; i < ns && !ret; i++)

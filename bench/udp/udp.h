@@ -1,7 +1,7 @@
 /* `loopfast bench udp`: the seed's UDP servers (traditional and RIO) and its
  * traffic generator. bench_udp.c drives runs; udp_servers.c and
- * udp_rio_servers.c hold the designs; udp_gen.c the generator and the
- * kernel's drop counters. */
+ * udp_rio_servers.c hold the designs, and udp_designs.h their table;
+ * udp_gen.c the generator and the kernel's drop counters. */
 #ifndef LF_CLI_UDP_H
 #define LF_CLI_UDP_H
 
@@ -26,17 +26,6 @@ struct udp_run {
 	atomic_bool marker;            /* the end marker was seen */
 	int err;                       /* -errno from the server, 0 if fine */
 };
-
-struct udp_design {
-	const char *name;
-	bool multi;  /* uses --threads */
-	bool rio;
-	int (*serve)(struct udp_run *run); /* returns 0 or -errno */
-	const char *what;
-};
-
-extern const struct udp_design udp_designs[];
-extern const unsigned udp_ndesigns;
 
 uint64_t udp_now_ns(void);
 /* A server calls this right before its first receive: in drain mode the
@@ -71,6 +60,13 @@ static inline bool udp_datagram(const struct udp_run *run, struct udp_tally *t,
 /* Adds a batch's tally to the run (timestamps it); returns true to go on. */
 bool udp_flush(struct udp_run *run, struct udp_tally *t);
 
+/* The servers, each returning 0 or -errno: the traditional ones in
+ * udp_servers.c ... */
+int udp_serve_simple(struct udp_run *run);
+int udp_serve_recvmmsg(struct udp_run *run);
+int udp_serve_epoll(struct udp_run *run);
+int udp_serve_epoll_mt(struct udp_run *run);
+/* ... and the RIO ones in udp_rio_servers.c. */
 int udp_serve_rio_polled(struct udp_run *run);
 int udp_serve_rio_posted(struct udp_run *run);
 int udp_serve_rio_sqpoll(struct udp_run *run);

@@ -1,7 +1,9 @@
 /* The traditional servers of seed 002, on Linux system calls: a blocking
  * recv loop ("simple polled"), recvmmsg batches, epoll with one thread (the
  * IOCP analog) and epoll with N threads (IOCP MT). Each waits at most
- * 100 ms at a time so that a run can always be stopped. */
+ * 100 ms at a time so that a run can always be stopped. The run helpers
+ * every server and the generator share (udp_now_ns(), udp_started(),
+ * udp_flush()) are at the top. */
 #include "udp.h"
 
 #include <errno.h>
@@ -66,7 +68,7 @@ static int set_timeout(int fd)
 	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ? -errno : 0;
 }
 
-static int serve_simple(struct udp_run *run)
+int udp_serve_simple(struct udp_run *run)
 {
 	unsigned char buf[65536];
 	struct udp_tally t = { 0 };
@@ -88,7 +90,7 @@ static int serve_simple(struct udp_run *run)
 	}
 }
 
-static int serve_recvmmsg(struct udp_run *run)
+int udp_serve_recvmmsg(struct udp_run *run)
 {
 	static __thread unsigned char bufs[UDP_BATCH][2048];
 	struct mmsghdr msgs[UDP_BATCH];
@@ -211,27 +213,12 @@ out:
 	return ret;
 }
 
-static int serve_epoll(struct udp_run *run)
+int udp_serve_epoll(struct udp_run *run)
 {
 	return serve_epoll_n(run, 1);
 }
 
-static int serve_epoll_mt(struct udp_run *run)
+int udp_serve_epoll_mt(struct udp_run *run)
 {
 	return serve_epoll_n(run, run->threads);
 }
-
-const struct udp_design udp_designs[] = {
-	{ "simple", false, false, serve_simple, "blocking recv loop (seed: Simple Polled UDP)" },
-	{ "recvmmsg", false, false, serve_recvmmsg, "blocking recvmmsg, 64 per call" },
-	{ "epoll", false, false, serve_epoll, "epoll, one thread (seed: IOCP UDP)" },
-	{ "epoll-mt", true, false, serve_epoll_mt, "epoll, N threads (seed: IOCP MT UDP)" },
-	{ "rio-posted", false, true, udp_serve_rio_posted, "RIO polled, 512 posted fixed-buffer receives (seed: RIO Polled UDP)" },
-	{ "rio-polled", false, true, udp_serve_rio_polled, "RIO polled, multishot receive + buffer ring" },
-	{ "rio-polled-mt", true, true, udp_serve_rio_polled_mt, "RIO polled, N threads, a queue pair and multishot each on the one socket" },
-	{ "rio-sqpoll", false, true, udp_serve_rio_sqpoll, "RIO polled, multishot, receives done by a kernel SQPOLL thread" },
-	{ "rio-event", false, true, udp_serve_rio_event, "RIO event-driven (eventfd + notify), multishot (seed: RIO Event Driven UDP)" },
-	{ "rio-port", false, true, udp_serve_rio_port, "RIO completion port, one thread, multishot (seed: RIO IOCP UDP)" },
-	{ "rio-port-mt", true, true, udp_serve_rio_port, "RIO completion port, N threads, multishot (seed: RIO IOCP MT UDP)" },
-};
-const unsigned udp_ndesigns = sizeof(udp_designs) / sizeof(udp_designs[0]);

@@ -85,7 +85,7 @@ struct lf_rio_notify {
 	void *arg;         /* LF_RIO_PORT: passed to fn */
 };
 
-/* Opens a registered-I/O domain. Returns 0 or -errno (-ENOSYS without io_uring). */
+/* Opens a registered-I/O domain. Returns 0 or -errno (-ENOSYS: no io_uring; -EPERM: disabled). */
 int lf_rio_open(struct lf_rio **rio);
 /* Releases the domain. Returns 0, or -EBUSY while queues are still open. */
 int lf_rio_close(struct lf_rio *rio);

@@ -10,7 +10,9 @@
 #include <stddef.h>
 #include <dirent.h>
 #include <errno.h>
+#include <linux/inet_diag.h>
 #include <linux/netlink.h>
+#include <netinet/in.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <stdio.h>
@@ -89,6 +91,58 @@ static int dump_unix(void)
 	}
 }
 
+/* TCP listeners (inode -> address): a rendezvous is named after its
+ * listener's inode. */
+struct tcplisten {
+	uint32_t ino;
+	struct lf_ep ep;
+};
+static struct tcplisten tls[1024];
+static int ntls;
+
+static void dump_tcp_listeners(int family)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 req;
+	} msg = {
+		.nlh = { .nlmsg_len = sizeof(msg), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.req = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = 1u << 10 },
+	};
+	long buf[4096];
+	int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	if (nl < 0 || send(nl, &msg, sizeof(msg), 0) < 0) {
+		if (nl >= 0)
+			close(nl);
+		return;
+	}
+	for (;;) {
+		ssize_t len = recv(nl, buf, sizeof(buf), 0);
+		if (len <= 0)
+			break;
+		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+				close(nl);
+				return;
+			}
+			struct inet_diag_msg *m = NLMSG_DATA(h);
+			struct sockaddr_storage ss = { .ss_family = m->idiag_family };
+			if (ntls == (int)(sizeof(tls) / sizeof(tls[0])))
+				continue;
+			if (m->idiag_family == AF_INET)
+				memcpy(&((struct sockaddr_in *)&ss)->sin_addr, m->id.idiag_src, 4);
+			else
+				memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, m->id.idiag_src, 16);
+			lf__ep_from_sockaddr(&tls[ntls].ep, (struct sockaddr *)&ss, sizeof(ss));
+			tls[ntls].ep.port = ntohs(m->id.idiag_sport);
+			tls[ntls++].ino = m->idiag_inode;
+		}
+	}
+	close(nl);
+}
+
 static struct usock *by_ino(uint32_t ino)
 {
 	for (int i = 0; i < nsocks; i++)
@@ -147,6 +201,7 @@ static void print_ep(const char *key, const struct lf_ep *ep, bool last)
 int cmd_status(int argc, char **argv)
 {
 	int r, family, nl = 0, nc = 0;
+	unsigned long lino;
 	struct lf_ep a, b, c, s;
 
 	for (int i = 1; i < argc; i++) {
@@ -158,13 +213,21 @@ int cmd_status(int argc, char **argv)
 	if ((r = dump_unix()) < 0)
 		return lf_cli_error("status: cannot list Unix sockets (sock_diag): %s", strerror(-r));
 	scan_procs();
+	dump_tcp_listeners(AF_INET);
+	dump_tcp_listeners(AF_INET6);
 
 	printf(lf_cli_json ? "{\"listeners\": [" : "LISTENERS\n");
 	for (int i = 0; i < nsocks; i++) {
 		struct usock *u = &socks[i];
 		if (u->state != 10 /* TCP_LISTEN */ ||
-		    lf__name_parse(&u->name, u->namelen, &family, &a, &b) != LF_NAME_LISTENER)
+		    lf__name_parse(&u->name, u->namelen, &lino, &family, &a, &b) != LF_NAME_LISTENER)
 			continue;
+		int k;
+		for (k = 0; k < ntls && tls[k].ino != lino; k++)
+			;
+		if (k == ntls)
+			continue; /* its TCP listener is gone (or it is not one of ours) */
+		a = tls[k].ep;
 		if (lf_cli_json)
 			printf("%s{\"pid\": %d, \"fd\": %d, ", nl++ ? ", " : "", u->pid, u->fd);
 		else
@@ -179,13 +242,13 @@ int cmd_status(int argc, char **argv)
 		const char *role;
 		if (u->state != 1 /* established */)
 			continue;
-		if (lf__name_parse(&u->name, u->namelen, &family, &a, &b) == LF_NAME_CLIENT) {
+		if (lf__name_parse(&u->name, u->namelen, &lino, &family, &a, &b) == LF_NAME_CLIENT) {
 			role = "client";
 			local = a;
 			remote = b;
 		} else if ((peer = by_ino(u->peer)) &&
-			   lf__name_parse(&peer->name, peer->namelen, &family, &c, &s) == LF_NAME_CLIENT &&
-			   lf__name_parse(&u->name, u->namelen, &family, &a, &b) == LF_NAME_LISTENER) {
+			   lf__name_parse(&peer->name, peer->namelen, &lino, &family, &c, &s) == LF_NAME_CLIENT &&
+			   lf__name_parse(&u->name, u->namelen, &lino, &family, &a, &b) == LF_NAME_LISTENER) {
 			role = "server";
 			local = s;
 			remote = c;

@@ -7,7 +7,9 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 bool lf_cli_json;
@@ -64,4 +66,71 @@ int lf_cli_find_script(const char *rel, char *path, size_t len)
 			return 0;
 	path[0] = '\0';
 	return -ENOENT;
+}
+
+int lf_cli_parse_uint(const char *opt, const char *s, unsigned long long lo, unsigned long long hi,
+		      unsigned long long *out)
+{
+	char *end;
+
+	errno = 0;
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return lf_cli_error("%s needs a number from %llu to %llu, got '%s'", opt, lo, hi, s ? s : "");
+	unsigned long long v = strtoull(s, &end, 10);
+
+	if (errno || *end || v < lo || v > hi)
+		return lf_cli_error("%s needs a number from %llu to %llu, got '%s'", opt, lo, hi, s);
+	*out = v;
+	return 0;
+}
+
+int lf_cli_parse_list(const char *opt, const char *what, const char *s, const char *const *names, unsigned n,
+		      unsigned *mask)
+{
+	char buf[256], *save = NULL;
+
+	if (!s || !*s || strlen(s) >= sizeof(buf))
+		return lf_cli_error("%s needs a comma-separated list", opt);
+	strcpy(buf, s);
+	*mask = 0;
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < n && strcmp(tok, names[i]); i++)
+			;
+		if (i == n) {
+			char all[128] = "";
+
+			for (unsigned k = 0; k < n; k++)
+				snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", k ? ", " : "", names[k]);
+			return lf_cli_error("unknown %s '%s' in %s (one of: %s)", what, tok, opt, all);
+		}
+		*mask |= 1u << i;
+	}
+	if (!*mask)
+		return lf_cli_error("%s needs at least one name", opt);
+	return 0;
+}
+
+/* Runs `python3 bench/<rel> ARG1 ARG2` (a plot script) with its stdout on
+ * our stderr, so that stdout keeps only the table or the JSON. */
+int lf_cli_run_script(const char *rel, const char *arg1, const char *arg2)
+{
+	char script[PATH_MAX];
+	int st;
+
+	if (lf_cli_find_script(rel, script, sizeof(script)) < 0)
+		return lf_cli_error("bench/%s not found next to %s; install loopfast or run from the build tree", rel,
+				    lf_cli_selfdir());
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(2, 1);
+		execlp("python3", "python3", script, arg1, arg2, (char *)NULL);
+		fprintf(stderr, "loopfast: cannot run python3: %s\n", strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+		return lf_cli_error("%s %s %s failed (needs python3 with matplotlib)", script, arg1, arg2);
+	return 0;
 }

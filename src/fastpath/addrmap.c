@@ -3,10 +3,12 @@
  * A fast-path connection has no table: its TCP addresses are encoded in the
  * abstract name the client binds its Unix socket to, so any process holding
  * either end (after fork, exec or fd passing) can answer getsockname and
- * getpeername from the kernel's own state. */
+ * getpeername from the kernel's own state. Names are only ever read, never
+ * trusted: any process can bind any free abstract name. */
 #include "internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,25 +104,23 @@ static socklen_t name_finish(int n)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-static socklen_t name_server(struct sockaddr_un *sun, char kind, int family, const struct lf_ep *ep)
+static socklen_t name_server(struct sockaddr_un *sun, char kind, int family, unsigned long ino)
 {
-	char a[INET6_ADDRSTRLEN];
-
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_PREFIX "%c/%c/%s/%u", kind,
-			 family == AF_INET ? '4' : '6', ep_addr(ep, a, sizeof(a)), ep->port);
+	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_PREFIX "%c/%c/%lu", kind,
+			 family == AF_INET ? '4' : '6', ino);
 	return name_finish(n);
 }
 
-socklen_t lf__name_listener(struct sockaddr_un *sun, int family, const struct lf_ep *ep)
+socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino)
 {
-	return name_server(sun, 'L', family, ep);
+	return name_server(sun, 'L', family, ino);
 }
 
-socklen_t lf__name_stash(struct sockaddr_un *sun, int family, const struct lf_ep *ep)
+socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino)
 {
-	return name_server(sun, 'S', family, ep);
+	return name_server(sun, 'S', family, ino);
 }
 
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
@@ -136,53 +136,64 @@ socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_e
 	return name_finish(n);
 }
 
-static bool parse_ep(char *addr, char *port, struct lf_ep *ep)
+/* A decimal number without sign, leading zero or trailing junk. */
+static bool parse_num(const char *s, unsigned long max, unsigned long *out)
 {
 	char *end;
+
+	if (!s || !*s || (s[0] == '0' && s[1]) || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoul(s, &end, 10);
+	return !errno && !*end && *out <= max;
+}
+
+static bool parse_ep(char *addr, char *port, struct lf_ep *ep)
+{
 	unsigned long p;
 
 	if (!addr || !port)
 		return false;
 	memset(ep, 0, sizeof(*ep));
 	ep->family = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(ep->family, addr, &ep->addr) != 1)
-		return false;
-	p = strtoul(port, &end, 10);
-	if (*end || p > 65535)
+	if (inet_pton(ep->family, addr, &ep->addr) != 1 || !parse_num(port, 65535, &p))
 		return false;
 	ep->port = (uint16_t)p;
 	return true;
 }
 
-enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, int *family,
+enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, unsigned long *ino, int *family,
 				 struct lf_ep *a, struct lf_ep *b)
 {
 	size_t off = offsetof(struct sockaddr_un, sun_path);
 	size_t plen = strlen(LF_NAME_PREFIX);
-	char buf[LF_NAME_MAX], *save = NULL;
+	char buf[LF_NAME_MAX], *save = NULL, *end;
 
-	if (len <= off + 1 + plen || sun->sun_family != AF_UNIX || sun->sun_path[0] != '\0')
+	if (len <= off + 1 + plen || len > sizeof(*sun) || sun->sun_family != AF_UNIX || sun->sun_path[0] != '\0')
 		return LF_NAME_NONE;
 	size_t n = len - off - 1;
 	if (n >= sizeof(buf) || memcmp(sun->sun_path + 1, LF_NAME_PREFIX, plen))
 		return LF_NAME_NONE;
 	memcpy(buf, sun->sun_path + 1 + plen, n - plen);
 	buf[n - plen] = '\0';
+	if (memchr(buf, '\0', n - plen)) /* an embedded NUL: not one of ours */
+		return LF_NAME_NONE;
 
-	char *kind = strtok_r(buf, "/", &save);
-	char *fam = strtok_r(NULL, "/", &save);
+	char *kind = strtok_r(buf, "/", &save), *fam = strtok_r(NULL, "/", &save);
 	if (!kind || !fam || (strcmp(fam, "4") && strcmp(fam, "6")))
 		return LF_NAME_NONE;
 	*family = fam[0] == '4' ? AF_INET : AF_INET6;
-	char *a1 = strtok_r(NULL, "/", &save), *p1 = strtok_r(NULL, "/", &save);
-	if (!parse_ep(a1, p1, a))
-		return LF_NAME_NONE;
-	if (!strcmp(kind, "L"))
-		return strtok_r(NULL, "/", &save) ? LF_NAME_NONE : LF_NAME_LISTENER;
+	if (!strcmp(kind, "L")) {
+		char *num = strtok_r(NULL, "/", &save);
+		return parse_num(num, ~0ul, ino) && !strtok_r(NULL, "/", &save) ? LF_NAME_LISTENER : LF_NAME_NONE;
+	}
 	if (strcmp(kind, "C"))
 		return LF_NAME_NONE;
+	char *a1 = strtok_r(NULL, "/", &save), *p1 = strtok_r(NULL, "/", &save);
 	char *a2 = strtok_r(NULL, "/", &save), *p2 = strtok_r(NULL, "/", &save);
-	if (!parse_ep(a2, p2, b) || !strtok_r(NULL, "/", &save) /* nonce */ || strtok_r(NULL, "/", &save))
+	char *nonce = strtok_r(NULL, "/", &save);
+	if (!parse_ep(a1, p1, a) || !parse_ep(a2, p2, b) || !nonce || !*nonce || strtok_r(NULL, "/", &save))
 		return LF_NAME_NONE;
-	return LF_NAME_CLIENT;
+	strtoul(nonce, &end, 16);
+	return *end ? LF_NAME_NONE : LF_NAME_CLIENT;
 }

@@ -1,7 +1,15 @@
-/* sock_diag queries: which TCP sockets listen on a port, and who owns them.
- * Unprivileged; one netlink round trip per address family. Every call here
- * is a raw system call: the plain libc names would bind to loopfast's own
- * interposed wrappers. */
+/* sock_diag lookups: which TCP listener the kernel would pick for a
+ * connection, and who owns a TCP socket. Unprivileged, one netlink round
+ * trip each: an exact lookup (no dump), answered by the kernel inside the
+ * sendto, so the receive never waits (MSG_DONTWAIT: a reply that is not
+ * there is an error, never a hang).
+ *
+ * The netlink socket is kept, hidden, for the life of the process. A
+ * program may close it behind our back (close_range, a raw close) and reuse
+ * the number: before each use its identity is checked (a netlink socket's
+ * port id is unique), so loopfast never reads from a socket that is not
+ * its own. Every call here is a raw system call: the libc names would bind
+ * to loopfast's own interposed wrappers. */
 #include "internal.h"
 
 #include <errno.h>
@@ -10,68 +18,149 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int diag_family(int nl, int family, uint16_t port, struct lf_diag_listener *out, int n, int max)
+static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
+static uint32_t nl_portid;  /* its identity */
+static pthread_mutex_t nl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint32_t portid_of(int fd)
+{
+	struct sockaddr_nl a;
+	socklen_t l = sizeof(a);
+
+	if (lf__sys_getsockname(fd, (struct sockaddr *)&a, &l) || l < sizeof(a) || a.nl_family != AF_NETLINK)
+		return 0;
+	return a.nl_pid;
+}
+
+/* Our netlink socket, checked; a new one if it was taken from us. */
+static int nl_socket(void)
+{
+	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == nl_portid)
+		return nl_fd;
+	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == 0) {
+		/* Not a netlink socket any more: the number is someone else's. */
+		lf__fd_unhide(nl_fd);
+	} else if (nl_fd >= 0) {
+		lf__fd_unhide(nl_fd);
+		lf__sys_close(nl_fd);
+	}
+	nl_fd = -1;
+	int fd = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	struct sockaddr_nl me = { .nl_family = AF_NETLINK };
+	if (fd < 0)
+		return -1;
+	/* Bind now so that the port id (our identity) is fixed. */
+	if (syscall(SYS_bind, fd, &me, sizeof(me)) || !(nl_portid = portid_of(fd))) {
+		lf__sys_close(fd);
+		return -1;
+	}
+	lf__fd_hide(fd, &nl_fd);
+	return nl_fd;
+}
+
+static void fill(struct lf_diag_sock *out, const struct inet_diag_msg *m)
+{
+	struct sockaddr_storage ss = { .ss_family = m->idiag_family };
+
+	memset(out, 0, sizeof(*out));
+	if (m->idiag_family == AF_INET)
+		memcpy(&((struct sockaddr_in *)&ss)->sin_addr, m->id.idiag_src, 4);
+	else
+		memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, m->id.idiag_src, 16);
+	lf__ep_from_sockaddr(&out->ep, (struct sockaddr *)&ss, sizeof(ss));
+	out->ep.port = ntohs(m->id.idiag_sport);
+	out->family = m->idiag_family;
+	out->uid = m->idiag_uid;
+	out->inode = m->idiag_inode;
+	out->state = m->idiag_state;
+}
+
+static void put_addr(__be32 *dst, const struct lf_ep *ep, int family)
+{
+	memset(dst, 0, 16);
+	if (family == AF_INET) {
+		memcpy(dst, &ep->addr.v4, 4);
+	} else if (ep->family == AF_INET) { /* v4-mapped */
+		((uint8_t *)dst)[10] = ((uint8_t *)dst)[11] = 0xff;
+		memcpy((uint8_t *)dst + 12, &ep->addr.v4, 4);
+	} else {
+		memcpy(dst, &ep->addr.v6, 16);
+	}
+}
+
+/* One exact lookup in the table of `family`: the socket whose local end is
+ * `local` and remote end `remote` (the kernel looks up established sockets
+ * first, then the listener it would hand such a connection to). */
+static int lookup(int family, const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out)
 {
 	struct {
 		struct nlmsghdr nlh;
 		struct inet_diag_req_v2 req;
 	} msg = {
-		.nlh = { .nlmsg_len = sizeof(msg), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
-		.req = { .sdiag_family = family, .sdiag_protocol = IPPROTO_TCP,
-			 .idiag_states = 1u << TCP_LISTEN },
+		.nlh = { .nlmsg_len = sizeof(msg), .nlmsg_type = SOCK_DIAG_BY_FAMILY, .nlmsg_flags = NLM_F_REQUEST,
+			 .nlmsg_seq = 1 },
+		.req = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u },
 	};
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	long buf[2048];
+	long buf[1024];
+	int r = -ENOENT;
 
-	msg.req.id.idiag_sport = htons(port);
-	if (lf__sys_sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
-		return -errno;
-	for (;;) {
-		ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), 0, NULL, NULL);
+	msg.req.id.idiag_sport = htons(local->port);
+	msg.req.id.idiag_dport = htons(remote->port);
+	put_addr(msg.req.id.idiag_src, local, family);
+	put_addr(msg.req.id.idiag_dst, remote, family);
+	msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+
+	pthread_mutex_lock(&nl_lock);
+	int nl = nl_socket();
+	if (nl < 0) {
+		r = -errno;
+	} else if (lf__sys_sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+		r = -errno;
+	} else {
+		ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL);
 		if (len < 0)
-			return errno == EINTR ? diag_family(nl, family, port, out, n, max) : -errno;
-		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
-			if (h->nlmsg_type == NLMSG_DONE)
-				return n;
-			if (h->nlmsg_type == NLMSG_ERROR)
-				return -EPROTO;
-			struct inet_diag_msg *m = NLMSG_DATA(h);
-			if (ntohs(m->id.idiag_sport) != port || m->idiag_state != TCP_LISTEN || n >= max)
-				continue;
-			struct lf_diag_listener *l = &out[n++];
-			memset(l, 0, sizeof(*l));
-			struct sockaddr_storage ss = { .ss_family = m->idiag_family };
-			if (m->idiag_family == AF_INET)
-				memcpy(&((struct sockaddr_in *)&ss)->sin_addr, m->id.idiag_src, 4);
-			else
-				memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, m->id.idiag_src, 16);
-			lf__ep_from_sockaddr(&l->ep, (void *)&ss, sizeof(ss));
-			l->ep.port = port;
-			l->family = m->idiag_family;
-			l->uid = m->idiag_uid;
-			l->inode = m->idiag_inode;
-			struct rtattr *a = (void *)(m + 1);
-			int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen))
-				if (a->rta_type == INET_DIAG_SKV6ONLY)
-					l->v6only = *(uint8_t *)RTA_DATA(a);
+			r = -errno;
+		for (struct nlmsghdr *h = (void *)buf; len > 0 && NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+				r = e->error ? e->error : -ENOENT;
+				break;
+			}
+			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+			    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+				fill(out, NLMSG_DATA(h));
+				r = 0;
+				break;
+			}
 		}
+		/* A reply must never be left for the next query to read. */
+		while (lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL) > 0)
+			;
 	}
+	pthread_mutex_unlock(&nl_lock);
+	return r;
 }
 
-int lf__diag_listeners(int family, uint16_t port, struct lf_diag_listener *out, int max)
+int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct lf_diag_sock *out)
 {
-	int nl = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	int n;
+	int r = lookup(dst->family, dst, from, out);
 
-	if (nl < 0)
-		return -errno;
-	n = diag_family(nl, family, port, out, 0, max);
-	lf__sys_close(nl);
-	return n;
+	if (r == 0 && out->state != TCP_LISTEN)
+		return -ENOENT; /* an established socket with that 4-tuple: not ours to ask */
+	return r;
+}
+
+int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out)
+{
+	int r = lookup(local->family, local, remote, out);
+
+	if (r == 0 && out->state == TCP_LISTEN)
+		return -ENOENT; /* no such connection: the lookup fell through to a listener */
+	return r;
 }

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,13 @@ bool lf__debug_on;
 unsigned lf__global_spin_us;
 
 static struct lf_fd *table;
+
+/* LOOPFAST_DEBUG=1 works in both flavours of the library. */
+__attribute__((constructor)) static void debug_init(void)
+{
+	const char *d = getenv("LOOPFAST_DEBUG");
+	lf__debug_on = d && d[0] == '1';
+}
 
 void lf__debug(const char *fmt, ...)
 {
@@ -57,6 +66,15 @@ int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return (i
 int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len) { return (int)syscall(SYS_getsockopt, fd, level, opt, val, len); }
 int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len) { return (int)syscall(SYS_setsockopt, fd, level, opt, val, len); }
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev); }
+
+int lf__sys_poll1(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
+	int r = (int)syscall(SYS_ppoll, &p, 1, timeout_ms < 0 ? NULL : &ts, NULL, 8);
+
+	return r > 0 ? p.revents : r;
+}
 ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl) { return syscall(SYS_sendto, fd, buf, len, flags, sa, sl); }
 ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl) { return syscall(SYS_recvfrom, fd, buf, len, flags, sa, sl); }
 
@@ -103,74 +121,23 @@ uint32_t lf__carried_bit(int opt)
 	return 0;
 }
 
-void lf__listener_put(struct lf_listener *l);
 static int dup_high(int fd);
-
-void lf__listener_put(struct lf_listener *l)
-{
-	if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
-		return;
-	int fds[3] = { l->rdv, l->chan, l->lockfd };
-	for (int i = 0; i < 3; i++) {
-		struct lf_fd *f = lf__fd(fds[i]);
-		if (f) {
-			f->owner = NULL;
-			atomic_store(&f->flags, 0);
-		}
-		lf__sys_close(fds[i]);
-	}
-	lf__listener_reserve(l, false);
-	if (l->lock)
-		munmap(l->lock, 4096);
-	free(l);
-}
-
-/* A claim needs up to two descriptors of its own (the Unix connection and
- * the doorbell carried by the hello). A server at its fd limit would
- * otherwise take a queued hello for "no hello" and leave a fast-path client
- * waiting forever, so each listener holds two spare ones for the claim. */
-void lf__listener_reserve(struct lf_listener *l, bool hold)
-{
-	for (int i = 0; i < 2; i++) {
-		if (hold && l->reserve[i] <= 0) {
-			int fd = dup_high(l->lockfd);
-			struct lf_fd *f = lf__fd(fd);
-			l->reserve[i] = fd;
-			if (f) {
-				f->owner = l;
-				atomic_store(&f->flags, LF_F_HIDDEN);
-			}
-		} else if (!hold && l->reserve[i] > 0) {
-			struct lf_fd *f = lf__fd(l->reserve[i]);
-			if (f) {
-				f->owner = NULL;
-				atomic_store(&f->flags, 0);
-			}
-			lf__sys_close(l->reserve[i]);
-			l->reserve[i] = -1;
-		}
-	}
-}
-
-void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
-{
-	int fds[3] = { l->rdv, l->chan, l->lockfd };
-	for (int i = 0; i < 3; i++)
-		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
-}
 
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
 	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members &&
-		   !f->spin_us && !f->optset && !f->sockset))
+		   !f->spin_us && !f->optset && !f->sockset && !f->pending_members))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
+	if (atomic_load(&f->flags) & LF_F_PENDING)
+		lf__pending_drop(fd);
 	atomic_store(&f->flags, 0);
+	f->pend_err = 0;
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
-	f->spin_members = 0;
+	f->spin_members = f->pending_members = 0;
 	f->optset = f->sockset = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
@@ -195,7 +162,7 @@ void lf__fd_copy(int from, int to)
 		atomic_fetch_add(&src->lst->refs, 1);
 		dst->lst = src->lst;
 	}
-	atomic_store(&dst->flags, atomic_load(&src->flags) & ~LF_F_HIDDEN);
+	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING));
 }
 
 /* Where hidden descriptors go: half way to the soft limit, so that they
@@ -227,7 +194,12 @@ static int dup_high(int fd)
 	return nfd;
 }
 
-int lf__fd_hide(int fd, struct lf_listener *owner)
+int lf__fd_dup_hidden(int fd)
+{
+	return dup_high(fd);
+}
+
+int lf__fd_hide(int fd, int *home)
 {
 	int nfd = dup_high(fd);
 
@@ -238,31 +210,33 @@ int lf__fd_hide(int fd, struct lf_listener *owner)
 	struct lf_fd *f = lf__fd(fd);
 	if (f) {
 		lf__fd_reset(fd);
-		f->owner = owner;
+		f->home = home;
 		atomic_store(&f->flags, LF_F_HIDDEN);
 	}
+	*home = fd;
 	return fd;
+}
+
+void lf__fd_unhide(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f && (atomic_load(&f->flags) & LF_F_HIDDEN)) {
+		f->home = NULL;
+		atomic_store(&f->flags, 0);
+	}
 }
 
 void lf__fd_relocate(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
-	struct lf_listener *l;
+	int *home;
 
-	if (!f || !(atomic_load(&f->flags) & LF_F_HIDDEN) || !(l = f->owner))
+	if (!f || !(atomic_load(&f->flags) & LF_F_HIDDEN) || !(home = f->home) || *home != fd)
 		return;
-	int nfd = lf__fd_hide(fd, l);
-	if (nfd == fd)
-		return;
-	if (l->rdv == fd)
-		l->rdv = nfd;
-	if (l->chan == fd)
-		l->chan = nfd;
-	if (l->lockfd == fd)
-		l->lockfd = nfd;
-	for (int i = 0; i < 2; i++)
-		if (l->reserve[i] == fd)
-			l->reserve[i] = nfd;
-	f->owner = NULL;
-	atomic_store(&f->flags, 0);
+	lf__fd_hide(fd, home);
+	if (*home != fd) {
+		f->home = NULL;
+		atomic_store(&f->flags, 0);
+	}
 }

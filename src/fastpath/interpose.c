@@ -88,14 +88,27 @@ LF_EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+/* A connection whose hello was lost (see claim.c) is reset and never
+ * returned: over TCP it would have been reset before accept too, which
+ * accept reports as ECONNABORTED (Linux skips those; so do we, once). */
 LF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
+	socklen_t len0 = len ? *len : 0;
 	int nfd = REAL(accept4)(fd, sa, len, flags), e = errno;
 
-	if (nfd >= 0) {
-		lf__accept_claim(fd, nfd, flags);
-		errno = e;
+	if (nfd >= 0 && lf__accept_claim(fd, nfd, flags) == -ECONNABORTED) {
+		REAL(close)(nfd);
+		if (len)
+			*len = len0;
+		nfd = REAL(accept4)(fd, sa, len, flags);
+		e = errno;
+		if (nfd >= 0 && lf__accept_claim(fd, nfd, flags) == -ECONNABORTED) {
+			REAL(close)(nfd);
+			nfd = -1;
+			e = ECONNABORTED;
+		}
 	}
+	errno = e;
 	return nfd;
 }
 
@@ -160,7 +173,20 @@ LF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
  * of them, SO_PEERPIDFD, would make a descriptor). */
 LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
+	struct lf_fd *f = lf__fd(fd);
 	int e0 = errno, r, family;
+
+	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING))
+		lf__finalize(fd, false);
+	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int)) {
+		/* The error of a pending connect that failed (we read it). */
+		memcpy(val, &f->pend_err, sizeof(int));
+		*len = sizeof(int);
+		f->pend_err = 0;
+		errno = e0;
+		return 0;
+	}
+	errno = e0;
 
 	if (level == SOL_SOCKET && !lf__sopt_claimed(level, opt)) {
 		r = REAL(getsockopt)(fd, level, opt, val, len);
@@ -184,6 +210,9 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		}
 	} else {
 		r = REAL(getsockopt)(fd, level, opt, val, len);
+		if (r == 0 && level == IPPROTO_TCP && opt == TCP_SAVE_SYN && f && f->lst && f->lst->marks && len &&
+		    *len >= 1)
+			memset(val, 0, *len); /* loopfast turned it on (hello marks), not the program */
 		if (r == 0 || errno != EOPNOTSUPP)
 			return r;
 		if (!lf__fast_family(fd, &family)) {
@@ -254,6 +283,18 @@ LF_EXPORT int shutdown(int fd, int how)
 	return 0;
 }
 
+/* nfd became a copy of fd. A listener copied to a descriptor that stays
+ * open across exec (socket activation's dup2 to fd 3) takes its hidden
+ * descriptors along, so that the exec'd program can claim hellos. */
+static void inherit(int fd, int nfd, bool cloexec)
+{
+	struct lf_fd *f;
+
+	lf__fd_copy(fd, nfd);
+	if (!cloexec && fd != nfd && (f = lf__fd(nfd)) && f->lst)
+		lf__listener_cloexec(f->lst, false);
+}
+
 LF_EXPORT int dup(int fd)
 {
 	int nfd = REAL(dup)(fd), e = errno;
@@ -273,7 +314,7 @@ LF_EXPORT int dup3(int fd, int nfd, int flags)
 	r = REAL(dup3)(fd, nfd, flags);
 	e = errno;
 	if (r >= 0)
-		lf__fd_copy(fd, nfd);
+		inherit(fd, nfd, flags & O_CLOEXEC);
 	errno = e;
 	return r;
 }
@@ -287,7 +328,7 @@ LF_EXPORT int dup2(int fd, int nfd)
 	r = REAL(dup2)(fd, nfd);
 	e = errno;
 	if (r >= 0)
-		lf__fd_copy(fd, nfd);
+		inherit(fd, nfd, false);
 	errno = e;
 	return r;
 }
@@ -355,7 +396,10 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (r == 0)
 		lf__epoll_member(epfd, fd, op);
-	if (r == 0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_OPTIN)) {
+	unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
+	if (r == 0 && (fl & LF_F_PENDING) && op != EPOLL_CTL_MOD && lf__fd(epfd))
+		lf__fd(epfd)->pending_members += op == EPOLL_CTL_ADD ? 1 : -1;
+	if (r == 0 && (fl & (LF_F_OPTIN | LF_F_PENDING))) {
 		int slot = -1;
 		for (int i = 0; i < LF_EPOLL_MAX && slot < 0; i++)
 			if (f->ep[i].epfd1 == epfd + 1)

@@ -199,9 +199,7 @@ static void ref_drop(struct ref *r)
 	for (int k = 0; k < 2 && r->up; k++) {
 		if (fstat(fds[k], &st) || st.st_ino != r->ino[k])
 			continue;
-		struct lf_fd *f = lf__fd(fds[k]);
-		if (f && !f->owner)
-			atomic_store(&f->flags, 0);
+		lf__fd_unhide(fds[k]);
 		lf__sys_close(fds[k]);
 	}
 	r->up = false;
@@ -280,8 +278,10 @@ static int ref_open(int family, struct ref *r)
 	}
 	lf__sys_setsockopt(c, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
 	lf__sys_setsockopt(s, SOL_SOCKET, SO_LINGER, &rst, sizeof(rst));
-	r->c = lf__fd_hide(c, NULL);
-	r->s = lf__fd_hide(s, NULL);
+	r->c = c;
+	r->s = s;
+	lf__fd_hide(c, &r->c); /* their numbers follow a dup2 onto them */
+	lf__fd_hide(s, &r->s);
 	r->up = true;
 	return 0;
 }
@@ -387,10 +387,11 @@ static bool server_end(int fd)
 	struct sockaddr_un sun;
 	socklen_t l = sizeof(sun);
 	struct lf_ep a, b;
+	unsigned long ino;
 	int family;
 
 	return lf__sys_getsockname(fd, (void *)&sun, &l) == 0 &&
-	       lf__name_parse(&sun, l, &family, &a, &b) == LF_NAME_LISTENER;
+	       lf__name_parse(&sun, l, &ino, &family, &a, &b) == LF_NAME_LISTENER;
 }
 
 static int ref_getopt(int family, bool server, int level, int opt, void *val, socklen_t *len)
@@ -576,10 +577,10 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 		return;
 	if (level == SOL_SOCKET)
 		f->sockset |= lf__carried_bit(opt);
-	/* Only a socket that may still become a fast-path one (opted in, not
-	 * connected yet) or a listener needs it: a connected plain TCP socket
-	 * pays nothing. */
-	if (!(atomic_load(&f->flags) & LF_F_OPTIN) && !f->lst)
+	/* Only a socket that may still become a fast-path one (opted in, or
+	 * its connect pending) or a listener needs it: a connected plain TCP
+	 * socket pays nothing. */
+	if (!(atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) && !f->lst)
 		return;
 	if (row && row->pin && (row->how == ERR_SET || turns_on(val, len))) {
 		if (lf__debug_on && !(atomic_load(&f->flags) & LF_F_NOFAST))

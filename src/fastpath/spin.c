@@ -170,6 +170,37 @@ static bool may_spin(int fd)
 	return f && f->spin_us && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST);
 }
 
+/* A connect pending on fd (connect.c) finishes before the data path uses
+ * fd: a blocking call waits for the handshake, interruptibly; a
+ * non-blocking one gets EAGAIN while it is in progress, as over TCP. A
+ * handshake that failed reports its error once. 0: go on; -1: errno. */
+static int settle(int fd, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f)
+		return 0;
+	if (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING) {
+		int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+		if (lf__finalize(fd, fl >= 0 && !(fl & O_NONBLOCK) && !(flags & MSG_DONTWAIT)) < 0)
+			return -1;
+	}
+	if (f->pend_err) {
+		errno = f->pend_err;
+		f->pend_err = 0;
+		return -1;
+	}
+	return 0;
+}
+
+#define SETTLE(fd, msgflags)                                                                            \
+	do {                                                                                           \
+		struct lf_fd *f_ = lf__fd(fd);                                                         \
+		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) & LF_F_PENDING) ||    \
+			   f_->pend_err) && settle(fd, msgflags))                                      \
+			return -1;                                                                     \
+	} while (0)
+
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
  * socket) TCP still returns what is queued, and 0 where it would wait. */
 static bool shut_rd(int fd)
@@ -194,6 +225,7 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
+	SETTLE(fd, flags);
 	if (shut_rd(fd)) {
 		r = shut_rd_recvmsg(fd, m, flags);
 		if (r >= 0)
@@ -213,6 +245,7 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
+	SETTLE(fd, flags);
 	if (!may_spin(fd) && !sa && !shut_rd(fd))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct iovec iov = { buf, n };
@@ -225,6 +258,7 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 
 LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
+	SETTLE(fd, flags);
 	if (!may_spin(fd) && !shut_rd(fd))
 		return REAL(recv)(fd, buf, n, flags);
 	return recvfrom(fd, buf, n, flags, NULL, NULL);
@@ -234,6 +268,7 @@ LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t r;
 
+	SETTLE(fd, 0);
 	if (shut_rd(fd)) {
 		struct iovec iov = { buf, n };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -252,6 +287,7 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t r;
 
+	SETTLE(fd, 0);
 	if (shut_rd(fd) && n >= 0) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		return shut_rd_recvmsg(fd, &m, 0);
@@ -270,6 +306,7 @@ LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 {
 	struct lf_fd *f = lf__fd(fd);
 
+	SETTLE(fd, flags);
 	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		sa = NULL;
 		sl = 0;
@@ -281,6 +318,7 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
 
+	SETTLE(fd, flags);
 	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		struct msghdr copy = *m;
 		copy.msg_name = NULL;
@@ -288,6 +326,26 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 		return REAL(sendmsg)(fd, &copy, flags);
 	}
 	return REAL(sendmsg)(fd, m, flags);
+}
+
+/* The plain writes are interposed only for a connect still pending on
+ * the fd (one array lookup otherwise). */
+LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	SETTLE(fd, 0);
+	return REAL(write)(fd, buf, n);
+}
+
+LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	SETTLE(fd, 0);
+	return REAL(writev)(fd, iov, n);
+}
+
+LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	SETTLE(fd, flags);
+	return REAL(send)(fd, buf, n, flags);
 }
 
 /* ---- waits on sets */
@@ -423,18 +481,41 @@ static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const s
 	return r;
 }
 
+/* Pending connects (connect.c) whose handshake a wait reported done are
+ * switched before the caller sees the result, so that its next call goes
+ * to the fast-path socket. */
+static void settle_polled(const struct pollfd *fds, nfds_t n, int r)
+{
+	for (nfds_t i = 0; r > 0 && i < n; i++)
+		if (fds[i].revents && lf__pending(fds[i].fd))
+			lf__finalize(fds[i].fd, false);
+}
+
 LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	bool handled;
 	int r = poll_common(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
-	return handled ? r : REAL(poll)(fds, n, timeout);
+	if (!handled)
+		r = REAL(poll)(fds, n, timeout);
+	settle_polled(fds, n, r);
+	return r;
 }
 
 LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
 	bool handled;
 	int r = poll_common(fds, n, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &handled);
-	return handled ? r : REAL(ppoll)(fds, n, ts, mask);
+	if (!handled)
+		r = REAL(ppoll)(fds, n, ts, mask);
+	settle_polled(fds, n, r);
+	return r;
+}
+
+static void settle_selected(int n, fd_set *w, fd_set *e, int r)
+{
+	for (int fd = 0; r > 0 && fd < n && fd < FD_SETSIZE; fd++)
+		if (((w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) && lf__pending(fd))
+			lf__finalize(fd, false);
 }
 
 struct select_args {
@@ -514,8 +595,12 @@ LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 	bool handled;
 	int ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
 
-	if (!handled)
-		return REAL(select)(n, r, w, e, tv);
+	if (!handled) {
+		ret = REAL(select)(n, r, w, e, tv);
+		settle_selected(n, w, e, ret);
+		return ret;
+	}
+	settle_selected(n, w, e, ret);
 	if (tv) { /* Linux select reports the time left */
 		left = timeout - (int64_t)(now_ns() - start);
 		left = left < 0 ? 0 : left;
@@ -531,7 +616,10 @@ LF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct times
 	bool handled;
 	int ret = select_common(n, r, w, e, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &left,
 				&handled);
-	return handled ? ret : REAL(pselect)(n, r, w, e, ts, mask);
+	if (!handled)
+		ret = REAL(pselect)(n, r, w, e, ts, mask);
+	settle_selected(n, w, e, ret);
+	return ret;
 }
 
 struct epoll_args {
@@ -573,14 +661,22 @@ LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	bool handled;
 	int r = epoll_common(epfd, ev, max, timeout, NULL, &handled);
-	return handled ? r : REAL(epoll_wait)(epfd, ev, max, timeout);
+	if (!handled)
+		r = REAL(epoll_wait)(epfd, ev, max, timeout);
+	if (r > 0)
+		lf__finalize_epoll(epfd);
+	return r;
 }
 
 LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	bool handled;
 	int r = epoll_common(epfd, ev, max, timeout, mask, &handled);
-	return handled ? r : REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	if (!handled)
+		r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	if (r > 0)
+		lf__finalize_epoll(epfd);
+	return r;
 }
 
 /* ---- bookkeeping the wrappers rely on */

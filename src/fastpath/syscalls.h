@@ -29,6 +29,9 @@
 	X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))                  \
 	X(ssize_t, recvfrom, (int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl), (fd, buf, n, flags, sa, sl)) \
 	X(ssize_t, recvmsg, (int fd, struct msghdr *m, int flags), (fd, m, flags))                       \
+	X(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n))                             \
+	X(ssize_t, writev, (int fd, const struct iovec *iov, int n), (fd, iov, n))                      \
+	X(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags))            \
 	X(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl), (fd, buf, n, flags, sa, sl)) \
 	X(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags), (fd, m, flags))                 \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))                     \

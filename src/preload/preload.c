@@ -13,11 +13,10 @@ __attribute__((constructor)) static void preload_init(void)
 {
 	const char *e = getenv("LOOPFAST_ENABLE"), *s = getenv("LOOPFAST_SPIN_US");
 
-	const char *d = getenv("LOOPFAST_DEBUG");
-
 	lf__global_optin = e && e[0] == '1';
-	lf__debug_on = d && d[0] == '1';
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
 	lf__spin_used = lf__global_spin_us > 0;
+	if (lf__global_optin)
+		lf__adopt_inherited();
 }

@@ -1,5 +1,11 @@
-/* Registered I/O internals shared by rio.c (domain, buffers, completion
- * queues) and rio_rq.c (request queues). */
+/* Registered I/O internals shared by the files of src/rio, which call each
+ * other in straight layers, each only downwards:
+ *
+ *   rio_rq.c        request queues: create, close, post, cancel, multishot
+ *   rio_cq.c        completion queues: rings, notification, dequeue, port
+ *   rio_complete.c  what a completion does to its request; freeing queues
+ *   rio.c           the domain, registered buffers, ring tables
+ */
 #ifndef LF_RIO_INTERNAL_H
 #define LF_RIO_INTERNAL_H
 
@@ -109,17 +115,55 @@ static inline int lf__rio_cq_owner(const struct lf_rio_cq *cq)
 	return !cq->single || pthread_equal(cq->owner, pthread_self()) ? 0 : -EPERM;
 }
 
+/* Returns an SQE of cq's ring, submitting to make room if it is full, or
+ * NULL. Called with sq_lock held. */
+static inline struct io_uring_sqe *lf__rio_cq_sqe(struct lf_rio_cq *cq)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&cq->ring);
+
+	if (!sqe) {
+		io_uring_submit(&cq->ring);
+		sqe = io_uring_get_sqe(&cq->ring);
+	}
+	return sqe;
+}
+
+/* rio.c */
+
+/* Checks that a slice lies inside a registered region; returns its address. */
+void *lf__rio_slice(struct lf_rio *rio, const struct lf_rio_buf *buf);
+/* Installs region `id` in cq's fixed buffer table, or clears it when addr
+ * is NULL. Called with rio->lock held. */
+void lf__rio_set_fixed(struct lf_rio_cq *cq, int id, void *addr, size_t len);
+/* Puts fd in a free slot of cq's fixed-file table. Returns the slot or
+ * -errno (-ENOSPC when full). Called with rio->lock held. */
+int lf__rio_take_file(struct lf_rio_cq *cq, int fd);
+/* Empties a fixed-file slot; does nothing for a NULL cq or a slot < 0. */
+void lf__rio_drop_file(struct lf_rio_cq *cq, int slot);
+
+/* rio_complete.c */
+
 /* Turns one CQE into a result. Returns 1 if *res was filled, 0 if the CQE
  * was internal. Called with cq->cq_lock held. */
 int lf__rio_complete(struct lf_rio_cq *cq, const struct io_uring_cqe *cqe,
 		     struct lf_rio_result *res);
-/* Moves CQEs into the stash so that lf_rio_rq_close() can wait for its own
- * completions without losing other queues'. Called with cq_lock held. */
-void lf__rio_cq_stash(struct lf_rio_cq *cq);
+/* Gives a finished (or never submitted) request back to its queue. */
+void lf__rio_req_put(struct lf_rio_rq *rq, struct rio_req *r);
+/* Arms the multishot receive. Returns 0 or -EBUSY. Called with rq->lock held. */
+int lf__rio_ms_arm(struct lf_rio_rq *rq);
+/* Takes a request queue off the domain's list. Called with rio->lock held. */
+void lf__rio_rq_unlink(struct lf_rio_rq *rq);
 /* Frees a request queue whose last completion has been reaped or whose
  * completion queues are gone. Called with rio->lock held. */
 void lf__rio_rq_free(struct lf_rio_rq *rq);
-/* Checks that a slice lies inside a registered region; returns its address. */
-void *lf__rio_slice(struct lf_rio *rio, const struct lf_rio_buf *buf);
+/* Frees the closed request queues still waiting for completions on cq,
+ * once its ring has exited. Called with rio->lock held. */
+void lf__rio_rq_free_orphans(struct lf_rio_cq *cq);
+
+/* rio_cq.c */
+
+/* Moves CQEs into the stash so that lf_rio_rq_close() can wait for its own
+ * completions without losing other queues'. Called with cq_lock held. */
+void lf__rio_cq_stash(struct lf_rio_cq *cq);
 
 #endif

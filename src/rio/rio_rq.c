@@ -1,10 +1,14 @@
-/* Registered I/O: request queues, the requests themselves and the
+/* Registered I/O: request queues and the requests posted on them, and the
  * multishot receive with a provided buffer ring.
  *
  * A request queue holds one fixed-file slot in each of its completion
  * queues' rings and a preallocated request per outstanding receive and
  * send, so posting allocates nothing. The request's address is the CQE's
- * user_data; user_data 0 marks internal no-ops and cancellations.
+ * user_data; user_data 0 marks internal no-ops and cancellations. What a
+ * completion does to its request is in rio_complete.c.
+ *
+ * The top layer of the folder: calls rio.c, rio_complete.c and rio_cq.c;
+ * nothing here calls it.
  */
 #include "rio_internal.h"
 
@@ -13,30 +17,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static int cq_take_file(struct lf_rio_cq *cq, int fd)
-{
-	for (int i = 0; i < LF_RIO_MAX_FILES; i++) {
-		if (cq->file_used[i])
-			continue;
-		int ret = io_uring_register_files_update(&cq->ring, i, &fd, 1);
-		if (ret < 0)
-			return ret;
-		cq->file_used[i] = true;
-		return i;
-	}
-	return -ENOSPC;
-}
-
-static void cq_drop_file(struct lf_rio_cq *cq, int slot)
-{
-	int none = -1;
-
-	if (!cq || slot < 0)
-		return;
-	io_uring_register_files_update(&cq->ring, slot, &none, 1);
-	cq->file_used[slot] = false;
-}
 
 LF_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
 			       struct lf_rio_cq *rcq, struct lf_rio_cq *scq,
@@ -91,11 +71,11 @@ LF_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, un
 	if (rcq == scq ? rcq->reserved + max_recv + max_send > rcq->size
 		       : rcq->reserved + max_recv > rcq->size || scq->reserved + max_send > scq->size)
 		goto fail;
-	ret = rq->rfile = cq_take_file(rcq, fd);
+	ret = rq->rfile = lf__rio_take_file(rcq, fd);
 	if (ret < 0)
 		goto fail;
 	if (scq != rcq) {
-		ret = rq->sfile = cq_take_file(scq, fd);
+		ret = rq->sfile = lf__rio_take_file(scq, fd);
 		if (ret < 0)
 			goto fail;
 	} else {
@@ -115,7 +95,7 @@ LF_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, un
 	return 0;
 fail:
 	if (rq->rfile >= 0)
-		cq_drop_file(rcq, rq->rfile);
+		lf__rio_drop_file(rcq, rq->rfile);
 	pthread_mutex_unlock(&rio->lock);
 	pthread_mutex_destroy(&rq->lock);
 	free(rq->reqs);
@@ -123,66 +103,12 @@ fail:
 	return ret;
 }
 
-/* Called with the domain lock held (or when nothing else can see rq). */
-void lf__rio_rq_free(struct lf_rio_rq *rq)
-{
-	struct lf_rio *rio = rq->rio;
-
-	if (rq->ms.active) {
-		if (rq->rcq)
-			io_uring_unregister_buf_ring(&rq->rcq->ring, rq->ms.bgid);
-		atomic_fetch_sub(&rio->bufs[rq->ms.region].inflight, 1);
-		free(rq->ms.br);
-	}
-	for (unsigned i = 0; i < rq->max_recv + rq->max_send; i++) {
-		struct rio_req *r = &rq->reqs[i];
-		if (!r->busy)
-			continue;
-		atomic_fetch_sub(&rio->bufs[r->buf.id].inflight, 1);
-		if (r->addr_id >= 0)
-			atomic_fetch_sub(&rio->bufs[r->addr_id].inflight, 1);
-	}
-	cq_drop_file(rq->rcq, rq->rfile);
-	if (rq->scq != rq->rcq)
-		cq_drop_file(rq->scq, rq->sfile);
-	if (rq->rcq)
-		rq->rcq->reserved -= rq->max_recv;
-	if (rq->scq)
-		rq->scq->reserved -= rq->max_send;
-	pthread_mutex_destroy(&rq->lock);
-	free(rq->reqs);
-	free(rq);
-}
-
-static void rq_unlink(struct lf_rio_rq *rq)
-{
-	struct lf_rio_rq **pp;
-
-	for (pp = &rq->rio->rqs; *pp; pp = &(*pp)->next)
-		if (*pp == rq) {
-			*pp = rq->next;
-			break;
-		}
-}
-
-/* Returns an SQE of cq's ring; called with sq_lock held. */
-static struct io_uring_sqe *cq_sqe(struct lf_rio_cq *cq)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&cq->ring);
-
-	if (!sqe) {
-		io_uring_submit(&cq->ring);
-		sqe = io_uring_get_sqe(&cq->ring);
-	}
-	return sqe;
-}
-
 static void rq_cancel(struct lf_rio_cq *cq, void *req)
 {
 	struct io_uring_sqe *sqe;
 
 	pthread_mutex_lock(&cq->sq_lock);
-	sqe = cq_sqe(cq);
+	sqe = lf__rio_cq_sqe(cq);
 	if (sqe) {
 		io_uring_prep_cancel64(sqe, (uintptr_t)req, 0);
 		io_uring_sqe_set_data64(sqe, 0);
@@ -262,40 +188,10 @@ LF_EXPORT int lf_rio_rq_close(struct lf_rio_rq *rq)
 		}
 	}
 	pthread_mutex_lock(&rio->lock);
-	rq_unlink(rq);
+	lf__rio_rq_unlink(rq);
 	lf__rio_rq_free(rq);
 	pthread_mutex_unlock(&rio->lock);
 	return 0;
-}
-
-static void rq_put(struct lf_rio_rq *rq, struct rio_req *r)
-{
-	bool gone;
-
-	atomic_fetch_sub(&rq->rio->bufs[r->buf.id].inflight, 1);
-	if (r->addr_id >= 0)
-		atomic_fetch_sub(&rq->rio->bufs[r->addr_id].inflight, 1);
-	r->addr_id = -1;
-	pthread_mutex_lock(&rq->lock);
-	r->busy = false;
-	if (r->kind == RIO_SEND) {
-		r->next_free = rq->free_send;
-		rq->free_send = r;
-		rq->nsend--;
-	} else {
-		r->next_free = rq->free_recv;
-		rq->free_recv = r;
-		rq->nrecv--;
-	}
-	rq->pending--;
-	gone = rq->orphan && !rq->pending;
-	pthread_mutex_unlock(&rq->lock);
-	if (gone) {
-		pthread_mutex_lock(&rq->rio->lock);
-		rq_unlink(rq);
-		lf__rio_rq_free(rq);
-		pthread_mutex_unlock(&rq->rio->lock);
-	}
 }
 
 static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio_buf *buf,
@@ -356,10 +252,10 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 	file = kind == RIO_SEND ? rq->sfile : rq->rfile;
 
 	pthread_mutex_lock(&cq->sq_lock);
-	sqe = cq_sqe(cq);
+	sqe = lf__rio_cq_sqe(cq);
 	if (!sqe) {
 		pthread_mutex_unlock(&cq->sq_lock);
-		rq_put(rq, r);
+		lf__rio_req_put(rq, r);
 		return -EBUSY;
 	}
 	switch (kind) {
@@ -395,7 +291,7 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 	/* lf_rio_rq_close() may have scanned for outstanding requests between
 	 * our slot allocation and this submission: cancel it ourselves. */
 	if (atomic_load(&rq->closing)) {
-		struct io_uring_sqe *c = cq_sqe(cq);
+		struct io_uring_sqe *c = lf__rio_cq_sqe(cq);
 		if (c) {
 			io_uring_prep_cancel64(c, (uintptr_t)r, 0);
 			io_uring_sqe_set_data64(c, 0);
@@ -492,30 +388,6 @@ LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 	return ret < 0 ? ret : r2 < 0 ? r2 : 0;
 }
 
-/* Arms the multishot receive. Called with rq->lock held. */
-static int ms_arm(struct lf_rio_rq *rq)
-{
-	struct lf_rio_cq *cq = rq->rcq;
-	struct io_uring_sqe *sqe;
-
-	pthread_mutex_lock(&cq->sq_lock);
-	sqe = cq_sqe(cq);
-	if (!sqe) {
-		pthread_mutex_unlock(&cq->sq_lock);
-		return -EBUSY;
-	}
-	io_uring_prep_recv_multishot(sqe, rq->rfile, NULL, 0, 0);
-	sqe->flags |= IOSQE_FIXED_FILE | IOSQE_BUFFER_SELECT;
-	sqe->buf_group = rq->ms.bgid;
-	io_uring_sqe_set_data(sqe, &rq->ms.req);
-	io_uring_submit(&cq->ring);
-	pthread_mutex_unlock(&cq->sq_lock);
-	rq->ms.armed = true;
-	rq->ms.want_rearm = false;
-	rq->pending++;
-	return 0;
-}
-
 LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio_buf *region,
 				       uint32_t slice_len, uint32_t count, void *req_ctx)
 {
@@ -579,7 +451,7 @@ LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio
 	ms->stopped = false;
 	rq->nrecv += count;
 	atomic_fetch_add(&rq->rio->bufs[region->id].inflight, 1);
-	ret = ms_arm(rq);
+	ret = lf__rio_ms_arm(rq);
 out:
 	pthread_mutex_unlock(&rq->lock);
 	return ret;
@@ -617,92 +489,7 @@ LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs
 	io_uring_buf_ring_advance(ms->br, (int)n);
 	atomic_fetch_add(&ms->recycled, n);
 	if (ms->want_rearm && !rq->closing && !ms->stopped)
-		ret = ms_arm(rq);
+		ret = lf__rio_ms_arm(rq);
 	pthread_mutex_unlock(&rq->lock);
 	return ret;
-}
-
-/* A multishot CQE. The kernel ends the multishot (no F_MORE) when the ring
- * runs dry (-ENOBUFS, re-armed here once a slice is back) or on an error,
- * which is reported. */
-static int ms_complete(struct lf_rio_rq *rq, const struct io_uring_cqe *cqe,
-		       struct lf_rio_result *res)
-{
-	struct rio_mshot *ms = &rq->ms;
-	bool more = cqe->flags & IORING_CQE_F_MORE;
-	bool gone = false, report = !rq->closing;
-
-	if (cqe->res >= 0 && (cqe->flags & IORING_CQE_F_BUFFER)) {
-		uint32_t bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-		res->status = 0;
-		res->bytes = (uint32_t)cqe->res;
-		res->buf.id = ms->region;
-		res->buf.offset = ms->base + bid * ms->slice_len;
-		res->buf.length = (uint32_t)cqe->res;
-		res->flags = LF_RIO_RES_MULTISHOT;
-		/* Only the cq lock holder writes it: no locked increment needed. */
-		atomic_store_explicit(&ms->delivered,
-				      atomic_load_explicit(&ms->delivered, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
-	} else {
-		res->status = cqe->res < 0 ? cqe->res : 0;
-		res->bytes = 0;
-		memset(&res->buf, 0, sizeof(res->buf));
-		res->flags = 0;
-		if ((cqe->res == -ENOBUFS || cqe->res >= 0) && !ms->stopped)
-			report = false;
-		else if (cqe->res == -ENOBUFS || cqe->res >= 0)
-			res->status = -ECANCELED; /* stopped: the multishot's last result */
-	}
-	res->sock_ctx = rq->sock_ctx;
-	res->req_ctx = ms->req.ctx;
-	if (!more) {
-		pthread_mutex_lock(&rq->lock);
-		ms->armed = false;
-		rq->pending--;
-		if (!rq->closing && !ms->stopped && (cqe->res == -ENOBUFS || cqe->res >= 0)) {
-			/* All slices out: wait for lf_rio_recycle(). */
-			if (atomic_load(&ms->delivered) - atomic_load(&ms->recycled) >= ms->count)
-				ms->want_rearm = true;
-			else
-				ms_arm(rq);
-			more = true; /* for the caller it goes on */
-		}
-		gone = rq->orphan && !rq->pending;
-		pthread_mutex_unlock(&rq->lock);
-	}
-	if (more)
-		res->flags |= LF_RIO_RES_MORE;
-	if (gone) {
-		pthread_mutex_lock(&rq->rio->lock);
-		rq_unlink(rq);
-		lf__rio_rq_free(rq);
-		pthread_mutex_unlock(&rq->rio->lock);
-		return 0;
-	}
-	return report;
-}
-
-int lf__rio_complete(struct lf_rio_cq *cq, const struct io_uring_cqe *cqe,
-		     struct lf_rio_result *res)
-{
-	struct rio_req *r = io_uring_cqe_get_data(cqe);
-	struct lf_rio_rq *rq;
-	bool report;
-
-	(void)cq;
-	if (!r)
-		return 0;
-	rq = r->rq;
-	if (r->kind == RIO_MSHOT)
-		return ms_complete(rq, cqe, res);
-	report = !rq->closing;
-	res->status = cqe->res < 0 ? cqe->res : 0;
-	res->bytes = cqe->res > 0 ? (uint32_t)cqe->res : 0;
-	res->sock_ctx = rq->sock_ctx;
-	res->req_ctx = r->ctx;
-	res->buf = r->buf;
-	res->flags = r->kind == RIO_SEND ? LF_RIO_RES_SEND : 0;
-	rq_put(rq, r);
-	return report;
 }

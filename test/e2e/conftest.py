@@ -1,10 +1,20 @@
-"""Shared fixtures for the end-to-end tests: where the build is, and how to
-run a program plainly or under `loopfast run`."""
+"""Shared fixtures for the end-to-end tests: where the build is, how to run
+a program plainly or under `loopfast run`, how to read a child's output with
+a deadline, and how to tell from kernel state that a connection is on the
+fast path. The hooks at the end enforce the harness's rules (a timeout for
+every test, strict expected failures naming their issue) and, when
+LOOPFAST_TEST_REPORT names a file, write every test's outcome there for
+scripts/test.sh (the hooks are in test/harness_plugin.py, loaded by
+scripts/test.sh with -p)."""
+import json
 import os
 import pathlib
+import queue
+import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -38,10 +48,25 @@ def wrap(mode, args, spin=None):
 
 
 def status_json():
-    import json
     out = subprocess.run([str(LOOPFAST), "--json", "status"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def wait_status(check, timeout=30):
+    """Samples `loopfast --json status` until check(status) holds, and
+    returns that status; fails with the last one after timeout seconds.
+    Only for what is guaranteed to be there while sampled: a sock_diag
+    dump is not atomic, and one that races other sockets' churn can miss
+    an entry, so a single sample is not proof of absence."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status_json()
+        if check(st):
+            return st
+        if time.monotonic() > deadline:
+            pytest.fail(f"loopfast status never showed what was expected within {timeout} s: {st}")
+        time.sleep(0.1)
 
 
 def wait_port(port, timeout=20.0):
@@ -66,3 +91,194 @@ def free_port():
 def need(binary):
     if not shutil.which(binary):
         pytest.fail(f"{binary} is not installed (scripts/deps.sh installs it)")
+
+
+def readline(proc, timeout=30, stream=None):
+    """The next line of proc's stdout (or of stream), waiting at most
+    timeout seconds; on timeout or EOF the process is killed and the test
+    fails, so a silent child cannot stall the run."""
+    stream = stream or proc.stdout
+    box = queue.Queue()
+    threading.Thread(target=lambda: box.put(stream.readline()), daemon=True).start()
+    try:
+        line = box.get(timeout=timeout)
+    except queue.Empty:
+        line = None
+    if not line:
+        proc.kill()
+        proc.wait(timeout=30)
+        why = f"nothing within {timeout} s" if line is None else f"EOF (exit status {proc.returncode})"
+        pytest.fail(f"{proc.args!r}: expected a line, got {why}")
+    return line
+
+
+def stop(proc, timeout=30):
+    """Kills proc (if still running) and reaps it, with a deadline."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=timeout)
+
+
+def io_uring_unavailable():
+    """None where io_uring works; else why not, identified precisely: absent
+    (io_uring_setup says ENOSYS) or disabled (EPERM, from the sysctl
+    kernel.io_uring_disabled or a seccomp filter). Any other error, or an
+    EPERM with neither cause, fails the test: it is not a missing feature."""
+    import ctypes
+    import errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    fd = libc.syscall(425, 2, params)  # io_uring_setup: 425 on every architecture
+    if fd >= 0:
+        os.close(fd)
+        return None
+    e = ctypes.get_errno()
+    if e == errno.ENOSYS:
+        return "io_uring absent (ENOSYS)"
+    if e == errno.EPERM:
+        try:
+            with open("/proc/sys/kernel/io_uring_disabled") as f:
+                v = f.read().strip()
+        except FileNotFoundError:  # kernels before 6.6
+            v = "0"
+        if v != "0":
+            return f"io_uring disabled (EPERM): kernel.io_uring_disabled={v}"
+        with open("/proc/self/status") as f:
+            if any(l.split() == ["Seccomp:", "2"] for l in f):
+                return "io_uring disabled (EPERM): a seccomp filter"
+    pytest.fail(f"io_uring_setup failed with {errno.errorcode.get(e, e)}, and that is not a missing kernel feature")
+
+
+def need_io_uring():
+    """Skips the test where io_uring is absent or disabled (see
+    io_uring_unavailable; test/skips.allow lists exactly these reasons)."""
+    why = io_uring_unavailable()
+    if why:
+        pytest.skip(why)
+
+
+# Fast path, from kernel state. A fast-path client's socket is a connected
+# Unix stream bound to "@loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/...";
+# its peer, the server's end, carries the listener's rendezvous name
+# "@loopfast/L/...". Which process holds each comes from /proc/PID/fd, the
+# pairing from sock_diag (`ss -x`, which prints each Unix socket's inode and
+# its peer's). A change of the names' format must change this too.
+
+def unix_sockets():
+    """{inode: (name, peer inode)} of every connected Unix stream socket."""
+    out = subprocess.run(["ss", "-H", "-x", "-n", "state", "connected"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    socks = {}
+    for line in out.splitlines():
+        # Netid State Recv-Q Send-Q Local-name Local-inode Peer-name Peer-inode
+        # (loopfast's names have no spaces; others' may, and are not needed)
+        f = line.split()
+        if len(f) < 8 or f[0] != "u_str":
+            continue
+        try:
+            socks[int(f[-3])] = (f[-4], int(f[-1]))
+        except ValueError:
+            continue
+    return socks
+
+
+def socket_inodes(pids):
+    """{inode: pid} of the sockets that pids hold."""
+    held = {}
+    for pid in pids:
+        d = f"/proc/{pid}/fd"
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for fd in names:
+            try:
+                t = os.readlink(f"{d}/{fd}")
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                held[int(t[8:-1])] = pid
+    return held
+
+
+def process_tree(pid):
+    """pid and all its descendants (servers fork workers and backends)."""
+    children = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(p))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo.extend(children.get(p, []))
+    return tree
+
+
+def fast_path_pairs(client_pids, server_pids, port):
+    """The fast-path connections to port whose client end one of
+    client_pids holds and whose server end one of server_pids holds, as
+    [(client inode, server inode)], read from the kernel."""
+    socks = unix_sockets()
+    clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
+    # The client's name pins the port; the server's end need only be a
+    # rendezvous's (a version number may follow "loopfast/").
+    cname = re.compile(r"@loopfast/(\d+/)?C/[46]/[^/]+/\d+/[^/]+/%d/" % port)
+    sname = re.compile(r"@loopfast/(\d+/)?L/")
+    pairs = []
+    for ino in clients:
+        name, peer = socks.get(ino, ("", 0))
+        if cname.match(name) and peer in servers and sname.match(socks.get(peer, ("", 0))[0]):
+            pairs.append((ino, peer))
+    return pairs
+
+
+def wait_fast_path(client, server_pid, port, want=1, timeout=30):
+    """Waits until `want` fast-path connections from the client process
+    (a Popen, which must hold them until told otherwise) to the server's
+    process tree show in kernel state; fails if the client exits first or
+    the deadline passes. Returns the pairs."""
+    deadline = time.monotonic() + timeout
+    pairs = []
+    while time.monotonic() < deadline:
+        pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+        if len(pairs) >= want:
+            return pairs
+        if client.poll() is not None:
+            pytest.fail(f"{client.args!r} exited ({client.returncode}) before {want} fast-path connection(s) to "
+                        f"port {port} were seen (saw {len(pairs)})")
+        time.sleep(0.05)
+    pytest.fail(f"{client.args!r}: {len(pairs)} of {want} connection(s) to port {port} on the fast path "
+                f"within {timeout} s (both ends checked in sock_diag and /proc/PID/fd)")
+
+
+def tcp_connections(client_pids, port):
+    """The TCP connections to port that client_pids hold, as inodes (from
+    sock_diag via `ss -e`, which prints each socket's inode)."""
+    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    held = socket_inodes(client_pids)
+    inodes = [int(m.group(1)) for m in re.finditer(r"\bino:(\d+)", out)]
+    return [i for i in inodes if i in held]
+
+
+def wait_path(client, server_pid, port, mode, want=1, timeout=30):
+    """wait_fast_path for mode "loopfast"; for "tcp", waits until the client
+    holds `want` TCP connections to port and checks none is on the fast
+    path (the control for the same test run under loopfast)."""
+    if mode == "loopfast":
+        return wait_fast_path(client, server_pid, port, want, timeout)
+    deadline = time.monotonic() + timeout
+    while len(tcp_connections(process_tree(client.pid), port)) < want:
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.args!r}: fewer than {want} TCP connection(s) to port {port} seen")
+        time.sleep(0.05)
+    pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
+    return []

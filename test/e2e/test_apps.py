@@ -1,18 +1,23 @@
 """Real servers (Redis, MariaDB, PostgreSQL) under `loopfast run` answer real
 queries from their own unmodified clients exactly as over plain TCP, and the
-connections are really on the fast path (`loopfast status` lists them).
+connections are really on the fast path.
 
 Each test starts one server under `loopfast run` with its data in a
 temporary directory and free ports; the same server is then queried by a
-client under `loopfast run` (fast path) and by a plain client (TCP). Skipped
-only when the server's Debian package cannot be installed.
+client under `loopfast run` (fast path) and by a plain client (TCP). Every
+fast client's connection is checked from kernel state, both ends (see
+conftest.wait_fast_path), while the client is made to hold it: a
+command-line client waits for its input on stdin until the check is done;
+a benchmark's clients wait on a lock the test holds (a paused server for
+redis-benchmark, a table lock for sysbench and pgbench) -- those check
+every connection of the measured run, not the single connection of a
+setup step (prepare, cleanup, pgbench -i). The server's Debian package is
+installed when missing; a failure to install fails the test.
 """
 import hashlib
-import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -27,13 +32,17 @@ import apps_postgres  # noqa: E402
 import apps_redis  # noqa: E402
 from apps_install import ensure_packages  # noqa: E402
 from apps_proc import Reaper  # noqa: E402
+from conftest import process_tree, readline, stop, wait_fast_path, wait_status  # noqa: E402
+
+# Installing a server's packages on a fresh machine takes minutes.
+pytestmark = pytest.mark.timeout(900)
 
 
 def start(mod):
     try:
         ensure_packages(mod.PACKAGES)
     except RuntimeError as e:
-        pytest.skip(f"{mod.NAME} cannot be installed here: {e}")
+        pytest.fail(f"{mod.NAME} cannot be installed here: {e}")
     reaper = Reaper()
     app = mod.App(reaper, ["fast"])
     try:
@@ -65,38 +74,83 @@ def postgres():
     reaper.close()
 
 
-def run(argv, fast, stdin=None, timeout=60):
-    """Runs a client (under `loopfast run` when fast); returns its stdout."""
-    if fast:
-        argv = [LOOPFAST, "run", "--", *argv]
-    p = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
-    assert p.returncode == 0, f"{argv} exited {p.returncode}: {p.stderr.decode(errors='replace')[-800:]}"
-    return p.stdout
+def server(app):
+    """The fast server's pid and port."""
+    srv, port, _ = app.servers["fast"]
+    return srv.pid, port
 
 
-def assert_on_fast_path(argv, port, seconds=3):
-    """Runs a client that holds its connection for a while under `loopfast
-    run`, and checks `loopfast status` lists both ends on the fast path."""
-    p = subprocess.Popen([LOOPFAST, "run", "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    addr = f"127.0.0.1:{port}"
-    seen = None
+def finish(p, argv, stdin, timeout):
     try:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and p.poll() is None:
-            st = json.loads(subprocess.run([LOOPFAST, "--json", "status"], capture_output=True, text=True,
-                                           timeout=10, check=True).stdout)
-            srv = [c for c in st["connections"] if c["role"] == "server" and c["local"] == addr]
-            cli = [c for c in st["connections"] if c["role"] == "client" and c["peer"] == addr and c["pid"] == p.pid]
-            listening = any(lst["address"] == addr for lst in st["listeners"])
-            seen = (listening, len(srv), len(cli))
-            if listening and srv and cli:
-                break
-            time.sleep(0.1)
+        out, err = p.communicate(stdin, timeout=timeout)
     finally:
-        p.kill()
-        p.wait()
-    assert seen and seen[0], f"no fast-path listener on {addr}: {seen}"
-    assert seen[1] >= 1 and seen[2] >= 1, f"client connection to {addr} not on the fast path (listening, server, client) = {seen}"
+        stop(p)
+    assert p.returncode == 0, f"{argv} exited {p.returncode}: {err.decode(errors='replace')[-800:]}"
+    return out
+
+
+def run(argv, fast, stdin=None, timeout=60, app=None, held=True):
+    """Runs a client; returns its stdout. Under `loopfast run` (fast, with
+    held) it must connect before it reads stdin: it gets its input only
+    once the kernel shows its connection to app's server on the fast path,
+    both ends. held=False: a setup step that cannot wait (not checked)."""
+    if not fast:
+        p = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
+        assert p.returncode == 0, f"{argv} exited {p.returncode}: {p.stderr.decode(errors='replace')[-800:]}"
+        return p.stdout
+    p = subprocess.Popen([LOOPFAST, "run", "--", *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    if held:
+        try:
+            wait_fast_path(p, *server(app))
+        except BaseException:
+            stop(p)
+            raise
+    return finish(p, argv, stdin or b"", timeout)
+
+
+def run_locked(app, argv, clients, lock):
+    """Runs a benchmark under `loopfast run` while `lock` (a Popen of a
+    plain client that holds a lock until its stdin closes) keeps every
+    client waiting; checks that all `clients` connections are on the fast
+    path, releases the lock, and returns the benchmark's output."""
+    p = subprocess.Popen([LOOPFAST, "run", "--", *argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        try:
+            wait_fast_path(p, *server(app), want=clients)
+        finally:
+            lock.stdin.close()
+            assert lock.wait(timeout=60) == 0, "the lock holder failed"
+        return finish(p, argv, None, 120)
+    finally:
+        stop(p)
+        stop(lock)
+
+
+def assert_on_fast_path(app, argv, stdin, expect):
+    """Runs a client under `loopfast run` that waits for its input on stdin;
+    while it does, the kernel must show its connection on the fast path,
+    both ends, and `loopfast status` must list both; then it gets its input
+    and must answer."""
+    pid, port = server(app)
+    addr = f"127.0.0.1:{port}"
+    p = subprocess.Popen([LOOPFAST, "run", "--", *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        wait_fast_path(p, pid, port)
+        tree = process_tree(pid)
+
+        def both_listed(st):
+            conns = st["connections"]
+            return (any(lst["address"] == addr for lst in st["listeners"])
+                    and any(c["role"] == "server" and c["local"] == addr and c["pid"] in tree for c in conns)
+                    and any(c["role"] == "client" and c["peer"] == addr and c["pid"] == p.pid for c in conns))
+        wait_status(both_listed)
+    except BaseException:
+        stop(p)
+        raise
+    assert expect in finish(p, argv, stdin, 60)
 
 
 # Redis
@@ -117,7 +171,7 @@ EXISTS greeting missing
 
 def redis_cli(app, fast, *args, stdin=None):
     _, port, _ = app.servers["fast"]
-    return run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], fast, stdin)
+    return run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], fast, stdin, app=app)
 
 
 def test_redis_same_answers_as_tcp(redis):
@@ -130,24 +184,34 @@ def test_redis_same_answers_as_tcp(redis):
 def test_redis_large_value_round_trip(redis):
     big = os.urandom(700_000).hex().encode()  # 1.4 MB
     assert redis_cli(redis, True, "-x", "SET", "big", stdin=big).strip() == b"OK"
-    got_fast = redis_cli(redis, True, "--no-raw", "STRLEN", "big")
+    # The fast clients take their command on stdin (so that they hold their
+    # connection until it is checked); the plain one as arguments.
+    got_fast = redis_cli(redis, True, "--no-raw", stdin=b"STRLEN big\n")
     got_plain = redis_cli(redis, False, "--raw", "GET", "big").rstrip(b"\n")
-    got_fast_val = redis_cli(redis, True, "--raw", "GET", "big").rstrip(b"\n")
+    got_fast_val = redis_cli(redis, True, "--raw", stdin=b"GET big\n").rstrip(b"\n")
     assert b"1400000" in got_fast
     assert hashlib.sha256(got_plain).hexdigest() == hashlib.sha256(big).hexdigest()
     assert got_fast_val == got_plain
 
 
 def test_redis_benchmark_completes_on_fast_path(redis):
+    """Writes are paused while the 8 SET clients connect (the GET phase's 8
+    are not checked)."""
     _, port, _ = redis.servers["fast"]
-    out = run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-n", "5000", "-c", "8",
-               "--csv"], True)
+    pause = subprocess.Popen(["redis-cli", "-h", "127.0.0.1", "-p", str(port)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    pause.stdin.write("CLIENT PAUSE 120000 WRITE\n")
+    pause.stdin.flush()
+    assert readline(pause).strip() == "OK"
+    pause.stdin.write("CLIENT UNPAUSE\n")  # sent when run_locked closes stdin
+    out = run_locked(redis, ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", "set,get", "-n", "5000",
+                             "-c", "8", "--csv"], 8, pause)
     assert b'"SET"' in out and b'"GET"' in out
 
 
 def test_redis_connection_is_on_fast_path(redis):
     _, port, _ = redis.servers["fast"]
-    assert_on_fast_path(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "BLPOP", "nosuchlist", "3"], port)
+    assert_on_fast_path(redis, ["redis-cli", "-h", "127.0.0.1", "-p", str(port)], b"PING\n", b"PONG")
 
 
 # MariaDB
@@ -165,10 +229,25 @@ SELECT USER();
 """
 
 
-def mariadb_cli(app, fast, sql, *extra):
+def mariadb_argv(app, *extra):
     _, port, _ = app.servers["fast"]
-    return run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-usbtest", "-psbtest", "sbtest",
-                "-N", "-B", *extra], fast, sql.encode())
+    return ["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-usbtest", "-psbtest", "sbtest", "-N", "-B",
+            *extra]
+
+
+def mariadb_cli(app, fast, sql, *extra):
+    return run(mariadb_argv(app, *extra), fast, sql.encode(), app=app)
+
+
+def mariadb_lock(app, sql):
+    """A plain client that runs sql (which takes a lock) and holds its
+    session until its stdin closes."""
+    p = subprocess.Popen(mariadb_argv(app, "--unbuffered"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    p.stdin.write(f"{sql}; SELECT 'locked';\n")
+    p.stdin.flush()
+    assert readline(p).strip() == "locked"
+    return p
 
 
 def test_mariadb_same_answers_as_tcp(mariadb):
@@ -183,18 +262,18 @@ def test_mariadb_sysbench_on_fast_path(mariadb):
     common = ["sysbench", "oltp_read_write", "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
               "--mysql-user=sbtest", "--mysql-password=sbtest", "--mysql-db=sbtest", "--tables=1",
               "--table-size=2000"]
-    run(common + ["prepare"], True, timeout=120)
-    out = run(common + ["--threads=4", "--time=2", "run"], True, timeout=120)
+    run(common + ["prepare"], True, timeout=120, app=mariadb, held=False)
+    # The run's 4 connections wait on the table lock until they are checked.
+    lock = mariadb_lock(mariadb, "LOCK TABLES sbtest1 WRITE")
+    out = run_locked(mariadb, common + ["--threads=4", "--time=2", "run"], 4, lock)
     assert b"transactions:" in out
     count = mariadb_cli(mariadb, False, "SELECT COUNT(*) FROM sbtest1;")
     assert count.strip() == b"2000"
-    run(common + ["cleanup"], True, timeout=120)
+    run(common + ["cleanup"], True, timeout=120, app=mariadb, held=False)
 
 
 def test_mariadb_connection_is_on_fast_path(mariadb):
-    _, port, _ = mariadb.servers["fast"]
-    assert_on_fast_path(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-usbtest", "-psbtest",
-                         "-e", "SELECT SLEEP(3)"], port)
+    assert_on_fast_path(mariadb, mariadb_argv(mariadb), b"SELECT 1;\n", b"1")
 
 
 # PostgreSQL
@@ -211,10 +290,25 @@ COPY (SELECT g, md5(g::text) FROM generate_series(1, 20000) g) TO STDOUT;
 """
 
 
-def psql(app, fast, sql):
+def psql_argv(app):
     _, port, _ = app.servers["fast"]
-    return run([f"{app.bin}/psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port),
-                "-U", "postgres", "-d", "postgres", "-f", "-"], fast, sql.encode())
+    return [f"{app.bin}/psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port),
+            "-U", "postgres", "-d", "postgres", "-f", "-"]
+
+
+def psql(app, fast, sql):
+    return run(psql_argv(app), fast, sql.encode(), app=app)
+
+
+def postgres_lock(app, sql):
+    """A plain psql that runs sql in a transaction (taking a lock) and holds
+    it until its stdin closes (then commits)."""
+    p = subprocess.Popen([*psql_argv(app), "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(f"BEGIN; {sql}; SELECT 'locked';\n")
+    p.stdin.flush()
+    assert readline(p).strip() == "locked"
+    p.stdin.write("COMMIT;\n")
+    return p
 
 
 def test_postgres_same_answers_as_tcp(postgres):
@@ -227,13 +321,14 @@ def test_postgres_same_answers_as_tcp(postgres):
 def test_postgres_pgbench_on_fast_path(postgres):
     _, port, _ = postgres.servers["fast"]
     conn = ["-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "postgres"]
-    run([f"{postgres.bin}/pgbench", "-i", "-q", "-s", "1", *conn], True, timeout=120)  # COPY FROM STDIN
-    out = run([f"{postgres.bin}/pgbench", "-n", "-c", "4", "-j", "2", "-T", "2", *conn], True, timeout=120)
+    run([f"{postgres.bin}/pgbench", "-i", "-q", "-s", "1", *conn], True, timeout=120, app=postgres,
+        held=False)  # COPY FROM STDIN
+    # The run's 4 connections wait on the table lock until they are checked.
+    lock = postgres_lock(postgres, "LOCK TABLE pgbench_accounts IN ACCESS EXCLUSIVE MODE")
+    out = run_locked(postgres, [f"{postgres.bin}/pgbench", "-n", "-c", "4", "-j", "2", "-T", "2", *conn], 4, lock)
     assert b"tps = " in out
     assert psql(postgres, False, "SELECT count(*) FROM pgbench_accounts;").strip() == b"100000"
 
 
 def test_postgres_connection_is_on_fast_path(postgres):
-    _, port, _ = postgres.servers["fast"]
-    assert_on_fast_path([f"{postgres.bin}/psql", "-X", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
-                         "-d", "postgres", "-c", "SELECT pg_sleep(3)"], port)
+    assert_on_fast_path(postgres, psql_argv(postgres), b"SELECT 1;\n", b"1")

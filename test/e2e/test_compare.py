@@ -1,7 +1,9 @@
 """Every socket behaviour the fast path touches, run by the same unmodified
 program over plain TCP and under `loopfast run`: the observable transcript
 must be identical, and under loopfast the connections must really be Unix
-streams (checked from /proc/net/unix by the probe).
+streams (checked from /proc/net/unix by the probe). Lines that start with
+"#" are notes, not compared: "#path" lines name each connection's path
+(checked below), others carry counts that depend on timing.
 
 Where the fast path answers differently from TCP by design, the difference
 is written down here, in README's "Where it differs from TCP" and in
@@ -13,9 +15,21 @@ import subprocess
 
 import pytest
 
-from conftest import PROBE, ROOT, wrap
+from conftest import PROBE, ROOT, readline, stop, wrap
 
-SCENARIOS = subprocess.run([str(PROBE)], capture_output=True, text=True).stdout.split()
+# Each run of the probe takes seconds; a hang fails within a minute.
+pytestmark = pytest.mark.timeout(150)
+
+
+def scenarios():
+    p = subprocess.run([str(PROBE)], capture_output=True, text=True, timeout=30)
+    names = p.stdout.split()
+    if p.returncode != 0 or not names:
+        raise RuntimeError(f"{PROBE} listed no scenarios (exit status {p.returncode}): {p.stderr}")
+    return names
+
+
+SCENARIOS = scenarios()
 
 # Scenarios that do not depend on the address family given on the command
 # line, so they run once:
@@ -94,46 +108,65 @@ DOCUMENTED = {
 }
 
 
+class FastPathDiffers(AssertionError):
+    """The fast-path run's transcript differs from plain TCP's (the only
+    failure an expected-failure mark below may stand for)."""
+
+
+# Known faults: the fast-path transcript differs from TCP's until they are
+# fixed. Strict: the run fails the day one of these passes.
+ORPHANED_HELLO = pytest.mark.xfail(
+    strict=True, raises=FastPathDiffers,
+    reason="a worker killed between accepting the TCP connection and claiming its hello leaves the "
+           "client on an orphaned fast-path connection: it hangs instead of seeing EOF (issue 13)")
+KNOWN = {("kill-workers", "4"): ORPHANED_HELLO, ("kill-workers", "6"): ORPHANED_HELLO}
+
+
 def run(mode, scenario, family, spin=None):
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"))
     p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
-                       timeout=180, env=env)
+                       timeout=60, env=env)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
     paths = [tuple(l.split()[1:3]) for l in lines if l.startswith("#path ")]
-    return [l for l in lines if not l.startswith("#path ")], paths
+    return [l for l in lines if not l.startswith("#")], paths, p.stdout
 
 
 def cases():
     for sc in SCENARIOS:
-        yield pytest.param(sc, "4", id=f"{sc}-v4")
+        yield pytest.param(sc, "4", id=f"{sc}-v4", marks=KNOWN.get((sc, "4"), ()))
         if sc not in FAMILY_AGNOSTIC:
-            yield pytest.param(sc, "6", id=f"{sc}-v6")
+            yield pytest.param(sc, "6", id=f"{sc}-v6", marks=KNOWN.get((sc, "6"), ()))
 
 
-def compare(scenario, tcp, lf):
+def compare(scenario, tcp, lf, lf_out):
     """Every line as TCP's, except the documented ones, which must be as
     documented; returns the documented entries that occurred."""
-    assert len(lf) == len(tcp), "\n".join(["--- tcp", *tcp, "--- loopfast", *lf])
+    def differs(why):
+        raise FastPathDiffers(f"{why}\n--- tcp\n{chr(10).join(tcp)}\n--- loopfast\n{lf_out}")
+    if len(lf) != len(tcp):
+        differs("transcripts differ in length")
     used = set()
     for t, f in zip(tcp, lf):
         for i, (pattern, fast) in enumerate(DOCUMENTED.get(scenario, [])):
             m = re.fullmatch(pattern, t)
             if m:
                 used.add(i)
-                assert re.fullmatch(m.expand(fast), f), f"documented answer: {m.expand(fast)}\n  fast path: {f}\n  tcp: {t}"
+                if not re.fullmatch(m.expand(fast), f):
+                    differs(f"documented answer: {m.expand(fast)}\n  fast path: {f}\n  tcp: {t}")
                 break
         else:
-            assert f == t, f"fast path: {f}\n  tcp: {t}"
+            if f != t:
+                differs(f"fast path: {f}\n  tcp: {t}")
     return used
 
 
 @pytest.mark.parametrize("scenario,family", list(cases()))
 def test_same_as_tcp(build, scenario, family):
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
-    tcp, tcp_paths = run("tcp", scenario, family)
-    lf, lf_paths = run("loopfast", scenario, family, spin)
-    used = compare(scenario, tcp, lf)
+    tcp, tcp_paths, _ = run("tcp", scenario, family)
+    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin)
+    used = compare(scenario, tcp, lf, lf_out)
     assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \
         f"documented differences that did not occur: {set(range(len(DOCUMENTED[scenario]))) - used}"
     assert all(p == "tcp" for _, p in tcp_paths)
@@ -151,7 +184,7 @@ def test_every_documented_option_is_in_the_matrix(build):
     names = set(re.findall(r"^\| `([A-Z0-9_]+)`", doc, re.M))
     assert len(names) > 200, "docs/sockopts.md lists fewer options than expected"
     for family in ("4", "6"):
-        lines, _ = run("tcp", "sockopt-table", family)
+        lines, _, _ = run("tcp", "sockopt-table", family)
         asked = {l.split()[2] for l in lines if l.split()[0] in ("client", "server")}
         assert names - asked == set(), f"documented but not in the matrix (IPv{family})"
         assert asked - names - {"0", "99", "15", "1"} == set(), f"in the matrix but not documented (IPv{family})"
@@ -162,7 +195,7 @@ def test_one_end_not_opted_in_gets_plain_tcp(build, server_mode, client_mode):
     srv = subprocess.Popen(wrap(server_mode, [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        port = srv.stdout.readline().strip()
+        port = readline(srv).strip()
         cli = subprocess.run(wrap(client_mode, [str(PROBE), "client-echo", port]), capture_output=True,
                              text=True, timeout=30)
         assert cli.returncode == 0, cli.stdout + cli.stderr
@@ -171,20 +204,19 @@ def test_one_end_not_opted_in_gets_plain_tcp(build, server_mode, client_mode):
         srv.wait(timeout=30)
         assert "#path server tcp" in srv.stderr.read()
     finally:
-        srv.kill()
-        srv.wait()
+        stop(srv)
 
 
 def test_both_ends_in_different_processes(build):
     srv = subprocess.Popen(wrap("loopfast", [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
-        port = srv.stdout.readline().strip()
+        port = readline(srv).strip()
         cli = subprocess.run(wrap("loopfast", [str(PROBE), "client-echo", port]), capture_output=True,
                              text=True, timeout=30)
+        assert cli.returncode == 0, cli.stdout + cli.stderr
         assert "echo ok" in cli.stdout and "#path client unix" in cli.stdout, cli.stdout + cli.stderr
         srv.wait(timeout=30)
         assert "#path server unix" in srv.stderr.read()
     finally:
-        srv.kill()
-        srv.wait()
+        stop(srv)

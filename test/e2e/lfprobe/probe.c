@@ -5,9 +5,10 @@
  * Each scenario exercises one socket behaviour between a client and a
  * server on loopback and prints a transcript of what a program can observe.
  * The tests run it over plain TCP and under `loopfast run` and require the
- * same transcript. Lines starting with "#path " say which kernel object
- * carried each connection (unix or tcp, from /proc/net/unix): they are
- * checked separately, never compared. Nothing here knows about loopfast. */
+ * same transcript. Lines starting with "#" are notes, never compared:
+ * "#path " lines say which kernel object carried each connection (unix or
+ * tcp, from /proc/net/unix) and are checked separately; others carry what
+ * depends on timing (counts, ports). Nothing here knows about loopfast. */
 #include "probe.h"
 
 int fam = AF_INET;

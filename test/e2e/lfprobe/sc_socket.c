@@ -150,6 +150,9 @@ void sc_sockopts_before(void)
 		CHECK(getsockopt(k ? s : c, IPPROTO_TCP, TCP_CONGESTION, cc, &vl) == 0);
 		out("%s TCP_CONGESTION %s", k ? "accepted" : "client", cc);
 	}
+	vl = sizeof(v);
+	CHECK(getsockopt(l, IPPROTO_TCP, TCP_SAVE_SYN, &v, &vl) == 0);
+	out("listener TCP_SAVE_SYN (never set) %d", v);
 }
 
 void sc_connect_nonblock(void)

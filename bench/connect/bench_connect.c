@@ -1,0 +1,113 @@
+/* `loopfast bench connect`: options and the interleaved runs. See
+ * connect.h for the files and man/loopfast-bench-connect.1 for the method. */
+#include "cli.h"
+#include "connect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+	"usage: loopfast bench connect [--paths LIST] [--clients N[,N...]] [--time SEC]\n"
+	"         [--warmup SEC] [--repeat N] [--json FILE] [--plot FILE.png]\n"
+	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: all)\n"
+	"clients: concurrent connections in flight (default: 1,10,100,1000)\n";
+
+static int parse_seconds(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = s && *s ? strtod(s, &end) : 0;
+	if (!s || !*s || errno || *end || v < lo || v > hi)
+		return lf_cli_error("%s needs seconds from %g to %g, got '%s'", opt, lo, hi, s ? s : "");
+	*out = v;
+	return 0;
+}
+
+static int parse_levels(const char *opt, const char *s, struct conn_opts *o)
+{
+	char buf[256], *save = NULL;
+
+	if (!s || !*s || strlen(s) >= sizeof(buf))
+		return lf_cli_error("%s needs a comma-separated list of numbers", opt);
+	strcpy(buf, s);
+	o->nlevels = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		unsigned long long v;
+		if (lf_cli_parse_uint(opt, t, 1, CONN_MAX_CLIENTS, &v))
+			return 2;
+		if (o->nlevels == CONN_MAX_LEVELS)
+			return lf_cli_error("%s takes at most %d numbers", opt, CONN_MAX_LEVELS);
+		o->levels[o->nlevels++] = (unsigned)v;
+	}
+	return 0;
+}
+
+int cmd_bench_connect(int argc, char **argv)
+{
+	struct conn_opts o = { .paths = (1u << CONN_NPATHS) - 1,
+			       .levels = { 1, 10, 100, 1000 }, .nlevels = 4, .time_s = 1, .warmup_s = 0.2, .repeat = 3 };
+	unsigned long long v;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int err;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (strncmp(a, "--", 2))
+			return lf_cli_error("unexpected argument '%s' (try 'loopfast bench connect --help')", a);
+		if (!val)
+			return lf_cli_error("%s needs a value", a);
+		i++;
+		if (!strcmp(a, "--paths"))
+			err = lf_cli_parse_list(a, "path", val, conn_path_names, CONN_NPATHS, &o.paths);
+		else if (!strcmp(a, "--clients"))
+			err = parse_levels(a, val, &o);
+		else if (!strcmp(a, "--time"))
+			err = parse_seconds(a, val, 0.05, 600, &o.time_s);
+		else if (!strcmp(a, "--warmup"))
+			err = parse_seconds(a, val, 0, 60, &o.warmup_s);
+		else if (!strcmp(a, "--repeat"))
+			err = lf_cli_parse_uint(a, val, 1, CONN_MAX_REPEAT, &v) ?: (o.repeat = (unsigned)v, 0);
+		else if (!strcmp(a, "--json"))
+			o.json_path = val, err = 0;
+		else if (!strcmp(a, "--plot"))
+			o.plot_path = val, err = 0;
+		else
+			return lf_cli_error("unknown option '%s' (try 'loopfast bench connect --help')", a);
+		if (err)
+			return err;
+	}
+	if (o.plot_path && !o.json_path)
+		return lf_cli_error("--plot needs --json FILE (the plot is drawn from it)");
+
+	struct conn_row rows[CONN_MAX_LEVELS * CONN_NPATHS];
+	unsigned nrows = 0;
+	for (unsigned l = 0; l < o.nlevels; l++)
+		for (int p = 0; p < CONN_NPATHS; p++)
+			if (o.paths & (1u << p))
+				rows[nrows++] = (struct conn_row){ .path = p, .clients = o.levels[l] };
+	bool progress = !lf_cli_json && isatty(2);
+	/* Repeats outermost: a noisy moment of the machine hits every row. */
+	for (unsigned rep = 0; rep < o.repeat; rep++) {
+		for (unsigned k = 0; k < nrows; k++) {
+			struct conn_row *row = &rows[k];
+			if (progress)
+				fprintf(stderr, "\rrepeat %u/%u: %-12s %4u clients   ", rep + 1, o.repeat,
+					conn_path_names[row->path], row->clients);
+			conn_run(row->path, row->clients, &o, &row->runs[row->n++]);
+		}
+	}
+	if (progress)
+		fprintf(stderr, "\r%60s\r", "");
+	conn_report(rows, nrows, &o);
+	if (o.json_path && conn_write_json(rows, nrows, &o))
+		return 2;
+	if (o.plot_path)
+		return lf_cli_run_script("connect/plot_connect.py", o.json_path, o.plot_path);
+	return 0;
+}

@@ -1,0 +1,351 @@
+/* The three processes of one `loopfast bench connect` run: an epoll server
+ * that answers one byte per connection, an epoll client that keeps N
+ * connections in flight (non-blocking connect, 1-byte request, 1-byte
+ * response, close, again), and for the flood row a flooder that, as another
+ * uid when run as root, keeps the server's rendezvous full of junk hellos.
+ * The fast-path rows count, on both ends, how many connections really took
+ * the fast path (lf_fast_path_active), so that a silent fallback cannot pass
+ * for a measurement. */
+#include "connect.h"
+#include "internal.h"
+#include "loopfast.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood" };
+
+#define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void unix_name(struct sockaddr_un *sun, socklen_t *len, pid_t owner)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "lf-bench-connect-%d", (int)owner);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* Server: answers "y" to every byte, closes on EOF. Reports on `out`, when
+ * told to stop (SIGTERM), how many connections it accepted and how many of
+ * its sampled ones were on the fast path. */
+static volatile sig_atomic_t stop;
+static void on_term(int sig) { (void)sig; stop = 1; }
+
+static void serve(int path, int report)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int l, ep = epoll_create1(EPOLL_CLOEXEC), one = 1;
+	uint64_t accepted = 0, sampled = 0, fast = 0;
+
+	signal(SIGTERM, on_term);
+	if (path == CONN_UNIX) {
+		l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		unix_name((struct sockaddr_un *)&ss, &sl, getpid());
+	} else {
+		struct sockaddr_in *in = (void *)&ss;
+		l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		memset(&ss, 0, sizeof(ss));
+		in->sin_family = AF_INET;
+		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*in);
+		if (path == CONN_FAST || path == CONN_FAST_FLOOD)
+			lf_enable_fast_path(l);
+	}
+	if (l < 0 || bind(l, (void *)&ss, sl) || listen(l, CONN_MAX_CLIENTS) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, l, &(struct epoll_event){ .events = EPOLLIN, .data.fd = l }))
+		_exit(3);
+	sl = sizeof(ss);
+	getsockname(l, (void *)&ss, &sl);
+	struct stat st;
+	int id[2] = { path == CONN_UNIX ? 0 : ntohs(((struct sockaddr_in *)&ss)->sin_port),
+		      fstat(l, &st) ? 0 : (int)st.st_ino }; /* port, and the inode that names the rendezvous */
+	if (write(report, id, sizeof(id)) != sizeof(id))
+		_exit(3);
+	while (!stop) {
+		struct epoll_event ev[256];
+		int n = epoll_wait(ep, ev, 256, 100);
+		for (int i = 0; i < n; i++) {
+			int fd = ev[i].data.fd;
+			if (fd == l) {
+				int c;
+				while ((c = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+					if (accepted++ % SAMPLE_EVERY == 0 && path != CONN_UNIX) {
+						sampled++;
+						fast += lf_fast_path_active(c) == 1;
+					}
+					epoll_ctl(ep, EPOLL_CTL_ADD, c, &(struct epoll_event){ .events = EPOLLIN, .data.fd = c });
+				}
+				continue;
+			}
+			char b[64];
+			ssize_t r = read(fd, b, sizeof(b));
+			if (r > 0) {
+				for (ssize_t k = 0; k < r; k++)
+					b[k] = 'y';
+				if (write(fd, b, (size_t)r) != r)
+					r = 0;
+			}
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+				close(fd); /* leaves the epoll set with its last reference */
+		}
+	}
+	uint64_t out[3] = { accepted, sampled, fast };
+	if (write(report, out, sizeof(out)) != sizeof(out))
+		_exit(3);
+	_exit(0);
+}
+
+struct slot {
+	int fd;
+	int state; /* 0 connecting, 1 waiting for the answer */
+};
+
+/* Client: keeps `clients` connections in flight for warmup + time seconds
+ * and reports what it completed in the timed window. */
+static void client(int path, unsigned clients, int port, pid_t server, const struct conn_opts *o, int report)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct slot *slots = calloc(clients, sizeof(*slots));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	uint64_t done = 0, errors = 0, sampled = 0, fast = 0, seq = 0;
+
+	if (path == CONN_UNIX) {
+		unix_name((struct sockaddr_un *)&ss, &sl, server);
+	} else {
+		struct sockaddr_in *in = (void *)&ss;
+		memset(&ss, 0, sizeof(ss));
+		in->sin_family = AF_INET;
+		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		in->sin_port = htons((uint16_t)port);
+		sl = sizeof(*in);
+	}
+	if (!slots || ep < 0)
+		_exit(3);
+
+	/* (Re)starts slot i: a new connection, connect in flight. */
+#define START(i) do { \
+		struct slot *s_ = &slots[i]; \
+		s_->fd = socket(path == CONN_UNIX ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0); \
+		if (CONN_OPTED_IN(path)) \
+			lf_enable_fast_path(s_->fd); \
+		int r_ = connect(s_->fd, (void *)&ss, sl); \
+		s_->state = 0; \
+		if (r_ < 0 && errno != EINPROGRESS && errno != EAGAIN) { \
+			errors++; \
+			close(s_->fd); \
+			s_->fd = -1; \
+		} else { \
+			epoll_ctl(ep, EPOLL_CTL_ADD, s_->fd, &(struct epoll_event){ .events = EPOLLOUT, .data.u32 = (uint32_t)(i) }); \
+		} \
+	} while (0)
+
+	for (unsigned i = 0; i < clients; i++)
+		START(i);
+	double t0 = now_s(), start = t0 + o->warmup_s, end = start + o->time_s;
+	bool timing = false;
+	while (now_s() < end) {
+		struct epoll_event ev[256];
+		int n = epoll_wait(ep, ev, 256, 100);
+		if (!timing && now_s() >= start) {
+			timing = true;
+			done = errors = sampled = fast = 0;
+			start = now_s();
+		}
+		for (int k = 0; k < n; k++) {
+			unsigned i = ev[k].data.u32;
+			struct slot *s = &slots[i];
+			if (s->state == 0) {
+				int err = 0;
+				socklen_t el = sizeof(err);
+				getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+				if (err || write(s->fd, "x", 1) != 1) {
+					errors++;
+					close(s->fd);
+					START(i);
+					continue;
+				}
+				s->state = 1;
+				epoll_ctl(ep, EPOLL_CTL_MOD, s->fd, &(struct epoll_event){ .events = EPOLLIN, .data.u32 = i });
+				continue;
+			}
+			char b;
+			ssize_t r = read(s->fd, &b, 1);
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			if (r == 1 && b == 'y') {
+				done++;
+				if (CONN_OPTED_IN(path) && seq++ % SAMPLE_EVERY == 0) {
+					sampled++;
+					fast += lf_fast_path_active(s->fd) == 1;
+				}
+			} else {
+				errors++;
+			}
+			close(s->fd);
+			START(i);
+		}
+		for (unsigned i = 0; i < clients; i++) /* slots whose connect failed at once */
+			if (slots[i].fd < 0)
+				START(i);
+	}
+#undef START
+	double elapsed = now_s() - start;
+	struct conn_result res = { .rate = elapsed > 0 ? (double)done / elapsed : 0, .done = done, .errors = errors,
+				   .sampled = sampled, .fast = fast };
+	if (write(report, &res, sizeof(res)) != sizeof(res))
+		_exit(3);
+	_exit(0);
+}
+
+/* Flooder: as another uid (nobody) when root, keeps up to 512 junk hellos
+ * queued on the server's rendezvous and replaces them as fast as it can
+ * (a CPU of its own, the attacker's best), for as long as it lives.
+ * Reports how many it queued. */
+static void flood(int port, unsigned ino, int report)
+{
+	struct lf_ep dst = { .family = AF_INET, .addr.v4.s_addr = htonl(INADDR_LOOPBACK), .port = (uint16_t)port };
+	struct sockaddr_un rn, cn;
+	socklen_t rl = lf__name_listener(&rn, AF_INET, ino);
+	int held[512];
+	uint64_t sent = 0;
+	unsigned next = 0;
+
+	signal(SIGTERM, on_term);
+	if (getuid() == 0 && (setgid(65534) || setuid(65534)))
+		_exit(3);
+	for (unsigned i = 0; i < 512; i++)
+		held[i] = -1;
+	while (!stop) {
+		struct lf_ep junk = dst;
+		junk.port = (uint16_t)(1024 + (sent * 7919) % 60000);
+		socklen_t cl = lf__name_client(&cn, AF_INET, &junk, &dst, (unsigned long)sent);
+		int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (u < 0 || bind(u, (void *)&cn, cl) || connect(u, (void *)&rn, rl)) {
+			if (u >= 0)
+				close(u); /* full or absent: an attacker just tries again */
+			continue;
+		}
+		(void)!write(u, "junk", 4);
+		if (held[next] >= 0)
+			close(held[next]);
+		held[next] = u;
+		next = (next + 1) % 512;
+		sent++;
+	}
+	if (write(report, &sent, sizeof(sent)) != sizeof(sent))
+		_exit(3);
+	_exit(0);
+}
+
+static int read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+	size_t got = 0;
+	double deadline = now_s() + timeout_ms / 1000.0;
+
+	while (got < len) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		ssize_t r = read(fd, (char *)buf + got, len - got);
+		if (r > 0) {
+			got += (size_t)r;
+			continue;
+		}
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR) || now_s() > deadline)
+			return -ETIMEDOUT;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static pid_t spawn(int *rd)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		*rd = p[1];
+		return 0;
+	}
+	close(p[1]);
+	*rd = p[0];
+	return pid;
+}
+
+static void reap(pid_t pid)
+{
+	int st;
+	if (pid > 0 && waitpid(pid, &st, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+}
+
+int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_result *r)
+{
+	int srd, crd, frd = -1, id[2], timeout = (int)((o->warmup_s + o->time_s) * 1000) + 20000;
+	pid_t server, cl, fl = -1;
+	uint64_t sv[3];
+
+	memset(r, 0, sizeof(*r));
+	fflush(NULL);
+	if ((server = spawn(&srd)) == 0)
+		serve(path, srd);
+	if (server < 0 || read_full(srd, id, sizeof(id), 5000)) {
+		reap(server);
+		return r->err = -EIO;
+	}
+	if (CONN_FLOODED(path) && (fl = spawn(&frd)) == 0)
+		flood(id[0], (unsigned)id[1], frd);
+	if (fl > 0)
+		usleep(200 * 1000); /* let the flood build up */
+	if ((cl = spawn(&crd)) == 0)
+		client(path, clients, id[0], server, o, crd);
+	int e = cl < 0 ? -EIO : read_full(crd, r, sizeof(*r), timeout);
+	if (fl > 0) {
+		kill(fl, SIGTERM);
+		if (read_full(frd, &r->flood, sizeof(r->flood), 5000))
+			r->flood = 0;
+	}
+	kill(server, SIGTERM);
+	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && CONN_OPTED_IN(path)) {
+		/* Both ends: the client's samples and the server's. */
+		r->sampled += sv[1];
+		r->fast += sv[2];
+	}
+	reap(cl);
+	reap(fl);
+	reap(server);
+	close(srd);
+	close(crd);
+	if (frd >= 0)
+		close(frd);
+	if (e)
+		return r->err = e;
+	return 0;
+}

@@ -1,0 +1,222 @@
+/* The server side of the negotiation: an accepted TCP connection X meets
+ * its client's hello.
+ *
+ * A fast-path client queues its hello (a Unix connection to the
+ * listener's rendezvous, bound to a name that says which TCP connection it
+ * is for) before it sends its SYN, so when accept returns X, X's hello is
+ * already in the rendezvous backlog or in the stash. The accept takes
+ * candidates for X under the claim lock (everything else it meets goes to
+ * the stash for its own accept), then, without the lock, keeps the first
+ * candidate the kernel vouches for:
+ *   - the hello's sender (SO_PEERCRED) is of this process's uid (it could
+ *     ptrace us anyway), or
+ *   - sock_diag reports that the TCP socket at the other end of X exists
+ *     and belongs to that same uid.
+ * Nothing the peer wrote is believed: the name only says where to look.
+ * The winner replaces X under X's fd number, and X is reset (the doorbell
+ * carried no data). No candidate: X stays plain TCP. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
+
+#define MAX_CAND 8
+
+/* Reads a hello connection's sender (uid) and which TCP connection it
+ * names. False for anything that is not a well-formed client name. */
+static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t *uid)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	unsigned long ino;
+	int fam;
+
+	if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
+	    lf__name_parse(&sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
+	    lf__sys_getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cr, &crl))
+		return false;
+	*uid = cr.uid;
+	return true;
+}
+
+/* Candidates for the connection whose client end is `client`: from the
+ * stash first, then from the rendezvous. Whatever else the rendezvous
+ * holds on the way is stashed for its own accept, or dropped when it
+ * cannot be anyone's: malformed, or from a uid over its share of
+ * unvouched hellos and not vouched for now either (remembered as poison,
+ * since its client may have committed). Under the claim lock; every call
+ * is non-blocking. */
+static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max)
+{
+	struct lf_ep c, s;
+	uint32_t uid;
+	int n = 0, u;
+
+	while (n < max && (u = lf__stash_take(l, client, &uids[n])) >= 0)
+		cand[n++] = u;
+	if (n)
+		return n;
+	/* The hello of an accepted connection was queued before its SYN: it
+	 * is among what the rendezvous holds now. Never more than that, or a
+	 * flood arriving behind it would keep this accept busy. */
+	for (int budget = SOMAXCONN; budget > 0; budget--) {
+		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (u < 0 && errno == EINTR)
+			continue;
+		if (u < 0)
+			break;
+		if (!hello_of(u, &c, &s, &uid) || s.port != l->ep.port) {
+			lf__sys_close(u);
+			continue;
+		}
+		if (lf__ep_equal(&c, client)) {
+			cand[n] = u;
+			uids[n++] = uid;
+			break;
+		}
+		if (lf__stash_put(l, u, &c, uid, uid == geteuid())) {
+			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);
+			lf__count(LF_EV_DROPPED);
+			lf__stash_poison(l, &c, uid);
+		}
+		lf__sys_close(u);
+	}
+	return n;
+}
+
+/* Does the kernel vouch that the sender of a hello (uid) is the owner of
+ * the client end of the accepted connection (peer -> local)? */
+static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *local)
+{
+	struct lf_diag_sock d;
+
+	if (uid == geteuid())
+		return true;
+	return lf__diag_socket(peer, local, &d) == 0 && d.uid == uid && d.state != TCP_TIME_WAIT &&
+	       d.state != TCP_CLOSE;
+}
+
+/* Did the SYN of the accepted connection say that its client queued a
+ * hello? 1 yes, 0 no, -1 unknown (no saved SYN: it came before the
+ * listener saved them, or as a SYN cookie). */
+static int marked(int fd)
+{
+	uint8_t syn[256];
+	socklen_t len = sizeof(syn);
+
+	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) || len < 20)
+		return -1;
+	size_t off = (syn[0] >> 4) == 4 ? (size_t)(syn[0] & 15) * 4 : 40; /* no extension headers on loopback */
+	if (off + 20 > len)
+		return -1;
+	const uint8_t *tcp = syn + off;
+	size_t end = off + (size_t)(tcp[12] >> 4) * 4;
+	if (end > len)
+		return -1;
+	for (size_t i = off + 20; i < end;) {
+		uint8_t kind = syn[i];
+		if (kind == 0)
+			break;
+		if (kind == 1) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= end || syn[i + 1] < 2 || i + syn[i + 1] > end)
+			break;
+		if (kind == 2 && syn[i + 1] == 4)
+			return ((syn[i + 2] << 8) | syn[i + 3]) == LF_HELLO_MSS;
+		i += syn[i + 1];
+	}
+	return 0;
+}
+
+/* Resets a TCP connection (no TIME_WAIT, the client learns at once). */
+static void reset(int fd)
+{
+	struct linger lg = { 1, 0 };
+	lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+int lf__accept_claim(int lfd, int newfd, int flags)
+{
+	struct lf_fd *f = lf__fd(lfd), *nf = lf__fd(newfd);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct lf_ep peer, local;
+	int cand[MAX_CAND], unx = -1, n;
+	uint32_t uids[MAX_CAND];
+
+	if (!f || !nf)
+		return 0;
+	lf__fd_reset(newfd);
+	if (!f->lst) {
+		unsigned fl = atomic_load(&f->flags);
+		if (!(fl & LF_F_OPTIN) && !lf__global_optin)
+			return 0;
+		/* A listener that reached us without listen() here (exec,
+		 * socket activation, SCM_RIGHTS): opt it in now. */
+		if ((fl & LF_F_NOFAST) || lf__listen_optin(lfd) || !f->lst)
+			return 0;
+	}
+	if (lf__sys_getpeername(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&peer, (void *)&ss, sl) ||
+	    !lf__ep_is_loopback(&peer))
+		return 0;
+	sl = sizeof(ss);
+	if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
+		return 0;
+	struct lf_listener *l = f->lst;
+	if (l->marks && marked(newfd) == 0) {
+		lf__count(LF_EV_PLAIN_PEER);
+		return 0; /* a plain client: no hello to look for */
+	}
+	lf__listener_reserve(l, false);
+	do {
+		lf__listener_lock(l);
+		n = take(l, &peer, cand, uids, MAX_CAND);
+		lf__listener_unlock(l);
+		for (int i = 0; i < n; i++) {
+			if (unx < 0 && vouched(uids[i], &peer, &local)) {
+				unx = cand[i];
+			} else {
+				if (unx < 0) {
+					DEBUG("accept fd %d: hello from uid %u for port %u not vouched for: dropped", newfd,
+					      uids[i], peer.port);
+					lf__count(LF_EV_UNVOUCHED);
+				}
+				lf__sys_close(cand[i]);
+			}
+		}
+	} while (unx < 0 && n > 0); /* a forged hello may hide the real one */
+	lf__listener_reserve(l, true);
+	if (unx < 0) {
+		uint32_t puid;
+		struct lf_diag_sock d;
+		lf__listener_lock(l);
+		bool poisoned = lf__stash_poisoned(l, &peer, &puid);
+		lf__listener_unlock(l);
+		/* Only if the dropped hello was its client's own: another uid
+		 * naming this connection must not be able to get it reset. */
+		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid) {
+			lf__count(LF_EV_PLAIN_PEER);
+			return 0;
+		}
+		/* Its hello was dropped while its client may have committed:
+		 * fail the connection on both ends rather than split it. */
+		DEBUG("accept fd %d: hello for port %u was dropped: connection reset", newfd, peer.port);
+		reset(newfd);
+		return -ECONNABORTED;
+	}
+	lf__count(LF_EV_FAST_SERVER);
+	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, true) < 0) {
+		lf__sys_close(unx);
+		return -ECONNABORTED;
+	}
+	return 0;
+}

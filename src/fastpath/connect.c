@@ -1,0 +1,531 @@
+/* The client side of the negotiation, and the switch both sides make.
+ *
+ * connect(fd, loopback:P) on an opted-in TCP socket:
+ *  1. sock_diag names the listener the kernel would hand the connection to
+ *     (its inode and owner). None: plain TCP.
+ *  2. A Unix socket, bound to a name that says which TCP connection it is
+ *     for (both endpoints; the TCP socket is bound to its ephemeral port
+ *     first), connects to that listener's rendezvous. No rendezvous, or
+ *     one not owned by the listener's uid (SO_PEERCRED): plain TCP. This
+ *     queued connection is the hello; nothing else is sent.
+ *  3. The TCP connect (the doorbell) runs in the application's own mode:
+ *     blocking, interruptible by signals, bounded by SO_SNDTIMEO;
+ *     non-blocking, returning EINPROGRESS at once. It crosses the host's
+ *     firewall as any TCP connection does.
+ *  4. When the handshake has completed (at once on loopback, in the
+ *     common case), the Unix socket replaces the TCP socket under the
+ *     application's fd. If it has not, the connect is pending: the
+ *     application sees a TCP socket in progress, and the switch happens at
+ *     its next call on the fd (poll, epoll_wait, getsockopt, read, write,
+ *     connect ...) once the handshake is done; if the handshake fails, the
+ *     fd stays the TCP socket with TCP's error.
+ * The hello is queued before the SYN, so when the server accepts the TCP
+ * connection its hello is already there: the server's outcome is fixed
+ * before our connect returns, and it never waits for us (claim.c). If the
+ * server and this process are of different uids, the server checks with
+ * sock_diag that our TCP socket is ours: TCP_LINGER2 keeps the socket
+ * (and its owner) visible for a minute after we close it, should the
+ * server accept late. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
+
+/* ---- the switch */
+
+/* Carries what the application set (on this socket, or on the listener an
+ * accepted socket inherits from) over to the Unix socket that replaces it:
+ * the generic options it set, read back from the TCP socket, and into the
+ * fd table the TCP-level ones. Nothing set, nothing done. */
+static void carry_options(int tcp, int unx, const struct lf_fd *src, struct lf_fd *dst)
+{
+	char v[32];
+
+	for (int i = 0; i < lf__ncarried; i++) {
+		socklen_t l = sizeof(v);
+		if (!(src->sockset & (1u << i)) || lf__sys_getsockopt(tcp, SOL_SOCKET, lf__carried[i], v, &l))
+			continue;
+		if (lf__carried[i] == SO_RCVBUF || lf__carried[i] == SO_SNDBUF) {
+			int val;
+			memcpy(&val, v, sizeof(val));
+			val /= 2; /* getsockopt reports twice what was set */
+			memcpy(v, &val, sizeof(val));
+		}
+		lf__sys_setsockopt(unx, SOL_SOCKET, lf__carried[i], v, l);
+	}
+	if (src != dst) {
+		memcpy(dst->opt, src->opt, sizeof(dst->opt));
+		dst->optset = src->optset;
+	}
+	dst->sockset = src->sockset;
+}
+
+static void set_nonblock(int fd, bool on)
+{
+	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+
+	if (fl >= 0 && !!(fl & O_NONBLOCK) != on)
+		lf__sys_fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK));
+}
+
+int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_epreg regs[LF_EPOLL_MAX];
+
+	carry_options(fd, unx, src, f);
+	/* The server's TCP socket goes with a reset (no FIN exchange, no
+	 * TIME_WAIT on the client's port). The client's must go with a FIN,
+	 * whatever linger the application set: a connection reset before it
+	 * is accepted vanishes from the accept queue, with its hello. */
+	struct linger lg = { reset, 0 };
+	if (reset || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
+		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	set_nonblock(unx, nonblock);
+	/* epoll registrations are on the file that goes away: move them. */
+	memcpy(regs, f->ep, sizeof(regs));
+	for (int i = 0; i < LF_EPOLL_MAX; i++)
+		if (regs[i].epfd1)
+			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_DEL, fd, NULL);
+	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
+		return -errno;
+	lf__sys_close(unx);
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool rcvtimeo = (f->sockset & 1u) /* lf__carried[0] is SO_RCVTIMEO */ &&
+			lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
+	f->family = family;
+	if (!f->spin_us) /* lf_set_spin before connect wins */
+		f->spin_us = lf__global_spin_us;
+	f->spin_fail = f->spin_skip = 0;
+	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
+	for (int i = 0; i < LF_EPOLL_MAX; i++) {
+		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
+			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
+	}
+	return 0;
+}
+
+/* ---- listeners known to have no rendezvous (this process, 1 s) */
+
+#define NEG_SLOTS 16
+static struct {
+	uint32_t inode;
+	uint64_t until_ms;
+} neg[NEG_SLOTS];
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool neg_cached(uint32_t inode)
+{
+	uint64_t now = now_ms();
+	for (int i = 0; i < NEG_SLOTS; i++)
+		if (neg[i].inode == inode && neg[i].until_ms > now)
+			return true;
+	return false;
+}
+
+static void neg_add(uint32_t inode)
+{
+	static unsigned next;
+	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
+	neg[i].inode = inode;
+	neg[i].until_ms = now_ms() + 1000;
+}
+
+/* ---- pending connects */
+
+/* Connects in progress with a hello queued. The SYN already said so, so
+ * they must end on the fast path or fail: never carry on as plain TCP. */
+static int *pending_fds;
+static int npending, cap_pending;
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool pending_add(int fd, int unx)
+{
+	struct lf_fd *f = lf__fd(fd);
+	bool ok = true;
+
+	pthread_mutex_lock(&pending_lock);
+	if (npending == cap_pending) {
+		int n = cap_pending ? cap_pending * 2 : 64, *p = realloc(pending_fds, (size_t)n * sizeof(*p));
+		if (p) {
+			pending_fds = p;
+			cap_pending = n;
+		}
+	}
+	if (npending < cap_pending)
+		pending_fds[npending++] = fd;
+	else
+		ok = false;
+	pthread_mutex_unlock(&pending_lock);
+	if (!ok)
+		return false;
+	lf__fd_hide(unx, &f->pend);
+	atomic_fetch_or(&f->flags, LF_F_PENDING);
+	for (int i = 0; i < LF_EPOLL_MAX; i++)
+		if (f->ep[i].epfd1 && lf__fd(f->ep[i].epfd1 - 1))
+			lf__fd(f->ep[i].epfd1 - 1)->pending_members++;
+	return true;
+}
+
+/* Takes fd off the pending list; returns its hidden Unix socket (or -1). */
+static int pending_remove(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int unx;
+
+	if (!(atomic_fetch_and(&f->flags, ~LF_F_PENDING) & LF_F_PENDING))
+		return -1;
+	pthread_mutex_lock(&pending_lock);
+	for (int i = 0; i < npending; i++)
+		if (pending_fds[i] == fd)
+			pending_fds[i--] = pending_fds[--npending];
+	pthread_mutex_unlock(&pending_lock);
+	for (int i = 0; i < LF_EPOLL_MAX; i++) {
+		struct lf_fd *e = f->ep[i].epfd1 ? lf__fd(f->ep[i].epfd1 - 1) : NULL;
+		if (e && e->pending_members > 0)
+			e->pending_members--;
+	}
+	unx = f->pend;
+	f->pend = -1;
+	lf__fd_unhide(unx);
+	return unx;
+}
+
+void lf__pending_drop(int fd)
+{
+	int unx = pending_remove(fd);
+	if (unx >= 0)
+		lf__sys_close(unx);
+}
+
+/* Where a TCP handshake stands, from kernel state: 1 it completed (the
+ * socket is connected, or was and has since been reset: the server's
+ * claim resets it, possibly before we look), 0 still in progress, -1 it
+ * failed (*err: TCP's error, which this read consumed). */
+static int handshake(int fd, int timeout_ms, int *err)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss), el = sizeof(*err);
+	int ev = lf__sys_poll1(fd, POLLOUT, timeout_ms);
+
+	*err = 0;
+	if (ev < 0) {
+		*err = errno;
+		return errno == EINTR ? -2 : -1;
+	}
+	if (ev == 0)
+		return 0;
+	/* Connected first: the server's reset may arrive between two reads. */
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
+		return 1;
+	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
+	if (*err == ECONNRESET || *err == EPIPE) {
+		*err = 0;
+		return 1;
+	}
+	return *err ? -1 : 0;
+}
+
+/* Ends the pending state of fd: switches it (h == 1) or leaves it the
+ * failed TCP socket it is (h == -1, err: TCP's error for SO_ERROR). */
+static int conclude(int fd, int h, int err)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0), fdd = lf__sys_fcntl(fd, F_GETFD, 0);
+	int unx = pending_remove(fd);
+
+	if (h == 1 && unx >= 0 && (lf__count(LF_EV_FAST_CLIENT), 1) &&
+	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC),
+			  false) == 0) {
+		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
+		return 0;
+	}
+	if (unx >= 0)
+		lf__sys_close(unx);
+	f->pend_err = err;
+	return 0;
+}
+
+int lf__finalize(int fd, bool wait)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_load(&f->flags) & LF_F_PENDING))
+		return 0;
+	int err, h = handshake(fd, wait ? -1 : 0, &err);
+	if (h == -2)
+		return -1; /* EINTR: as the blocking call it stands for */
+	if (h == 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return conclude(fd, h, err);
+}
+
+void lf__finalize_epoll(int epfd)
+{
+	struct lf_fd *e = lf__fd(epfd);
+	int fds[64], n;
+
+	if (!e || e->pending_members <= 0)
+		return;
+	do { /* in batches: finalizing takes fds off the list */
+		n = 0;
+		pthread_mutex_lock(&pending_lock);
+		for (int i = 0; i < npending && n < 64; i++) {
+			struct lf_fd *f = lf__fd(pending_fds[i]);
+			for (int k = 0; k < LF_EPOLL_MAX; k++)
+				if (f->ep[k].epfd1 == epfd + 1 && lf__sys_poll1(pending_fds[i], POLLOUT, 0) > 0)
+					fds[n++] = pending_fds[i];
+		}
+		pthread_mutex_unlock(&pending_lock);
+		for (int i = 0; i < n; i++)
+			lf__finalize(fds[i], false);
+	} while (n == 64);
+}
+
+/* ---- connect */
+
+static bool tcp_family(int fd, int *family)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
+		return false;
+	l = sizeof(v);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
+		return false;
+	*family = v;
+	return true;
+}
+
+static void to_loopback(struct lf_ep *ep, int family)
+{
+	ep->family = family;
+	if (family == AF_INET)
+		ep->addr.v4.s_addr = htonl(INADDR_LOOPBACK);
+	else
+		ep->addr.v6 = in6addr_loopback;
+}
+
+/* The connect goes on as plain TCP: count why (`loopfast status`), say it
+ * under LOOPFAST_DEBUG, and remember a listener without a usable
+ * rendezvous for a second (no Unix connect per connect to a plain server). */
+static int plain(enum lf_event ev, const char *why, int fd, unsigned port, const struct lf_diag_sock *lst)
+{
+	int e = errno;
+
+	lf__count(ev);
+	if (why)
+		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, port, why, strerror(e));
+	if (lst)
+		neg_add(lst->inode);
+	errno = e;
+	return 0;
+}
+
+int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_diag_sock lst;
+	struct lf_ep dst, src, tmp;
+	struct sockaddr_un cname, rname;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int family, unx, e;
+
+	if (!f)
+		return 0;
+	unsigned fl = atomic_load(&f->flags);
+	if (fl & LF_F_PENDING) { /* connect again while in progress */
+		int r = lf__sys_connect(fd, sa, len);
+		e = r ? errno : 0;
+		if (r == 0 || e == EISCONN || e == ECONNRESET || e == EPIPE) {
+			conclude(fd, 1, 0); /* connected (and maybe claimed already) */
+			*ret = 0;
+			errno = 0;
+			return 1;
+		}
+		if (e != EALREADY && e != EINPROGRESS && e != EINTR && e != EAGAIN)
+			conclude(fd, -1, 0); /* failed: connect itself reports it */
+		*ret = -1;
+		errno = e;
+		return 1;
+	}
+	if (!(fl & LF_F_OPTIN))
+		return 0;
+	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+	if (!lf__ep_from_sockaddr(&dst, sa, len))
+		return 0;
+	if (!lf__ep_is_loopback(&dst))
+		return plain(LF_EV_NOT_LOOPBACK, NULL, -1, 0, NULL);
+	if (fl & LF_F_TCP)
+		family = f->family;
+	else if (!tcp_family(fd, &family))
+		return 0;
+	if (lf__sys_getsockname(fd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&src, (void *)&ss, sl))
+		return 0;
+	if (lf__ep_is_any(&src))
+		to_loopback(&src, dst.family);
+
+	/* 1. The listener that will get the connection. */
+	if (lf__diag_listener(&dst, &src, &lst) < 0)
+		return plain(LF_EV_NO_LISTENER, "no listener", fd, dst.port, NULL);
+	if (neg_cached(lst.inode))
+		return plain(LF_EV_NO_RENDEZVOUS, NULL, -1, 0, NULL);
+
+	/* 2. The hello. Our TCP endpoint must be known before it is queued
+	 * (a socket already connected keeps its port; its connect below then
+	 * fails as the kernel says, and the server drops the hello). */
+	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (unx < 0)
+		return plain(LF_EV_FAILED, "no socket for the hello", fd, dst.port, NULL);
+	if (src.port == 0) {
+		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
+		sl = sizeof(ss);
+		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
+		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
+			lf__sys_close(unx);
+			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, dst.port, NULL);
+		}
+		src.port = tmp.port;
+	}
+	struct stat st;
+	socklen_t cl = lf__name_client(&cname, family, &src, &dst, fstat(fd, &st) ? 0 : (unsigned long)st.st_ino);
+	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int ev = -1;
+	const char *why = NULL;
+	if (syscall(SYS_bind, unx, &cname, cl))
+		ev = LF_EV_FAILED, why = "bind the hello's name";
+	else if (lf__sys_connect(unx, (void *)&rname, rl))
+		ev = errno == EAGAIN ? LF_EV_BUSY : LF_EV_NO_RENDEZVOUS, why = "no rendezvous";
+	else if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid)
+		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
+	if (why) {
+		lf__sys_close(unx); /* the server sees no hello: plain TCP */
+		return plain(ev, why, fd, dst.port, ev == LF_EV_FAILED ? NULL : &lst);
+	}
+	/* The SYN says our hello is queued. */
+	int mss = LF_HELLO_MSS;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
+	if (lst.uid != geteuid()) {
+		/* The server will ask sock_diag who owns our TCP socket; keep
+		 * it visible for a minute after we let go of it. */
+		int linger2 = 120;
+		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
+	}
+
+	/* 3. The doorbell, in the application's mode. */
+	f->family = family;
+	int r = lf__sys_connect(fd, sa, len);
+	e = r ? errno : 0;
+	if (r < 0 && (e == ECONNRESET || e == EPIPE)) {
+		/* Established, and reset by the server's claim before the
+		 * blocking connect returned: connected, as far as we go. */
+		r = 0;
+		e = 0;
+	}
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
+		/* On loopback the handshake has usually completed already (and
+		 * the server may even have claimed the hello and reset it). */
+		int err, h = handshake(fd, 0, &err);
+		if (h == 1) {
+			r = 0;
+		} else if (h == 0 && pending_add(fd, unx)) {
+			*ret = -1;
+			errno = e;
+			return 1;
+		} else if (h < 0) {
+			f->pend_err = err; /* what SO_ERROR would have said */
+		}
+		/* h == 0 here: no memory for the pending list. The connection
+		 * goes on as TCP without its hello (the server drops a hello
+		 * whose client has gone), with the small MSS of its SYN. */
+	}
+	if (r < 0) {
+		/* Refused, unreachable, or failed at once: TCP's answer. */
+		lf__sys_close(unx);
+		*ret = -1;
+		errno = e;
+		return 1;
+	}
+
+	/* 4. The switch. */
+	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0);
+	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
+	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
+	lf__count(LF_EV_FAST_CLIENT);
+	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, false) < 0) {
+		/* dup3 cannot fail for valid fds; if it did, the connection is
+		 * unusable on both paths: report it as reset. */
+		lf__sys_close(unx);
+		*ret = -1;
+		errno = ECONNRESET;
+		return 1;
+	}
+	if (e == EINPROGRESS || e == EINTR || e == EAGAIN) {
+		/* Answer as TCP did: the connection completes "in the
+		 * background", a second connect returns 0 once. */
+		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
+		*ret = -1;
+		errno = e;
+		return 1;
+	}
+	*ret = 0;
+	errno = 0;
+	return 1;
+}
+
+bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)
+{
+	struct sockaddr_un sun;
+	socklen_t l = sizeof(sun);
+	struct lf_ep a, b;
+	unsigned long ino;
+	int fam;
+
+	if (lf__sys_getsockname(fd, (void *)&sun, &l) || sun.sun_family != AF_UNIX)
+		return false;
+	switch (lf__name_parse(&sun, l, &ino, &fam, &a, &b)) {
+	case LF_NAME_CLIENT:
+		*family = fam;
+		*local = a;
+		*peer = b;
+		return true;
+	case LF_NAME_LISTENER: { /* the server end: its peer's name has both */
+		int cfam;
+		l = sizeof(sun);
+		if (lf__sys_getpeername(fd, (void *)&sun, &l) ||
+		    lf__name_parse(&sun, l, &ino, &cfam, &b, &a) != LF_NAME_CLIENT)
+			return false;
+		*family = fam; /* the listener's: an accepted socket has its family */
+		*local = a;
+		*peer = b;
+		return true;
+	}
+	default:
+		return false;
+	}
+}

@@ -1,0 +1,609 @@
+/* The server's side of the rendezvous: what an opted-in TCP listener owns.
+ *
+ * For a listening socket with inode I, loopfast holds three hidden
+ * descriptors, shared by every process that accepts on the listener (a
+ * fork family, or programs exec'd with the listener inherited):
+ *   - the rendezvous: an abstract Unix stream listener "loopfast/2/L/I",
+ *     where fast-path clients queue their hello connections;
+ *   - the stash: a datagram socket bound to "loopfast/2/S/I" and connected
+ *     to itself (so only holders can write to it), holding hellos one
+ *     accept took from the rendezvous for another accept;
+ *   - a memfd page: the claim lock (a robust process-shared mutex), an
+ *     index of what the stash holds (so that an accept cycles the stash
+ *     only when its own hello is there), per-uid counts (no uid may hold
+ *     more than its share of the stash) and a ring of poisoned endpoints.
+ * Two spare descriptors per listener are kept so that a claim still works
+ * when the server is at its descriptor limit.
+ *
+ * Inheritance: the hidden descriptors follow the listener's close-on-exec
+ * flag, and a process that meets a listener it did not set up (after exec,
+ * socket activation, SCM_RIGHTS) adopts the existing rendezvous: from its
+ * own descriptors when they came along, else from the process that created
+ * the rendezvous (pidfd_getfd, same uid). A process that can do neither
+ * serves the listener as plain TCP and says so under LOOPFAST_DEBUG. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
+
+#define STASH_MAGIC 0x3253464cu /* "LFS2" */
+#define STASH_BUCKETS 16384
+#define STASH_UIDS 256
+#define STASH_PER_UID 64   /* unvouched hellos one uid may keep in the stash */
+#define STASH_MAX 4096     /* all hellos together */
+#define POISON_RING 256
+
+struct lf_shm {
+	pthread_mutex_t lock;
+	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
+	uint32_t total;                      /* hellos in the stash */
+	uint32_t poison_next;
+	struct { uint32_t uid, count; } uids[STASH_UIDS];
+	struct { struct lf_ep client; uint32_t uid; } poison[POISON_RING];
+	uint16_t bucket[STASH_BUCKETS];      /* stashed hellos per hash of their client endpoint */
+};
+
+struct stash_msg {
+	uint32_t magic;
+	uint32_t uid;
+	uint32_t vouched; /* counted against no share */
+	struct lf_ep client;
+};
+
+#define SHM_SIZE ((sizeof(struct lf_shm) + 4095) & ~(size_t)4095)
+
+static void shm_name(char *buf, size_t len, unsigned long ino)
+{
+	snprintf(buf, len, "loopfast:%lu", ino);
+}
+
+static struct lf_shm *shm_create(unsigned long ino, int *fdp)
+{
+	char name[64];
+	pthread_mutexattr_t a;
+	struct lf_shm *p;
+
+	shm_name(name, sizeof(name), ino);
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, SHM_SIZE) ||
+	    (p = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		lf__sys_close(fd);
+		return NULL;
+	}
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&p->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	*fdp = fd;
+	return p;
+}
+
+static struct lf_shm *shm_map(int fd)
+{
+	struct stat st;
+	void *p;
+
+	if (fstat(fd, &st) || (size_t)st.st_size < SHM_SIZE)
+		return NULL;
+	p = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void lf__listener_lock(struct lf_listener *l)
+{
+	if (pthread_mutex_lock(&l->shm->lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&l->shm->lock);
+}
+
+void lf__listener_unlock(struct lf_listener *l)
+{
+	pthread_mutex_unlock(&l->shm->lock);
+}
+
+/* ---- the stash */
+
+static unsigned bucket_of(const struct lf_ep *ep)
+{
+	const uint8_t *a = (const uint8_t *)&ep->addr;
+	uint32_t h = 2166136261u ^ (uint32_t)ep->family;
+
+	for (int i = 0; i < (ep->family == AF_INET ? 4 : 16); i++)
+		h = (h ^ a[i]) * 16777619u;
+	h = (h ^ ep->port) * 16777619u;
+	return h % STASH_BUCKETS;
+}
+
+static uint32_t *uid_count(struct lf_shm *m, uint32_t uid, bool add)
+{
+	int free_slot = -1;
+
+	for (int i = 0; i < STASH_UIDS; i++) {
+		if (m->uids[i].count && m->uids[i].uid == uid)
+			return &m->uids[i].count;
+		if (!m->uids[i].count && free_slot < 0)
+			free_slot = i;
+	}
+	if (!add || free_slot < 0)
+		return NULL;
+	m->uids[free_slot].uid = uid;
+	return &m->uids[free_slot].count;
+}
+
+static void index_del(struct lf_shm *m, const struct stash_msg *sm)
+{
+	uint32_t *c = sm->vouched ? NULL : uid_count(m, sm->uid, false);
+	unsigned b = bucket_of(&sm->client);
+
+	if (c && *c)
+		(*c)--;
+	if (m->bucket[b])
+		m->bucket[b]--;
+	if (m->total)
+		m->total--;
+}
+
+static int send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	struct iovec iov = { (void *)buf, len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	memset(&c, 0, sizeof(c));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return syscall(SYS_sendmsg, sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (long)len ? 0 : -1;
+}
+
+/* Receives one stash message and its descriptor (never more than one: any
+ * extra is closed). Returns the byte count or -1; *fd is -1 when none. */
+static ssize_t recv_fd(int sock, void *buf, size_t len, int *fd)
+{
+	struct iovec iov = { buf, len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} c;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
+	ssize_t n = syscall(SYS_recvmsg, sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*fd = -1;
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		for (int i = 0; i < k; i++) {
+			int x;
+			memcpy(&x, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*fd < 0)
+				*fd = x;
+			else
+				lf__sys_close(x);
+		}
+	}
+	return n;
+}
+
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched)
+{
+	struct lf_shm *m = l->shm;
+	struct stash_msg sm;
+	uint32_t *c = vouched ? NULL : uid_count(m, uid, true);
+
+	if ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX)
+		return -ENOSPC;
+	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding in the message */
+	sm.magic = STASH_MAGIC;
+	sm.uid = uid;
+	sm.vouched = vouched;
+	sm.client = *client;
+	if (send_fd(l->chan, &sm, sizeof(sm), fd))
+		return -errno;
+	if (c)
+		(*c)++;
+	m->bucket[bucket_of(client)]++;
+	m->total++;
+	return 0;
+}
+
+/* A stashed hello whose client has gone with nothing left to read can go:
+ * nobody will ever want it. One that still carries data stays (its client
+ * wrote and closed; its connection will be accepted). */
+static bool dead(int fd)
+{
+	int ev = lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0);
+	return ev > 0 && (ev & (POLLHUP | POLLERR)) && !(ev & POLLIN);
+}
+
+int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
+{
+	struct lf_shm *m = l->shm;
+	unsigned b = bucket_of(client), n = m->total;
+	struct stash_msg sm;
+	int fd;
+
+	if (!m->bucket[b])
+		return -1;
+	/* The stash is FIFO: cycle it at most once round. */
+	for (unsigned i = 0; i < n; i++) {
+		ssize_t r = recv_fd(l->chan, &sm, sizeof(sm), &fd);
+		if (r < 0 && errno == EINTR) {
+			i--;
+			continue;
+		}
+		if (r < 0)
+			break;
+		if (fd < 0 || r != sizeof(sm) || sm.magic != STASH_MAGIC) {
+			if (fd >= 0)
+				lf__sys_close(fd);
+			continue; /* cannot happen: only holders write to the stash */
+		}
+		if (lf__ep_equal(&sm.client, client)) {
+			index_del(m, &sm);
+			*uid = sm.uid;
+			return fd;
+		}
+		if (dead(fd) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
+			index_del(m, &sm);
+			lf__sys_close(fd);
+			continue;
+		}
+		lf__sys_close(fd); /* the stash holds its own reference */
+	}
+	/* Not found after a full round: the count was stale (a process died
+	 * while it held a hello it had taken from the stash). */
+	m->bucket[b] = 0;
+	return -1;
+}
+
+void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client, uint32_t uid)
+{
+	struct lf_shm *m = l->shm;
+	unsigned i = m->poison_next++ % POISON_RING;
+
+	m->poison[i].client = *client;
+	m->poison[i].uid = uid;
+}
+
+bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
+{
+	struct lf_shm *m = l->shm;
+	unsigned n = m->poison_next < POISON_RING ? m->poison_next : POISON_RING;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (lf__ep_equal(&m->poison[i].client, client)) {
+			*uid = m->poison[i].uid;
+			memset(&m->poison[i], 0, sizeof(m->poison[i]));
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- the hidden descriptors */
+
+void lf__listener_reserve(struct lf_listener *l, bool hold)
+{
+	for (int i = 0; i < 2; i++) {
+		if (hold && l->reserve[i] < 0) {
+			int fd = lf__fd_dup_hidden(l->shmfd);
+			if (fd >= 0)
+				lf__fd_hide(fd, &l->reserve[i]);
+		} else if (!hold && l->reserve[i] >= 0) {
+			lf__fd_unhide(l->reserve[i]);
+			lf__sys_close(l->reserve[i]);
+			l->reserve[i] = -1;
+		}
+	}
+}
+
+void lf__listener_put(struct lf_listener *l)
+{
+	if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
+		return;
+	lf__listener_reserve(l, false);
+	int fds[3] = { l->rdv, l->chan, l->shmfd };
+	for (int i = 0; i < 3; i++) {
+		if (fds[i] >= 0) {
+			lf__fd_unhide(fds[i]);
+			lf__sys_close(fds[i]);
+		}
+	}
+	if (l->shm)
+		munmap(l->shm, SHM_SIZE);
+	free(l);
+}
+
+void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
+{
+	int fds[3] = { l->rdv, l->chan, l->shmfd };
+	for (int i = 0; i < 3; i++)
+		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
+}
+
+static struct lf_listener *listener_new(int family, unsigned long ino, const struct lf_ep *ep)
+{
+	struct lf_listener *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	atomic_init(&l->refs, 1);
+	l->family = family;
+	l->ino = ino;
+	l->ep = *ep;
+	l->rdv = l->chan = l->shmfd = l->reserve[0] = l->reserve[1] = -1;
+	return l;
+}
+
+/* Takes the three descriptors (already ours) as the listener's own. */
+static int listener_finish(struct lf_listener *l, int rdv, int chan, int shmfd)
+{
+	if (!l->shm && !(l->shm = shm_map(shmfd))) {
+		lf__sys_close(rdv);
+		lf__sys_close(chan);
+		lf__sys_close(shmfd);
+		return -ENOMEM;
+	}
+	lf__fd_hide(rdv, &l->rdv);
+	lf__fd_hide(chan, &l->chan);
+	lf__fd_hide(shmfd, &l->shmfd);
+	lf__listener_reserve(l, true);
+	return 0;
+}
+
+static bool has_name(int fd, const struct sockaddr_un *want, socklen_t wl)
+{
+	struct sockaddr_un sun;
+	socklen_t len = sizeof(sun);
+	return lf__sys_getsockname(fd, (void *)&sun, &len) == 0 && len == wl && !memcmp(&sun, want, wl);
+}
+
+/* The three descriptors of inode `ino` among the open fds of process
+ * `pid` (0: this one). For another process, takes copies (pidfd_getfd:
+ * same uid and ptrace rights). Returns 0 when all three were found. */
+static int find_fds(pid_t pid, int family, unsigned long ino, int out[3])
+{
+	struct sockaddr_un rn, sn;
+	socklen_t rl = lf__name_listener(&rn, family, ino), sl = lf__name_stash(&sn, family, ino);
+	char dir[64], link[96], target[256], want[96], name[64];
+	int pidfd = -1;
+	DIR *d;
+	struct dirent *e;
+
+	out[0] = out[1] = out[2] = -1;
+	shm_name(name, sizeof(name), ino);
+	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
+	snprintf(dir, sizeof(dir), pid ? "/proc/%d/fd" : "/proc/self/fd", (int)pid);
+	if (pid && (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+		return -errno;
+	if (!(d = opendir(dir))) {
+		if (pidfd >= 0)
+			lf__sys_close(pidfd);
+		return -errno;
+	}
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name), mine = -1;
+		snprintf(link, sizeof(link), "%s/%d", dir, fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0 || (!pid && fd == dirfd(d)))
+			continue;
+		target[n] = '\0';
+		bool sock = !strncmp(target, "socket:", 7), memfd = !strcmp(target, want);
+		if (!sock && !memfd)
+			continue;
+		if (!pid)
+			mine = fd;
+		else if ((mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0)) < 0)
+			continue;
+		int slot = memfd ? 2 : has_name(mine, &rn, rl) ? 0 : has_name(mine, &sn, sl) ? 1 : -1;
+		if (slot >= 0 && out[slot] < 0) {
+			out[slot] = mine;
+			if (pid)
+				lf__sys_fcntl(mine, F_SETFD, FD_CLOEXEC);
+		} else if (pid) {
+			lf__sys_close(mine);
+		}
+	}
+	closedir(d);
+	if (pidfd >= 0)
+		lf__sys_close(pidfd);
+	if (out[0] >= 0 && out[1] >= 0 && out[2] >= 0)
+		return 0;
+	for (int i = 0; pid && i < 3; i++)
+		if (out[i] >= 0)
+			lf__sys_close(out[i]);
+	return -ENOENT;
+}
+
+/* The rendezvous exists and is not among our descriptors: ask who made it
+ * (SO_PEERCRED of a connection to it) and, when that process is of our uid
+ * and the listener's, take copies of its descriptors. The probe connection
+ * carries no name: whoever meets it drops it. */
+static int adopt_from_creator(int family, unsigned long ino, uint32_t listener_uid, int out[3])
+{
+	struct sockaddr_un rn;
+	socklen_t rl = lf__name_listener(&rn, family, ino);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int probe = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), r = -EPERM;
+
+	if (probe < 0)
+		return -errno;
+	if (lf__sys_connect(probe, (void *)&rn, rl) == 0 &&
+	    lf__sys_getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.uid == listener_uid &&
+	    cr.uid == geteuid())
+		r = find_fds(cr.pid, family, ino, out);
+	lf__sys_close(probe);
+	return r;
+}
+
+static bool tcp_family(int fd, int *family)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
+		return false;
+	l = sizeof(v);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
+		return false;
+	*family = v;
+	return true;
+}
+
+/* Creates the three descriptors of a new rendezvous. -EADDRINUSE: the
+ * names are taken (another process of the family, or a squatter). */
+static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm **shm)
+{
+	struct sockaddr_un rn, sn;
+	socklen_t rl = lf__name_listener(&rn, family, ino), sl = lf__name_stash(&sn, family, ino);
+	int big = 4 << 20, e = 0;
+
+	out[0] = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	out[1] = lf__sys_socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	out[2] = -1;
+	if (out[0] < 0 || out[1] < 0 || !(*shm = shm_create(ino, &out[2])))
+		e = errno ? errno : ENOMEM;
+	else if (syscall(SYS_bind, out[1], &sn, sl) || lf__sys_connect(out[1], (void *)&sn, sl) ||
+		 syscall(SYS_bind, out[0], &rn, rl) || lf__sys_listen(out[0], SOMAXCONN))
+		e = errno;
+	if (e) {
+		for (int i = 0; i < 3; i++)
+			if (out[i] >= 0)
+				lf__sys_close(out[i]);
+		if (*shm)
+			munmap(*shm, SHM_SIZE);
+		*shm = NULL;
+		return -e;
+	}
+	if (lf__sys_setsockopt(out[1], SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)))
+		lf__sys_setsockopt(out[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	if (lf__sys_setsockopt(out[1], SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))
+		lf__sys_setsockopt(out[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	return 0;
+}
+
+int lf__listen_optin(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct lf_ep ep;
+	struct stat st;
+	struct lf_shm *shm = NULL;
+	int family, v = 0, fds[3], r;
+	socklen_t vl = sizeof(v);
+
+	if (!f)
+		return -EOPNOTSUPP;
+	if (f->lst)
+		return 0;
+	if (atomic_load(&f->flags) & LF_F_NOFAST)
+		return -EADDRINUSE;
+	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+	if (!tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
+	    !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || fstat(fd, &st)) {
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return -EOPNOTSUPP;
+	}
+	/* Only listeners a loopback client can reach; SO_REUSEPORT groups
+	 * cannot be served (the kernel picks the member per connection). */
+	if ((!lf__ep_is_loopback(&ep) && !lf__ep_is_any(&ep)) ||
+	    (lf__sys_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &vl) == 0 && v)) {
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return 0;
+	}
+	struct lf_listener *l = listener_new(family, (unsigned long)st.st_ino, &ep);
+	if (!l)
+		return -ENOMEM;
+	/* Ours already (exec kept them)? Else new, or another process's. */
+	r = find_fds(0, family, l->ino, fds);
+	struct lf_fd *h = r ? NULL : lf__fd(fds[0]);
+	if (h && (atomic_load(&h->flags) & LF_F_HIDDEN) && h->home) {
+		/* Another descriptor of this listener (not a dup we saw: fd
+		 * passing to ourselves, a raw dup) already has them. */
+		free(l);
+		l = (struct lf_listener *)((char *)h->home - offsetof(struct lf_listener, rdv));
+		atomic_fetch_add(&l->refs, 1);
+		f->lst = l;
+		return 0;
+	}
+	if (r && st.st_uid == geteuid()) {
+		r = create_fds(family, l->ino, fds, &shm);
+		l->shm = shm;
+	}
+	if (r == -EADDRINUSE || (r && st.st_uid != geteuid()))
+		r = adopt_from_creator(family, l->ino, st.st_uid, fds);
+	if (r || (r = listener_finish(l, fds[0], fds[1], fds[2]))) {
+		if (l->shm && r)
+			munmap(l->shm, SHM_SIZE);
+		DEBUG("listener fd %d: no rendezvous (%s): plain TCP only", fd, strerror(-r));
+		free(l);
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return r;
+	}
+	if (shm) {
+		/* The SYN of each connection says whether its client queued a
+		 * hello (LF_HELLO_MSS), so that plain clients cost an accept no
+		 * rendezvous work. Not if the application saves SYNs itself:
+		 * reading the saved SYN consumes it. */
+		int on = 0;
+		socklen_t ol = sizeof(on);
+		if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, &ol) == 0 && !on) {
+			on = 1;
+			l->shm->marks = lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, sizeof(on)) == 0;
+		}
+	}
+	l->marks = l->shm->marks;
+	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
+		lf__listener_cloexec(l, false);
+	f->lst = l;
+	return 0;
+}
+
+/* At start-up (LOOPFAST_ENABLE): listening sockets this process inherited
+ * get their rendezvous now, before the program forks workers, so that
+ * every worker shares it. */
+void lf__adopt_inherited(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int fds[64], n = 0;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) && n < 64) {
+		int fd = atoi(e->d_name), v = 0;
+		socklen_t l = sizeof(v);
+		if (fd != dirfd(d) && e->d_name[0] != '.' &&
+		    lf__sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
+			fds[n++] = fd;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		lf__listen_optin(fds[i]);
+}

@@ -1,0 +1,356 @@
+"""Fixtures for the compatibility suite: real programs from Debian 12's
+packages (scripts/compat-deps.sh installs them), both ends under
+`loopfast run`, servers started by hand in a temporary directory on free
+ports and stopped by PID; and the proof, from kernel state, that a
+connection between two process trees is on the fast path.
+
+The proof (`await_fast`): `loopfast --json status` lists fast-path
+connections from sock_diag and /proc/PID/fd. A pair is a client row held
+by the client's process tree and a server row held by the server's tree
+whose endpoints mirror each other: the two ends of one connection, each a
+Unix stream in the process that uses it. Tests look while the client is
+made to hold its connection (it waits for its stdin, for a message or for a
+FIFO, or is blocked writing output the test has not read yet), never by
+timing."""
+import json
+import os
+import pathlib
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
+LOOPFAST = BUILD / "loopfast"
+
+
+def pytest_configure(config):
+    # pytest-timeout gives every test its own bound; without the plugin the
+    # subprocess timeouts in each test still bound every wait.
+    if not config.pluginmanager.hasplugin("timeout"):
+        config.addinivalue_line("markers", "timeout(seconds): per-test time limit (pytest-timeout)")
+
+
+def lf(*argv):
+    """The command line that runs argv under loopfast."""
+    return [str(LOOPFAST), "run", "--", *map(str, argv)]
+
+
+def need(*binaries):
+    for b in binaries:
+        if not shutil.which(b) and not os.access(b, os.X_OK):
+            pytest.fail(f"{b} is not installed (scripts/compat-deps.sh installs it)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def build():
+    if not LOOPFAST.exists():
+        pytest.fail(f"{LOOPFAST} is missing: run make first")
+    return BUILD
+
+
+@pytest.fixture
+def tmp():
+    """A temporary directory that servers dropping privileges (nginx's
+    www-data workers, sshd's privilege separation) can read."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="lf-compat-"))
+    d.chmod(0o755)
+    yield d
+    if os.environ.get("LF_COMPAT_KEEP"):  # keep the configs and every program's log
+        print(f"kept {d}")
+    else:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# --- kernel state: processes, listeners, fast-path connections ----------
+
+def tree(pid):
+    """pid and all its descendants, now."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo.extend(children.get(p, []))
+    return out
+
+
+def _start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _socket_inodes(pids):
+    inodes = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                t = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if t.startswith("socket:["):
+                inodes.add(int(t[8:-1]))
+    return inodes
+
+
+def _proc_addr(hexaddr):
+    raw = bytes.fromhex(hexaddr)
+    # /proc/net/tcp{,6} prints the address as host-order 32-bit words.
+    raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    if raw[:12] == bytes(10) + b"\xff\xff":  # an IPv4-mapped address (Java's dual-stack sockets)
+        raw = raw[12:]
+    return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+
+
+def tcp_sockets(pids, state):
+    """[(local, remote)] of the TCP sockets in state ("0A" LISTEN, "01"
+    ESTABLISHED) held by pids, each endpoint an (address, port)."""
+    inodes = _socket_inodes(pids)
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                if cols[3] == state and int(cols[9]) in inodes:
+                    ends = [c.split(":") for c in cols[1:3]]
+                    out.append(tuple((_proc_addr(a), int(p, 16)) for a, p in ends))
+    return out
+
+
+def listening(pids):
+    """{(address, port)} of the TCP listeners held by pids."""
+    return {local for local, _ in tcp_sockets(pids, "0A")}
+
+
+def status_json():
+    out = subprocess.run([str(LOOPFAST), "--json", "status"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def fast_pairs(server_pid, client_pid, status=None):
+    """(client row, server row) of every fast-path connection between the
+    process trees of server_pid and client_pid. Rows are matched by mirrored
+    endpoints, each row used once: two live fast-path connections can show
+    the same client address (README: the doorbell's port is released), and
+    rows with the same endpoints are interchangeable for counting."""
+    conns = (status or status_json())["connections"]
+    spids, cpids = tree(server_pid), tree(client_pid)
+    servers = {}
+    for s in conns:
+        if s["role"] == "server" and s["pid"] in spids:
+            servers.setdefault((s["peer"], s["local"]), []).append(s)
+    pairs = []
+    for c in conns:
+        if c["role"] == "client" and c["pid"] in cpids and servers.get((c["local"], c["peer"])):
+            pairs.append((c, servers[(c["local"], c["peer"])].pop()))
+    return pairs
+
+
+def await_fast(server, client, count=1, peer=None, timeout=60):
+    """Waits until at least count fast-path connections join the process
+    trees of server and client (Popen objects) — to peer ("127.0.0.1:P" or
+    "[::1]:P") if given — and returns them. Fails if the client exits first
+    or after timeout seconds, showing what status saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status_json()
+        pairs = [p for p in fast_pairs(server.pid, client.pid, st) if peer is None or p[0]["peer"] == peer]
+        if len(pairs) >= count:
+            return pairs
+        gone = client.poll() is not None or server.poll() is not None
+        if gone or time.monotonic() > deadline:
+            why = "a process exited" if gone else f"not within {timeout} s"
+            plain = [f"{a}:{p} -> {ra}:{rp}" for (a, p), (ra, rp) in tcp_sockets(tree(client.pid), "01")]
+            pytest.fail(f"{len(pairs)} of {count} fast-path connections between server {server.pid} and client "
+                        f"{client.pid} ({why}); the client's plain TCP connections: {plain}; "
+                        f"status: {json.dumps(st)}\n{tail(server)}\n{tail(client)}")
+        time.sleep(0.05)
+
+
+def tail(proc, n=2000):
+    log = getattr(proc, "log", None)
+    if log is None or not log.exists():
+        return ""
+    return f"--- {log.name}:\n" + log.read_text(errors="replace")[-n:]
+
+
+# --- processes -----------------------------------------------------------
+
+def free_port(host="127.0.0.1"):
+    """A port nothing is bound to, below the ephemeral range, so that no
+    client's connection takes it before the server binds it (and a machine
+    whose ephemeral ports are all in TIME_WAIT still has some)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randrange(10000, max(low, 10001))
+        with socket.socket(family) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind
+            try:
+                s.bind((host, port))
+                return port
+            except OSError:
+                continue
+    pytest.fail(f"no free port on {host}")
+
+
+def url_host(host):
+    return f"[{host}]" if ":" in host else host
+
+
+class Procs:
+    """Starts processes with their output in tmp/NAME.log and stops every
+    one, and whatever it started, by PID at teardown (last started first)."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.started = []
+
+    def start(self, name, argv, stdin=subprocess.DEVNULL, stdout=None, env=None, cwd=None):
+        log = self.tmp / f"{name}.log"
+        with open(log, "ab") as f:
+            p = subprocess.Popen([str(a) for a in argv], stdin=stdin, stdout=stdout or f,
+                                 stderr=subprocess.STDOUT if stdout is None else f,
+                                 env=None if env is None else {**os.environ, **env}, cwd=cwd)
+        p.name, p.log = name, log
+        self.started.append(p)
+        return p
+
+    def serve(self, name, argv_for, host="127.0.0.1", port=None, attempts=5, timeout=60, **kw):
+        """Starts a server and waits until its process tree listens on host.
+        argv_for(port) gives its command line: with port=0 the program binds
+        a kernel-chosen port, which is read back from /proc; otherwise each
+        attempt picks a free port and retries if the program cannot bind it
+        (another process took it meanwhile). Returns (Popen, port)."""
+        for _ in range(attempts):
+            want = free_port(host) if port is None else port
+            p = self.start(name, argv_for(want), **kw)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and p.poll() is None:
+                ports = {pt for a, pt in listening(tree(p.pid)) if a == host and (want == 0 or pt == want)}
+                if ports:
+                    return p, min(ports)
+                time.sleep(0.05)
+            if p.poll() is None:
+                pytest.fail(f"{name} does not listen on {host} after {timeout} s\n{tail(p)}")
+            if port is not None:
+                break
+        pytest.fail(f"{name} exited with {p.returncode} before listening on {host}\n{tail(p)}")
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=20):
+        family = {(pid, _start_time(pid)) for pid in tree(p.pid) - {p.pid}}
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=timeout)
+        for pid, started in family:  # workers the server left behind, if still the same processes
+            if started is not None and _start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def stop_all(self):
+        for p in reversed(self.started):
+            self.stop(p)
+            for f in (p.stdin, p.stdout):
+                if f:
+                    f.close()
+
+
+@pytest.fixture
+def procs(tmp):
+    ps = Procs(tmp)
+    yield ps
+    ps.stop_all()
+
+
+def wait_log(p, marker, timeout=60):
+    """Waits until marker (bytes) appears in what p wrote to its log."""
+    deadline = time.monotonic() + timeout
+    while marker not in p.log.read_bytes():
+        if p.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{p.name} logged no {marker!r}\n{tail(p)}")
+        time.sleep(0.05)
+
+
+def finish(p, stdin=None, timeout=60):
+    """Feeds stdin (bytes) to a client started with pipes, waits for it and
+    returns its stdout; asserts it exited 0."""
+    try:
+        out, _ = p.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail(f"{p.name} did not finish within {timeout} s\n{tail(p)}")
+    assert p.returncode == 0, f"{p.name} exited {p.returncode}\n{tail(p)}"
+    return out
+
+
+# --- nginx, shared by several files ---------------------------------------
+
+NGINX_CONF = """daemon off;
+worker_processes 2;
+user www-data;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    default_type application/octet-stream;
+    client_body_temp_path {tmp}/nginx-body;
+    proxy_temp_path {tmp}/nginx-proxy;
+    fastcgi_temp_path {tmp}/nginx-fastcgi;
+    uwsgi_temp_path {tmp}/nginx-uwsgi;
+    scgi_temp_path {tmp}/nginx-scgi;
+    server {{
+        listen {host}:{port}{listen_opts};
+        root {tmp}/www;
+{server}
+    }}
+}}
+"""
+
+
+def start_nginx(procs, tmp, server="", listen_opts="", host="127.0.0.1"):
+    """nginx (a master and two www-data workers) under `loopfast run`,
+    serving tmp/www; server is extra text for the server block. Returns
+    (Popen of the master, port)."""
+    need("nginx")
+    (tmp / "www").mkdir(exist_ok=True)
+
+    def argv(port):
+        conf = tmp / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(tmp=tmp, host=url_host(host), port=port, listen_opts=listen_opts,
+                                          server=server))
+        return lf("nginx", "-p", tmp, "-c", conf, "-e", tmp / "nginx-error.log")
+
+    return procs.serve("nginx", argv, host=host)

@@ -1,0 +1,62 @@
+"""nginx (a master and two www-data workers) with curl and wrk."""
+import hashlib
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import await_fast, finish, lf, need, start_nginx, url_host
+
+# wrk checks every response body against the file, counts per thread, and
+# prints the total at the end.
+WRK_CHECK = """
+local expected = "%s"
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) bad = 0; good = 0 end
+function response(status, headers, body)
+    if status == 200 and body == expected then good = good + 1 else bad = bad + 1 end
+end
+function done(summary, latency, requests)
+    local g, b = 0, 0
+    for _, t in ipairs(threads) do g = g + t:get("good"); b = b + t:get("bad") end
+    io.write(string.format("checked good=%%d bad=%%d\\n", g, b))
+end
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_curl_downloads_a_file(procs, tmp, host):
+    need("curl")
+    srv, port = start_nginx(procs, tmp, host=host)
+    data = os.urandom(16 << 20)
+    (tmp / "www" / "blob.bin").write_bytes(data)
+    # curl cannot finish, nor close its connection, before the test reads
+    # its output: 16 MiB is far more than the pipe and socket buffers hold.
+    cli = procs.start("curl", lf("curl", "-sS", "--fail", f"http://{url_host(host)}:{port}/blob.bin"),
+                      stdout=subprocess.PIPE)
+    await_fast(srv, cli, peer=f"{url_host(host)}:{port}")
+    out = finish(cli)
+    assert len(out) == len(data) and hashlib.sha256(out).digest() == hashlib.sha256(data).digest()
+
+
+@pytest.mark.timeout(120)
+def test_wrk_keepalive_connections(procs, tmp):
+    need("wrk")
+    srv, port = start_nginx(procs, tmp)
+    body = hashlib.sha256(b"loopfast").hexdigest() * 32
+    (tmp / "www" / "page.txt").write_text(body)
+    (tmp / "check.lua").write_text(WRK_CHECK % body)
+    # wrk keeps its 8 connections open until it is interrupted (SIGINT ends
+    # the run and prints the summary); the 60 s duration is only a bound.
+    cli = procs.start("wrk", lf("wrk", "-t", "2", "-c", "8", "-d", "60s", "-s", tmp / "check.lua",
+                                f"http://127.0.0.1:{port}/page.txt"), stdout=subprocess.PIPE)
+    await_fast(srv, cli, count=8, peer=f"127.0.0.1:{port}")
+    cli.send_signal(signal.SIGINT)
+    out = finish(cli).decode()
+    good, bad = map(int, re.search(r"checked good=(\d+) bad=(\d+)", out).groups())
+    assert good > 0 and bad == 0, out
+    assert "Socket errors" not in out and "Non-2xx" not in out, out

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Runs loopfast's test suites and decides the run from everything they say.
+
+usage: scripts/test.sh [BUILD_DIR [ASAN_BUILD_DIR]] [--only SPEC]...
+
+Without --only, every suite runs:
+  c         each BUILD_DIR/test-* program (the C unit tests)
+  e2e       pytest test/e2e
+  e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
+            fast-path socket (back-off off, so that the spin really runs)
+  compat    pytest test/compat (real programs from Debian's packages)
+  asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
+
+--only runs a named subset instead (for mutants and for developers), with
+no floors; each SPEC is one of
+  c:PROGRAM[:TEST,...]       e.g. c:test-spin:sa_restart_read_continues
+  asan:PROGRAM[:TEST,...]    the same in ASAN_BUILD_DIR (built first)
+  e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
+  e2e-spin:PYTEST-ARGS       the same with busy polling
+  compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
+
+What fails the run, besides a failing test:
+  - any exit status that disagrees with what the suite reported (a C
+    program or pytest that exits non-zero with nothing failed, a summary
+    line that disagrees with the per-test lines, no summary at all);
+  - a suite (or a part named in test/floor.txt) that ran fewer tests than
+    its floor there, or a subset that ran no test;
+  - a skip that test/skips.allow does not list with its reason (every skip
+    is printed with its reason either way);
+  - an expected failure that is not strict or names no issue, and one that
+    passes (the mark must come off). Every strict expected failure is listed.
+
+The last line is "N passed, N failed, N skipped" (CI reads it); the exit
+status is 0 only when nothing failed.
+"""
+import argparse
+import fnmatch
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+E2E = os.path.join(ROOT, "test", "e2e")
+COMPAT = os.path.join(ROOT, "test", "compat")
+FLOOR = os.path.join(ROOT, "test", "floor.txt")
+ALLOW = os.path.join(ROOT, "test", "skips.allow")
+SPIN_ENV = {"LOOPFAST_TEST_SPIN_US": "50", "LOOPFAST_SPIN_BACKOFF": "0"}
+ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+C_LIMIT_S = 1800     # a whole C program (each test has the runner's own timeout)
+PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
+
+
+class Suite:
+    def __init__(self, name):
+        self.name = name
+        self.results = {}  # test id -> (outcome, reason); outcomes: passed failed skipped xfailed
+        self.problems = []  # failures that are not a test's: exit statuses, missing summaries
+        self.xfail_marks = []  # (test id, reason)
+
+    def add(self, tid, outcome, reason=""):
+        self.results[tid] = (outcome, reason)
+
+    def count(self, outcome, prefix=""):
+        return sum(1 for t, (o, _) in self.results.items() if o == outcome and t.startswith(prefix))
+
+    def ran(self, prefix=""):
+        return sum(self.count(o, prefix) for o in ("passed", "failed", "xfailed"))
+
+
+def banner(text):
+    print(f"== {text}", flush=True)
+
+
+def stream(argv, env=None, cwd=None, limit=None):
+    """Runs argv with its output (stdout and stderr) shown as it comes;
+    returns (exit status, output lines). Killed after `limit` seconds."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, text=True,
+                         errors="replace", start_new_session=True)
+    lines, start = [], time.monotonic()
+    timer = None
+    if limit:
+        import threading
+        timer = threading.Timer(limit, lambda: os.killpg(p.pid, 9))
+        timer.start()
+    try:
+        for line in p.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line.rstrip("\n"))
+        rc = p.wait()
+    finally:
+        if timer:
+            timer.cancel()
+        if p.poll() is None:
+            os.killpg(p.pid, 9)
+            p.wait()
+    if limit and time.monotonic() - start >= limit:
+        lines.append(f"(killed after {limit} s)")
+        rc = rc or -9
+    return rc, lines
+
+
+C_LINE = re.compile(r"^(ok  |FAIL|skip|xfail|XPASS) (\S+?)(?::? (.*))?$")
+C_SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped(?:, (\d+) xfailed)?$")
+
+
+def run_c(suite, program, tests=(), env=None):
+    """One C test program: every test's line, the summary, the exit status."""
+    name = os.path.basename(program)
+    banner(f"{suite.name} {name}{' ' + ' '.join(tests) if tests else ''}")
+    e = dict(os.environ, **(env or {}))
+    rc, lines = stream([program, *tests], env=e, limit=C_LIMIT_S)
+    seen = {"ok  ": 0, "FAIL": 0, "skip": 0, "xfail": 0, "XPASS": 0}
+    summary = None
+    for line in lines:
+        m = C_LINE.match(line)
+        if m:
+            kind, test, reason = m.group(1), m.group(2), m.group(3) or ""
+            seen[kind] += 1
+            tid = f"{suite.name}/{name}:{test}"
+            if kind == "ok  ":
+                suite.add(tid, "passed")
+            elif kind == "FAIL":
+                suite.add(tid, "failed")
+            elif kind == "skip":
+                suite.add(tid, "skipped", reason)
+            elif kind == "xfail":
+                suite.add(tid, "xfailed", reason)
+                suite.xfail_marks.append((tid, reason))
+            else:
+                suite.add(tid, "failed", "passes, but is marked as an expected failure")
+                suite.xfail_marks.append((tid, reason))
+        s = C_SUMMARY.match(line)
+        if s:
+            summary = [int(x or 0) for x in s.groups()]
+    where = f"{suite.name}/{name}"
+    if summary is None:
+        suite.problems.append(f"{where}: no summary line (exit status {rc})")
+        return
+    counted = [seen["ok  "], seen["FAIL"] + seen["XPASS"], seen["skip"], seen["xfail"]]
+    if summary != counted:
+        suite.problems.append(f"{where}: summary {summary} disagrees with the per-test lines {counted}")
+    if rc != (1 if counted[1] else 0):
+        suite.problems.append(f"{where}: exit status {rc} with {counted[1]} failed")
+    if sum(counted) == 0:
+        suite.problems.append(f"{where}: ran no test")
+
+
+def c_programs(build):
+    return sorted(os.path.join(build, f) for f in os.listdir(build)
+                  if f.startswith("test-") and os.access(os.path.join(build, f), os.X_OK)
+                  and os.path.isfile(os.path.join(build, f)))
+
+
+def run_c_suite(suite, build, env=None):
+    progs = c_programs(build) if os.path.isdir(build) else []
+    if not progs:
+        suite.problems.append(f"{suite.name}: no test-* program in {build}")
+    for p in progs:
+        run_c(suite, p, env=env)
+
+
+def run_pytest(suite, build, args, env=None, cwd=None):
+    """pytest with the report conftest.py writes: every test's outcome and
+    skip reason, every expected-failure mark, and pytest's exit status."""
+    banner(f"{suite.name} (pytest {' '.join(args)})")
+    fd, report = tempfile.mkstemp(prefix="loopfast-pytest-", suffix=".json")
+    os.close(fd)
+    e = dict(os.environ, LOOPFAST_BUILD=os.path.abspath(build), LOOPFAST_TEST_REPORT=report, **(env or {}))
+    try:
+        rc, _ = stream([sys.executable, "-m", "pytest", "-q", *args], env=e, cwd=cwd or E2E, limit=PYTEST_LIMIT_S)
+        try:
+            with open(report) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = None
+    finally:
+        os.unlink(report)
+    if not doc:
+        suite.problems.append(f"{suite.name}: pytest wrote no report (exit status {rc})")
+        return
+    for tid, r in doc["tests"].items():
+        suite.add(f"{suite.name}/{tid}", r["outcome"], r["reason"])
+    marked = {m["id"] for m in doc["xfail_marks"]}
+    for m in doc["xfail_marks"]:
+        suite.xfail_marks.append((f"{suite.name}/{m['id']}", m["reason"]))
+    for tid, r in doc["tests"].items():
+        if r["outcome"] == "xfailed" and tid not in marked:
+            suite.problems.append(f"{suite.name}/{tid}: an expected failure without a strict mark "
+                                  f"(pytest.xfail() in the test?)")
+    for c in doc["collect_errors"]:
+        suite.problems.append(f"{suite.name}/{c}: collection error")
+    failed = sum(1 for r in doc["tests"].values() if r["outcome"] == "failed")
+    if rc not in (0, 1) or (rc == 1) != bool(failed or doc["collect_errors"]):
+        suite.problems.append(f"{suite.name}: pytest exit status {rc} with {failed} failed")
+    if not doc["tests"]:
+        suite.problems.append(f"{suite.name}: pytest ran no test")
+
+
+def build_asan(asan):
+    banner("building under ASan+UBSan")
+    for argv in (["cmake", "-S", ROOT, "-B", asan, "-DLF_SANITIZE=ON", "-DLF_WERROR=ON"],
+                 ["cmake", "--build", asan, "-j2"]):
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if p.returncode:
+            print(p.stdout[-4000:])
+            return f"ASan build failed: {' '.join(argv)} exited {p.returncode}"
+    return None
+
+
+def read_table(path):
+    """[(line number, line)] of a committed table, without blank lines and
+    comments (lines that start with #)."""
+    with open(path) as f:
+        return [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
+
+
+def check_floors(suites):
+    problems = []
+    by_name = {s.name: s for s in suites}
+    for n, line in read_table(FLOOR):
+        key, _, num = line.rpartition(" ")
+        key = key.strip()
+        name, _, prefix = key.partition("/")
+        if name not in by_name or not num.isdigit():
+            problems.append(f"test/floor.txt:{n}: '{line}' names no suite that ran")
+            continue
+        ran = by_name[name].ran(key if prefix else "")
+        if ran < int(num):
+            problems.append(f"{key}: {ran} tests ran, fewer than the floor of {num} (test/floor.txt:{n})")
+    return problems
+
+
+def allowed_skips():
+    rows = []
+    for n, line in read_table(ALLOW):
+        pattern, sep, reason = line.partition(" | ")
+        if not sep or not reason.strip():
+            raise SystemExit(f"test/skips.allow:{n}: want 'TEST-ID-GLOB | REASON', got '{line}'")
+        rows.append((pattern.strip(), reason.strip()))
+    return rows
+
+
+def check_skips(suites):
+    allow = allowed_skips()
+    problems = []
+    skips = [(t, r) for s in suites for t, (o, r) in s.results.items() if o == "skipped"]
+    if skips:
+        print("\nskipped, with their reasons:")
+    for tid, reason in skips:
+        ok = any(fnmatch.fnmatchcase(tid, p) and reason.startswith(r) for p, r in allow)
+        print(f"  {tid}: {reason}{'' if ok else '   <- NOT in test/skips.allow'}")
+        if not ok:
+            problems.append(f"{tid}: skipped ({reason}), and test/skips.allow does not allow it")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("build", nargs="?", default="build")
+    ap.add_argument("asan", nargs="?", default="build-asan")
+    ap.add_argument("--only", action="append", default=[], metavar="SPEC")
+    a = ap.parse_args()
+    build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
+    asan = os.path.join(ROOT, a.asan) if not os.path.isabs(a.asan) else a.asan
+    start = time.monotonic()
+    suites = {}
+
+    def suite(name):
+        return suites.setdefault(name, Suite(name))
+
+    if not a.only:
+        run_c_suite(suite("c"), build)
+        run_pytest(suite("e2e"), build, [E2E])
+        run_pytest(suite("e2e-spin"), build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
+        run_pytest(suite("compat"), build, [COMPAT], cwd=COMPAT)
+        err = build_asan(asan)
+        if err:
+            suite("asan").problems.append(err)
+        else:
+            run_c_suite(suite("asan"), asan, ASAN_ENV)
+    asan_built = None  # for --only asan:...: built once, or why not
+    for spec in a.only:
+        kind, _, rest = spec.partition(":")
+        if kind in ("c", "asan"):
+            prog, _, tests = rest.partition(":")
+            d = build if kind == "c" else asan
+            if kind == "asan":
+                if asan_built is None:
+                    asan_built = build_asan(asan) or ""
+                if asan_built:
+                    suite(kind).problems.append(asan_built)
+                    continue
+            path = os.path.join(d, prog)
+            if not os.access(path, os.X_OK):
+                suite(kind).problems.append(f"{spec}: no program {path}")
+                continue
+            run_c(suite(kind), path, [t for t in tests.split(",") if t], ASAN_ENV if kind == "asan" else None)
+        elif kind in ("e2e", "e2e-spin"):
+            run_pytest(suite(kind), build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
+        elif kind == "compat":
+            run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
+        else:
+            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin: or compat:")
+
+    all_suites = list(suites.values())
+    problems = [p for s in all_suites for p in s.problems]
+    if a.only:
+        if not any(s.ran() for s in all_suites):
+            problems.append("the subset ran no test")
+    else:
+        problems += check_floors(all_suites)
+    problems += check_skips(all_suites)
+
+    marks = [m for s in all_suites for m in s.xfail_marks]
+    print(f"\nstrict expected failures ({len(marks)}): each must fail; the run fails the day one passes")
+    for tid, reason in marks:
+        print(f"  {tid}: {reason}")
+    print("\nsuite      passed failed skipped xfailed")
+    for s in all_suites:
+        print(f"{s.name:10} {s.count('passed'):6} {s.count('failed'):6} {s.count('skipped'):7} "
+              f"{s.count('xfailed'):7}")
+    failures = [f"{t}{': ' + r if r else ''}" for s in all_suites for t, (o, r) in s.results.items()
+                if o == "failed"]
+    if failures or problems:
+        print("\nfailed:")
+        for f in failures + problems:
+            print(f"  {f}")
+    passed = sum(s.count("passed") for s in all_suites)
+    failed = len(failures) + len(problems)
+    skipped = sum(s.count("skipped") for s in all_suites)
+    xfailed = sum(s.count("xfailed") for s in all_suites)
+    print(f"\n{xfailed} xfailed (strict, listed above); took {time.monotonic() - start:.0f} s")
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
