@@ -57,6 +57,7 @@ int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
 int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
 int lf__sys_listen(int fd, int backlog) { return (int)syscall(SYS_listen, fd, backlog); }
 int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_connect, fd, sa, len); }
+int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_bind, fd, sa, len); }
 int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags) { return (int)syscall(SYS_accept4, fd, sa, len, flags); }
 int lf__sys_dup3(int oldfd, int newfd, int flags) { return (int)syscall(SYS_dup3, oldfd, newfd, flags); }
 int lf__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
@@ -108,59 +109,16 @@ struct lf_fd *lf__fd(int fd)
 	return &t[fd];
 }
 
-int lf__opt_index(int level, int opt)
-{
-	static const struct { int level, opt, idx; } map[] = {
-		{ IPPROTO_TCP, TCP_NODELAY, LF_OPT_NODELAY }, { IPPROTO_TCP, TCP_KEEPIDLE, LF_OPT_KEEPIDLE },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, LF_OPT_KEEPINTVL }, { IPPROTO_TCP, TCP_KEEPCNT, LF_OPT_KEEPCNT },
-		{ IPPROTO_TCP, TCP_MAXSEG, LF_OPT_MAXSEG }, { IPPROTO_TCP, TCP_USER_TIMEOUT, LF_OPT_USER_TIMEOUT },
-		{ IPPROTO_TCP, TCP_QUICKACK, LF_OPT_QUICKACK }, { IPPROTO_TCP, TCP_CORK, LF_OPT_CORK },
-		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, LF_OPT_NOTSENT_LOWAT }, { IPPROTO_IP, IP_TOS, LF_OPT_TOS },
-		{ IPPROTO_IP, IP_TTL, LF_OPT_TTL }, { IPPROTO_IPV6, IPV6_V6ONLY, LF_OPT_V6ONLY },
-		{ IPPROTO_IPV6, IPV6_TCLASS, LF_OPT_TCLASS },
-	};
-	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (map[i].level == level && map[i].opt == opt)
-			return map[i].idx;
-	return -1;
-}
-
-int lf__opt_value(const struct lf_fd *f, int idx)
-{
-	static const int defaults[LF_NOPT] = {
-		[LF_OPT_KEEPIDLE] = 7200, [LF_OPT_KEEPINTVL] = 75, [LF_OPT_KEEPCNT] = 9,
-		[LF_OPT_MAXSEG] = 65483, [LF_OPT_TTL] = 64, [LF_OPT_QUICKACK] = 1,
-	};
-	return (f->optset & (1u << idx)) ? f->opt[idx] : defaults[idx];
-}
-
 const int lf__carried[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
 			    SO_PRIORITY, SO_RCVLOWAT, SO_RCVBUF, SO_SNDBUF };
 const int lf__ncarried = sizeof(lf__carried) / sizeof(lf__carried[0]);
 
-void lf__opt_record(int fd, int level, int opt, const void *val, socklen_t len)
+uint32_t lf__carried_bit(int opt)
 {
-	struct lf_fd *f = lf__fd(fd);
-	int i, v = 0;
-
-	if (!f)
-		return;
-	if (level == SOL_SOCKET) {
-		for (i = 0; i < lf__ncarried; i++)
-			if (lf__carried[i] == opt)
-				f->sockset |= 1u << i;
-		return;
-	}
-	if ((i = lf__opt_index(level, opt)) < 0 || !val || (len < sizeof(int) && len != 1))
-		return;
-	if (len == 1)
-		v = *(const unsigned char *)val;
-	else
-		memcpy(&v, val, sizeof(v));
-	if (i == LF_OPT_NODELAY || i == LF_OPT_CORK || i == LF_OPT_QUICKACK || i == LF_OPT_V6ONLY)
-		v = !!v;
-	f->opt[i] = v;
-	f->optset |= 1u << i;
+	for (int i = 0; i < lf__ncarried; i++)
+		if (lf__carried[i] == opt)
+			return 1u << i;
+	return 0;
 }
 
 static int dup_high(int fd);

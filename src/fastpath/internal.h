@@ -81,6 +81,7 @@ int lf__sys_close(int fd);
 int lf__sys_socket(int domain, int type, int proto);
 int lf__sys_listen(int fd, int backlog);
 int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len);
 int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
 int lf__sys_dup3(int oldfd, int newfd, int flags);
 int lf__sys_fcntl(int fd, int cmd, long arg);
@@ -107,13 +108,15 @@ enum {
 	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
 	LF_F_TCP = 1u << 7,       /* a TCP socket (family in .family) */
 	LF_F_PENDING = 1u << 8,   /* a TCP connect in progress with a hello queued (connect.c) */
+	LF_F_SHUT_RD = 1u << 9,   /* fast-path socket after shutdown(SHUT_RD), kept as TCP does */
+	LF_F_SHUT_WR = 1u << 10,  /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */
+	LF_F_RESET = 1u << 11,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
 };
 
-/* Options of the TCP level (and IP level) that a Unix socket does not have:
- * remembered so that getsockopt returns what setsockopt set. */
-enum { LF_OPT_NODELAY, LF_OPT_KEEPIDLE, LF_OPT_KEEPINTVL, LF_OPT_KEEPCNT, LF_OPT_MAXSEG,
-       LF_OPT_USER_TIMEOUT, LF_OPT_QUICKACK, LF_OPT_CORK, LF_OPT_NOTSENT_LOWAT, LF_OPT_TOS,
-       LF_OPT_TTL, LF_OPT_V6ONLY, LF_OPT_TCLASS, LF_NOPT };
+/* Options the application set that the Unix socket cannot hold, as TCP
+ * read them back (sockopt.c): packed records of {int16 level, int16 opt,
+ * uint8 len, value}, about 28 int-valued ones per socket. */
+#define LF_OPTBYTES 256
 
 struct lf_shm;
 
@@ -157,8 +160,8 @@ struct lf_fd {
 	int *home;                  /* for hidden fds: where their number is kept */
 	int pend;                   /* pending connect (LF_F_PENDING): the hidden Unix socket */
 	int pend_err;               /* pending connect that failed: its error, for SO_ERROR */
-	int opt[LF_NOPT];           /* TCP/IP-level values the application set */
-	uint32_t optset;            /* which opt[] were set (others: defaults) */
+	uint8_t opt[LF_OPTBYTES];   /* options the Unix socket cannot hold, as set */
+	uint32_t optset;            /* bytes of opt[] in use */
 	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
 };
@@ -173,14 +176,9 @@ extern unsigned lf__global_spin_us;
 struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
 void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
-/* Options: setsockopt records what the application sets on any socket,
- * so that the fast path carries exactly that over, and answers TCP-level
- * getsockopt on a Unix socket. */
-int lf__opt_index(int level, int opt);       /* -1 for unknown */
-int lf__opt_value(const struct lf_fd *f, int idx);
-void lf__opt_record(int fd, int level, int opt, const void *val, socklen_t len);
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
 extern const int lf__ncarried;
+uint32_t lf__carried_bit(int opt);            /* its bit in lf_fd.sockset */
 /* Moves one of loopfast's own descriptors out of the way of the
  * application's numbering, marks it hidden and records where its number is
  * kept (*home is updated if the application later takes the number).
@@ -199,6 +197,22 @@ void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
 void lf__epoll_member(int epfd, int fd, int op);
 extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
+
+/* ---- sockopt.c: every socket option has a defined answer on the fast path */
+
+/* True when getsockopt/setsockopt of this SOL_SOCKET option must not go to
+ * a fast-path socket's Unix socket (the answer would not be TCP's). */
+bool lf__sopt_claimed(int level, int opt);
+/* The answer for a fast-path socket of TCP family `family`: 0 or -errno. */
+int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *len);
+int lf__sopt_set(int fd, int family, int level, int opt, const void *val, socklen_t len);
+/* A set that succeeded on a real TCP socket (before connect, or on a
+ * listener): remembered so that the fast path answers the same after
+ * connect/accept; an option the fast path cannot keep pins the socket to
+ * plain TCP. */
+void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len);
+/* True when fd is a fast-path socket (asked of the kernel); fills family. */
+bool lf__fast_family(int fd, int *family);
 
 /* ---- stats.c: per-process counts that `loopfast status` shows */
 

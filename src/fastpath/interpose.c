@@ -143,26 +143,27 @@ LF_EXPORT int close(int fd)
 	return REAL(close)(fd);
 }
 
-/* Writes a translated address into the caller's buffer with the kernel's
- * truncation rule: copy what fits, report the full length. */
-static void put_addr(const struct lf_ep *ep, int family, struct sockaddr *sa, socklen_t *len)
+/* Writes a translated address into the caller's buffer (room bytes) with
+ * the kernel's truncation rule: copy what fits, report the full length. */
+static void put_addr(const struct lf_ep *ep, int family, struct sockaddr *sa, socklen_t room, socklen_t *len)
 {
 	struct sockaddr_storage ss;
 	socklen_t n = lf__ep_to_sockaddr(ep, family, &ss);
 
-	memcpy(sa, &ss, *len < n ? *len : n);
+	memcpy(sa, &ss, room < n ? room : n);
 	*len = n;
 }
 
 static int name_common(int fd, struct sockaddr *sa, socklen_t *len, bool peer)
 {
+	socklen_t room = len ? *len : 0; /* the call overwrites *len with the Unix name's length */
 	int r = peer ? REAL(getpeername)(fd, sa, len) : REAL(getsockname)(fd, sa, len);
 	int family, e = errno;
 	struct lf_ep local, remote;
 
-	if (r == 0 && *len >= sizeof(sa_family_t) && sa->sa_family == AF_UNIX &&
+	if (r == 0 && room >= sizeof(sa_family_t) && sa->sa_family == AF_UNIX &&
 	    lf__fast_endpoints(fd, &family, &local, &remote))
-		put_addr(peer ? &remote : &local, family, sa, len);
+		put_addr(peer ? &remote : &local, family, sa, room, len);
 	errno = e;
 	return r;
 }
@@ -177,29 +178,17 @@ LF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	return name_common(fd, sa, len, true);
 }
 
-/* An option the Unix socket refused on a fast-path socket. */
-static bool emulated(int fd, int r, int e, struct lf_fd **fp, int *family)
-{
-	struct lf_ep a, b;
-	struct lf_fd *f = lf__fd(fd);
-
-	if (r == 0 || (e != EOPNOTSUPP && e != ENOPROTOOPT) || !f || !lf__fast_endpoints(fd, family, &a, &b))
-		return false;
-	if (!(atomic_load(&f->flags) & LF_F_FAST)) { /* arrived by fd passing or exec */
-		f->optset = 0;
-		f->family = *family;
-		atomic_store(&f->flags, LF_F_FAST);
-	}
-	if (fp)
-		*fp = f;
-	return true;
-}
-
+/* Socket options: the Unix socket answers the generic SOL_SOCKET options it
+ * handles as TCP does; everything else on a fast-path socket is answered
+ * by sockopt.c (TCP's own answer, or an honest error). The Unix socket
+ * refuses every level above SOL_SOCKET with EOPNOTSUPP, which is when a
+ * socket is asked whether it is a fast-path one; the few SOL_SOCKET
+ * options whose Unix answer is not TCP's are decided before the call (one
+ * of them, SO_PEERPIDFD, would make a descriptor). */
 LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 {
 	struct lf_fd *f = lf__fd(fd);
-	struct lf_ep a, b;
-	int family;
+	int e0 = errno, r, family;
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING))
 		lf__finalize(fd, false);
@@ -208,37 +197,47 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		memcpy(val, &f->pend_err, sizeof(int));
 		*len = sizeof(int);
 		f->pend_err = 0;
+		errno = e0;
 		return 0;
 	}
-	int e0 = errno, r = REAL(getsockopt)(fd, level, opt, val, len), e = errno;
+	errno = e0;
 
-	if (r == 0 && level == SOL_SOCKET && (opt == SO_DOMAIN || opt == SO_PROTOCOL) && *len >= sizeof(int)) {
+	if (level == SOL_SOCKET && !lf__sopt_claimed(level, opt)) {
+		r = REAL(getsockopt)(fd, level, opt, val, len);
+		struct lf_ep a, b;
 		int v;
-		memcpy(&v, val, sizeof(v));
-		if ((opt == SO_DOMAIN ? v == AF_UNIX : v == 0) && lf__fast_endpoints(fd, &family, &a, &b)) {
-			v = opt == SO_DOMAIN ? family : IPPROTO_TCP;
-			memcpy(val, &v, sizeof(v));
+		if (r == 0 && (opt == SO_DOMAIN || opt == SO_PROTOCOL) && len && *len >= sizeof(int)) {
+			int e = errno;
+			memcpy(&v, val, sizeof(v));
+			if ((opt == SO_DOMAIN ? v == AF_UNIX : v == 0) && lf__fast_endpoints(fd, &family, &a, &b)) {
+				v = opt == SO_DOMAIN ? family : IPPROTO_TCP;
+				memcpy(val, &v, sizeof(v));
+			}
+			errno = e;
 		}
-	}
-	if (!emulated(fd, r, e, &f, &family)) {
-		errno = e;
 		return r;
 	}
-	if (level == IPPROTO_TCP && opt == TCP_INFO) {
-		struct tcp_info ti = { .tcpi_state = TCP_ESTABLISHED };
-		memcpy(val, &ti, *len < sizeof(ti) ? *len : sizeof(ti));
-		*len = *len < sizeof(ti) ? *len : sizeof(ti);
-	} else if (level == IPPROTO_TCP && opt == TCP_CONGESTION) {
-		strncpy(val, "cubic", *len);
-		*len = *len < 6 ? *len : 6;
-	} else {
-		int i = lf__opt_index(level, opt), v = i >= 0 ? lf__opt_value(f, i) : 0;
-		if (*len < sizeof(int)) {
-			errno = EINVAL;
-			return -1;
+	if (level == SOL_SOCKET) {
+		if (!lf__fast_family(fd, &family)) {
+			errno = e0;
+			return REAL(getsockopt)(fd, level, opt, val, len);
 		}
-		memcpy(val, &v, sizeof(v));
-		*len = sizeof(int);
+	} else {
+		r = REAL(getsockopt)(fd, level, opt, val, len);
+		if (r == 0 && level == IPPROTO_TCP && opt == TCP_SAVE_SYN && f && f->lst && f->lst->marks && len &&
+		    *len >= 1)
+			memset(val, 0, *len); /* loopfast turned it on (hello marks), not the program */
+		if (r == 0 || errno != EOPNOTSUPP)
+			return r;
+		if (!lf__fast_family(fd, &family)) {
+			errno = EOPNOTSUPP;
+			return r;
+		}
+	}
+	r = lf__sopt_get(fd, family, level, opt, val, len);
+	if (r < 0) {
+		errno = -r;
+		return -1;
 	}
 	errno = e0; /* success: errno as it was before the call */
 	return 0;
@@ -246,23 +245,54 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t len)
 {
-	int e0 = errno, r = REAL(setsockopt)(fd, level, opt, val, len), e = errno, family;
+	int e0 = errno, r, e, family;
 
-	if (r == 0) {
-		lf__opt_record(fd, level, opt, val, len);
-		if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
-			lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec || ((const struct timeval *)val)->tv_usec);
+	if (level != SOL_SOCKET || !lf__sopt_claimed(level, opt) || !lf__fast_family(fd, &family)) {
+		errno = e0;
+		r = REAL(setsockopt)(fd, level, opt, val, len);
+		e = errno;
+		if (r == 0) {
+			lf__sopt_note(fd, level, opt, val, len);
+			if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
+				lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec ||
+							    ((const struct timeval *)val)->tv_usec);
+			errno = e0;
+			return 0;
+		}
+		if (level == SOL_SOCKET || e != EOPNOTSUPP || !lf__fast_family(fd, &family)) {
+			errno = e;
+			return r;
+		}
 	}
-
-	if (!emulated(fd, r, e, NULL, &family)) {
-		errno = e;
-		return r;
-	}
-	if (lf__opt_index(level, opt) >= 0 && len < sizeof(int) && len != 1) {
-		errno = EINVAL;
+	r = lf__sopt_set(fd, family, level, opt, val, len);
+	if (r < 0) {
+		errno = -r;
 		return -1;
 	}
-	lf__opt_record(fd, level, opt, val, len);
+	errno = e0;
+	return 0;
+}
+
+/* shutdown(SHUT_RD) on a Unix stream also shuts the peer's sending side,
+ * so the peer's next write would fail with EPIPE. TCP keeps accepting the
+ * peer's bytes and the reader still gets them (and reads 0 when there are
+ * none): the fast path keeps that by remembering SHUT_RD here (spin.c's
+ * read wrappers honour it) instead of telling the kernel. */
+LF_EXPORT int shutdown(int fd, int how)
+{
+	struct lf_fd *f;
+	int e0 = errno, family, r;
+
+	if ((how != SHUT_RD && how != SHUT_RDWR && how != SHUT_WR) || !(f = lf__fd(fd)) ||
+	    !lf__fast_family(fd, &family)) {
+		errno = e0;
+		return REAL(shutdown)(fd, how);
+	}
+	errno = e0;
+	r = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);
+	if (r < 0)
+		return r;
+	atomic_fetch_or(&f->flags, (how != SHUT_WR ? LF_F_SHUT_RD : 0) | (how != SHUT_RD ? LF_F_SHUT_WR : 0));
 	errno = e0;
 	return 0;
 }

@@ -7,7 +7,9 @@
  *
  * Semantics kept:
  * - non-blocking sockets, MSG_DONTWAIT, MSG_WAITALL and sockets with
- *   SO_RCVTIMEO never spin (their timing is the caller's);
+ *   SO_RCVTIMEO never spin (their timing is the caller's), nor do sockets
+ *   with SO_RCVLOWAT set (a non-blocking retry would return fewer bytes
+ *   than the mark);
  * - poll/select/epoll timeouts are honoured exactly: the spin stops at the
  *   timeout, and the blocking call gets the remaining time;
  * - signals: handlers are wrapped (sigaction, signal) so that a handler
@@ -95,8 +97,11 @@ static unsigned budget(struct lf_fd *f, unsigned need_flags)
 
 	if (!f || !f->spin_us)
 		return 0;
+	static uint32_t rcvlowat;
+	if (!rcvlowat)
+		rcvlowat = lf__carried_bit(SO_RCVLOWAT);
 	fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	if ((fl & need_flags) != need_flags || (fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)))
+	if ((fl & need_flags) != need_flags || (fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) || (f->sockset & rcvlowat))
 		return 0;
 	if (!backoff())
 		return f->spin_us;
@@ -196,11 +201,37 @@ static int settle(int fd, int flags)
 			return -1;                                                                     \
 	} while (0)
 
+/* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
+ * socket) TCP still returns what is queued, and 0 where it would wait. */
+static bool shut_rd(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHUT_RD);
+}
+
+static ssize_t shut_rd_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	int e = errno;
+	ssize_t r = REAL(recvmsg)(fd, m, flags | MSG_DONTWAIT);
+
+	if (r < 0 && errno == EAGAIN) {
+		errno = e;
+		return 0;
+	}
+	return r;
+}
+
 LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
 	SETTLE(fd, flags);
+	if (shut_rd(fd)) {
+		r = shut_rd_recvmsg(fd, m, flags);
+		if (r >= 0)
+			no_source(fd, m);
+		return r;
+	}
 	if (may_spin(fd) && spin_recvmsg(fd, m, flags, &r) == SPIN_DONE) {
 		if (r >= 0)
 			no_source(fd, m);
@@ -215,7 +246,7 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
 	SETTLE(fd, flags);
-	if (!may_spin(fd) && !sa)
+	if (!may_spin(fd) && !sa && !shut_rd(fd))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct iovec iov = { buf, n };
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
@@ -228,7 +259,7 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	SETTLE(fd, flags);
-	if (!may_spin(fd))
+	if (!may_spin(fd) && !shut_rd(fd))
 		return REAL(recv)(fd, buf, n, flags);
 	return recvfrom(fd, buf, n, flags, NULL, NULL);
 }
@@ -238,6 +269,11 @@ LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	ssize_t r;
 
 	SETTLE(fd, 0);
+	if (shut_rd(fd)) {
+		struct iovec iov = { buf, n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		return shut_rd_recvmsg(fd, &m, 0);
+	}
 	if (may_spin(fd)) {
 		struct iovec iov = { buf, n };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -252,6 +288,10 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	ssize_t r;
 
 	SETTLE(fd, 0);
+	if (shut_rd(fd) && n >= 0) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+		return shut_rd_recvmsg(fd, &m, 0);
+	}
 	if (may_spin(fd) && n >= 0) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		if (spin_recvmsg(fd, &m, 0, &r) == SPIN_DONE)
@@ -390,8 +430,39 @@ static int try_poll(void *arg)
 	return REAL(ppoll)(a->fds, a->n, &zero, a->mask);
 }
 
+/* A socket after SHUT_RD is readable for TCP (EOF at worst): such a wait
+ * returns at once. */
+static bool poll_shut_rd(struct pollfd *fds, nfds_t n, const sigset_t *mask, int *ret)
+{
+	nfds_t i;
+	struct timespec zero = { 0, 0 };
+
+	for (i = 0; i < n; i++)
+		if ((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) && shut_rd(fds[i].fd))
+			break;
+	if (i == n)
+		return false;
+	int r = REAL(ppoll)(fds, n, &zero, mask);
+	if (r < 0) {
+		*ret = r;
+		return true;
+	}
+	*ret = 0;
+	for (i = 0; i < n; i++) {
+		if (shut_rd(fds[i].fd))
+			fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP);
+		*ret += fds[i].revents != 0;
+	}
+	return true;
+}
+
 static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask, bool *handled)
 {
+	int shut;
+	if (poll_shut_rd(fds, n, mask, &shut)) {
+		*handled = true;
+		return shut;
+	}
 	struct lf_fd *f = poll_spinner(fds, n);
 	struct poll_args a = { fds, n, mask };
 	struct waiter w = { try_poll, &a };
@@ -463,9 +534,38 @@ static int try_select(void *arg)
 	return REAL(pselect)(a->n, a->sets[0], a->sets[1], a->sets[2], &zero, a->mask);
 }
 
+static bool select_shut_rd(int n, fd_set *r, fd_set *w, fd_set *e, const sigset_t *mask, int *ret)
+{
+	int fd;
+	struct timespec zero = { 0, 0 };
+
+	for (fd = 0; r && fd < n && fd < FD_SETSIZE; fd++)
+		if (FD_ISSET(fd, r) && shut_rd(fd))
+			break;
+	if (!r || fd >= n || fd >= FD_SETSIZE)
+		return false;
+	fd_set want = *r;
+	*ret = REAL(pselect)(n, r, w, e, &zero, mask);
+	if (*ret < 0)
+		return true;
+	*ret = 0;
+	for (fd = 0; fd < n && fd < FD_SETSIZE; fd++) {
+		if (FD_ISSET(fd, &want) && shut_rd(fd))
+			FD_SET(fd, r);
+		*ret += FD_ISSET(fd, r) + (w && FD_ISSET(fd, w)) + (e && FD_ISSET(fd, e));
+	}
+	return true;
+}
+
 static int select_common(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_ns, const sigset_t *mask,
 			 int64_t *left, bool *handled)
 {
+	int shut;
+	*left = timeout_ns;
+	if (select_shut_rd(n, r, w, e, mask, &shut)) {
+		*handled = true;
+		return shut;
+	}
 	struct lf_fd *f = select_spinner(n, r);
 	struct select_args a = { n, { r, w, e }, { { { 0 } } }, mask };
 	struct waiter wt = { try_select, &a };

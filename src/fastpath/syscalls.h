@@ -19,6 +19,7 @@
 	X(int, getpeername, (int fd, struct sockaddr *sa, socklen_t *len), (fd, sa, len))               \
 	X(int, getsockopt, (int fd, int level, int opt, void *val, socklen_t *len), (fd, level, opt, val, len)) \
 	X(int, setsockopt, (int fd, int level, int opt, const void *val, socklen_t len), (fd, level, opt, val, len)) \
+	X(int, shutdown, (int fd, int how), (fd, how))                                                   \
 	X(int, dup, (int fd), (fd))                                                                      \
 	X(int, dup2, (int fd, int nfd), (fd, nfd))                                                       \
 	X(int, dup3, (int fd, int nfd, int flags), (fd, nfd, flags))                                     \

@@ -21,12 +21,7 @@ StrictModes no
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("host", [
-    pytest.param("127.0.0.1", marks=pytest.mark.xfail(strict=True, reason=(
-        "getsockopt(IP_OPTIONS) on a fast-path socket returns 4 zero bytes, so sshd drops every IPv4 "
-        "connection as carrying IP options (issue 14)"))),
-    "::1",
-])
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
 def test_ssh_runs_a_command(procs, tmp, host):
     need("/usr/sbin/sshd", "ssh", "ssh-keygen")
     for key in ("host_key", "user_key"):

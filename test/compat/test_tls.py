@@ -40,8 +40,6 @@ def test_curl_https_from_nginx(procs, tmp):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=True, reason="TCP_ULP and SOL_TLS answer a false success on a fast-path socket "
-                                       "(issue 14)")
 def test_kernel_tls_is_refused_and_user_space_tls_works(procs, tmp):
     need(PYTHON, "openssl")
     cert, key = make_cert(tmp)

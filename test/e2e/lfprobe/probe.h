@@ -87,6 +87,13 @@ void sc_sendfile_splice(void);
 void sc_sigkill(void);
 void sc_sockopts(void);
 void sc_sockopts_before(void);
+void sc_sockopt_table(void);
+void sc_tcp_info(void);
+void sc_sockopt_pin(void);
+void sc_sockopt_shared(void);
+void sc_oob(void);
+void sc_shut_rd(void);
+void sc_rcvlowat(void);
 void sc_stash_limit(void);
 void sc_vectored(void);
 

@@ -117,6 +117,42 @@ void sc_sockopts_before(void)
 	char b;
 	ssize_t r = recv(c, &b, 1, 0);
 	out("recv times out: %zd %s", r, ename(r < 0 ? errno : 0));
+	close(c);
+	close(s);
+
+	/* More of them, as TCP reads them back after connect and accept. */
+	struct { int level, opt; const char *name; int val; } o[] = {
+		{ IPPROTO_IP, IP_TOS, "IP_TOS", 0x10 }, { IPPROTO_IP, IP_TTL, "IP_TTL", 33 },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, "TCP_KEEPIDLE", 42 }, { IPPROTO_TCP, TCP_USER_TIMEOUT, "TCP_USER_TIMEOUT", 1234 },
+		{ IPPROTO_TCP, TCP_NOTSENT_LOWAT, "TCP_NOTSENT_LOWAT", 4096 }, { SOL_SOCKET, SO_REUSEPORT, "SO_REUSEPORT", 1 },
+	};
+	int n = sizeof(o) / sizeof(o[0]);
+	for (int i = 0; i < n; i++)
+		CHECK(setsockopt(l, o[i].level, o[i].opt, &o[i].val, sizeof(int)) == 0);
+	CHECK(setsockopt(l, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) == 0);
+	c = socket(fam, SOCK_STREAM, 0);
+	for (int i = 0; i < n; i++)
+		CHECK(setsockopt(c, o[i].level, o[i].opt, &(int){ o[i].val + (o[i].opt == SO_REUSEPORT ? 0 : 1) }, sizeof(int)) == 0);
+	CHECK(setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) == 0);
+	CHECK(connect(c, (void *)&ss, loopback(&ss, port)) == 0);
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < n; i++) {
+			vl = sizeof(v);
+			CHECK(getsockopt(k ? s : c, o[i].level, o[i].opt, &v, &vl) == 0);
+			out("%s %s after %s %d", k ? "accepted" : "client", o[i].name, k ? "accept" : "connect", v);
+		}
+		char cc[16] = { 0 };
+		vl = sizeof(cc);
+		CHECK(getsockopt(k ? s : c, IPPROTO_TCP, TCP_CONGESTION, cc, &vl) == 0);
+		out("%s TCP_CONGESTION %s", k ? "accepted" : "client", cc);
+	}
+	vl = sizeof(v);
+	CHECK(getsockopt(l, IPPROTO_TCP, TCP_SAVE_SYN, &v, &vl) == 0);
+	out("listener TCP_SAVE_SYN (never set) %d", v);
 }
 
 void sc_connect_nonblock(void)
@@ -469,4 +505,205 @@ void sc_dualstack(void)
 	print_addr("server", s, 1);
 	out("ports match %d %d", port_of(c, 0) == port_of(s, 1), port_of(c, 1) == port_of(s, 0));
 	expect_echo_pair(c, s);
+}
+
+static volatile sig_atomic_t urgent;
+static void on_sigurg(int sig) { (void)sig; urgent++; }
+
+static void atmark(const char *when, int fd)
+{
+	int m = -1;
+	CHECK(ioctl(fd, SIOCATMARK, &m) == 0);
+	out("SIOCATMARK %s: %d", when, m);
+}
+
+static void recv_show(const char *what, int fd, size_t n, int flags)
+{
+	char buf[16];
+	ssize_t r = recv(fd, buf, n, flags | MSG_DONTWAIT);
+	out("%s: %zd %s%.*s", what, r, r < 0 ? ename(errno) : "", (int)(r > 0 ? r : 0), buf);
+}
+
+/* Waits for urgent data to be there (the sender's OOB byte went through). */
+static void wait_pri(int fd)
+{
+	struct pollfd p = { fd, POLLPRI, 0 };
+	CHECK(poll(&p, 1, 5000) == 1);
+	out("poll POLLPRI %d POLLIN %d", !!(p.revents & POLLPRI), !!(p.revents & POLLIN));
+}
+
+/* Out-of-band data (MSG_OOB): the urgent byte, the mark, SO_OOBINLINE,
+ * POLLPRI, SIGURG to the owner. */
+void sc_oob(void)
+{
+	int c, s;
+	pair(&c, &s);
+	path("client", c);
+	path("server", s);
+	struct sigaction sa = { .sa_handler = on_sigurg };
+	CHECK(sigaction(SIGURG, &sa, NULL) == 0);
+	CHECK(fcntl(s, F_SETOWN, getpid()) == 0);
+	atmark("before", s);
+	out("send MSG_OOB: %zd", send(c, "hello", 5, MSG_OOB));
+	wait_pri(s);
+	out("SIGURG received: %d", urgent > 0);
+	atmark("with hell before the mark", s);
+	recv_show("recv stops at the mark", s, 16, 0);
+	atmark("at the mark", s);
+	recv_show("recv MSG_OOB", s, 1, MSG_OOB);
+	recv_show("recv MSG_OOB again", s, 1, MSG_OOB);
+	recv_show("recv then", s, 16, 0);
+	out("send more: %zd", send(c, "world", 5, 0));
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	recv_show("recv after the urgent byte", s, 16, 0);
+	close(c);
+	close(s);
+
+	pair(&c, &s);
+	out("SO_OOBINLINE: %d", setsockopt(s, SOL_SOCKET, SO_OOBINLINE, &(int){ 1 }, sizeof(int)));
+	out("send MSG_OOB: %zd", send(c, "ab", 2, MSG_OOB));
+	wait_pri(s);
+	recv_show("inline: recv MSG_OOB", s, 1, MSG_OOB);
+	recv_show("inline: recv stops at the mark", s, 16, 0);
+	atmark("inline, at the mark", s);
+	recv_show("inline: recv the urgent byte in line", s, 16, 0);
+	close(c);
+	close(s);
+
+	/* A second urgent byte before the first was read: TCP keeps only the
+	 * last mark, and where the first byte goes differs (documented). */
+	pair(&c, &s);
+	out("send x MSG_OOB: %zd", send(c, "x", 1, MSG_OOB));
+	wait_pri(s);
+	out("send y MSG_OOB: %zd", send(c, "y", 1, MSG_OOB));
+	CHECK(poll(&(struct pollfd){ s, POLLPRI, 0 }, 1, 5000) == 1);
+	recv_show("two marks: recv MSG_OOB", s, 1, MSG_OOB);
+	recv_show("two marks: recv", s, 16, 0);
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGURG, &sa, NULL);
+}
+
+/* shutdown(SHUT_RD): what is queued is still read, then 0 instead of a
+ * wait; the peer may still send, and those bytes are read too. */
+void sc_shut_rd(void)
+{
+	int c, s;
+	char buf[16];
+	pair(&c, &s);
+	path("client", c);
+	path("server", s);
+	write_all(c, "ab", 2);
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	errno = 4242; /* success must leave errno alone */
+	int rc = shutdown(s, SHUT_RD);
+	out("shutdown SHUT_RD: %d errno kept %d", rc, errno == 4242);
+	out("read what was queued: %zd", read(s, buf, sizeof(buf)));
+	out("read with nothing queued (blocking socket): %zd", read(s, buf, sizeof(buf)));
+	out("recv MSG_WAITALL: %zd", recv(s, buf, sizeof(buf), MSG_WAITALL));
+	struct pollfd p = { s, POLLIN | POLLRDHUP, 0 };
+	int n = poll(&p, 1, 0);
+	out("poll: %d IN %d RDHUP %d", n, !!(p.revents & POLLIN), !!(p.revents & POLLRDHUP));
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	struct timeval tv = { 0, 0 };
+	out("select readable: %d", select(s + 1, &r, NULL, NULL, &tv));
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP }, got;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+	out("epoll with nothing queued: %d", epoll_wait(ep, &got, 1, 0));
+	ssize_t w = write(c, "cd", 2);
+	out("the peer writes after SHUT_RD: %zd %s", w, ename(w < 0 ? errno : 0));
+	ssize_t got_n = 0;
+	for (int i = 0; i < 5000 && got_n == 0; i++) { /* TCP reads 0 until the bytes are there */
+		got_n = read(s, buf, sizeof(buf));
+		if (got_n == 0)
+			usleep(1000);
+	}
+	out("and the reader gets them: %zd '%.*s'", got_n, (int)(got_n > 0 ? got_n : 0), buf);
+	out("epoll once bytes came: %d", epoll_wait(ep, &got, 1, 0));
+	out("its own writes still go: %zd", write(s, "ef", 2));
+	CHECK(read_full(c, buf, 2) == 2);
+	out("the peer reads '%.2s'", buf);
+	errno = 4242;
+	rc = shutdown(s, SHUT_WR);
+	out("SHUT_WR as well: %d errno kept %d", rc, errno == 4242);
+	out("the peer reads EOF: %zd", read(c, buf, sizeof(buf)));
+	close(c);
+	close(s);
+
+	pair(&c, &s);
+	errno = 4242;
+	rc = shutdown(s, SHUT_RDWR);
+	out("shutdown SHUT_RDWR: %d errno kept %d", rc, errno == 4242);
+	out("read: %zd", read(s, buf, sizeof(buf)));
+	w = write(s, "x", 1);
+	out("write: %zd %s", w, ename(w < 0 ? errno : 0));
+	out("the peer reads EOF: %zd", read(c, buf, sizeof(buf)));
+	w = write(c, "gh", 2);
+	out("the peer writes: %zd %s", w, ename(w < 0 ? errno : 0));
+}
+
+/* SO_RCVLOWAT: a blocking read waits for that many bytes; poll, select
+ * and epoll wait for them on TCP only (documented). */
+void sc_rcvlowat(void)
+{
+	int c, s, n = 0;
+	char buf[16];
+	pair(&c, &s);
+	path("client", c);
+	path("server", s);
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &(int){ 5 }, sizeof(int)) == 0);
+	int v;
+	socklen_t vl = sizeof(v);
+	CHECK(getsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &v, &vl) == 0);
+	out("SO_RCVLOWAT %d", v);
+	write_all(c, "abc", 3);
+	for (int i = 0; i < 5000 && n != 3; i++) {
+		CHECK(ioctl(s, FIONREAD, &n) == 0);
+		if (n != 3)
+			usleep(1000);
+	}
+	out("queued %d", n);
+	out("poll below the mark: %d", poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 0));
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	struct timeval tv = { 0, 0 };
+	out("select below the mark: %d", select(s + 1, &r, NULL, NULL, &tv));
+	int ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
+	out("epoll below the mark: %d", epoll_wait(ep, &got, 1, 0));
+	out("MSG_DONTWAIT below the mark: %zd", recv(s, buf, sizeof(buf), MSG_DONTWAIT));
+	/* Nothing queued: a blocking read waits for bytes that reach the mark.
+	 * (They come in one write: a TCP read that already took some bytes
+	 * waits for the mark in new ones, and may wait for ever; documented.) */
+	pid_t p = fork_child();
+	if (p == 0) {
+		usleep(100000);
+		write_all(c, "defghi", 6);
+		_exit(0);
+	}
+	out("a blocking read waits for the mark: %zd", recv(s, buf, sizeof(buf), 0));
+	out("writer %d", wait_child(p));
+	write_all(c, "jklmn", 5);
+	out("poll at the mark: %d", poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000));
+	out("read %zd", recv(s, buf, sizeof(buf), 0));
+	/* Bytes below the mark queued: the read takes them and waits for the
+	 * rest (enough new ones that TCP wakes too). */
+	write_all(c, "abc", 3);
+	for (int i = 0, q = 0; i < 5000 && q != 3; i++) {
+		CHECK(ioctl(s, FIONREAD, &q) == 0);
+		if (q != 3)
+			usleep(1000);
+	}
+	p = fork_child();
+	if (p == 0) {
+		usleep(100000);
+		write_all(c, "defghijk", 8);
+		_exit(0);
+	}
+	out("a blocking read with 3 queued, then 8 more: %zd", recv(s, buf, sizeof(buf), 0));
+	out("writer %d", wait_child(p));
 }
