@@ -60,10 +60,11 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 	uint32_t uid;
 	int n = 0, u;
 
-	/* Receiving from the stash at the descriptor limit would lose the
-	 * hello (the kernel drops a descriptor it cannot install): make room
-	 * first. The rendezvous just refuses (EMFILE) and keeps it. */
-	if (lf__stash_might_hold(l, client) && !*released) {
+	/* Room for one hello, should the server be at its descriptor limit:
+	 * receiving from the stash then would lose it (the kernel drops a
+	 * descriptor it cannot install), and so would an accept under an
+	 * emulated limit (valgrind). A claim holds one hello at a time. */
+	if (!*released) {
 		lf__listener_reserve(l, false);
 		*released = true;
 	}
@@ -78,12 +79,6 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (u < 0 && errno == EINTR)
 			continue;
-		if (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {
-			lf__listener_reserve(l, false);
-			*released = true;
-			budget++;
-			continue;
-		}
 		if (u < 0)
 			break;
 		if (!hello_of(u, &c, &s, &uid) || s.port != l->ep.port) {
@@ -189,7 +184,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	} else {
 		local = l->ep; /* bound to one address: what the accepted socket has */
 	}
-	if (l->marks && marked(newfd) == 0) {
+	if (lf__listener_marks(l) && marked(newfd) == 0) {
 		lf__count(LF_EV_PLAIN_PEER);
 		return 0; /* a plain client: no hello to look for */
 	}

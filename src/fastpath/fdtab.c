@@ -199,9 +199,12 @@ int lf__fd_dup_hidden(int fd)
 	return dup_high(fd);
 }
 
-int lf__fd_hide(int fd, int *home)
+/* Marks fd as one of loopfast's own, kept at *home; moves it up among the
+ * hidden numbers first when it is below them (or always, when `move`:
+ * the application wants its number). */
+static int hide(int fd, int *home, bool move)
 {
-	int nfd = dup_high(fd);
+	int nfd = move || fd < hide_base(false) ? dup_high(fd) : -1;
 
 	if (nfd >= 0) {
 		lf__sys_close(fd);
@@ -215,6 +218,11 @@ int lf__fd_hide(int fd, int *home)
 	}
 	*home = fd;
 	return fd;
+}
+
+int lf__fd_hide(int fd, int *home)
+{
+	return hide(fd, home, false);
 }
 
 void lf__fd_unhide(int fd)
@@ -234,7 +242,7 @@ void lf__fd_relocate(int fd)
 
 	if (!f || !(atomic_load(&f->flags) & LF_F_HIDDEN) || !(home = f->home) || *home != fd)
 		return;
-	lf__fd_hide(fd, home);
+	hide(fd, home, true);
 	if (*home != fd) {
 		f->home = NULL;
 		atomic_store(&f->flags, 0);

@@ -133,8 +133,7 @@ struct lf_listener {
 	int chan;            /* the stash: datagram socket connected to itself */
 	int shmfd;           /* memfd: claim lock and stash index */
 	struct lf_shm *shm;  /* its mapping */
-	int reserve[2];      /* descriptors released for a claim at the fd limit */
-	bool marks;          /* TCP_SAVE_SYN is ours: the SYN says whether a hello was queued */
+	int reserve;         /* a descriptor released for a claim, for the fd limit */
 };
 
 /* The MSS a fast-path client advertises in its SYN: says "my hello is
@@ -246,7 +245,11 @@ void lf__listener_put(struct lf_listener *l);
 void lf__adopt_inherited(void);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
-/* Holds (hold=true) or releases the listener's reserve descriptors. */
+/* Are the listener's saved SYNs loopfast's to read (hello marks)? */
+bool lf__listener_marks(const struct lf_listener *l);
+/* The program set TCP_SAVE_SYN on listener fd: its saved SYNs are its own. */
+void lf__listener_app_saves_syn(int fd);
+/* Holds (hold=true) or releases the listener's spare descriptor. */
 void lf__listener_reserve(struct lf_listener *l, bool hold);
 /* Claim lock of the listener (robust, shared by every process that
  * accepts on it; only ever held across non-blocking calls). */

@@ -224,7 +224,7 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 		}
 	} else {
 		r = REAL(getsockopt)(fd, level, opt, val, len);
-		if (r == 0 && level == IPPROTO_TCP && opt == TCP_SAVE_SYN && f && f->lst && f->lst->marks && len &&
+		if (r == 0 && level == IPPROTO_TCP && opt == TCP_SAVE_SYN && f && f->lst && lf__listener_marks(f->lst) && len &&
 		    *len >= 1)
 			memset(val, 0, *len); /* loopfast turned it on (hello marks), not the program */
 		if (r == 0 || errno != EOPNOTSUPP)
@@ -253,6 +253,8 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 		e = errno;
 		if (r == 0) {
 			lf__sopt_note(fd, level, opt, val, len);
+			if (level == IPPROTO_TCP && opt == TCP_SAVE_SYN)
+				lf__listener_app_saves_syn(fd);
 			if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
 				lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec ||
 							    ((const struct timeval *)val)->tv_usec);

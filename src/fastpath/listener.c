@@ -12,8 +12,9 @@
  *     index of what the stash holds (so that an accept cycles the stash
  *     only when its own hello is there), per-uid counts (no uid may hold
  *     more than its share of the stash) and a ring of poisoned endpoints.
- * Two spare descriptors per listener are kept so that a claim still works
- * when the server is at its descriptor limit.
+ * A spare descriptor per listener is kept so that a claim still works when
+ * the server is at its descriptor limit (a claim holds one hello at a
+ * time).
  *
  * Inheritance: the hidden descriptors follow the listener's close-on-exec
  * flag, and a process that meets a listener it did not set up (after exec,
@@ -313,16 +314,14 @@ bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint3
 
 void lf__listener_reserve(struct lf_listener *l, bool hold)
 {
-	for (int i = 0; i < 2; i++) {
-		if (hold && l->reserve[i] < 0) {
-			int fd = lf__fd_dup_hidden(l->shmfd);
-			if (fd >= 0)
-				lf__fd_hide(fd, &l->reserve[i]);
-		} else if (!hold && l->reserve[i] >= 0) {
-			lf__fd_unhide(l->reserve[i]);
-			lf__sys_close(l->reserve[i]);
-			l->reserve[i] = -1;
-		}
+	if (hold && l->reserve < 0) {
+		int fd = lf__fd_dup_hidden(l->shmfd);
+		if (fd >= 0)
+			lf__fd_hide(fd, &l->reserve);
+	} else if (!hold && l->reserve >= 0) {
+		lf__fd_unhide(l->reserve);
+		lf__sys_close(l->reserve);
+		l->reserve = -1;
 	}
 }
 
@@ -360,7 +359,7 @@ static struct lf_listener *listener_new(int family, unsigned long ino, const str
 	l->family = family;
 	l->ino = ino;
 	l->ep = *ep;
-	l->rdv = l->chan = l->shmfd = l->reserve[0] = l->reserve[1] = -1;
+	l->rdv = l->chan = l->shmfd = l->reserve = -1;
 	return l;
 }
 
@@ -583,7 +582,6 @@ int lf__listen_optin(int fd)
 			l->shm->marks = lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, sizeof(on)) == 0;
 		}
 	}
-	l->marks = l->shm->marks;
 	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		lf__listener_cloexec(l, false);
 	f->lst = l;
@@ -611,4 +609,21 @@ void lf__adopt_inherited(void)
 	closedir(d);
 	for (int i = 0; i < n; i++)
 		lf__listen_optin(fds[i]);
+}
+
+bool lf__listener_marks(const struct lf_listener *l)
+{
+	return __atomic_load_n(&l->shm->marks, __ATOMIC_RELAXED);
+}
+
+/* The program sets TCP_SAVE_SYN on a listener whose saved SYNs loopfast
+ * reads: they are the program's now (reading one consumes it), for every
+ * process that accepts on the listener. Accepts then look for a hello
+ * whatever the SYN said (drains stay bounded). */
+void lf__listener_app_saves_syn(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f && f->lst)
+		__atomic_store_n(&f->lst->shm->marks, 0, __ATOMIC_RELAXED);
 }
