@@ -196,6 +196,24 @@ void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
 void lf__epoll_member(int epfd, int fd, int op);
 extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
+extern atomic_uint lf__sig_seen;      /* handlers that ran (signals.c) */
+extern atomic_uint lf__sig_interrupt; /* ... of which without SA_RESTART */
+uint64_t lf__now_ns(void);           /* CLOCK_MONOTONIC */
+bool lf__may_spin(int fd);           /* a fast-path socket with a spin budget */
+bool lf__shut_rd(int fd);            /* the application shut its reading side */
+enum { LF_SPIN_DONE, LF_SPIN_BLOCK };
+/* Receives without blocking until data, an error, a signal or the end of
+ * the budget. LF_SPIN_DONE: *ret (and errno) is the answer. */
+int lf__spin_recvmsg(int fd, struct msghdr *m, int flags, ssize_t *ret);
+/* The spin of a wait: calls try() (a zero-timeout wait) until it reports
+ * something, a signal arrives, the caller's timeout (ns, <0 = none) or the
+ * budget ends. Returns LF_SPIN_DONE with *ret set, or LF_SPIN_BLOCK with the
+ * remaining timeout in *left_ns. */
+struct lf_waiter {
+	int (*try)(void *arg);
+	void *arg;
+};
+int lf__spin_wait(struct lf_fd *f, const struct lf_waiter *w, int64_t timeout_ns, int64_t *left_ns, int *ret);
 
 /* ---- sockopt.c: every socket option has a defined answer on the fast path */
 

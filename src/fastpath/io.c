@@ -1,0 +1,195 @@
+/* The interposed data path: reads and writes on a fast-path socket.
+ * Nothing here costs a socket loopfast has nothing to do with more than one
+ * array lookup. What they add: a connect still pending on the fd finishes
+ * first (connect.c); SHUT_RD keeps TCP's answer; reads may spin (spin.c);
+ * the source address of a received message is TCP's (none); sendto and
+ * sendmsg ignore a destination as a connected TCP socket does. */
+#include "internal.h"
+#include "syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static void no_source(int fd, struct msghdr *m)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+		m->msg_namelen = 0;
+}
+
+/* A connect pending on fd (connect.c) finishes before the data path uses
+ * fd: a blocking call waits for the handshake, interruptibly; a
+ * non-blocking one gets EAGAIN while it is in progress, as over TCP. A
+ * handshake that failed reports its error once. 0: go on; -1: errno. */
+static int settle(int fd, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f)
+		return 0;
+	if (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING) {
+		int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+		if (lf__finalize(fd, fl >= 0 && !(fl & O_NONBLOCK) && !(flags & MSG_DONTWAIT)) < 0)
+			return -1;
+	}
+	if (f->pend_err) {
+		errno = f->pend_err;
+		f->pend_err = 0;
+		return -1;
+	}
+	return 0;
+}
+
+#define SETTLE(fd, msgflags)                                                                            \
+	do {                                                                                           \
+		struct lf_fd *f_ = lf__fd(fd);                                                         \
+		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) & LF_F_PENDING) ||    \
+			   f_->pend_err) && settle(fd, msgflags))                                      \
+			return -1;                                                                     \
+	} while (0)
+
+static ssize_t shut_rd_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	int e = errno;
+	ssize_t r = REAL(recvmsg)(fd, m, flags | MSG_DONTWAIT);
+
+	if (r < 0 && errno == EAGAIN) {
+		errno = e;
+		return 0;
+	}
+	return r;
+}
+
+LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	ssize_t r;
+
+	SETTLE(fd, flags);
+	if (lf__shut_rd(fd)) {
+		r = shut_rd_recvmsg(fd, m, flags);
+		if (r >= 0)
+			no_source(fd, m);
+		return r;
+	}
+	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE) {
+		if (r >= 0)
+			no_source(fd, m);
+		return r;
+	}
+	r = REAL(recvmsg)(fd, m, flags);
+	if (r >= 0)
+		no_source(fd, m);
+	return r;
+}
+
+LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
+{
+	SETTLE(fd, flags);
+	if (!lf__may_spin(fd) && !sa && !lf__shut_rd(fd))
+		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
+	struct iovec iov = { buf, n };
+	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t r = recvmsg(fd, &m, flags);
+	if (r >= 0 && sa && sl)
+		*sl = m.msg_namelen;
+	return r;
+}
+
+LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	SETTLE(fd, flags);
+	if (!lf__may_spin(fd) && !lf__shut_rd(fd))
+		return REAL(recv)(fd, buf, n, flags);
+	return recvfrom(fd, buf, n, flags, NULL, NULL);
+}
+
+LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	ssize_t r;
+
+	SETTLE(fd, 0);
+	if (lf__shut_rd(fd)) {
+		struct iovec iov = { buf, n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		return shut_rd_recvmsg(fd, &m, 0);
+	}
+	if (lf__may_spin(fd)) {
+		struct iovec iov = { buf, n };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+		if (lf__spin_recvmsg(fd, &m, 0, &r) == LF_SPIN_DONE)
+			return r;
+	}
+	return REAL(read)(fd, buf, n);
+}
+
+LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
+{
+	ssize_t r;
+
+	SETTLE(fd, 0);
+	if (lf__shut_rd(fd) && n >= 0) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+		return shut_rd_recvmsg(fd, &m, 0);
+	}
+	if (lf__may_spin(fd) && n >= 0) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+		if (lf__spin_recvmsg(fd, &m, 0, &r) == LF_SPIN_DONE)
+			return r;
+	}
+	return REAL(readv)(fd, iov, n);
+}
+
+/* A connected TCP socket ignores the destination of sendto/sendmsg; a
+ * connected Unix stream refuses it (EISCONN). */
+LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	SETTLE(fd, flags);
+	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		sa = NULL;
+		sl = 0;
+	}
+	return REAL(sendto)(fd, buf, n, flags, sa, sl);
+}
+
+LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	SETTLE(fd, flags);
+	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		struct msghdr copy = *m;
+		copy.msg_name = NULL;
+		copy.msg_namelen = 0;
+		return REAL(sendmsg)(fd, &copy, flags);
+	}
+	return REAL(sendmsg)(fd, m, flags);
+}
+
+/* The plain writes are interposed only for a connect still pending on
+ * the fd (one array lookup otherwise). */
+LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	SETTLE(fd, 0);
+	return REAL(write)(fd, buf, n);
+}
+
+LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	SETTLE(fd, 0);
+	return REAL(writev)(fd, iov, n);
+}
+
+LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	SETTLE(fd, flags);
+	return REAL(send)(fd, buf, n, flags);
+}

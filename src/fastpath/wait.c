@@ -1,0 +1,298 @@
+/* The interposed waits on sets of descriptors (poll, ppoll, select,
+ * pselect, epoll_wait, epoll_pwait): they may spin first (spin.c), keep
+ * SHUT_RD's answer (readable), and switch pending connects whose handshake
+ * they report done (connect.c). */
+#include "internal.h"
+#include "syscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct lf_fd *poll_spinner(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (lf__may_spin(fds[i].fd) && (fds[i].events & POLLIN))
+			return lf__fd(fds[i].fd);
+	return NULL;
+}
+
+static struct lf_fd *select_spinner(int n, fd_set *r)
+{
+	for (int fd = 0; r && fd < n && fd < FD_SETSIZE; fd++)
+		if (FD_ISSET(fd, r) && lf__may_spin(fd))
+			return lf__fd(fd);
+	return NULL;
+}
+
+static struct timespec ns_ts(int64_t ns)
+{
+	return (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+}
+
+struct poll_args {
+	struct pollfd *fds;
+	nfds_t n;
+	const sigset_t *mask;
+};
+
+static int try_poll(void *arg)
+{
+	struct poll_args *a = arg;
+	struct timespec zero = { 0, 0 };
+	return REAL(ppoll)(a->fds, a->n, &zero, a->mask);
+}
+
+/* A socket after SHUT_RD is readable for TCP (EOF at worst): such a wait
+ * returns at once. */
+static bool poll_shut_rd(struct pollfd *fds, nfds_t n, const sigset_t *mask, int *ret)
+{
+	nfds_t i;
+	struct timespec zero = { 0, 0 };
+
+	for (i = 0; i < n; i++)
+		if ((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) && lf__shut_rd(fds[i].fd))
+			break;
+	if (i == n)
+		return false;
+	int r = REAL(ppoll)(fds, n, &zero, mask);
+	if (r < 0) {
+		*ret = r;
+		return true;
+	}
+	*ret = 0;
+	for (i = 0; i < n; i++) {
+		if (lf__shut_rd(fds[i].fd))
+			fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP);
+		*ret += fds[i].revents != 0;
+	}
+	return true;
+}
+
+static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask, bool *handled)
+{
+	int shut;
+	if (poll_shut_rd(fds, n, mask, &shut)) {
+		*handled = true;
+		return shut;
+	}
+	struct lf_fd *f = poll_spinner(fds, n);
+	struct poll_args a = { fds, n, mask };
+	struct lf_waiter w = { try_poll, &a };
+	int64_t left;
+	int r;
+
+	*handled = false;
+	if (!f || lf__spin_wait(f, &w, timeout_ns, &left, &r) == LF_SPIN_BLOCK) {
+		if (!f)
+			return 0;
+		struct timespec ts = ns_ts(left);
+		*handled = true;
+		return REAL(ppoll)(fds, n, left < 0 ? NULL : &ts, mask);
+	}
+	*handled = true;
+	return r;
+}
+
+/* Pending connects (connect.c) whose handshake a wait reported done are
+ * switched before the caller sees the result, so that its next call goes
+ * to the fast-path socket. */
+static void settle_polled(const struct pollfd *fds, nfds_t n, int r)
+{
+	for (nfds_t i = 0; r > 0 && i < n; i++)
+		if (fds[i].revents && lf__pending(fds[i].fd))
+			lf__finalize(fds[i].fd, false);
+}
+
+LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	bool handled;
+	int r = poll_common(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
+	if (!handled)
+		r = REAL(poll)(fds, n, timeout);
+	settle_polled(fds, n, r);
+	return r;
+}
+
+LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	bool handled;
+	int r = poll_common(fds, n, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &handled);
+	if (!handled)
+		r = REAL(ppoll)(fds, n, ts, mask);
+	settle_polled(fds, n, r);
+	return r;
+}
+
+static void settle_selected(int n, fd_set *w, fd_set *e, int r)
+{
+	for (int fd = 0; r > 0 && fd < n && fd < FD_SETSIZE; fd++)
+		if (((w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) && lf__pending(fd))
+			lf__finalize(fd, false);
+}
+
+struct select_args {
+	int n;
+	fd_set *sets[3], saved[3];
+	const sigset_t *mask;
+};
+
+static int try_select(void *arg)
+{
+	struct select_args *a = arg;
+	struct timespec zero = { 0, 0 };
+	for (int i = 0; i < 3; i++)
+		if (a->sets[i])
+			*a->sets[i] = a->saved[i];
+	return REAL(pselect)(a->n, a->sets[0], a->sets[1], a->sets[2], &zero, a->mask);
+}
+
+static bool select_shut_rd(int n, fd_set *r, fd_set *w, fd_set *e, const sigset_t *mask, int *ret)
+{
+	int fd;
+	struct timespec zero = { 0, 0 };
+
+	for (fd = 0; r && fd < n && fd < FD_SETSIZE; fd++)
+		if (FD_ISSET(fd, r) && lf__shut_rd(fd))
+			break;
+	if (!r || fd >= n || fd >= FD_SETSIZE)
+		return false;
+	fd_set want = *r;
+	*ret = REAL(pselect)(n, r, w, e, &zero, mask);
+	if (*ret < 0)
+		return true;
+	*ret = 0;
+	for (fd = 0; fd < n && fd < FD_SETSIZE; fd++) {
+		if (FD_ISSET(fd, &want) && lf__shut_rd(fd))
+			FD_SET(fd, r);
+		*ret += FD_ISSET(fd, r) + (w && FD_ISSET(fd, w)) + (e && FD_ISSET(fd, e));
+	}
+	return true;
+}
+
+static int select_common(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_ns, const sigset_t *mask,
+			 int64_t *left, bool *handled)
+{
+	int shut;
+	*left = timeout_ns;
+	if (select_shut_rd(n, r, w, e, mask, &shut)) {
+		*handled = true;
+		return shut;
+	}
+	struct lf_fd *f = select_spinner(n, r);
+	struct select_args a = { n, { r, w, e }, { { { 0 } } }, mask };
+	struct lf_waiter wt = { try_select, &a };
+	int ret;
+
+	*handled = false;
+	*left = timeout_ns;
+	if (!f)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		if (a.sets[i])
+			a.saved[i] = *a.sets[i];
+	*handled = true;
+	if (lf__spin_wait(f, &wt, timeout_ns, left, &ret) == LF_SPIN_DONE)
+		return ret;
+	for (int i = 0; i < 3; i++)
+		if (a.sets[i])
+			*a.sets[i] = a.saved[i];
+	struct timespec ts = ns_ts(*left);
+	return REAL(pselect)(n, r, w, e, *left < 0 ? NULL : &ts, mask);
+}
+
+LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+	int64_t left, timeout = tv ? (int64_t)tv->tv_sec * 1000000000 + tv->tv_usec * 1000 : -1;
+	uint64_t start = lf__now_ns();
+	bool handled;
+	int ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
+
+	if (!handled) {
+		ret = REAL(select)(n, r, w, e, tv);
+		settle_selected(n, w, e, ret);
+		return ret;
+	}
+	settle_selected(n, w, e, ret);
+	if (tv) { /* Linux select reports the time left */
+		left = timeout - (int64_t)(lf__now_ns() - start);
+		left = left < 0 ? 0 : left;
+		tv->tv_sec = left / 1000000000;
+		tv->tv_usec = (left % 1000000000) / 1000;
+	}
+	return ret;
+}
+
+LF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask)
+{
+	int64_t left;
+	bool handled;
+	int ret = select_common(n, r, w, e, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &left,
+				&handled);
+	if (!handled)
+		ret = REAL(pselect)(n, r, w, e, ts, mask);
+	settle_selected(n, w, e, ret);
+	return ret;
+}
+
+struct epoll_args {
+	int epfd, max;
+	struct epoll_event *ev;
+	const sigset_t *mask;
+};
+
+static int try_epoll(void *arg)
+{
+	struct epoll_args *a = arg;
+	return REAL(epoll_pwait)(a->epfd, a->ev, a->max, 0, a->mask);
+}
+
+static int epoll_common(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask, bool *handled)
+{
+	struct lf_fd *f = lf__fd(epfd);
+	struct epoll_args a = { epfd, max, ev, mask };
+	struct lf_waiter w = { try_epoll, &a };
+	int64_t left;
+	int r;
+
+	*handled = false;
+	if (!f || f->spin_members <= 0 || !f->spin_us)
+		return 0;
+	*handled = true;
+	if (lf__spin_wait(f, &w, timeout < 0 ? -1 : (int64_t)timeout * 1000000, &left, &r) == LF_SPIN_DONE)
+		return r;
+	if (left < 0)
+		return REAL(epoll_pwait)(epfd, ev, max, -1, mask);
+	struct timespec ts = ns_ts(left);
+	r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, &ts, mask, _NSIG / 8);
+	if (r < 0 && errno == ENOSYS) /* before Linux 5.11: millisecond resolution */
+		r = REAL(epoll_pwait)(epfd, ev, max, (int)((left + 999999) / 1000000), mask);
+	return r;
+}
+
+LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	bool handled;
+	int r = epoll_common(epfd, ev, max, timeout, NULL, &handled);
+	if (!handled)
+		r = REAL(epoll_wait)(epfd, ev, max, timeout);
+	if (r > 0)
+		lf__finalize_epoll(epfd);
+	return r;
+}
+
+LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	bool handled;
+	int r = epoll_common(epfd, ev, max, timeout, mask, &handled);
+	if (!handled)
+		r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+	if (r > 0)
+		lf__finalize_epoll(epfd);
+	return r;
+}
