@@ -49,6 +49,7 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 	}
 	f->family = family;
 	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
+	lf__spin_used = true; /* handlers installed from now on are wrapped (signals.c) */
 	return 0;
 }
 

@@ -226,7 +226,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		return -ECONNABORTED;
 	}
 	lf__count(LF_EV_FAST_SERVER);
-	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, true) < 0) {
+	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, LF_SW_SERVER) < 0) {
 		lf__sys_close(unx);
 		return -ECONNABORTED;
 	}

@@ -81,8 +81,10 @@ static void set_nonblock(int fd, bool on)
 		lf__sys_fcntl(fd, F_SETFL, 0);
 }
 
-int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset)
+int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
+		  enum lf_switch side)
 {
+	bool reset = side == LF_SW_SERVER;
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_epreg regs[LF_EPOLL_MAX];
 
@@ -100,8 +102,13 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		if (regs[i].epfd1)
 			lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_DEL, fd, NULL);
-	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0)
+	/* The client keeps its TCP socket until the claim is seen (bell.c). */
+	int bell = side == LF_SW_CLIENT ? lf__fd_dup_hidden(fd) : -1;
+	if (lf__sys_dup3(unx, fd, cloexec ? O_CLOEXEC : 0) < 0) {
+		if (bell >= 0)
+			lf__sys_close(bell);
 		return -errno;
+	}
 	lf__sys_close(unx);
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof(tv);
@@ -116,6 +123,8 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
 			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
 	}
+	if (bell >= 0)
+		lf__bell_keep(fd, bell);
 	return 0;
 }
 
@@ -223,8 +232,9 @@ void lf__pending_drop(int fd)
 }
 
 /* Where a TCP handshake stands, from kernel state: 1 it completed (the
- * socket is connected, or was and has since been reset: the server's
- * claim resets it, possibly before we look), 0 still in progress, -1 it
+ * socket is connected), 2 it completed and has since been reset (the
+ * server's claim resets it, possibly before we look; this read consumed
+ * the error, so the bell could not see it), 0 still in progress, -1 it
  * failed (*err: TCP's error, which this read consumed). */
 static int handshake(int fd, int timeout_ms, int *err)
 {
@@ -245,22 +255,23 @@ static int handshake(int fd, int timeout_ms, int *err)
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
 	if (*err == ECONNRESET || *err == EPIPE) {
 		*err = 0;
-		return 1;
+		return 2;
 	}
 	return *err ? -1 : 0;
 }
 
-/* Ends the pending state of fd: switches it (h == 1) or leaves it the
- * failed TCP socket it is (h == -1, err: TCP's error for SO_ERROR). */
+/* Ends the pending state of fd: switches it (h == 1, or 2 when the claim
+ * was seen) or leaves it the failed TCP socket it is (h == -1, err: TCP's
+ * error for SO_ERROR). */
 static int conclude(int fd, int h, int err)
 {
 	struct lf_fd *f = lf__fd(fd);
 	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0), fdd = lf__sys_fcntl(fd, F_GETFD, 0);
 	int unx = pending_remove(fd);
 
-	if (h == 1 && unx >= 0 && (lf__count(LF_EV_FAST_CLIENT), 1) &&
+	if (h > 0 && unx >= 0 && (lf__count(LF_EV_FAST_CLIENT), 1) &&
 	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC),
-			  false) == 0) {
+			  h == 2 ? LF_SW_CLAIMED : LF_SW_CLIENT) == 0) {
 		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
 		return 0;
 	}
@@ -384,7 +395,8 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		int r = lf__sys_connect(fd, sa, len);
 		e = r ? errno : 0;
 		if (r == 0 || e == EISCONN || e == ECONNRESET || e == EPIPE) {
-			conclude(fd, 1, 0); /* connected (and maybe claimed already) */
+			/* connected (and maybe claimed already) */
+			conclude(fd, e == ECONNRESET || e == EPIPE ? 2 : 1, 0);
 			*ret = 0;
 			errno = 0;
 			return 1;
@@ -462,19 +474,22 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	/* 3. The doorbell, in the application's mode. */
 	f->family = family;
 	int r = lf__sys_connect(fd, sa, len);
+	enum lf_switch side = LF_SW_CLIENT;
 	e = r ? errno : 0;
 	if (r < 0 && (e == ECONNRESET || e == EPIPE)) {
 		/* Established, and reset by the server's claim before the
 		 * blocking connect returned: connected, as far as we go. */
 		r = 0;
 		e = 0;
+		side = LF_SW_CLAIMED;
 	}
 	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
 		/* On loopback the handshake has usually completed already (and
 		 * the server may even have claimed the hello and reset it). */
 		int err, h = handshake(fd, 0, &err);
-		if (h == 1) {
+		if (h > 0) {
 			r = 0;
+			side = h == 2 ? LF_SW_CLAIMED : LF_SW_CLIENT;
 		} else if (h == 0 && pending_add(fd, unx)) {
 			*ret = -1;
 			errno = e;
@@ -499,7 +514,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	lf__count(LF_EV_FAST_CLIENT);
-	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, false) < 0) {
+	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, side) < 0) {
 		/* dup3 cannot fail for valid fds; if it did, the connection is
 		 * unusable on both paths: report it as reset. */
 		lf__sys_close(unx);

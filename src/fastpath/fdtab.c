@@ -134,6 +134,8 @@ void lf__fd_reset(int fd)
 	f->lst = NULL;
 	if (atomic_load(&f->flags) & LF_F_PENDING)
 		lf__pending_drop(fd);
+	if (atomic_load(&f->flags) & LF_F_UNCONFIRMED)
+		lf__bell_drop(fd);
 	atomic_store(&f->flags, 0);
 	f->pend_err = 0;
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
@@ -162,7 +164,7 @@ void lf__fd_copy(int from, int to)
 		atomic_fetch_add(&src->lst->refs, 1);
 		dst->lst = src->lst;
 	}
-	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING));
+	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED));
 }
 
 /* Where hidden descriptors go: half way to the soft limit, so that they

@@ -7,7 +7,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -111,6 +114,7 @@ enum {
 	LF_F_SHUT_RD = 1u << 9,   /* fast-path socket after shutdown(SHUT_RD), kept as TCP does */
 	LF_F_SHUT_WR = 1u << 10,  /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */
 	LF_F_RESET = 1u << 11,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
+	LF_F_UNCONFIRMED = 1u << 12, /* client fast-path socket whose claim is not seen yet (bell.c) */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP
@@ -158,6 +162,7 @@ struct lf_fd {
 	struct lf_listener *lst;    /* for listeners with a rendezvous */
 	int *home;                  /* for hidden fds: where their number is kept */
 	int pend;                   /* pending connect (LF_F_PENDING): the hidden Unix socket */
+	int bell;                   /* LF_F_UNCONFIRMED: the hidden TCP socket (bell.c) */
 	int pend_err;               /* pending connect that failed: its error, for SO_ERROR */
 	uint8_t opt[LF_OPTBYTES];   /* options the Unix socket cannot hold, as set */
 	uint32_t optset;            /* bytes of opt[] in use */
@@ -249,9 +254,33 @@ enum lf_event {
 	LF_EV_PLAIN_PEER,        /* server: the client queued no hello (not opted in) */
 	LF_EV_UNVOUCHED,         /* server: a hello the kernel did not vouch for was dropped */
 	LF_EV_DROPPED,           /* server: a hello was dropped (its uid over its share) */
+	LF_EV_ORPHANED,          /* client: the server closed the TCP connection unclaimed (EOF given) */
 	LF_NEVENTS
 };
 void lf__count(enum lf_event ev);
+
+/* ---- bell.c: a client's TCP socket kept until the claim is seen */
+
+extern atomic_int lf__unconfirmed; /* connections of this process still unconfirmed */
+extern bool lf__bells_used;        /* this process ever kept a bell (epoll tags) */
+/* After the client's switch: bell (a hidden dup of the TCP socket) is
+ * watched for fd, also in the epoll sets fd is registered in. */
+void lf__bell_keep(int fd, int bell);
+void lf__bell_drop(int fd);
+/* Looks at fd's bell without waiting: true while the claim is not seen; a
+ * server that closed the TCP connection unclaimed shuts fd down. */
+bool lf__bell_check(int fd);
+/* A blocking call on an unconfirmed fd: waits for `events` on fd or for
+ * its bell, with signals as the blocking call. 0, or -1 (EINTR). */
+int lf__bell_wait(int fd, short events);
+/* poll/select with the bells of the unconfirmed sockets in the set added
+ * (*handled false: nothing unconfirmed, the caller waits as usual). */
+int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask, bool *handled);
+int lf__bell_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_ns, const sigset_t *mask,
+		    bool *handled);
+void lf__bell_epoll_add(int epfd, int fd);
+/* Takes the bells' events out of what epoll_wait returned; the new count. */
+int lf__bell_epoll_filter(struct epoll_event *ev, int n);
 
 /* ---- listener.c: rendezvous, stash and shared page of a listener */
 
@@ -320,6 +349,11 @@ bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *
 /* Puts the Unix socket unx in place of fd (same number and flags), carries
  * the options src recorded, and marks fd as a fast-path socket. The TCP
  * socket it replaces is closed, with a reset when `reset`. */
-int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec, bool reset);
+/* Which end switches: the server (its TCP socket goes with a reset), or a
+ * client, which keeps its TCP socket as the bell (bell.c) unless it has
+ * seen the server's reset already (LF_SW_CLAIMED). */
+enum lf_switch { LF_SW_SERVER, LF_SW_CLIENT, LF_SW_CLAIMED };
+int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
+		  enum lf_switch side);
 
 #endif

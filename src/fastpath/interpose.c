@@ -412,6 +412,8 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (r == 0)
 		lf__epoll_member(epfd, fd, op);
+	if (r == 0 && op == EPOLL_CTL_ADD && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_UNCONFIRMED))
+		lf__bell_epoll_add(epfd, fd);
 	unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
 	if (r == 0 && (fl & LF_F_PENDING) && op != EPOLL_CTL_MOD && lf__fd(epfd))
 		lf__fd(epfd)->pending_members += op == EPOLL_CTL_ADD ? 1 : -1;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,18 +28,27 @@ static void no_source(int fd, struct msghdr *m)
 /* A connect pending on fd (connect.c) finishes before the data path uses
  * fd: a blocking call waits for the handshake, interruptibly; a
  * non-blocking one gets EAGAIN while it is in progress, as over TCP. A
- * handshake that failed reports its error once. 0: go on; -1: errno. */
-static int settle(int fd, int flags)
+ * handshake that failed reports its error once. A connection whose claim
+ * is not seen yet has its bell looked at (bell.c), and a blocking read
+ * waits on the bell too, so that a server that dies before its claim
+ * gives EOF, not a hang. 0: go on; -1: errno. */
+static int settle(int fd, int flags, bool reading)
 {
 	struct lf_fd *f = lf__fd(fd);
 
 	if (!f)
 		return 0;
-	if (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING) {
-		int fl = lf__sys_fcntl(fd, F_GETFL, 0);
-		if (lf__finalize(fd, fl >= 0 && !(fl & O_NONBLOCK) && !(flags & MSG_DONTWAIT)) < 0)
+	unsigned fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	if (fl & LF_F_PENDING) {
+		int ffl = lf__sys_fcntl(fd, F_GETFL, 0);
+		if (lf__finalize(fd, ffl >= 0 && !(ffl & O_NONBLOCK) && !(flags & MSG_DONTWAIT)) < 0)
 			return -1;
+		fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	}
+	if ((fl & LF_F_UNCONFIRMED) && lf__bell_check(fd) && reading &&
+	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & (MSG_DONTWAIT | MSG_PEEK)) &&
+	    lf__bell_wait(fd, POLLIN) < 0)
+		return -1;
 	if (f->pend_err) {
 		errno = f->pend_err;
 		f->pend_err = 0;
@@ -47,13 +57,16 @@ static int settle(int fd, int flags)
 	return 0;
 }
 
-#define SETTLE(fd, msgflags)                                                                            \
+#define SETTLE_IO(fd, msgflags, reading)                                                               \
 	do {                                                                                           \
 		struct lf_fd *f_ = lf__fd(fd);                                                         \
-		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) & LF_F_PENDING) ||    \
-			   f_->pend_err) && settle(fd, msgflags))                                      \
+		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) &                   \
+			    (LF_F_PENDING | LF_F_UNCONFIRMED)) || f_->pend_err) &&                       \
+		    settle(fd, msgflags, reading))                                                     \
 			return -1;                                                                     \
 	} while (0)
+#define SETTLE(fd, msgflags) SETTLE_IO(fd, msgflags, true)
+#define SETTLE_WRITE(fd, msgflags) SETTLE_IO(fd, msgflags, false)
 
 static ssize_t shut_rd_recvmsg(int fd, struct msghdr *m, int flags)
 {
@@ -152,7 +165,7 @@ LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	SETTLE(fd, flags);
+	SETTLE_WRITE(fd, flags);
 	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		sa = NULL;
 		sl = 0;
@@ -164,7 +177,7 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	SETTLE(fd, flags);
+	SETTLE_WRITE(fd, flags);
 	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		struct msghdr copy = *m;
 		copy.msg_name = NULL;
@@ -178,18 +191,18 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
  * the fd (one array lookup otherwise). */
 LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	SETTLE(fd, 0);
+	SETTLE_WRITE(fd, 0);
 	return REAL(write)(fd, buf, n);
 }
 
 LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
-	SETTLE(fd, 0);
+	SETTLE_WRITE(fd, 0);
 	return REAL(writev)(fd, iov, n);
 }
 
 LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	SETTLE(fd, flags);
+	SETTLE_WRITE(fd, flags);
 	return REAL(send)(fd, buf, n, flags);
 }

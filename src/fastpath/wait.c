@@ -112,7 +112,11 @@ static void settle_polled(const struct pollfd *fds, nfds_t n, int r)
 LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	bool handled;
-	int r = poll_common(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
+	int r = lf__bell_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
+	if (!handled)
+		r = poll_common(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
+	else
+		handled = true;
 	if (!handled)
 		r = REAL(poll)(fds, n, timeout);
 	settle_polled(fds, n, r);
@@ -122,7 +126,12 @@ LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
 	bool handled;
-	int r = poll_common(fds, n, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &handled);
+	int64_t t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+	int r = lf__bell_poll(fds, n, t, mask, &handled);
+	if (!handled)
+		r = poll_common(fds, n, t, mask, &handled);
+	else
+		handled = true;
 	if (!handled)
 		r = REAL(ppoll)(fds, n, ts, mask);
 	settle_polled(fds, n, r);
@@ -211,7 +220,12 @@ LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 	int64_t left, timeout = tv ? (int64_t)tv->tv_sec * 1000000000 + tv->tv_usec * 1000 : -1;
 	uint64_t start = lf__now_ns();
 	bool handled;
-	int ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
+	int ret = lf__bell_select(n, r, w, e, timeout, NULL, &handled);
+
+	if (!handled)
+		ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
+	else
+		handled = true;
 
 	if (!handled) {
 		ret = REAL(select)(n, r, w, e, tv);
@@ -230,10 +244,14 @@ LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 
 LF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts, const sigset_t *mask)
 {
-	int64_t left;
+	int64_t left, t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
 	bool handled;
-	int ret = select_common(n, r, w, e, ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1, mask, &left,
-				&handled);
+	int ret = lf__bell_select(n, r, w, e, t, mask, &handled);
+
+	if (!handled)
+		ret = select_common(n, r, w, e, t, mask, &left, &handled);
+	else
+		handled = true;
 	if (!handled)
 		ret = REAL(pselect)(n, r, w, e, ts, mask);
 	settle_selected(n, w, e, ret);
@@ -275,24 +293,40 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, int timeout, 
 	return r;
 }
 
+/* A wait that only a bell's event ended (bell.c) goes on for the time the
+ * caller had left: the application never sees those events. */
+static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	uint64_t start = lf__now_ns();
+
+	for (;;) {
+		bool handled;
+		int r = epoll_common(epfd, ev, max, timeout, mask, &handled);
+		if (!handled)
+			r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+		if (r <= 0)
+			return r;
+		int k = lf__bell_epoll_filter(ev, r);
+		if (k > 0 || timeout == 0) {
+			lf__finalize_epoll(epfd);
+			return k;
+		}
+		if (timeout > 0) {
+			int64_t spent = (int64_t)((lf__now_ns() - start) / 1000000);
+			if (spent >= timeout)
+				return 0;
+			timeout -= (int)spent;
+			start = lf__now_ns();
+		}
+	}
+}
+
 LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	bool handled;
-	int r = epoll_common(epfd, ev, max, timeout, NULL, &handled);
-	if (!handled)
-		r = REAL(epoll_wait)(epfd, ev, max, timeout);
-	if (r > 0)
-		lf__finalize_epoll(epfd);
-	return r;
+	return epoll_loop(epfd, ev, max, timeout, NULL);
 }
 
 LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	bool handled;
-	int r = epoll_common(epfd, ev, max, timeout, mask, &handled);
-	if (!handled)
-		r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-	if (r > 0)
-		lf__finalize_epoll(epfd);
-	return r;
+	return epoll_loop(epfd, ev, max, timeout, mask);
 }

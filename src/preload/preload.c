@@ -16,7 +16,10 @@ __attribute__((constructor)) static void preload_init(void)
 	lf__global_optin = e && e[0] == '1';
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
-	lf__spin_used = lf__global_spin_us > 0;
+	/* Signal handlers are wrapped whenever a fast-path connection may
+	 * exist: a wait of loopfast's own (a spin, a bell) must end as the
+	 * application's blocking call would. */
+	lf__spin_used = lf__global_spin_us > 0 || lf__global_optin;
 	if (lf__global_optin)
 		lf__adopt_inherited();
 }

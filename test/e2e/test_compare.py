@@ -114,12 +114,10 @@ class FastPathDiffers(AssertionError):
 
 
 # Known faults: the fast-path transcript differs from TCP's until they are
-# fixed. Strict: the run fails the day one of these passes.
-ORPHANED_HELLO = pytest.mark.xfail(
-    strict=True, raises=FastPathDiffers,
-    reason="a worker killed between accepting the TCP connection and claiming its hello leaves the "
-           "client on an orphaned fast-path connection: it hangs instead of seeing EOF (issue 13)")
-KNOWN = {("kill-workers", "4"): ORPHANED_HELLO, ("kill-workers", "6"): ORPHANED_HELLO}
+# fixed; each entry a strict xfail (FastPathDiffers), which fails the run
+# the day it passes. (A worker killed between accept and claim used to
+# leave its client hanging: the bell, src/fastpath/bell.c, fixed it.)
+KNOWN = {}
 
 
 def run(mode, scenario, family, spin=None):

@@ -1,0 +1,245 @@
+/* The bell: the client's TCP socket (the doorbell), kept after the switch
+ * until the server has claimed the connection.
+ *
+ * The server resets the TCP connection when it claims the hello; until
+ * then the client cannot know that anyone will. If the server process is
+ * killed between its accept and its claim, or it serves the connection as
+ * plain TCP after all (its claim failed), nobody will ever read the
+ * client's hello, and the client would wait on its Unix socket forever,
+ * where over TCP it would have read EOF. So the client keeps its TCP
+ * socket and watches it while it waits on the fast-path socket:
+ *   - a reset (POLLERR, or POLLHUP: the client never shuts the bell
+ *     down, so only a reset closes it) is the claim: the bell is closed;
+ *   - an end of stream or data (the server closed or used the TCP
+ *     connection without claiming) means the fast path is dead: the
+ *     fast-path socket is shut down, so that the application reads EOF (and
+ *     its writes fail) as over TCP.
+ * Waits that watch it: blocking reads (io.c), poll, ppoll, select, pselect
+ * (as a poll with the bells added) and epoll_wait, epoll_pwait (the bell is
+ * registered, one-shot, with a tag in its data, in every epoll set the
+ * fast-path socket is in; tagged events are taken out of what the
+ * application gets). Every other interposed call checks it without
+ * waiting. A connection is unconfirmed for about one server wake-up; the
+ * waits above cost nothing extra when no connection of the process is. */
+#include "internal.h"
+#include "syscalls.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
+
+atomic_int lf__unconfirmed;
+bool lf__bells_used;
+
+void lf__bell_keep(int fd, int bell)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	lf__fd_hide(bell, &f->bell);
+	atomic_fetch_or(&f->flags, LF_F_UNCONFIRMED);
+	atomic_fetch_add(&lf__unconfirmed, 1);
+	lf__bells_used = true;
+	for (int i = 0; i < LF_EPOLL_MAX; i++)
+		if (f->ep[i].epfd1)
+			lf__bell_epoll_add(f->ep[i].epfd1 - 1, fd);
+}
+
+void lf__bell_drop(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_fetch_and(&f->flags, ~LF_F_UNCONFIRMED) & LF_F_UNCONFIRMED))
+		return;
+	atomic_fetch_sub(&lf__unconfirmed, 1);
+	lf__fd_unhide(f->bell);
+	lf__sys_close(f->bell);
+	f->bell = -1;
+}
+
+bool lf__bell_check(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_UNCONFIRMED))
+		return false;
+	int ev = lf__sys_poll1(f->bell, POLLIN | POLLRDHUP, 0);
+	if (ev == 0 || (ev < 0 && errno == EINTR))
+		return true;
+	/* The client has not shut its TCP socket down (the bell holds it), so
+	 * a hang-up is the CLOSE state, which only a reset reaches: the claim,
+	 * even when the reset's error was read already. */
+	if (ev > 0 && !(ev & (POLLERR | POLLHUP))) {
+		DEBUG("fd %d: the server closed the TCP connection without claiming it (events %#x): fast path shut down", fd, ev);
+		lf__count(LF_EV_ORPHANED);
+		syscall(SYS_shutdown, fd, SHUT_RDWR);
+	}
+	lf__bell_drop(fd);
+	return false;
+}
+
+int lf__bell_wait(int fd, short events)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	while (lf__bell_check(fd)) {
+		struct pollfd p[2] = { { fd, events, 0 }, { f->bell, POLLIN | POLLRDHUP, 0 } };
+		unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
+		int r = (int)syscall(SYS_ppoll, p, 2, NULL, NULL, 8);
+		if (r < 0 && errno == EINTR) {
+			/* As the blocking call would: restarted under SA_RESTART
+			 * (when the handler is known to be such), else EINTR. */
+			if (atomic_load(&lf__sig_seen) != s0 && atomic_load(&lf__sig_interrupt) == i0)
+				continue;
+			return -1;
+		}
+		if (r > 0 && p[0].revents)
+			return 0;
+	}
+	return 0;
+}
+
+/* ---- poll and select with the bells added */
+
+static bool any_unconfirmed(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (lf__bell_check(fds[i].fd))
+			return true;
+	return false;
+}
+
+static int64_t left_of(int64_t timeout_ns, uint64_t start)
+{
+	if (timeout_ns < 0)
+		return -1;
+	int64_t left = timeout_ns - (int64_t)(lf__now_ns() - start);
+	return left < 0 ? 0 : left;
+}
+
+int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset_t *mask, bool *handled)
+{
+	*handled = false;
+	if (!atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) || !any_unconfirmed(fds, n))
+		return 0;
+	*handled = true;
+	struct pollfd *all = malloc((n * 2 + 1) * sizeof(*all));
+	uint64_t start = lf__now_ns();
+	int r;
+
+	if (!all) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (;;) {
+		nfds_t k = n;
+		memcpy(all, fds, n * sizeof(*all));
+		for (nfds_t i = 0; i < n; i++) {
+			struct lf_fd *f = lf__fd(fds[i].fd);
+			if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+				all[k++] = (struct pollfd){ f->bell, POLLIN | POLLRDHUP, 0 };
+		}
+		int64_t left = left_of(timeout_ns, start);
+		struct timespec ts = { left / 1000000000, left % 1000000000 };
+		r = (int)syscall(SYS_ppoll, all, k, left < 0 ? NULL : &ts, mask, 8);
+		if (r < 0)
+			break;
+		r = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			fds[i].revents = all[i].revents;
+			r += all[i].revents != 0;
+		}
+		for (nfds_t i = n; i < k; i++) /* a bell rang: claimed, or dead (then readable) */
+			if (all[i].revents)
+				for (nfds_t j = 0; j < n; j++)
+					lf__bell_check(fds[j].fd);
+		if (r || left == 0)
+			break;
+		/* Only bells rang: the caller's wait goes on, for what is left. */
+	}
+	free(all);
+	return r;
+}
+
+int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_ns, const sigset_t *mask,
+		    bool *handled)
+{
+	struct pollfd *p = NULL;
+	nfds_t k = 0;
+	int r;
+
+	*handled = false;
+	if (!atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed))
+		return 0;
+	for (int fd = 0; fd < n && fd < FD_SETSIZE; fd++)
+		if (((rs && FD_ISSET(fd, rs)) || (ws && FD_ISSET(fd, ws))) && lf__bell_check(fd))
+			*handled = true;
+	if (!*handled)
+		return 0;
+	if (!(p = malloc((size_t)n * sizeof(*p)))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (int fd = 0; fd < n && fd < FD_SETSIZE; fd++) {
+		short ev = (rs && FD_ISSET(fd, rs) ? POLLIN : 0) | (ws && FD_ISSET(fd, ws) ? POLLOUT : 0) |
+			   (es && FD_ISSET(fd, es) ? POLLPRI : 0);
+		if (ev)
+			p[k++] = (struct pollfd){ fd, ev, 0 };
+	}
+	bool inner;
+	r = lf__bell_poll(p, k, timeout_ns, mask, &inner);
+	if (!inner) { /* the bells were confirmed meanwhile: a plain wait */
+		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
+		r = (int)syscall(SYS_ppoll, p, k, timeout_ns < 0 ? NULL : &ts, mask, 8);
+	}
+	if (r >= 0) {
+		r = 0;
+		for (nfds_t i = 0; i < k; i++) {
+			int fd = p[i].fd;
+			bool rd = rs && FD_ISSET(fd, rs) && (p[i].revents & (POLLIN | POLLHUP | POLLERR));
+			bool wr = ws && FD_ISSET(fd, ws) && (p[i].revents & (POLLOUT | POLLERR));
+			bool ex = es && FD_ISSET(fd, es) && (p[i].revents & POLLPRI);
+			if (rs && FD_ISSET(fd, rs) && !rd)
+				FD_CLR(fd, rs);
+			if (ws && FD_ISSET(fd, ws) && !wr)
+				FD_CLR(fd, ws);
+			if (es && FD_ISSET(fd, es) && !ex)
+				FD_CLR(fd, es);
+			r += rd + wr + ex;
+		}
+	}
+	free(p);
+	return r;
+}
+
+/* ---- epoll */
+
+#define BELL_TAG 0x4c46424c00000000ull /* "LFBL" in the high half; the fd in the low half */
+
+void lf__bell_epoll_add(int epfd, int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.u64 = BELL_TAG | (uint32_t)fd };
+
+	if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+		lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
+}
+
+int lf__bell_epoll_filter(struct epoll_event *ev, int n)
+{
+	int k = 0;
+
+	if (!lf__bells_used)
+		return n;
+	for (int i = 0; i < n; i++) {
+		if ((ev[i].data.u64 & 0xffffffff00000000ull) == BELL_TAG) {
+			lf__bell_check((int)(uint32_t)ev[i].data.u64);
+			continue;
+		}
+		ev[k++] = ev[i];
+	}
+	return k;
+}
