@@ -240,9 +240,9 @@ def as_root(attacker, name, *args, loopfast=True):
 
 
 def echo_server(attacker, fam, *opts):
-    """attack/server.py as root under loopfast: (process, port, listener
+    """attack/echo_server.py as root under loopfast: (process, port, listener
     inode, pid of the process that listens)."""
-    srv = as_root(attacker, "server", fam, *opts)
+    srv = as_root(attacker, "echo_server", fam, *opts)
     port, ino, pid = map(int, readline(srv).split())
     if "--go" not in opts:
         assert readline(srv).strip() == "listening"
