@@ -14,8 +14,10 @@ import json
 import os
 import random
 import select
+import subprocess
 import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lfsec import client_name, fds_in, rendezvous  # noqa: E402
@@ -25,6 +27,9 @@ ap.add_argument("fam", choices=["4", "6"])
 ap.add_argument("sport", type=int)
 ap.add_argument("ino", type=int)
 ap.add_argument("--keep", type=int, default=2000)
+ap.add_argument("--rate", type=int, default=0, help="junk hellos a second at most (0: as fast as it can)")
+ap.add_argument("--max-queued", type=int, default=0,
+                help="add none while the rendezvous' backlog holds this many (sock_diag; 0: no limit)")
 a = ap.parse_args()
 
 devnull = os.open("/dev/null", os.O_RDONLY)
@@ -67,6 +72,16 @@ def junk():
     return True
 
 
+def backlog():
+    """Connections waiting on the rendezvous (ss: sock_diag, any uid may ask)."""
+    out = subprocess.run(["ss", "-H", "-x", "-l", "-n"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == "@" + rendezvous(a.fam, a.ino)[1:].decode():
+            return int(f[2])
+    return 0
+
+
 def reap():
     """Reads what reached the held hellos; drops the oldest over KEEP."""
     while len(held) > a.keep:
@@ -81,12 +96,22 @@ def reap():
 
 
 ready = False
+start, made = time.monotonic(), 0
 while True:
-    for _ in range(256):
+    room = 256
+    if a.max_queued:
+        room = min(room, a.max_queued - backlog())
+        if room <= 0:
+            time.sleep(0.01)
+    for _ in range(max(room, 0)):
+        if a.rate and made >= a.rate * (time.monotonic() - start):
+            time.sleep(0.01)
+            break
+        made += 1
         if not junk():
             break
     reap()
-    if not ready and (len(held) >= a.keep or stats["full"]):
+    if not ready and (len(held) >= a.keep or stats["full"] or (a.rate and made >= a.rate)):
         print("ready", flush=True)
         ready = True
     if ready and select.select([sys.stdin], [], [], 0)[0]:
