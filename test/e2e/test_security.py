@@ -390,6 +390,46 @@ def test_server_of_another_uid_receives_no_descriptor(build, attacker, fam, kind
     assert got["fds"] == 0, got
 
 
+@FAMS
+@pytest.mark.parametrize("mode", ["tcp", pytest.param("loopfast", marks=pytest.mark.xfail(
+    strict=True, reason="a fast-path client of another uid sends descriptors (SCM_RIGHTS) over the Unix stream and "
+    "a root server that reads with recvmsg and room for ancillary data receives them, which TCP never delivers "
+    "(issue 13)"))])
+def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
+    # The other direction: the attacker is a client of a root server that
+    # reads with recvmsg and room for ancillary data, and sends eight of its
+    # own descriptors along with its bytes. Over TCP that cannot be (TCP
+    # ignores them); on the fast path no descriptor may reach the server
+    # either.
+    srv, port, ino, _ = echo_server(attacker, fam, "--recvmsg")
+    cl = attacker("fd_sender", fam, port, preload_lib=mode == "loopfast")
+    try:
+        out = json.loads(readline(cl))
+        got = result(srv)
+    finally:
+        stop(cl)
+        stop(srv)
+    print(f"attacker: {out}; server: {got}")
+    assert out["echo"] and out["fast"] == (mode == "loopfast"), out  # the attack was in place
+    assert got == {"fds": 0}, (out, got)
+
+
+def test_stash_takes_nothing_from_another_uid(build, attacker):
+    # The stash (a datagram socket connected to itself) holds hellos and
+    # their descriptors between the processes that share a listener; the
+    # attacker tries to put a forged entry in it, by name.
+    srv, port, ino, _ = echo_server(attacker, "4")
+    try:
+        assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
+        poke = attacker("stash_poke", "4", ino)
+        out = json.loads(readline(poke))
+        poke.wait(timeout=30)
+        assert out == {"sendto": "PermissionError", "connect": "PermissionError"}, out
+        assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
+    finally:
+        stop(srv)
+
+
 # ---- flood
 
 @FAMS

@@ -6,8 +6,12 @@ listener (their pids on a line "workers P..."). Serves until stdin closes.
 --hold: accepts nothing until a line on stdin (its accept queue fills).
 --rogue: the first connection is accepted by a child with the raw system
 call (no loopfast: a worker killed between its accept and its claim),
-which then exits at once; only then does the server accept."""
+which then exits at once; only then does the server accept.
+--recvmsg: reads with recvmsg and room for descriptors (as a server that
+wants ancillary data does), counts the descriptors that arrive (closing
+them) and, when stdin closes, prints {"fds": N} (single process only)."""
 import argparse
+import json
 import os
 import signal
 import socket
@@ -15,7 +19,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import ADDR, FAMILY, SYS_ACCEPT4, raw  # noqa: E402
+from lfsec import ADDR, FAMILY, SYS_ACCEPT4, fds_in, raw  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("fam", choices=["4", "6"])
@@ -24,6 +28,7 @@ ap.add_argument("--workers", type=int, default=0)
 ap.add_argument("--go", action="store_true")
 ap.add_argument("--hold", action="store_true")
 ap.add_argument("--rogue", action="store_true")
+ap.add_argument("--recvmsg", action="store_true")
 a = ap.parse_args()
 
 s = socket.socket(FAMILY[a.fam])
@@ -34,10 +39,17 @@ if a.go:
 s.listen(a.backlog)
 
 
+received = [0]
+
+
 def serve(c):
     try:
         while True:
-            d = c.recv(65536)
+            if a.recvmsg:
+                d, anc, _, _ = c.recvmsg(65536, socket.CMSG_SPACE(4 * 64))
+                received[0] += fds_in(anc)
+            else:
+                d = c.recv(65536)
             if not d:
                 break
             c.sendall(d)
@@ -87,4 +99,6 @@ else:
         sys.stdin.readline()
     threading.Thread(target=accept_loop, daemon=True).start()
     sys.stdin.read()
+    if a.recvmsg:
+        print(json.dumps({"fds": received[0]}), flush=True)
 os._exit(0)
