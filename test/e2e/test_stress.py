@@ -4,7 +4,9 @@ junk hellos and random workers are killed (SIGKILL). Every connection
 completes or fails within 5 s (the bound only catches hangs: none may
 hang, none may get another's bytes), and nothing leaks: the clients' and
 the surviving workers' descriptor counts return to what they were. The
-counts of what happened (fast path, failures) are printed, not asserted."""
+counts of what happened (fast path, failures) are printed, not asserted.
+And the load a server of another uid than its clients meets: more of their
+hellos waiting for their SYNs than their share of the stash."""
 import json
 import os
 import random
@@ -151,3 +153,33 @@ def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam)
     assert got["queued"] > 0, got  # the flood was in place
     assert out["fds_after"] == out["fds_before"], out
     assert after == {w: base[w] for w in survivors}, (base, after, leaked)
+
+
+@pytest.mark.xfail(strict=True, reason="clients of another uid than the server's share 64 places in the stash: "
+                   "when more of their hellos wait for their SYN than that (which concurrency does: hundreds of "
+                   "1000 concurrent connects failed in runs by hand), the rest are dropped and their connections "
+                   "reset, where TCP serves every one (issue 13)")
+def test_late_syns_of_clients_of_another_uid(build, attacker):  # noqa: F811
+    # No attack: a server of the second user (as a database runs as its
+    # own), and 70 root clients whose hellos are queued but whose SYNs come
+    # after another root client's connection (made by hand, to be exact:
+    # concurrency makes it happen at random). The accept of that
+    # connection meets the 70 hellos first and stashes them; each of the
+    # 70 must then be served.
+    srv = attacker("echo_server", "4", preload_lib=True)
+    slow = None
+    try:
+        port, ino, _ = map(int, readline(srv).split())
+        assert readline(srv).strip() == "listening"
+        slow = as_root(attacker, "slow_clients", "4", port, ino, 70, loopfast=False)
+        assert readline(slow).split() == ["queued", "70"]
+        assert run_clients(attacker, "4", port, 1)["outcomes"] == {"ok": 1}
+        slow.stdin.write("go\n")
+        slow.stdin.flush()
+        out = json.loads(readline(slow, 120))
+    finally:
+        stop(srv)
+        if slow:
+            stop(slow)
+    print(f"the late clients: {out}")
+    assert out == {"ok": 70}, out

@@ -11,6 +11,7 @@ which then exits at once; only then does the server accept.
 wants ancillary data does), counts the descriptors that arrive (closing
 them) and, when stdin closes, prints {"fds": N} (single process only)."""
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -69,11 +70,15 @@ def accept_loop():
 
 
 if a.workers:
+    libc, parent = ctypes.CDLL(None), os.getpid()
     pids = []
     for _ in range(a.workers):
         pid = os.fork()
         if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no worker outlives a killed server
+            if os.getppid() != parent:
+                os._exit(0)
             accept_loop()
         pids.append(pid)
     print("listening", flush=True)
