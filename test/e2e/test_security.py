@@ -440,7 +440,13 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     # as the server drains them. 200 clients must all be served; they may
     # fall back to plain TCP. The bound only catches hangs.
     srv, port, ino, _ = echo_server(attacker, fam)
-    flood = attacker("flood", fam, port, ino, "--keep", keep)
+    # 1000: never more than 3000 queued. A rendezvous filled to its last
+    # place makes the client that takes it wait forever, a known fault with
+    # a test of its own (test_rendezvous_filled_to_its_last_place, issue
+    # 13), which a flood that hovers at the full mark meets at random; until
+    # it is fixed, this variant stays clear of it. 5000 fills it for good.
+    limit = ["--max-queued", 3000] if keep < 4096 else []
+    flood = attacker("flood", fam, port, ino, "--keep", keep, *limit)
     try:
         assert readline(flood, 120).strip() == "ready"
         out = run_clients(attacker, fam, port, 200, "--conc", 20, "--bound", 30, timeout=280)
@@ -451,7 +457,7 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path")
     assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
     # The flood was in place: `keep` queued, or the rendezvous full.
-    assert got["queued"] >= keep or (keep > 4096 and got["full"] > 0 and got["queued"] > 4000), got
+    assert got["queued"] >= keep if keep < 4096 else (got["full"] > 0 and got["queued"] > 4000), got
     assert got["bytes"] == 0 and got["fds"] == 0, got
 
 
