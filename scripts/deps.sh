@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=()
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
 for p in build-essential cmake pkg-config liburing-dev python3 python3-pip \
-	 sockperf redis-server redis-tools curl passwd util-linux iproute2 procps valgrind; do
+	 sockperf redis-server redis-tools curl passwd util-linux iproute2 procps valgrind clang; do
 	need "$p"
 done
 if [ ${#pkgs[@]} -gt 0 ]; then
@@ -15,6 +15,15 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -q >/dev/null
 	apt-get install -y -q "${pkgs[@]}" >/dev/null
+fi
+
+# libFuzzer (test/fuzz): Debian ships it apart from clang, in
+# libclang-rt-<major>-dev (clang 14 on Debian 12).
+clang_major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+if [ -n "$clang_major" ] && ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
+	clang -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null; then
+	echo "deps: installing libclang-rt-$clang_major-dev (libFuzzer)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "libclang-rt-$clang_major-dev" >/dev/null
 fi
 
 # pytest (with pytest-timeout: every test runs under a timeout) and

@@ -10,6 +10,8 @@ Without --only, every suite runs:
             fast-path socket (back-off off, so that the spin really runs)
   compat    pytest test/compat (real programs from Debian's packages)
   asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
+  fuzz      test/fuzz/run.sh: each libFuzzer target (the parsers of peer
+            input) built with clang in build-fuzz/ and run for FUZZ_SECONDS
 
 --only runs a named subset instead (for mutants and for developers), with
 no floors; each SPEC is one of
@@ -18,6 +20,7 @@ no floors; each SPEC is one of
   e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
   e2e-spin:PYTEST-ARGS       the same with busy polling
   compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
+  fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn)
 
 What fails the run, besides a failing test:
   - any exit status that disagrees with what the suite reported (a C
@@ -52,6 +55,9 @@ ALLOW = os.path.join(ROOT, "test", "skips.allow")
 SPIN_ENV = {"LOOPFAST_TEST_SPIN_US": "50", "LOOPFAST_SPIN_BACKOFF": "0"}
 ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
 C_LIMIT_S = 1800     # a whole C program (each test has the runner's own timeout)
+FUZZ = os.path.join(ROOT, "test", "fuzz", "run.sh")
+FUZZ_BUILD = os.path.join(ROOT, "build-fuzz")
+FUZZ_SECONDS = 30    # each fuzz target's run (libFuzzer's -max_total_time)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
 
 
@@ -109,10 +115,13 @@ C_LINE = re.compile(r"^(ok  |FAIL|skip|xfail|XPASS) (\S+?)(?::? (.*))?$")
 C_SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped(?:, (\d+) xfailed)?$")
 
 
-def run_c(suite, program, tests=(), env=None):
-    """One C test program: every test's line, the summary, the exit status."""
-    name = os.path.basename(program)
-    banner(f"{suite.name} {name}{' ' + ' '.join(tests) if tests else ''}")
+def run_c(suite, program, tests=(), env=None, name=None):
+    """One C test program: every test's line, the summary, the exit status.
+    (Any program that prints the C runner's lines will do: the fuzz
+    script does, with name "" so that its tests are fuzz/<target>.)"""
+    if name is None:
+        name = os.path.basename(program)
+    banner(f"{suite.name} {name or os.path.basename(program)}{' ' + ' '.join(tests) if tests else ''}")
     e = dict(os.environ, **(env or {}))
     rc, lines = stream([program, *tests], env=e, limit=C_LIMIT_S)
     seen = {"ok  ": 0, "FAIL": 0, "skip": 0, "xfail": 0, "XPASS": 0}
@@ -122,7 +131,7 @@ def run_c(suite, program, tests=(), env=None):
         if m:
             kind, test, reason = m.group(1), m.group(2), m.group(3) or ""
             seen[kind] += 1
-            tid = f"{suite.name}/{name}:{test}"
+            tid = f"{suite.name}/{name}:{test}" if name else f"{suite.name}/{test}"
             if kind == "ok  ":
                 suite.add(tid, "passed")
             elif kind == "FAIL":
@@ -138,7 +147,7 @@ def run_c(suite, program, tests=(), env=None):
         s = C_SUMMARY.match(line)
         if s:
             summary = [int(x or 0) for x in s.groups()]
-    where = f"{suite.name}/{name}"
+    where = f"{suite.name}/{name}" if name else suite.name
     if summary is None:
         suite.problems.append(f"{where}: no summary line (exit status {rc})")
         return
@@ -285,6 +294,7 @@ def main():
             suite("asan").problems.append(err)
         else:
             run_c_suite(suite("asan"), asan, ASAN_ENV)
+        run_c(suite("fuzz"), FUZZ, [FUZZ_BUILD, str(FUZZ_SECONDS)], name="")
     asan_built = None  # for --only asan:...: built once, or why not
     for spec in a.only:
         kind, _, rest = spec.partition(":")
@@ -306,8 +316,10 @@ def main():
             run_pytest(suite(kind), build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
         elif kind == "compat":
             run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
+        elif kind == "fuzz":
+            run_c(suite(kind), FUZZ, [FUZZ_BUILD, str(FUZZ_SECONDS), *[t for t in rest.split(",") if t]], name="")
         else:
-            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin: or compat:")
+            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin:, compat: or fuzz")
 
     all_suites = list(suites.values())
     problems = [p for s in all_suites for p in s.problems]

@@ -120,30 +120,9 @@ static int marked(int fd)
 	uint8_t syn[256];
 	socklen_t len = sizeof(syn);
 
-	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) || len < 20)
+	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len))
 		return -1;
-	size_t off = (syn[0] >> 4) == 4 ? (size_t)(syn[0] & 15) * 4 : 40; /* no extension headers on loopback */
-	if (off + 20 > len)
-		return -1;
-	const uint8_t *tcp = syn + off;
-	size_t end = off + (size_t)(tcp[12] >> 4) * 4;
-	if (end > len)
-		return -1;
-	for (size_t i = off + 20; i < end;) {
-		uint8_t kind = syn[i];
-		if (kind == 0)
-			break;
-		if (kind == 1) {
-			i++;
-			continue;
-		}
-		if (i + 1 >= end || syn[i + 1] < 2 || i + syn[i + 1] > end)
-			break;
-		if (kind == 2 && syn[i + 1] == 4)
-			return ((syn[i + 2] << 8) | syn[i + 3]) == LF_HELLO_MSS;
-		i += syn[i + 1];
-	}
-	return 0;
+	return lf__syn_marked(syn, len);
 }
 
 /* Resets a TCP connection (no TIME_WAIT, the client learns at once). */

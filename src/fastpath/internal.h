@@ -326,6 +326,12 @@ bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint3
  * hello was lost (the caller then accepts again). */
 int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, socklen_t salen);
 
+/* ---- syn.c: the saved SYN's mark (peer input; fuzzed) */
+
+/* 1: the SYN (IP header onwards, len bytes) carries MSS LF_HELLO_MSS; 0: it
+ * does not; -1: too short or malformed to tell. */
+int lf__syn_marked(const uint8_t *syn, size_t len);
+
 /* ---- connect.c: the client side of the negotiation */
 
 /* Returns 1 when it handled the connect (result in *ret and errno), 0

@@ -1,18 +1,31 @@
-"""A process of another uid can neither receive a fast-path client's bytes
-nor take over a plain TCP client's connection. The attacker runs as a
-second user that the test creates."""
+"""Attacks on the negotiation from a process of another uid (the second
+user `lfattacker`, which the tests create), each proven in place (the
+attacker reports what it sent or queued, and the test checks it) before
+asserting that it got nothing and that the legitimate clients (root,
+under `loopfast run`) were served, within bounded time: a squatted
+rendezvous, forged hellos for a plain and a pending connection, the
+sock_diag watcher's race (with UDP and TCP decoys), a server of another
+uid looking for descriptors, a flood of junk hellos; and the failures
+another uid cannot cause but that must not hang anyone either: clients
+and workers killed at the worst moment. The scripts the attacker and the
+clients run are in attack/ (docs/security.md has the threat model)."""
+import glob
 import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import textwrap
+import time
 
 import pytest
 
-from conftest import PROBE, readline, stop, wrap
+from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wrap
+
+ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 
 USER = "lfattacker"
 
@@ -103,6 +116,10 @@ HIJACKER = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def attacker():
+    """run_as(script, *args): a script run as the second user (with
+    preload=True, under loopfast as `loopfast run` would: the library
+    copied where that user can read it). The scripts are copied to a
+    directory every user can read; run_as.path(name) is a script's copy."""
     if os.geteuid() != 0:
         pytest.fail("the security tests create a user: run them as root")
     try:
@@ -119,13 +136,23 @@ def attacker():
             f.write(src)
         os.chmod(path, 0o644)
         scripts[name] = path
+    for src in glob.glob(os.path.join(ATTACK, "*.py")):
+        name = os.path.basename(src)[:-3]
+        scripts[name] = os.path.join(d, name + ".py")
+        shutil.copy(src, scripts[name])
+        os.chmod(scripts[name], 0o644)
+    preload = os.path.join(d, "libloopfast-preload.so")
+    shutil.copy(BUILD / "libloopfast-preload.so", preload)
+    os.chmod(preload, 0o755)
 
-    def run_as(name, *args):
+    def run_as(name, *args, preload_lib=False):
+        env = dict(os.environ, LD_PRELOAD=preload, LOOPFAST_ENABLE="1") if preload_lib else None
         return subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", py,
                                  scripts[name], *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True)
+                                text=True, env=env)
     run_as.py = py
     run_as.scripts = scripts
+    run_as.path = scripts.get
     yield run_as
     shutil.rmtree(d)
 
@@ -193,3 +220,456 @@ def test_forged_hello_cannot_take_a_plain_connection(build, attacker):
         assert result["bytes"] == 0, result
     finally:
         stop(srv)
+
+
+# ---- helpers for the attacks below (scripts in attack/)
+
+def as_root(attacker, name, *args, loopfast=True, debug=False):
+    """A script of attack/ run as root (under `loopfast run` unless told
+    otherwise, with LOOPFAST_DEBUG if debug); its stderr goes to a file
+    (p.errors() reads its end)."""
+    err = tempfile.TemporaryFile(mode="w+")
+    argv = [attacker.py, attacker.path(name), *map(str, args)]
+    env = dict(os.environ, LOOPFAST_DEBUG="1") if debug else None
+    p = subprocess.Popen(wrap("loopfast" if loopfast else "tcp", argv), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+
+    def errors():
+        err.seek(0)
+        return err.read()[-4000:]
+    p.errors = errors
+    return p
+
+
+def echo_server(attacker, fam, *opts, debug=False):
+    """attack/echo_server.py as root under loopfast: (process, port, listener
+    inode, pid of the process that listens)."""
+    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug)
+    port, ino, pid = map(int, readline(srv).split())
+    if "--go" not in opts:
+        assert readline(srv).strip() == "listening"
+    return srv, port, ino, pid
+
+
+def result(proc, timeout=60):
+    """Closes proc's stdin (the scripts' signal to finish) and returns the
+    JSON line it then prints."""
+    proc.stdin.close()
+    return json.loads(readline(proc, timeout))
+
+
+def run_clients(attacker, fam, port, n, *opts, timeout=180):
+    """attack/clients.py: n legitimate clients (root, under loopfast);
+    returns its report. The script bounds every socket call itself; the
+    timeout here only catches a script that hangs as a whole."""
+    cl = as_root(attacker, "clients", fam, port, n, *opts)
+    try:
+        out = json.loads(readline(cl, timeout))
+        cl.wait(timeout=30)
+        return out
+    finally:
+        stop(cl)
+
+
+def send_line(proc, line="go"):
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def queued_on(fam, ino):
+    """How many connections wait in a rendezvous' backlog (sock_diag)."""
+    out = subprocess.run(["ss", "-H", "-x", "-l", "-n"], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == f"@loopfast/2/L/{fam}/{ino}":
+            return int(f[2])
+    return None
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def steady_fd_count(pid, want=None, timeout=20):
+    """pid's descriptor count once it has reached `want` (or, without one,
+    stopped changing for half a second); the last count at the deadline."""
+    deadline = time.monotonic() + timeout
+    last, since = fd_count(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        n = fd_count(pid)
+        if want is not None and n == want:
+            return n
+        if n != last:
+            last, since = n, time.monotonic()
+        elif want is None and time.monotonic() - since >= 0.5:
+            return n
+    return fd_count(pid)
+
+
+def killed_client(attacker, fam, port, ino, cport=0):
+    """A client of the server's own uid (root) that queued its hello and
+    died before its TCP connect: binds a TCP port (cport, or an ephemeral
+    one), binds the client name of that port, connects to the rendezvous,
+    and exits. Returns the port it named."""
+    code = textwrap.dedent(f"""
+        import socket, sys
+        sys.path.insert(0, {os.path.dirname(attacker.path('lfsec'))!r})
+        from lfsec import ADDR, FAMILY, client_name, rendezvous
+        t = socket.socket(FAMILY[{fam!r}])
+        t.bind((ADDR[{fam!r}], {cport}))
+        x = t.getsockname()[1]
+        u = socket.socket(socket.AF_UNIX)
+        u.bind(client_name({fam!r}, x, {port}, 0xdead))
+        u.connect(rendezvous({fam!r}, {ino}))
+        print(x)
+    """)
+    out = subprocess.run([attacker.py, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+FAMS = pytest.mark.parametrize("fam", ["4", "6"])
+ENDED = {"ok", "EOF", "ConnectionResetError", "BrokenPipeError"}  # what a client may see when a server dies
+
+
+# ---- hijack: the sock_diag watcher's race
+
+@FAMS
+@pytest.mark.parametrize("decoy", ["none", "both"])
+def test_watcher_race_hijacks_nothing(build, attacker, fam, decoy):
+    # The attacker polls /proc/net/tcp for new client ports of the server
+    # and queues two forged hellos naming each at once; with decoys it also
+    # holds a UDP socket bound and connected to each victim's endpoints and
+    # tries a TCP socket on the victim's port. Meanwhile 200 fast-path
+    # clients each check the echo of their own random bytes.
+    srv, port, ino, _ = echo_server(attacker, fam)
+    watch = attacker("watcher", fam, port, ino, "--hellos", 2, "--decoy", decoy)
+    try:
+        assert readline(watch).strip() == "ready"
+        out = run_clients(attacker, fam, port, 200, "--conc", 20)
+        time.sleep(0.2)  # let the watcher meet the last clients' ports (more attack, not a wait for a result)
+        got = result(watch)
+    finally:
+        stop(srv)
+        stop(watch)
+    named = set(got["named"]) & set(out["ports"])
+    print(f"clients: {out['outcomes']}, {out['fast']} on the fast path; attacker named {len(named)} of their "
+          f"ports with {got['hellos']} hellos ({got['refused']} refused), decoys {got['decoys']}")
+    assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
+    assert out["fast"] > 0, "no client on the fast path: nothing to hijack"
+    # The attack was in place: it named real clients' connections.
+    assert named and got["hellos"] > 0, got
+    if decoy != "none":
+        assert got["decoys"]["udp"] > 0, got
+    assert got["bytes"] == 0 and got["fds"] == 0, got
+
+
+# ---- no capability crosses a uid
+
+@FAMS
+@pytest.mark.parametrize("kind", ["genuine", "handmade"])
+def test_server_of_another_uid_receives_no_descriptor(build, attacker, fam, kind):
+    # The attacker's own TCP server, with its own rendezvous (its program
+    # under loopfast, or one made by hand and named after its listener's
+    # inode), reads every message of every hello with room for SCM_RIGHTS.
+    # Root clients under loopfast connect to it: the fast path is allowed
+    # (they chose this server, so it gets their bytes), a descriptor is not.
+    evil = attacker("evil_server", fam, kind, preload_lib=kind == "genuine")
+    try:
+        port = int(readline(evil))
+        out = run_clients(attacker, fam, port, 10, "--conc", 5)
+        got = result(evil)
+    finally:
+        stop(evil)
+    print(f"clients: {out}; attacker's server: {got}")
+    assert out["outcomes"] == {"ok": 10}, out
+    # The attack was in place: every client took the fast path to it.
+    assert out["fast"] == 10 and got["hellos"] == 10 and got["bytes"] > 0, (out, got)
+    assert got["fds"] == 0, got
+
+
+@FAMS
+@pytest.mark.parametrize("mode", ["tcp", pytest.param("loopfast", marks=pytest.mark.xfail(
+    strict=True, reason="a fast-path client of another uid sends descriptors (SCM_RIGHTS) over the Unix stream and "
+    "a root server that reads with recvmsg and room for ancillary data receives them, which TCP never delivers "
+    "(issue 13)"))])
+def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
+    # The other direction: the attacker is a client of a root server that
+    # reads with recvmsg and room for ancillary data, and sends eight of its
+    # own descriptors along with its bytes. Over TCP that cannot be (TCP
+    # ignores them); on the fast path no descriptor may reach the server
+    # either.
+    srv, port, ino, _ = echo_server(attacker, fam, "--recvmsg")
+    cl = attacker("fd_sender", fam, port, preload_lib=mode == "loopfast")
+    try:
+        out = json.loads(readline(cl))
+        got = result(srv)
+    finally:
+        stop(cl)
+        stop(srv)
+    print(f"attacker: {out}; server: {got}")
+    assert out["echo"] and out["fast"] == (mode == "loopfast"), out  # the attack was in place
+    assert got == {"fds": 0}, (out, got)
+
+
+def test_stash_takes_nothing_from_another_uid(build, attacker):
+    # The stash (a datagram socket connected to itself) holds hellos and
+    # their descriptors between the processes that share a listener; the
+    # attacker tries to put a forged entry in it, by name.
+    srv, port, ino, _ = echo_server(attacker, "4")
+    try:
+        assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
+        poke = attacker("stash_poke", "4", ino)
+        out = json.loads(readline(poke))
+        poke.wait(timeout=30)
+        assert out == {"sendto": "PermissionError", "connect": "PermissionError"}, out
+        assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
+    finally:
+        stop(srv)
+
+
+# ---- flood
+
+@FAMS
+@pytest.mark.parametrize("keep", [1000, 5000])
+def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
+    # The attacker keeps `keep` junk hellos of every kind queued on the
+    # rendezvous (5000: more than its backlog, so it stays full), refilling
+    # as the server drains them. 200 clients must all be served; they may
+    # fall back to plain TCP. The bound only catches hangs.
+    srv, port, ino, _ = echo_server(attacker, fam)
+    # 1000: never more than 3000 queued. A rendezvous filled to its last
+    # place makes the client that takes it wait forever, a known fault with
+    # a test of its own (test_rendezvous_filled_to_its_last_place, issue
+    # 13), which a flood that hovers at the full mark meets at random; until
+    # it is fixed, this variant stays clear of it. 5000 fills it for good.
+    limit = ["--max-queued", 3000] if keep < 4096 else []
+    flood = attacker("flood", fam, port, ino, "--keep", keep, *limit)
+    try:
+        assert readline(flood, 120).strip() == "ready"
+        out = run_clients(attacker, fam, port, 200, "--conc", 20, "--bound", 30, timeout=280)
+        got = result(flood, 120)
+    finally:
+        stop(srv)
+        stop(flood)
+    print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path")
+    assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
+    # The flood was in place: `keep` queued, or the rendezvous full.
+    assert got["queued"] >= keep if keep < 4096 else (got["full"] > 0 and got["queued"] > 4000), got
+    assert got["bytes"] == 0 and got["fds"] == 0, got
+
+
+@pytest.mark.xfail(strict=True, reason="a flood's junk stays in the rendezvous after the flooder has gone: every "
+                   "client then finds it full and takes plain TCP, so nothing ever drains it and the listener "
+                   "never gets its fast path back (issue 13)")
+def test_fast_path_comes_back_after_a_flood(build, attacker):
+    # Denial of the fast path is allowed while a flood lasts (a loss of
+    # speed, never of a connection); once the flooder is gone, new clients
+    # should get it back.
+    srv, port, ino, _ = echo_server(attacker, "4")
+    flood = attacker("flood", "4", port, ino, "--keep", 5000)
+    try:
+        assert readline(flood, 120).strip() == "ready"
+        got = result(flood, 120)
+        flood.wait(timeout=30)
+        assert got["full"] > 0, got
+        out = run_clients(attacker, "4", port, 50, "--conc", 5)
+        print(f"after the flood: {out['outcomes']}, {out['fast']} of 50 on the fast path; "
+              f"{queued_on('4', ino)} connections still queued on the rendezvous")
+        assert out["outcomes"] == {"ok": 50}, out
+        assert out["fast"] > 0, out
+    finally:
+        stop(srv)
+        stop(flood)
+
+
+@FAMS
+@pytest.mark.xfail(strict=True, reason="an accept examines at most SOMAXCONN (4096) hellos of the rendezvous, which "
+                   "holds one more: with 4096 junk connections queued ahead of it the client's own hello is never "
+                   "reached, the server serves the connection as TCP while its client has switched, and the client "
+                   "waits forever (issue 13)")
+def test_rendezvous_filled_to_its_last_place(build, attacker, fam):
+    # The attacker queues 4096 connections (unnamed, the cheapest junk) on
+    # the rendezvous, whose backlog (SOMAXCONN) takes one more: the victim's
+    # hello gets the last place, and it must be served.
+    srv, port, ino, _ = echo_server(attacker, fam)
+    fill = attacker("fill", fam, ino, 4096)
+    victim = None
+    try:
+        assert readline(fill, 120).split() == ["queued", "4096"]
+        assert queued_on(fam, ino) == 4096
+        victim = as_root(attacker, "victim", fam, port, "--bound", 5)
+        readline(victim)
+        send_line(victim)
+        v = json.loads(readline(victim, 60))
+        assert v["outcome"] == "ok", (v, victim.errors())
+        got = result(fill)
+        assert got == {"bytes": 0, "fds": 0}, got
+    finally:
+        for p in (srv, fill, victim):
+            if p:
+                stop(p)
+
+
+# ---- junk naming a pending connection
+
+@FAMS
+def test_junk_hellos_naming_a_pending_connection(build, attacker, fam):
+    # The victim has bound its port and not yet connected; the attacker
+    # queues 16 hellos naming exactly that endpoint ahead of its hello. Its
+    # own hello is vouched for by the kernel: it is served on the fast path.
+    srv, port, ino, _ = echo_server(attacker, fam)
+    victim = as_root(attacker, "victim", fam, port)
+    forge = None
+    try:
+        vport = int(readline(victim))
+        forge = attacker("forge", fam, port, ino, vport, "--count", 16)
+        assert readline(forge).split() == ["queued", "16"]
+        assert queued_on(fam, ino) >= 16  # the junk is in the rendezvous, ahead of the victim
+        send_line(victim)
+        v = json.loads(readline(victim))
+        assert v == {"outcome": "ok", "fast": True}, (v, victim.errors())
+        wait_fast_path(victim, srv.pid, port)  # both ends, from kernel state
+        got = result(forge)
+    finally:
+        stop(victim)
+        stop(srv)
+        if forge:
+            stop(forge)
+    assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
+
+
+# ---- killed clients
+
+@FAMS
+def test_killed_clients_leave_nothing_behind(build, attacker, fam):
+    # 20 clients of the server's uid queue their hello and die before their
+    # TCP connect. Later clients are served, and the server's descriptor
+    # count returns to what it was.
+    srv, port, ino, pid = echo_server(attacker, fam)
+    try:
+        assert run_clients(attacker, fam, port, 5)["outcomes"] == {"ok": 5}
+        base = steady_fd_count(pid)
+        named = [killed_client(attacker, fam, port, ino) for _ in range(20)]
+        assert queued_on(fam, ino) == 20, named  # the dead hellos wait in the rendezvous
+        out = run_clients(attacker, fam, port, 50, "--conc", 10)
+        assert out["outcomes"] == {"ok": 50} and out["fast"] == 50, out
+        assert steady_fd_count(pid, base) == base, os.listdir(f"/proc/{pid}/fd")
+    finally:
+        stop(srv)
+
+
+@FAMS
+@pytest.mark.xfail(strict=True, reason="a dead hello of the server's own uid naming a port is claimed for the next "
+                   "connection from that port (same uid: vouched for without a look at the client), whose client "
+                   "then waits forever (issue 13)")
+def test_killed_client_then_its_port_reused(build, attacker, fam):
+    # A client of the server's uid queues its hello and dies before its
+    # TCP connect; the next client that gets the same port (the kernel
+    # reuses ports; here it binds it) must be served.
+    srv, port, ino, _ = echo_server(attacker, fam)
+    victim = None
+    try:
+        x = killed_client(attacker, fam, port, ino)
+        victim = as_root(attacker, "victim", fam, port, "--port", x, "--bound", 5)
+        assert int(readline(victim)) == x
+        send_line(victim)
+        v = json.loads(readline(victim))
+        assert v["outcome"] == "ok", (v, victim.errors())
+    finally:
+        stop(srv)
+        if victim:
+            stop(victim)
+
+
+@FAMS
+@pytest.mark.xfail(strict=True, reason="a client that gives up a connect that has not completed (accept queue full) "
+                   "leaves its hello queued, and the next connection from that port is joined to it: its client "
+                   "waits forever (issue 13)")
+def test_abandoned_connect_then_its_port_reused(build, attacker, fam):
+    # The same without any hand-made hello: the listener's accept queue is
+    # full, a fast-path client's non-blocking connect is in progress (its
+    # SYN dropped) and the client gives up (closes); once the server
+    # accepts again, the next client from that port must be served.
+    srv, port, ino, _ = echo_server(attacker, fam, "--hold", "--backlog", 1)
+    fill, ab, victim = [], None, None
+    try:
+        for _ in range(2):  # plain TCP: the accept queue of backlog 1 holds two
+            fill.append(socket.create_connection(("127.0.0.1" if fam == "4" else "::1", port), timeout=10))
+        ab = as_root(attacker, "victim", fam, port, "--abandon")
+        x = int(readline(ab))
+        send_line(ab)
+        assert json.loads(readline(ab))["connect"] == os.strerror(115)  # EINPROGRESS: the queue was full
+        stop(ab)
+        assert queued_on(fam, ino) == 1  # its hello stays queued
+        send_line(srv, "accept")
+        victim = as_root(attacker, "victim", fam, port, "--port", x, "--bound", 5)
+        assert int(readline(victim)) == x
+        send_line(victim)
+        v = json.loads(readline(victim))
+        assert v["outcome"] == "ok", (v, victim.errors())
+    finally:
+        for f in fill:
+            f.close()
+        for p in (srv, ab, victim):
+            if p:
+                stop(p)
+
+
+# ---- killed workers
+
+@FAMS
+def test_killed_worker_ends_its_connections_only(build, attacker, fam):
+    # Four prefork workers serve 40 connections that have each done one
+    # round trip; the worker holding the most is killed (SIGKILL); then
+    # every client does a second round trip. Those of the killed worker see
+    # EOF or a reset at once, every other one is served, nobody hangs; and
+    # new clients are served by the surviving workers.
+    srv, port, ino, _ = echo_server(attacker, fam, "--workers", 4)
+    cl = None
+    try:
+        workers = list(map(int, readline(srv).split()[1:]))
+        cl = as_root(attacker, "clients", fam, port, 40, "--phases", 2, "--bound", 10)
+        assert readline(cl, 60).split() == ["phase1", "40"]
+        held = {w: len(fast_path_pairs(process_tree(cl.pid), [w], port)) for w in workers}
+        victim = max(held, key=held.get)
+        assert held[victim] > 0, held
+        os.kill(victim, signal.SIGKILL)
+        send_line(cl)
+        out = json.loads(readline(cl, 120))
+        print(f"connections per worker {held}, killed {victim}: {out['outcomes']}")
+        assert out["fast"] == 40 and out["unfinished"] == 0, out
+        assert set(out["outcomes"]) <= ENDED, out
+        assert out["outcomes"].get("ok", 0) == 40 - held[victim], (held, out)
+        again = run_clients(attacker, fam, port, 20, "--conc", 5)
+        assert again["outcomes"] == {"ok": 20}, again
+    finally:
+        stop(srv)
+        if cl:
+            stop(cl)
+
+
+@FAMS
+@pytest.mark.xfail(strict=True, reason="a worker killed between its accept and its claim leaves the hello "
+                   "unclaimed in the rendezvous: its client, already switched, waits forever instead of seeing EOF "
+                   "or a reset as over TCP; the bell (issue 13)")
+def test_worker_killed_between_accept_and_claim(build, attacker, fam):
+    # The worst moment, made exact: a child of the server accepts the
+    # connection with the raw system call (accept has returned, the claim
+    # has not run) and dies. Over TCP the client sees EOF or a reset.
+    srv, port, ino, _ = echo_server(attacker, fam, "--rogue")
+    victim = None
+    try:
+        assert readline(srv).split()[0] == "rogue"
+        victim = as_root(attacker, "victim", fam, port, "--bound", 10)
+        readline(victim)
+        send_line(victim)
+        assert readline(srv).strip() == "rogue gone"
+        v = json.loads(readline(victim, 60))
+        assert v["outcome"] in ENDED, (v, victim.errors())
+    finally:
+        stop(srv)
+        if victim:
+            stop(victim)

@@ -1,0 +1,109 @@
+"""An echo server (run as root under `loopfast run`): binds FAM's loopback
+address, prints "PORT INODE PID", optionally waits for a line on stdin
+before it listens (--go), then serves every connection in a thread of its
+own, in this process or in --workers forked workers that accept on the one
+listener (their pids on a line "workers P..."). Serves until stdin closes.
+--hold: accepts nothing until a line on stdin (its accept queue fills).
+--rogue: the first connection is accepted by a child with the raw system
+call (no loopfast: a worker killed between its accept and its claim),
+which then exits at once; only then does the server accept.
+--recvmsg: reads with recvmsg and room for descriptors (as a server that
+wants ancillary data does), counts the descriptors that arrive (closing
+them) and, when stdin closes, prints {"fds": N} (single process only)."""
+import argparse
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lfsec import ADDR, FAMILY, SYS_ACCEPT4, fds_in, raw  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("fam", choices=["4", "6"])
+ap.add_argument("--backlog", type=int, default=128)
+ap.add_argument("--workers", type=int, default=0)
+ap.add_argument("--go", action="store_true")
+ap.add_argument("--hold", action="store_true")
+ap.add_argument("--rogue", action="store_true")
+ap.add_argument("--recvmsg", action="store_true")
+a = ap.parse_args()
+
+s = socket.socket(FAMILY[a.fam])
+s.bind((ADDR[a.fam], 0))
+print(s.getsockname()[1], os.fstat(s.fileno()).st_ino, os.getpid(), flush=True)
+if a.go:
+    sys.stdin.readline()
+s.listen(a.backlog)
+
+
+received = [0]
+
+
+def serve(c):
+    try:
+        while True:
+            if a.recvmsg:
+                d, anc, _, _ = c.recvmsg(65536, socket.CMSG_SPACE(4 * 64))
+                received[0] += fds_in(anc)
+            else:
+                d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+    except OSError:
+        pass
+    finally:
+        c.close()
+
+
+def accept_loop():
+    while True:
+        try:
+            c, _ = s.accept()
+        except OSError:
+            continue  # ECONNABORTED and the like: as any server does
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+
+if a.workers:
+    libc, parent = ctypes.CDLL(None), os.getpid()
+    pids = []
+    for _ in range(a.workers):
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no worker outlives a killed server
+            if os.getppid() != parent:
+                os._exit(0)
+            accept_loop()
+        pids.append(pid)
+    print("listening", flush=True)
+    print("workers", *pids, flush=True)
+    sys.stdin.read()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+else:
+    print("listening", flush=True)
+    if a.rogue:
+        pid = os.fork()
+        if pid == 0:
+            raw(SYS_ACCEPT4, s.fileno(), 0, 0, 0)
+            os._exit(0)
+        print("rogue", pid, flush=True)
+        os.waitpid(pid, 0)
+        print("rogue gone", flush=True)
+    if a.hold:
+        sys.stdin.readline()
+    threading.Thread(target=accept_loop, daemon=True).start()
+    sys.stdin.read()
+    if a.recvmsg:
+        print(json.dumps({"fds": received[0]}), flush=True)
+os._exit(0)

@@ -1,0 +1,71 @@
+"""What the security tests' scripts share: loopfast's abstract names (as an
+attacker writes them), the kernel's own answer to "what is this socket"
+(a raw getsockopt that no interposer sees), and the client ends of TCP
+connections to a port as /proc/net/tcp shows them to any uid."""
+import ctypes
+import os
+import socket
+
+ADDR = {"4": "127.0.0.1", "6": "::1"}
+FAMILY = {"4": socket.AF_INET, "6": socket.AF_INET6}
+# getsockopt's number: the raw call bypasses loopfast's interposed getsockopt,
+# which answers SO_DOMAIN as TCP would.
+SYS_GETSOCKOPT = {"x86_64": 55, "aarch64": 209}[os.uname().machine]
+SYS_ACCEPT4 = {"x86_64": 288, "aarch64": 242}[os.uname().machine]
+SYS_DUP3 = {"x86_64": 292, "aarch64": 24}[os.uname().machine]
+SYS_CLOSE_RANGE = 436  # the same on every architecture
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def kernel_domain(fd):
+    """The socket's real address family (AF_UNIX for a fast-path one)."""
+    v, n = ctypes.c_int(0), ctypes.c_uint32(4)
+    if _libc.syscall(SYS_GETSOCKOPT, fd, socket.SOL_SOCKET, 39, ctypes.byref(v), ctypes.byref(n)) < 0:
+        return -1
+    return v.value
+
+
+def raw(nr, *args):
+    """A system call that no interposer sees; -errno on failure."""
+    r = _libc.syscall(nr, *[ctypes.c_long(x) for x in args])
+    return -ctypes.get_errno() if r < 0 else r
+
+
+def rendezvous(fam, ino):
+    return b"\0loopfast/2/L/%s/%d" % (fam.encode(), ino)
+
+
+def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
+    caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
+    return b"\0loopfast/2/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
+
+
+def fds_in(ancillary):
+    """How many descriptors a recvmsg's ancillary data carried (and closes them)."""
+    n = 0
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            k = len(data) // 4
+            for i in range(k):
+                try:
+                    os.close(int.from_bytes(data[4 * i:4 * i + 4], "little"))
+                except OSError:
+                    pass
+            n += k
+    return n
+
+
+def tcp_clients(fam, sport):
+    """Local ports of the TCP sockets whose remote port is sport (any state):
+    what a watcher of another uid learns of the server's clients."""
+    path = "/proc/net/tcp" if fam == "4" else "/proc/net/tcp6"
+    want = ":%04X" % sport
+    ports = set()
+    with open(path) as f:
+        next(f)
+        for line in f:
+            parts = line.split(None, 4)
+            if len(parts) > 3 and parts[2].endswith(want):
+                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports

@@ -1,0 +1,52 @@
+"""Clients whose SYN comes late (run as root, plainly: they follow the
+protocol by hand, as loopfast's client does, only slower): each binds its
+TCP port, binds its client name and queues its hello on the rendezvous,
+then waits. Prints "queued N"; on a line on stdin each connects its TCP
+socket with the SYN's mark (MSS 89), lets it go (as the client's switch
+does) and talks on its hello: random bytes whose echo it checks within
+BOUND seconds. Prints one JSON line of outcomes."""
+import json
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lfsec import ADDR, FAMILY, client_name, rendezvous  # noqa: E402
+
+fam, sport, ino, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+bound = float(sys.argv[5]) if len(sys.argv) > 5 else 5.0
+clients = []
+for _ in range(n):
+    t = socket.socket(FAMILY[fam])
+    t.bind((ADDR[fam], 0))
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    u.bind(client_name(fam, t.getsockname()[1], sport, os.fstat(t.fileno()).st_ino))
+    u.connect(rendezvous(fam, ino))
+    clients.append((t, u))
+print("queued", len(clients), flush=True)
+sys.stdin.readline()
+outcomes = {}
+for t, u in clients:
+    t.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 89)
+    t.settimeout(bound)
+    u.settimeout(bound)
+    try:
+        t.connect((ADDR[fam], sport))
+        t.close()
+        data = os.urandom(500)
+        u.sendall(data)
+        got = b""
+        while len(got) < len(data):
+            d = u.recv(len(data) - len(got))
+            if not d:
+                raise EOFError()
+            got += d
+        o = "ok" if got == data else "mismatch"
+    except socket.timeout:
+        o = "hung"
+    except EOFError:
+        o = "EOF"
+    except OSError as e:
+        o = type(e).__name__
+    outcomes[o] = outcomes.get(o, 0) + 1
+print(json.dumps(outcomes), flush=True)

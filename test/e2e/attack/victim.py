@@ -1,0 +1,60 @@
+"""One client (run as root under `loopfast run`) that binds its port first
+(--port: that one; else an ephemeral one), prints it, waits for a line on
+stdin, then connects to PORT, sends random bytes and checks the echo
+within BOUND seconds. --abandon: a non-blocking connect instead, closed
+after half a second, whatever its state (a client giving up). Prints one
+JSON line (outcome, whether the kernel says the socket is a Unix one),
+then holds the connection until stdin closes."""
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lfsec import ADDR, FAMILY, kernel_domain  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("fam", choices=["4", "6"])
+ap.add_argument("sport", type=int)
+ap.add_argument("--port", type=int, default=0)
+ap.add_argument("--bound", type=float, default=10.0)
+ap.add_argument("--abandon", action="store_true")
+a = ap.parse_args()
+
+s = socket.socket(FAMILY[a.fam])
+s.bind((ADDR[a.fam], a.port))
+print(s.getsockname()[1], flush=True)
+sys.stdin.readline()
+if a.abandon:
+    s.setblocking(False)
+    err = s.connect_ex((ADDR[a.fam], a.sport))
+    time.sleep(0.5)
+    s.close()
+    print(json.dumps({"outcome": "abandoned", "connect": os.strerror(err)}), flush=True)
+    sys.stdin.read()
+    sys.exit(0)
+s.settimeout(a.bound)
+outcome, fast = "ok", False
+try:
+    s.connect((ADDR[a.fam], a.sport))
+    fast = kernel_domain(s.fileno()) == socket.AF_UNIX
+    data = os.urandom(1000)
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        d = s.recv(len(data) - len(got))
+        if not d:
+            raise EOFError()
+        got += d
+    if got != data:
+        outcome = "mismatch"
+except socket.timeout:
+    outcome = "hung"
+except EOFError:
+    outcome = "EOF"
+except OSError as e:
+    outcome = type(e).__name__
+print(json.dumps({"outcome": outcome, "fast": fast}), flush=True)
+sys.stdin.read()

@@ -1,0 +1,100 @@
+"""What a program may do to its own connects and descriptors, which
+loopfast must survive as TCP would: a signal that interrupts a blocking
+connect (EINTR, then the connection completes in the background), a
+connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
+overwrites every descriptor it has, loopfast's own included, between two
+connects. Not attacks (a program can only do this to itself), but each
+once made loopfast hang; the scripts are in attack/ with the attacks'."""
+import json
+import os
+import socket
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import readline, stop, wrap
+
+ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+FAMS = pytest.mark.parametrize("fam", ["4", "6"])
+
+
+def script(mode, name, *args):
+    err = tempfile.TemporaryFile(mode="w+")
+    p = subprocess.Popen(wrap(mode, [PY, os.path.join(ATTACK, name), *map(str, args)]), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=err, text=True)
+    p.err = err
+    return p
+
+
+def errors(p):
+    p.err.seek(0)
+    return p.err.read()[-4000:]
+
+
+def echo_server(fam, *opts):
+    """attack/echo_server.py under loopfast: (process, port)."""
+    srv = script("loopfast", "echo_server.py", fam, *opts)
+    port = int(readline(srv).split()[0])
+    assert readline(srv).strip() == "listening"
+    return srv, port
+
+
+def sigconnect_transcript(mode, fam):
+    """sigconnect.py's lines, run in `mode` against a loopfast server whose
+    accept queue is full until the script says it is waiting."""
+    srv, port = echo_server(fam, "--hold", "--backlog", 1)
+    fill, cl = [], None
+    try:
+        for _ in range(2):  # a listener of backlog 1 holds two in its accept queue
+            fill.append(socket.create_connection(("127.0.0.1" if fam == "4" else "::1", port), timeout=10))
+        cl = script(mode, "sigconnect.py", fam, port)
+        lines = []
+        while True:
+            line = readline(cl, 60).rstrip("\n")
+            lines.append(line)
+            if line == "waiting":
+                break
+        srv.stdin.write("accept\n")
+        srv.stdin.flush()
+        cl.stdin.write("go on\n")
+        cl.stdin.flush()
+        for _ in range(10):  # five lines per connection
+            lines.append(readline(cl, 90).rstrip("\n"))
+        cl.wait(timeout=30)
+        assert cl.returncode == 0, errors(cl)
+        return lines
+    finally:
+        for f in fill:
+            f.close()
+        stop(srv)
+        if cl:
+            stop(cl)
+
+
+@FAMS
+def test_signal_and_sndtimeo_during_connect_as_tcp(build, fam):
+    tcp = sigconnect_transcript("tcp", fam)
+    fast = sigconnect_transcript("loopfast", fam)
+    print("\n".join(fast))
+    assert tcp[0].endswith(": EINTR"), tcp  # the control: what TCP does
+    assert [l for l in fast if not l.startswith("path")] == [l for l in tcp if not l.startswith("path")]
+    # Both connections completed on the fast path after all.
+    assert [l for l in fast if l.startswith("path")] == ["path interrupted fast", "path timed out fast"], fast
+
+
+@FAMS
+@pytest.mark.parametrize("how", ["close_range", "dup2", "dup3-raw"])
+def test_connect_after_wrecking_every_descriptor(build, fam, how):
+    srv, port = echo_server(fam)
+    cl = None
+    try:
+        cl = script("loopfast", "closefds.py", fam, port, how)
+        out = json.loads(readline(cl, 60))
+        cl.wait(timeout=30)
+    finally:
+        stop(srv)
+        if cl:
+            stop(cl)
+    assert out == {"first": ["ok", "fast"], "second": ["ok", "fast"]}, (out, errors(cl))

@@ -1,0 +1,28 @@
+/* libFuzzer target: lf__syn_marked, which reads the saved SYN of an
+ * accepted connection (every byte the client's) for the MSS that says "my
+ * hello is queued". The input is the SYN as TCP_SAVED_SYN gives it (IP
+ * header onwards), in a buffer of exactly its size so that ASan sees any
+ * read past it. Checked: memory safety, an answer in {-1, 0, 1}, and the
+ * same answer for the same bytes at the end of a larger buffer (the
+ * parser never looks past `len`). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *exact = malloc(size ? size : 1), *big = malloc(size + 64);
+
+	if (!exact || !big)
+		abort();
+	memcpy(exact, data, size);
+	memcpy(big, data, size);
+	memset(big + size, 0x02, 64); /* would read as an MSS option */
+	int r = lf__syn_marked(exact, size);
+	if (r < -1 || r > 1 || lf__syn_marked(big, size) != r)
+		abort();
+	free(exact);
+	free(big);
+	return 0;
+}
