@@ -73,9 +73,10 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 	if (n)
 		return n;
 	/* The hello of an accepted connection was queued before its SYN: it
-	 * is among what the rendezvous holds now. Never more than that, or a
-	 * flood arriving behind it would keep this accept busy. */
-	for (int budget = SOMAXCONN; budget > 0; budget--) {
+	 * is among what the rendezvous holds now, which is at most its
+	 * backlog and one more. Never more than that, or a flood arriving
+	 * behind it would keep this accept busy. */
+	for (int budget = SOMAXCONN + 1; budget > 0; budget--) {
 		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (u < 0 && errno == EINTR)
 			continue;
@@ -98,6 +99,24 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		lf__sys_close(u);
 	}
 	return n;
+}
+
+/* Empties the rendezvous (as far as take() goes): every hello goes to the
+ * stash for its own accept, or is dropped. */
+static void drain(struct lf_listener *l)
+{
+	static const struct lf_ep nobody; /* port 0: names no connection */
+	int cand[1];
+	uint32_t uid;
+	bool released = false;
+
+	lf__listener_lock(l);
+	int n = take(l, &nobody, cand, &uid, 1, &released);
+	lf__listener_unlock(l);
+	if (n)
+		lf__sys_close(cand[0]);
+	if (released)
+		lf__listener_reserve(l, true);
 }
 
 /* Does the kernel vouch that the sender of a hello (uid) is the owner of
@@ -165,14 +184,28 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	}
 	if (lf__listener_marks(l) && marked(newfd) == 0) {
 		lf__count(LF_EV_PLAIN_PEER);
-		return 0; /* a plain client: no hello to look for */
+		/* A plain client: no hello to look for. But clients fall back
+		 * to plain TCP when the rendezvous is full: whatever a flood
+		 * left there would stay for good if only fast-path accepts
+		 * drained it. Plain accepts do, at most once a second. */
+		uint64_t now = lf__now_ns();
+		if (now - l->drained_ns > 1000000000ull) {
+			l->drained_ns = now;
+			drain(l);
+		}
+		return 0;
 	}
 	do {
 		lf__listener_lock(l);
 		n = take(l, &peer, cand, uids, MAX_CAND, &released);
 		lf__listener_unlock(l);
 		for (int i = 0; i < n; i++) {
-			if (unx < 0 && vouched(uids[i], &peer, &local)) {
+			if (unx < 0 && lf__hello_dead(cand[i])) {
+				/* Its client died before its connect, or gave it
+				 * up: the port has been used again since. */
+				DEBUG("accept fd %d: a dead hello for port %u: dropped", newfd, peer.port);
+				lf__sys_close(cand[i]);
+			} else if (unx < 0 && vouched(uids[i], &peer, &local)) {
 				unx = cand[i];
 			} else {
 				if (unx < 0) {
@@ -195,6 +228,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		/* Only if the dropped hello was its client's own: another uid
 		 * naming this connection must not be able to get it reset. */
 		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid) {
+			DEBUG("accept fd %d: no hello for port %u: plain TCP", newfd, peer.port);
 			lf__count(LF_EV_PLAIN_PEER);
 			return 0;
 		}

@@ -435,6 +435,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
 		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, false);
+	lf__no_rights(unx);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		sl = sizeof(ss);

@@ -138,6 +138,7 @@ struct lf_listener {
 	int shmfd;           /* memfd: claim lock and stash index */
 	struct lf_shm *shm;  /* its mapping */
 	int reserve;         /* a descriptor released for a claim, for the fd limit */
+	uint64_t drained_ns; /* when a plain accept last drained the rendezvous (claim.c) */
 };
 
 /* The MSS a fast-path client advertises in its SYN: says "my hello is
@@ -259,6 +260,15 @@ enum lf_event {
 };
 void lf__count(enum lf_event ev);
 
+/* Linux 6.16's switch that makes a Unix socket refuse descriptors
+ * (SCM_RIGHTS; the sender gets EPERM). Set off on every Unix socket of the
+ * fast path, as TCP carries none; older kernels refuse the option, and
+ * recvmsg (io.c) closes what arrives instead. */
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
+void lf__no_rights(int unx);
+
 /* ---- bell.c: a client's TCP socket kept until the claim is seen */
 
 extern atomic_int lf__unconfirmed; /* connections of this process still unconfirmed */
@@ -309,6 +319,11 @@ void lf__listener_unlock(struct lf_listener *l);
  * `client` (its sender's uid in *uid), or -1. */
 int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
+/* A hello whose client has closed it with nothing left to read: nobody
+ * will ever want it (its client died before its connect, or gave the
+ * connect up). One that still carries data is a client that wrote and
+ * closed: its connection is served. */
+bool lf__hello_dead(int fd);
 /* False when the stash surely holds no hello for `client` (no lock). */
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while

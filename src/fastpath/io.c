@@ -2,8 +2,9 @@
  * Nothing here costs a socket loopfast has nothing to do with more than one
  * array lookup. What they add: a connect still pending on the fd finishes
  * first (connect.c); SHUT_RD keeps TCP's answer; reads may spin (spin.c);
- * the source address of a received message is TCP's (none); sendto and
- * sendmsg ignore a destination as a connected TCP socket does. */
+ * the source address of a received message is TCP's (none), and so are
+ * its descriptors (none); sendto and sendmsg ignore a destination as a
+ * connected TCP socket does, and refuse descriptors as it does. */
 #include "internal.h"
 #include "syscalls.h"
 
@@ -17,12 +18,39 @@
 #include <time.h>
 #include <unistd.h>
 
-static void no_source(int fd, struct msghdr *m)
+void lf__no_rights(int unx)
+{
+	int off = 0;
+
+	lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));
+}
+
+/* What TCP's recvmsg never gives: a source address, or descriptors. A
+ * kernel without SO_PASSRIGHTS delivers the descriptors a peer sent (a
+ * client of another uid may send its own): they are closed here, and
+ * their message taken out (the kernel puts SCM_RIGHTS last). */
+static void tcp_msg(int fd, struct msghdr *m)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+	if (!f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+		return;
+	if (m->msg_name)
 		m->msg_namelen = 0;
+	if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int rfd;
+			memcpy(&rfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			lf__sys_close(rfd);
+		}
+		m->msg_controllen = (size_t)((char *)c - (char *)m->msg_control);
+		break;
+	}
 }
 
 /* A connect pending on fd (connect.c) finishes before the data path uses
@@ -88,17 +116,17 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	if (lf__shut_rd(fd)) {
 		r = shut_rd_recvmsg(fd, m, flags);
 		if (r >= 0)
-			no_source(fd, m);
+			tcp_msg(fd, m);
 		return r;
 	}
 	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE) {
 		if (r >= 0)
-			no_source(fd, m);
+			tcp_msg(fd, m);
 		return r;
 	}
 	r = REAL(recvmsg)(fd, m, flags);
 	if (r >= 0)
-		no_source(fd, m);
+		tcp_msg(fd, m);
 	return r;
 }
 
@@ -178,6 +206,17 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
+	if (m && m->msg_control && m->msg_controllen >= sizeof(struct cmsghdr) && f &&
+	    (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		/* TCP's sendmsg refuses descriptors and credentials (EINVAL);
+		 * a Unix socket would carry them. */
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+			if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SCM_RIGHTS || c->cmsg_type == SCM_CREDENTIALS)) {
+				errno = EINVAL;
+				return -1;
+			}
+		}
+	}
 	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		struct msghdr copy = *m;
 		copy.msg_name = NULL;

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -44,7 +45,7 @@
 #define STASH_MAGIC 0x3253464cu /* "LFS2" */
 #define STASH_BUCKETS 16384
 #define STASH_UIDS 256
-#define STASH_PER_UID 64   /* unvouched hellos one uid may keep in the stash */
+#define STASH_PER_UID 1024 /* unvouched hellos one uid may keep in the stash: a quarter */
 #define STASH_MAX 4096     /* all hellos together */
 #define POISON_RING 256
 
@@ -231,13 +232,13 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uin
 	return 0;
 }
 
-/* A stashed hello whose client has gone with nothing left to read can go:
- * nobody will ever want it. One that still carries data stays (its client
- * wrote and closed; its connection will be accepted). */
-static bool dead(int fd)
+bool lf__hello_dead(int fd)
 {
-	int ev = lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0);
-	return ev > 0 && (ev & (POLLHUP | POLLERR)) && !(ev & POLLIN);
+	int ev = lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0), inq = 0;
+
+	/* A Unix stream whose peer has closed polls HUP (and IN, for the
+	 * end of stream): dead unless bytes are still queued. */
+	return ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;
 }
 
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
@@ -248,7 +249,7 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
-	unsigned b = bucket_of(client), n = m->total;
+	unsigned b = bucket_of(client), n = m->total, same = 0;
 	struct stash_msg sm;
 	int fd;
 
@@ -273,16 +274,18 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 			*uid = sm.uid;
 			return fd;
 		}
-		if (dead(fd) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
+		if (lf__hello_dead(fd) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
 			index_del(m, &sm);
 			lf__sys_close(fd);
 			continue;
 		}
 		lf__sys_close(fd); /* the stash holds its own reference */
+		same += bucket_of(&sm.client) == b;
 	}
-	/* Not found after a full round: the count was stale (a process died
-	 * while it held a hello it had taken from the stash). */
-	m->bucket[b] = 0;
+	/* Not found after a full round: the bucket counts what the round
+	 * saw of it (other clients share buckets). It was more when a
+	 * process died while it held a hello it had taken from the stash. */
+	m->bucket[b] = (uint16_t)(same < m->bucket[b] ? same : m->bucket[b]);
 	return -1;
 }
 
@@ -504,6 +507,7 @@ static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm *
 		*shm = NULL;
 		return -e;
 	}
+	lf__no_rights(out[0]); /* inherited by every connection accepted on it */
 	if (lf__sys_setsockopt(out[1], SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)))
 		lf__sys_setsockopt(out[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	if (lf__sys_setsockopt(out[1], SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))

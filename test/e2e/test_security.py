@@ -391,10 +391,7 @@ def test_server_of_another_uid_receives_no_descriptor(build, attacker, fam, kind
 
 
 @FAMS
-@pytest.mark.parametrize("mode", ["tcp", pytest.param("loopfast", marks=pytest.mark.xfail(
-    strict=True, reason="a fast-path client of another uid sends descriptors (SCM_RIGHTS) over the Unix stream and "
-    "a root server that reads with recvmsg and room for ancillary data receives them, which TCP never delivers "
-    "(issue 13)"))])
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
 def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
     # The other direction: the attacker is a client of a root server that
     # reads with recvmsg and room for ancillary data, and sends eight of its
@@ -461,9 +458,6 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     assert got["bytes"] == 0 and got["fds"] == 0, got
 
 
-@pytest.mark.xfail(strict=True, reason="a flood's junk stays in the rendezvous after the flooder has gone: every "
-                   "client then finds it full and takes plain TCP, so nothing ever drains it and the listener "
-                   "never gets its fast path back (issue 13)")
 def test_fast_path_comes_back_after_a_flood(build, attacker):
     # Denial of the fast path is allowed while a flood lasts (a loss of
     # speed, never of a connection); once the flooder is gone, new clients
@@ -486,10 +480,6 @@ def test_fast_path_comes_back_after_a_flood(build, attacker):
 
 
 @FAMS
-@pytest.mark.xfail(strict=True, reason="an accept examines at most SOMAXCONN (4096) hellos of the rendezvous, which "
-                   "holds one more: with 4096 junk connections queued ahead of it the client's own hello is never "
-                   "reached, the server serves the connection as TCP while its client has switched, and the client "
-                   "waits forever (issue 13)")
 def test_rendezvous_filled_to_its_last_place(build, attacker, fam):
     # The attacker queues 4096 connections (unnamed, the cheapest junk) on
     # the rendezvous, whose backlog (SOMAXCONN) takes one more: the victim's
@@ -562,9 +552,6 @@ def test_killed_clients_leave_nothing_behind(build, attacker, fam):
 
 
 @FAMS
-@pytest.mark.xfail(strict=True, reason="a dead hello of the server's own uid naming a port is claimed for the next "
-                   "connection from that port (same uid: vouched for without a look at the client), whose client "
-                   "then waits forever (issue 13)")
 def test_killed_client_then_its_port_reused(build, attacker, fam):
     # A client of the server's uid queues its hello and dies before its
     # TCP connect; the next client that gets the same port (the kernel
@@ -585,9 +572,6 @@ def test_killed_client_then_its_port_reused(build, attacker, fam):
 
 
 @FAMS
-@pytest.mark.xfail(strict=True, reason="a client that gives up a connect that has not completed (accept queue full) "
-                   "leaves its hello queued, and the next connection from that port is joined to it: its client "
-                   "waits forever (issue 13)")
 def test_abandoned_connect_then_its_port_reused(build, attacker, fam):
     # The same without any hand-made hello: the listener's accept queue is
     # full, a fast-path client's non-blocking connect is in progress (its
@@ -652,9 +636,6 @@ def test_killed_worker_ends_its_connections_only(build, attacker, fam):
 
 
 @FAMS
-@pytest.mark.xfail(strict=True, reason="a worker killed between its accept and its claim leaves the hello "
-                   "unclaimed in the rendezvous: its client, already switched, waits forever instead of seeing EOF "
-                   "or a reset as over TCP; the bell (issue 13)")
 def test_worker_killed_between_accept_and_claim(build, attacker, fam):
     # The worst moment, made exact: a child of the server accepts the
     # connection with the raw system call (accept has returned, the claim

@@ -155,10 +155,6 @@ def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam)
     assert after == {w: base[w] for w in survivors}, (base, after, leaked)
 
 
-@pytest.mark.xfail(strict=True, reason="clients of another uid than the server's share 64 places in the stash: "
-                   "when more of their hellos wait for their SYN than that (which concurrency does: hundreds of "
-                   "1000 concurrent connects failed in runs by hand), the rest are dropped and their connections "
-                   "reset, where TCP serves every one (issue 13)")
 def test_late_syns_of_clients_of_another_uid(build, attacker):  # noqa: F811
     # No attack: a server of the second user (as a database runs as its
     # own), and 70 root clients whose hellos are queued but whose SYNs come

@@ -10,6 +10,7 @@ import json
 import os
 import select
 import socket
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +39,10 @@ while True:
             unix = s is not lst or kernel_domain(c.fileno()) == socket.AF_UNIX
             stats["hellos" if unix else "tcp"] += 1
             if s is lst and mode == "handmade":
-                c.close()  # the doorbell: its client talks on the hello
+                # The doorbell: its client talks on the hello. Reset, as a
+                # claim does (a FIN would tell the client nobody claimed).
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.close()
                 continue
             conns.append(c)
             continue
