@@ -56,11 +56,6 @@ class FastPathDiffers(AssertionError):
 # Known faults: the fast-path transcript differs from TCP's until they are
 # fixed. Strict: the run fails the day one of these passes.
 KNOWN = {
-    **{(sc, f): pytest.mark.xfail(
-        strict=True, raises=FastPathDiffers,
-        reason="a pending fast-path connect completed by connect() itself returns 0, and the next connect "
-               "returns 0 again where TCP says EISCONN (issue 13)")
-       for sc in ("connect-again", "connect-eintr-reconnect") for f in ("4", "6")},
     ("kill-workers", "4"): pytest.mark.xfail(
         strict=True, raises=FastPathDiffers,
         reason="a worker killed between accepting the TCP connection and claiming its hello leaves the "
