@@ -43,6 +43,7 @@ MUST_SHOW = {
                             "select: 1 writable 1 except 0"],
     "connect-sndtimeo": ["SO_SNDTIMEO 200 ms to a full queue: -1 EINPROGRESS", "watchdog: 1",
                          "connect again, still full: -1 EALREADY"],
+    "connect-restart": ["SA_RESTART SIGALRM after 100 ms: 0 0", "alarm handler ran: 1", "connect again: -1 EISCONN"],
     "connect-again": ["full queue: -1 EINPROGRESS", "connect again: -1 EALREADY", "and again: -1 EALREADY",
                       "other than EALREADY: 0 0", "connect again: -1 EISCONN"],
 }

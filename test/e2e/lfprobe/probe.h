@@ -72,6 +72,7 @@ void sc_connect_full_poll(void);
 void sc_connect_full_select(void);
 void sc_connect_nonblock(void);
 void sc_connect_refused(void);
+void sc_connect_restart(void);
 void sc_connect_sndtimeo(void);
 void sc_dualstack(void);
 void sc_dup(void);

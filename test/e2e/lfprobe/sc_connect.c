@@ -327,3 +327,36 @@ void sc_connect_again(void)
 	print_so_error(c);
 	accept_and_talk(l, c);
 }
+
+/* Under SA_RESTART a signal does not end a blocking connect: the kernel
+ * restarts it, and it returns once the handshake completes (the server
+ * makes room from another thread). */
+void sc_connect_restart(void)
+{
+	struct sockaddr_storage ss;
+	int port, filler, l = full_listener(&port, &filler);
+	socklen_t sl = loopback(&ss, port);
+	struct sigaction sa;
+	pthread_t t;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	int c = socket(fam, SOCK_STREAM, 0);
+	CHECK(c >= 0);
+	int arg[1] = { l };
+	CHECK(pthread_create(&t, NULL, accept_later, arg) == 0);
+	alarm_ms(100);
+	int r = connect(c, (void *)&ss, sl), e = errno;
+	alarm_ms(0);
+	print_connect("blocking connect to a full queue, SA_RESTART SIGALRM after 100 ms", r, e);
+	out("alarm handler ran: %d", alarms == 1);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(filler);
+	print_so_error(c);
+	r = connect(c, (void *)&ss, sl), e = errno;
+	print_connect("connect again", r, e);
+	accept_and_talk(l, c);
+}
