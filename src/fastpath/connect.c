@@ -397,6 +397,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		if (r == 0 || e == EISCONN || e == ECONNRESET || e == EPIPE) {
 			/* connected (and maybe claimed already) */
 			conclude(fd, e == ECONNRESET || e == EPIPE ? 2 : 1, 0);
+			/* This call is TCP's one 0 after EINPROGRESS: the next
+			 * connect says EISCONN. */
+			atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS);
 			*ret = 0;
 			errno = 0;
 			return 1;

@@ -107,6 +107,27 @@ DOCUMENTED = {
     "rcvlowat": [(r"(poll|select|epoll) below the mark: 0", r"\1 below the mark: 1")],
 }
 
+# Lines plain TCP's transcript must hold, for scenarios whose point would
+# be lost silently if the machine did not behave as they assume (the
+# connect scenarios fill an accept queue so that the handshake waits).
+MUST_SHOW = {
+    "connect-eintr": ["blocking connect to a full queue, SIGALRM after 100 ms: -1 EINTR",
+                      "connect again, still full, SIGALRM after 100 ms: -1 EINTR", "connect again: -1 EISCONN"],
+    "connect-eintr-reconnect": ["SIGALRM after 100 ms: -1 EINTR", "while the server makes room: 0 0",
+                                "connect again: -1 EISCONN"],
+    "connect-full-poll": ["full queue: -1 EINPROGRESS", "watchdog: 1", "poll(0) while full: 0",
+                          "again while full: -1 EALREADY", "poll: 1 POLLOUT 1 POLLERR 0"],
+    "connect-full-epoll": ["full queue: -1 EINPROGRESS", "watchdog: 1", "epoll_wait(0) while full: 0",
+                           "epoll_wait: 1 EPOLLOUT 1 EPOLLERR 0 data 42", "closed: 1 EPOLLIN 1 data 42"],
+    "connect-full-select": ["full queue: -1 EINPROGRESS", "watchdog: 1", "select(0) while full: 0",
+                            "select: 1 writable 1 except 0"],
+    "connect-sndtimeo": ["SO_SNDTIMEO 200 ms to a full queue: -1 EINPROGRESS", "watchdog: 1",
+                         "connect again, still full: -1 EALREADY"],
+    "connect-restart": ["SA_RESTART SIGALRM after 100 ms: 0 0", "alarm handler ran: 1", "connect again: -1 EISCONN"],
+    "connect-again": ["full queue: -1 EINPROGRESS", "connect again: -1 EALREADY", "and again: -1 EALREADY",
+                      "other than EALREADY: 0 0", "connect again: -1 EISCONN"],
+}
+
 
 class FastPathDiffers(AssertionError):
     """The fast-path run's transcript differs from plain TCP's (the only
@@ -163,6 +184,9 @@ def compare(scenario, tcp, lf, lf_out):
 def test_same_as_tcp(build, scenario, family):
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
     tcp, tcp_paths, _ = run("tcp", scenario, family)
+    for line in MUST_SHOW.get(scenario, []):
+        assert any(line in l for l in tcp), f"plain TCP did not show {line!r}: the scenario's setup failed\n" + \
+            "\n".join(tcp)
     lf, lf_paths, lf_out = run("loopfast", scenario, family, spin)
     used = compare(scenario, tcp, lf, lf_out)
     assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \

@@ -30,6 +30,9 @@ const char *ename(int e)
 	case 0: return "0";
 	case EAGAIN: return "EAGAIN";
 	case EINPROGRESS: return "EINPROGRESS";
+	case EALREADY: return "EALREADY";
+	case EINTR: return "EINTR";
+	case ETIMEDOUT: return "ETIMEDOUT";
 	case EPIPE: return "EPIPE";
 	case ECONNRESET: return "ECONNRESET";
 	case ECONNREFUSED: return "ECONNREFUSED";
@@ -202,6 +205,10 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "sockopt-shared", sc_sockopt_shared },
 	{ "oob", sc_oob }, { "shut-rd", sc_shut_rd }, { "rcvlowat", sc_rcvlowat },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
+	{ "connect-eintr", sc_connect_eintr }, { "connect-eintr-reconnect", sc_connect_eintr_reconnect },
+	{ "connect-full-poll", sc_connect_full_poll }, { "connect-full-epoll", sc_connect_full_epoll },
+	{ "connect-full-select", sc_connect_full_select }, { "connect-sndtimeo", sc_connect_sndtimeo },
+	{ "connect-again", sc_connect_again }, { "connect-restart", sc_connect_restart },
 	{ "epoll-before-connect", sc_epoll_before_connect }, { "readiness", sc_readiness },
 	{ "halfclose", sc_halfclose }, { "msgflags", sc_msgflags }, { "vectored", sc_vectored },
 	{ "sendfile-splice", sc_sendfile_splice }, { "ioctl", sc_ioctl }, { "backpressure", sc_backpressure },

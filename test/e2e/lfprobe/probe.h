@@ -1,7 +1,8 @@
 /* lfprobe's shared helpers and its scenarios, one file per area:
- * sc_socket.c (one connection's socket behaviours), sc_process.c (fork,
- * exec, fd passing, several processes on a listener), sc_stress.c (many
- * connections, large transfers, limits). probe.c has the helpers, the
+ * sc_socket.c (one connection's socket behaviours), sc_connect.c (connect
+ * when the handshake has to wait), sc_process.c (fork, exec, fd passing,
+ * several processes on a listener), sc_stress.c (many connections, large
+ * transfers, limits). probe.c has the helpers, the
  * scenario table and main. Nothing here knows about loopfast. */
 #ifndef LFPROBE_H
 #define LFPROBE_H
@@ -63,8 +64,16 @@ void write_all(int fd, const void *buf, size_t n);
 void sc_backpressure(void);
 void sc_bulk(void);
 void sc_churn(void);
+void sc_connect_again(void);
+void sc_connect_eintr(void);
+void sc_connect_eintr_reconnect(void);
+void sc_connect_full_epoll(void);
+void sc_connect_full_poll(void);
+void sc_connect_full_select(void);
 void sc_connect_nonblock(void);
 void sc_connect_refused(void);
+void sc_connect_restart(void);
+void sc_connect_sndtimeo(void);
 void sc_dualstack(void);
 void sc_dup(void);
 void sc_epoll_before_connect(void);
