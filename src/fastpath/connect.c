@@ -379,6 +379,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 0;
 	if (!lf__ep_is_loopback(&dst))
 		return plain(LF_EV_NOT_LOOPBACK, NULL, -1, 0, NULL);
+	if (lf__excluded(&dst)) { /* LOOPFAST_EXCLUDE: the operator's opt-out */
+		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
+		return plain(LF_EV_EXCLUDED, NULL, -1, 0, NULL);
+	}
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))

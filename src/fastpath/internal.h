@@ -222,6 +222,27 @@ enum lf_event {
 };
 void lf__count(enum lf_event ev);
 
+/* ---- exclude.c: LOOPFAST_EXCLUDE, listeners and destinations kept on plain TCP */
+
+#define LF_EXCLUDE_MAX 64
+struct lf_exclude_err {
+	int nbad;          /* bad entries (ignored) */
+	char entry[64];    /* the first of them */
+	const char *why;   /* what is wrong with it */
+};
+/* Parses a comma-separated list of PORT, ADDR:PORT, [ADDR6]:PORT,
+ * localhost:PORT into out[] (an entry of family AF_UNSPEC matches every
+ * address). Returns the number of endpoints; bad entries are skipped and
+ * reported in *err. Pure: the CLI and the unit test call it. */
+int lf__exclude_parse(const char *list, struct lf_ep *out, int max, struct lf_exclude_err *err);
+/* Whether ep (a destination, or a listener's address) matches tab[0..n). */
+bool lf__exclude_match(const struct lf_ep *tab, int n, const struct lf_ep *ep);
+/* Reads LOOPFAST_EXCLUDE once (later calls do nothing); a bad entry is
+ * said on one line of stderr and ignored. */
+void lf__exclude_init(void);
+/* Whether LOOPFAST_EXCLUDE keeps ep on plain TCP. Keeps errno. */
+bool lf__excluded(const struct lf_ep *ep);
+
 /* ---- listener.c: rendezvous, stash and shared page of a listener */
 
 /* Sets up (or adopts, after exec or in another process) the rendezvous of

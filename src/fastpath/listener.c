@@ -553,7 +553,10 @@ int lf__listen_optin(int fd)
 		return 0;
 	}
 	if (r && st.st_uid == geteuid()) {
-		r = create_fds(family, l->ino, fds, &shm);
+		/* Excluded (LOOPFAST_EXCLUDE): no new rendezvous. One that a
+		 * process sharing the listener made is still served (adopted
+		 * below): refusing it would split its connections. */
+		r = lf__excluded(&ep) ? -EADDRINUSE : create_fds(family, l->ino, fds, &shm);
 		l->shm = shm;
 	}
 	if (r == -EADDRINUSE || (r && st.st_uid != geteuid()))

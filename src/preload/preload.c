@@ -4,6 +4,8 @@
  *   LOOPFAST_ENABLE=1     opt in every TCP socket (clients and listeners)
  *   LOOPFAST_SPIN_US=N    busy-poll budget for fast-path sockets
  *   LOOPFAST_DEBUG=1      say on stderr why a connection took plain TCP
+ *   LOOPFAST_EXCLUDE=...  listeners and destinations kept on plain TCP
+ *                         (exclude.c; parsed here, before any rendezvous)
  */
 #include "internal.h"
 
@@ -17,6 +19,7 @@ __attribute__((constructor)) static void preload_init(void)
 	if (s)
 		lf__global_spin_us = (unsigned)strtoul(s, NULL, 10);
 	lf__spin_used = lf__global_spin_us > 0;
+	lf__exclude_init();
 	if (lf__global_optin)
 		lf__adopt_inherited();
 }
