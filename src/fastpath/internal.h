@@ -221,6 +221,17 @@ enum lf_event {
 	LF_NEVENTS
 };
 void lf__count(enum lf_event ev);
+/* The page, as `loopfast status` reads it through /proc/PID/fd (a memfd
+ * named "loopfast-stats"): counts indexed by enum lf_event. New events are
+ * only ever added at the end; a reader takes as many counts as the page
+ * holds. */
+#define LF_STATS_MAGIC 0x5453464cu /* "LFST" */
+#define LF_STATS_VERSION 1
+#define LF_STATS_NAME "loopfast-stats"
+struct lf_stats {
+	uint32_t magic, version;
+	atomic_ullong count[LF_NEVENTS];
+};
 
 /* ---- exclude.c: LOOPFAST_EXCLUDE, listeners and destinations kept on plain TCP */
 
