@@ -101,7 +101,7 @@ class App:
         self.key = None
         self.rate = {}  # (path, workload, conns) -> req/s of the last run: sizes ab's -n
         # The workers run as the clients' user. With workers of another uid
-        # (www-data) about one fast-path connection in 20,000 of ab's is
+        # (www-data) 2 of about 110,000 fast-path connections of ab's were
         # split (the server's claim finds the hello unvouched and serves the
         # connection as TCP while the client is on the Unix socket: ab counts
         # a receive error; `loopfast status` shows "unvouched"); see

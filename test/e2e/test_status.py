@@ -220,3 +220,45 @@ def test_bad_arguments_one_line_status_2(build, args):
     assert len(lines) == 1 and lines[0].startswith("loopfast: "), p.stderr
     p = subprocess.run([str(LOOPFAST), "--json", "status", *args], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "error" in json.loads(p.stdout)
+
+
+# Connects, forks; the child connects again; both hold their connections
+# and say their pids.
+FORKING_CLIENT = """
+import os, socket, sys
+a = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+pid = os.fork()
+if pid == 0:
+    b = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    print("child", os.getpid(), flush=True)
+    sys.stdin.read()
+    os._exit(0)
+print("parent", os.getpid(), flush=True)
+sys.stdin.read()
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_forked_child_counts_on_its_own(build):
+    """Counts are per process: a child forked after its parent counted one
+    connection counts only its own, and holds only its own page."""
+    srv, cli, port = fast_pair()
+    fk = subprocess.Popen([str(LOOPFAST), "run", "--", sys.executable, "-c", FORKING_CLIENT, str(port)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = dict(readline(fk).split() for _ in range(2))
+        parent, child = int(pids["parent"]), int(pids["child"])
+        st = wait_for(lambda st: {parent, child} <= {p["pid"] for p in st["processes"]})
+        procs = {p["pid"]: p for p in st["processes"]}
+        assert procs[parent]["counts"]["fast_client"] == 1 and procs[child]["counts"]["fast_client"] == 1, procs
+        pages = [fd for fd in os.listdir(f"/proc/{child}/fd")
+                 if os.readlink(f"/proc/{child}/fd/{fd}") == "/memfd:loopfast-stats (deleted)"]
+        assert len(pages) == 1, pages
+        fk.stdin.close()
+        assert fk.wait(timeout=30) == 0
+        cli.stdin.close()
+        assert readline(cli).strip() == "echoed"
+    finally:
+        for p in (fk, cli, srv):
+            stop(p)
