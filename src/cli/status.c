@@ -154,13 +154,14 @@ static void add_row(struct row *r)
 		if (p)
 			p->shown = true;
 	}
-	rows = realloc(rows, (size_t)(nrows + 1) * sizeof(*rows));
-	if (!rows) {
-		fprintf(stderr, "loopfast: status: out of memory\n");
-		exit(2);
+	if (nrows == caprows) {
+		caprows = caprows ? caprows * 2 : 64;
+		if (!(rows = realloc(rows, (size_t)caprows * sizeof(*rows)))) {
+			fprintf(stderr, "loopfast: status: out of memory\n");
+			exit(2);
+		}
 	}
 	rows[nrows++] = *r;
-	(void)caprows;
 }
 
 static void collect(void)
