@@ -122,6 +122,34 @@ static void not_loopback_stays_tcp(void)
 	close(fd);
 }
 
+/* LOOPFAST_EXCLUDE applies to programs that use the API too (read at the
+ * first check, here the first opt-in of a listener): an excluded listener
+ * opts in without error and stays plain TCP, another one is served. */
+static void excluded_listener_stays_tcp(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int ex = socket(AF_INET, SOCK_STREAM, 0), port2;
+	char env[16];
+
+	ASSERT_GE(ex, 0);
+	ASSERT_EQ(bind(ex, (struct sockaddr *)&a, sizeof(a)), 0);
+	ASSERT_EQ(listen(ex, 16), 0);
+	ASSERT_EQ(getsockname(ex, (struct sockaddr *)&a, &l), 0);
+	snprintf(env, sizeof(env), "%u", ntohs(a.sin_port));
+	ASSERT_EQ(setenv("LOOPFAST_EXCLUDE", env, 1), 0);
+	ASSERT_EQ(lf_enable_fast_path(ex), 0);
+	int c = client(1, ntohs(a.sin_port)), s = accept(ex, NULL, NULL);
+	ASSERT_GE(s, 0);
+	ASSERT_EQ(lf_fast_path_active(c), 0);
+	ASSERT_EQ(lf_fast_path_active(s), 0);
+	int other = listener(1, &port2), c2 = client(1, port2), s2 = accept(other, NULL, NULL);
+	ASSERT_GE(s2, 0);
+	ASSERT_EQ(lf_fast_path_active(c2), 1);
+	ASSERT_EQ(lf_fast_path_active(s2), 1);
+	close(c), close(s), close(ex), close(c2), close(s2), close(other);
+}
+
 static void spin_setting(void)
 {
 	int port, l = listener(1, &port), c = client(1, port), u = socket(AF_INET, SOCK_DGRAM, 0);
@@ -133,6 +161,7 @@ static void spin_setting(void)
 }
 
 static const struct lf_test tests[] = {
+	{ "excluded_listener_stays_tcp", excluded_listener_stays_tcp, 0 },
 	{ "both_opted_in", both_opted_in, 0 },
 	{ "only_client_opted_in", only_client_opted_in, 0 },
 	{ "only_server_opted_in", only_server_opted_in, 0 },

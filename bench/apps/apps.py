@@ -1,4 +1,4 @@
-"""loopfast bench app mariadb|postgres|redis|all: real servers and their
+"""loopfast bench app mariadb|postgres|redis|nginx|all: real servers and their
 standard benchmark clients, unmodified, over plain loopback TCP, over the
 loopfast fast path (optionally also with its spin tier), and over the
 server's own Unix socket, interleaved.
@@ -21,7 +21,20 @@ from apps_fastpath import DEFAULT_PATHS, LOOPFAST_PATHS, PATHS, Sampler, check_r
 from apps_install import ensure_matplotlib, ensure_packages  # noqa: E402
 from apps_proc import Interrupted, Reaper, install_signal_handlers, log  # noqa: E402
 
-APPS = ("mariadb", "postgres", "redis")
+APPS = ("mariadb", "postgres", "redis", "nginx")
+
+
+def raise_fd_limit():
+    """Clients with 1000 connections (and servers that inherit the limit)
+    need more than the usual 1024 descriptors."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, 1 << 20), hard))
+        except (ValueError, OSError):
+            pass
 
 
 def app_module(name):
@@ -156,6 +169,7 @@ def run_app(name, a, result):
 def main(argv):
     a, apps = parse_args(argv)
     install_signal_handlers()
+    raise_fd_limit()
     apps_fastpath.SPIN_US = a.spin_us
     import apps_report
     result = {"meta": {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),

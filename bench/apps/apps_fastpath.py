@@ -8,7 +8,11 @@ reference the fast path's `uds` tier should match) and, on request, "spin"
 While a client runs, a Sampler polls `loopfast --json status` and counts the
 fast-path connections to the server's port. A fast-path result with fewer
 server-side fast-path connections than client connections is invalid: a
-silent fallback to TCP is never reported as a fast-path figure.
+silent fallback to TCP is never reported as a fast-path figure. A client
+whose connections are too short-lived to be seen (a new connection per
+request: conns is None) is judged by its own counts instead, which status
+reads from the client process: at least one connection on the fast path and
+none on plain TCP.
 """
 import json
 import os
@@ -103,6 +107,7 @@ class Sampler:
     def __init__(self, port, first=0.3, every=1.0, enabled=True):
         self.port, self.first, self.every, self.enabled = port, first, every, enabled
         self.samples, self.listening, self.server, self.client, self.tcp = 0, False, 0, 0, 0
+        self.client_fast, self.client_tcp, self.client_why = 0, 0, {}
         self.error, self.pid, self.late = None, None, 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
@@ -131,7 +136,8 @@ class Sampler:
             wait = self.every
             self.tcp = max(self.tcp, tcp_established(self.port))
             try:
-                listening, srv, cli = count(status(), self.port)
+                st = status()
+                listening, srv, cli = count(st, self.port)
             except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
                 self.error = str(e)[:200]
                 continue
@@ -139,12 +145,17 @@ class Sampler:
                 self.late += 1
                 continue
             self.samples += 1
+            for p in st.get("processes", []):  # the client's own counts (newer loopfast)
+                if p.get("pid") == self.pid:
+                    self.client_fast, self.client_tcp = max(self.client_fast, p["fast"]), max(self.client_tcp, p["tcp"])
+                    self.client_why = {k: v for k, v in p["counts"].items() if v and not k.startswith("fast")}
             self.listening |= listening
             self.server, self.client = max(self.server, srv), max(self.client, cli)
 
     def record(self):
         return {"samples": self.samples, "listening": self.listening, "server_conns": self.server,
-                "client_conns": self.client, "tcp_conns": self.tcp, "late": self.late, "error": self.error}
+                "client_conns": self.client, "tcp_conns": self.tcp, "late": self.late, "error": self.error,
+                "client_fast": self.client_fast, "client_tcp": self.client_tcp, "client_tcp_why": self.client_why}
 
 
 def verdict(path, proof, conns, fast_error=None):
@@ -158,6 +169,13 @@ def verdict(path, proof, conns, fast_error=None):
     if proof["samples"] == 0:
         return False, "no 'loopfast status' sample while the client ran: " + (
             proof["error"] or f"{proof.get('late', 0)} came too late (machine too busy?)")
+    if conns is None:  # judged by the client's own counts
+        if proof.get("client_tcp"):
+            return False, (f"{proof['client_tcp']} of {proof['client_tcp'] + proof['client_fast']} connections "
+                           f"took plain TCP: {proof.get('client_tcp_why')}")
+        if not proof.get("client_fast"):
+            return False, "no fast-path connection counted for the client"
+        return True, ""
     if proof["server_conns"] < conns:
         return False, (f"only {proof['server_conns']} of {conns} connections seen on the fast path, "
                        f"{proof.get('tcp_conns', 0)} on plain TCP")

@@ -12,7 +12,8 @@ struct cmd {
 };
 
 static const struct cmd cmds[] = {
-	{ "run", cmd_run, "run [--spin-us N] [--] PROG [ARGS...]  run PROG with every loopback TCP socket opted in" },
+	{ "run", cmd_run, "run [--spin-us N] [--exclude PORT|ADDR:PORT,...] [--] PROG [ARGS...]\n"
+			  "                                       run PROG with every loopback TCP socket opted in" },
 	{ "status", cmd_status, "status                               list fast-path listeners and connections" },
 	{ "bench", cmd_bench, "bench latency|udp|app ...            benchmarks (see loopfast(1))" },
 	{ NULL, NULL, NULL },

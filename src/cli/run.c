@@ -1,8 +1,12 @@
-/* loopfast run [--spin-us N] [--] PROG [ARGS...]
+/* loopfast run [--spin-us N] [--exclude LIST] [--] PROG [ARGS...]
  *
  * Runs PROG with the interposer preloaded and every loopback TCP socket
- * opted in (LOOPFAST_ENABLE=1); children inherit the environment. */
+ * opted in (LOOPFAST_ENABLE=1); children inherit the environment.
+ * --exclude adds to LOOPFAST_EXCLUDE (listeners and destinations that stay
+ * on plain TCP), checked here so that a typo is an error, not a warning
+ * from every process of the tree. */
 #include "cli.h"
+#include "internal.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -76,7 +80,7 @@ static bool is_static_elf(const char *path)
 int cmd_run(int argc, char **argv)
 {
 	const char *spin = NULL, *lib;
-	char path[PATH_MAX], *end;
+	char path[PATH_MAX], *end, *exclude = NULL;
 	int i = 1;
 
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -91,8 +95,23 @@ int cmd_run(int argc, char **argv)
 			if (errno || *end || !*argv[i] || argv[i][0] == '-' || v > 1000000)
 				return lf_cli_error("--spin-us takes microseconds from 0 to 1000000, not '%s'", argv[i]);
 			spin = argv[i];
+		} else if (!strcmp(argv[i], "--exclude")) {
+			struct lf_ep eps[LF_EXCLUDE_MAX];
+			struct lf_exclude_err err;
+			char *more;
+			if (++i == argc)
+				return lf_cli_error("--exclude needs PORT or ADDR:PORT (comma-separated), e.g. --exclude 6379,127.0.0.1:8080");
+			int n = lf__exclude_parse(argv[i], eps, LF_EXCLUDE_MAX, &err);
+			if (err.nbad)
+				return lf_cli_error("--exclude: '%s' is not PORT, ADDR:PORT or [ADDR6]:PORT: %s", err.entry, err.why);
+			if (n == 0)
+				return lf_cli_error("--exclude needs PORT or ADDR:PORT (comma-separated), not '%s'", argv[i]);
+			if (asprintf(&more, "%s%s%s", exclude ? exclude : "", exclude ? "," : "", argv[i]) < 0)
+				return lf_cli_error("out of memory");
+			free(exclude);
+			exclude = more;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: loopfast run [--spin-us N] [--] PROG [ARGS...]\n");
+			printf("usage: loopfast run [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--] PROG [ARGS...]\n");
 			return 0;
 		} else {
 			return lf_cli_error("run: unknown option '%s'", argv[i]);
@@ -115,6 +134,14 @@ int cmd_run(int argc, char **argv)
 	setenv("LOOPFAST_ENABLE", "1", 1);
 	if (spin)
 		setenv("LOOPFAST_SPIN_US", spin, 1);
+	if (exclude) {
+		/* Added to what the environment already excludes (a nested run). */
+		const char *had = getenv("LOOPFAST_EXCLUDE");
+		char *all;
+		if (asprintf(&all, "%s%s%s", had && *had ? had : "", had && *had ? "," : "", exclude) < 0)
+			return lf_cli_error("out of memory");
+		setenv("LOOPFAST_EXCLUDE", all, 1);
+	}
 	execv(path, argv + i);
 	int e = errno;
 	lf_cli_error("cannot run '%s': %s", path, strerror(e));

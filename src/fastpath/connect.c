@@ -417,6 +417,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 0;
 	if (!lf__ep_is_loopback(&dst))
 		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, false);
+	if (lf__excluded(&dst)) { /* LOOPFAST_EXCLUDE: the operator's opt-out */
+		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
+		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);
+	}
 	if (neg_cached(&dst))
 		return plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);
 	if (fl & LF_F_TCP)

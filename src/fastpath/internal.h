@@ -259,6 +259,38 @@ enum lf_event {
 	LF_NEVENTS
 };
 void lf__count(enum lf_event ev);
+/* The page, as `loopfast status` reads it through /proc/PID/fd (a memfd
+ * named "loopfast-stats"): counts indexed by enum lf_event. New events are
+ * only ever added at the end; a reader takes as many counts as the page
+ * holds. */
+#define LF_STATS_MAGIC 0x5453464cu /* "LFST" */
+#define LF_STATS_VERSION 1
+#define LF_STATS_NAME "loopfast-stats"
+struct lf_stats {
+	uint32_t magic, version;
+	atomic_ullong count[LF_NEVENTS];
+};
+
+/* ---- exclude.c: LOOPFAST_EXCLUDE, listeners and destinations kept on plain TCP */
+
+#define LF_EXCLUDE_MAX 64
+struct lf_exclude_err {
+	int nbad;          /* bad entries (ignored) */
+	char entry[64];    /* the first of them */
+	const char *why;   /* what is wrong with it */
+};
+/* Parses a comma-separated list of PORT, ADDR:PORT, [ADDR6]:PORT,
+ * localhost:PORT into out[] (an entry of family AF_UNSPEC matches every
+ * address). Returns the number of endpoints; bad entries are skipped and
+ * reported in *err. Pure: the CLI and the unit test call it. */
+int lf__exclude_parse(const char *list, struct lf_ep *out, int max, struct lf_exclude_err *err);
+/* Whether ep (a destination, or a listener's address) matches tab[0..n). */
+bool lf__exclude_match(const struct lf_ep *tab, int n, const struct lf_ep *ep);
+/* Reads LOOPFAST_EXCLUDE once (later calls do nothing); a bad entry is
+ * said on one line of stderr and ignored. */
+void lf__exclude_init(void);
+/* Whether LOOPFAST_EXCLUDE keeps ep on plain TCP. Keeps errno. */
+bool lf__excluded(const struct lf_ep *ep);
 
 /* Linux 6.16's switch that makes a Unix socket refuse descriptors
  * (SCM_RIGHTS; the sender gets EPERM). Set off on every Unix socket of the

@@ -560,8 +560,13 @@ int lf__listen_optin(int fd)
 		f->lst = l;
 		return 0;
 	}
+	/* Excluded (LOOPFAST_EXCLUDE): no new rendezvous, plain TCP as for a
+	 * listener nobody can reach. One that a process sharing the listener
+	 * made is still served (adopted below): refusing it would split its
+	 * connections. */
+	bool excluded = r && lf__excluded(&ep);
 	if (r && st.st_uid == geteuid()) {
-		r = create_fds(family, l->ino, fds, &shm);
+		r = excluded ? -EADDRINUSE : create_fds(family, l->ino, fds, &shm);
 		l->shm = shm;
 	}
 	if (r == -EADDRINUSE || (r && st.st_uid != geteuid()))
@@ -569,10 +574,11 @@ int lf__listen_optin(int fd)
 	if (r || (r = listener_finish(l, fds[0], fds[1], fds[2]))) {
 		if (l->shm && r)
 			munmap(l->shm, SHM_SIZE);
-		DEBUG("listener fd %d: no rendezvous (%s): plain TCP only", fd, strerror(-r));
+		DEBUG("listener fd %d: no rendezvous (%s): plain TCP only", fd,
+		      excluded ? "excluded by LOOPFAST_EXCLUDE" : strerror(-r));
 		free(l);
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
-		return r;
+		return excluded ? 0 : r;
 	}
 	if (shm) {
 		/* The SYN of each connection says whether its client queued a

@@ -9,23 +9,23 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define STATS_MAGIC 0x5453464cu /* "LFST" */
-
-struct lf_stats {
-	uint32_t magic, version;
-	atomic_ullong count[LF_NEVENTS];
-};
-
 static struct lf_stats *stats;
 static int stats_fd = -1;
 static pthread_once_t child_once = PTHREAD_ONCE_INIT;
 
 static void forget(void)
 {
-	/* The child's counts are its own: drop the parent's page (the
-	 * descriptor stays the parent's; the child makes a new one). */
+	/* The child's counts are its own: drop the parent's page and close
+	 * the child's copy of its descriptor, so that each page is held by
+	 * the process that counts in it alone (`loopfast status` finds a
+	 * process's counts by the pages it holds). The child makes its own
+	 * page at its first count. */
 	if (stats)
 		munmap(stats, sizeof(*stats));
+	if (stats_fd >= 0) {
+		lf__fd_unhide(stats_fd);
+		lf__sys_close(stats_fd);
+	}
 	stats = NULL;
 	stats_fd = -1;
 }
@@ -42,7 +42,7 @@ static struct lf_stats *page(void)
 	if (p)
 		return p;
 	pthread_once(&child_once, at_fork);
-	int fd = memfd_create("loopfast-stats", MFD_CLOEXEC);
+	int fd = memfd_create(LF_STATS_NAME, MFD_CLOEXEC);
 	if (fd < 0)
 		return NULL;
 	if (ftruncate(fd, sizeof(*p)) ||
@@ -50,8 +50,8 @@ static struct lf_stats *page(void)
 		lf__sys_close(fd);
 		return NULL;
 	}
-	p->magic = STATS_MAGIC;
-	p->version = 1;
+	p->magic = LF_STATS_MAGIC;
+	p->version = LF_STATS_VERSION;
 	struct lf_stats *expected = NULL;
 	if (!__atomic_compare_exchange_n(&stats, &expected, p, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		munmap(p, sizeof(*p));

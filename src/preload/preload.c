@@ -4,6 +4,8 @@
  *   LOOPFAST_ENABLE=1     opt in every TCP socket (clients and listeners)
  *   LOOPFAST_SPIN_US=N    busy-poll budget for fast-path sockets
  *   LOOPFAST_DEBUG=1      say on stderr why a connection took plain TCP
+ *   LOOPFAST_EXCLUDE=...  listeners and destinations kept on plain TCP
+ *                         (exclude.c; parsed here, before any rendezvous)
  */
 #include "internal.h"
 
@@ -20,6 +22,7 @@ __attribute__((constructor)) static void preload_init(void)
 	 * exist: a wait of loopfast's own (a spin, a bell) must end as the
 	 * application's blocking call would. */
 	lf__spin_used = lf__global_spin_us > 0 || lf__global_optin;
+	lf__exclude_init();
 	if (lf__global_optin)
 		lf__adopt_inherited();
 }

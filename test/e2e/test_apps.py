@@ -16,6 +16,7 @@ installed when missing; a failure to install fails the test.
 """
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 
@@ -28,17 +29,18 @@ os.environ["LOOPFAST_BIN"] = LOOPFAST
 sys.path.insert(0, os.path.join(ROOT, "bench", "apps"))
 
 import apps_mariadb  # noqa: E402
+import apps_nginx  # noqa: E402
 import apps_postgres  # noqa: E402
 import apps_redis  # noqa: E402
 from apps_install import ensure_packages  # noqa: E402
 from apps_proc import Reaper  # noqa: E402
-from conftest import process_tree, readline, stop, wait_fast_path, wait_status  # noqa: E402
+from conftest import process_tree, readline, socket_inodes, stop, tcp_connections, unix_sockets, wait_fast_path, wait_status  # noqa: E402,E501
 
 # Installing a server's packages on a fresh machine takes minutes.
 pytestmark = pytest.mark.timeout(900)
 
 
-def start(mod):
+def start(mod, kind="fast"):
     try:
         ensure_packages(mod.PACKAGES)
     except RuntimeError as e:
@@ -46,7 +48,7 @@ def start(mod):
     reaper = Reaper()
     app = mod.App(reaper, ["fast"])
     try:
-        app.start_single("fast")
+        app.start_single(kind)
     except BaseException:
         reaper.close()
         raise
@@ -332,3 +334,82 @@ def test_postgres_pgbench_on_fast_path(postgres):
 
 def test_postgres_connection_is_on_fast_path(postgres):
     assert_on_fast_path(postgres, psql_argv(postgres), b"SELECT 1;\n", b"1")
+
+
+# nginx
+
+@pytest.fixture(scope="module")
+def nginx():
+    reaper, app = start(apps_nginx)
+    yield app
+    reaper.close()
+
+
+@pytest.fixture(scope="module")
+def nginx_plain():
+    """The bench's plain server: 127.0.0.1 and its Unix socket."""
+    reaper, app = start(apps_nginx, "plain")
+    yield app
+    reaper.close()
+
+
+# Reads a request line from stdin (so that it holds its connection until
+# told), then GETs the path and prints the body's length and SHA-256.
+HTTP_GET = """
+import hashlib, socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+sys.stdin.readline()
+c.sendall(b"GET /" + sys.argv[2].encode() + b" HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")
+data = b""
+while True:
+    b = c.recv(1 << 16)
+    if not b:
+        break
+    data += b
+head, _, body = data.partition(b"\\r\\n\\r\\n")
+print(head.split(b"\\r\\n")[0].decode(), len(body), hashlib.sha256(body).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("body", ["small", "1m"])
+def test_nginx_same_bytes_over_fast_path(nginx, body):
+    _, port, _ = nginx.servers["fast"]
+    name, size = apps_nginx.BODIES[body]
+    with open(os.path.join(nginx.www, name), "rb") as f:
+        want = f"HTTP/1.1 200 OK {size} {hashlib.sha256(f.read()).hexdigest()}".encode()
+    argv = [sys.executable, "-c", HTTP_GET, str(port), name]
+    assert run(argv, False, b"go\n", app=nginx).strip() == want
+    assert run(argv, True, b"go\n", app=nginx).strip() == want  # held on the fast path until checked
+
+
+def test_nginx_unix_path_reaches_the_unix_socket(nginx_plain):
+    """The bench's unix path: an unmodified wrk, whose connect() to the
+    plain server's port libloopfast-unixconnect.so turns into a connect to
+    nginx's Unix socket. While it holds its connections, every one is a
+    Unix stream whose peer is nginx's socket, and none is TCP; its answers
+    are right."""
+    _, port, sock = nginx_plain.servers["plain"]
+    nginx_plain.key = ("unix", "keepalive-small", 4)
+    argv = nginx_plain._wrap(["wrk", "-t", "2", "-c", "4", "-d", "60s", "-s",
+                              os.path.join(nginx_plain.dir, "report.lua"),
+                              nginx_plain.url("unix", "keepalive-small")], "unix")
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while True:
+            socks = unix_sockets()
+            mine = [i for i in socket_inodes([p.pid]) if i in socks]
+            to_nginx = [i for i in mine if socks.get(socks[i][1], ("", 0))[0] == sock]
+            if len(to_nginx) >= 4:
+                break
+            assert p.poll() is None and time.monotonic() < deadline, (p.poll(), mine, socks)
+            time.sleep(0.05)
+        assert tcp_connections([p.pid], port) == []
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        stop(p)
+    nginx_plain.key = ("unix", "keepalive-small", 4)
+    r = nginx_plain.parse(out)
+    assert r["requests"] > 0 and r["errors"] == 0, out + err

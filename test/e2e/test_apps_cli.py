@@ -19,11 +19,12 @@ LOOPFAST = os.path.join(BUILD, "loopfast")
 sys.path.insert(0, os.path.join(ROOT, "bench", "apps"))
 
 import apps_mariadb  # noqa: E402
+import apps_nginx  # noqa: E402
 import apps_postgres  # noqa: E402
 import apps_redis  # noqa: E402
 from apps_install import ensure_packages  # noqa: E402
 
-MODS = {"redis": apps_redis, "mariadb": apps_mariadb, "postgres": apps_postgres}
+MODS = {"redis": apps_redis, "mariadb": apps_mariadb, "postgres": apps_postgres, "nginx": apps_nginx}
 
 
 @pytest.mark.parametrize("args, words", [
@@ -33,6 +34,8 @@ MODS = {"redis": apps_redis, "mariadb": apps_mariadb, "postgres": apps_postgres}
     (["redis", "--spin-us", "-1"], "--spin-us"),
     (["redis", "--time", "0"], "--time"),
     (["mariadb", "--workload", "tpcc"], "unknown mariadb workload"),
+    (["nginx", "--workload", "keepalive-huge"], "unknown nginx workload"),
+    (["nginx", "--threads", "0"], "--threads"),
 ])
 def test_bad_arguments_one_clear_line(args, words):
     p = subprocess.run([LOOPFAST, "bench", "app", *args], capture_output=True, text=True, timeout=30)
@@ -69,7 +72,7 @@ def port_free(port):
 
 @pytest.mark.timeout(900)  # a fresh machine installs the server first
 @pytest.mark.parametrize("app, sig", [("redis", signal.SIGINT), ("mariadb", signal.SIGINT),
-                                      ("postgres", signal.SIGTERM)])
+                                      ("postgres", signal.SIGTERM), ("nginx", signal.SIGINT)])
 def test_interrupt_leaves_nothing_behind(app, sig):
     try:
         ensure_packages(MODS[app].PACKAGES)
@@ -121,3 +124,36 @@ def test_bad_arguments_under_global_json():
     assert p.returncode == 2
     import json
     assert "invalid choice" in json.loads(p.stdout)["error"]
+
+
+@pytest.mark.timeout(600)
+def test_nginx_small_run_every_row_valid_and_proved():
+    """A short run of every nginx workload at 1 and 10 connections over the
+    three paths: every run valid, each fast one proved (wrk: the server
+    held all its connections on the fast path; ab: the client counted only
+    fast-path connections), and the tables name the three paths."""
+    try:
+        ensure_packages(apps_nginx.PACKAGES)
+    except RuntimeError as e:
+        pytest.fail(f"nginx cannot be installed here: {e}")
+    p = subprocess.run([LOOPFAST, "--json", "bench", "app", "nginx", "--threads", "1,10", "--time", "1", "--repeat",
+                        "1", "--no-install"], capture_output=True, text=True, timeout=540)
+    assert p.returncode == 0, p.stderr[-3000:]
+    import json
+    res = json.loads(p.stdout)["apps"]["nginx"]
+    assert res["workloads"] == list(apps_nginx.WORKLOADS) and res["threads"] == [1, 10]
+    runs = res["runs"]
+    assert len(runs) == 4 * 2 * 3
+    bad = [(r["workload"], r["threads"], r["path"], r.get("reason")) for r in runs if not r["valid"]]
+    assert not bad, bad
+    for r in runs:
+        assert r["tps"] > 0 and r["p95_ms"] > 0 and r["requests"] > 0, r
+        proof = r["proof"]
+        if r["path"] != "fast":
+            assert proof["server_conns"] == 0 and proof["client_fast"] == 0, r
+        elif r["workload"].startswith("keepalive"):
+            assert proof["server_conns"] >= r["threads"], r
+        else:
+            assert proof["client_fast"] > 0 and proof["client_tcp"] == 0, r
+    for label in ("| plain TCP |", "| loopfast |", "| Unix socket |"):
+        assert label in p.stderr
