@@ -9,6 +9,11 @@ Without --only, every suite runs:
   e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
             fast-path socket (back-off off, so that the spin really runs)
   compat    pytest test/compat (real programs from Debian's packages)
+  mutants   test/mutants/run.py: the library built with each deliberate
+            fault of test/mutants/mutants.py, each against the subset that
+            must catch it; one test per mutant, passed when it was killed
+            (an expected survivor, marked with the branch that will catch
+            it, is a strict expected failure)
   asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
 
 --only runs a named subset instead (for mutants and for developers), with
@@ -18,6 +23,7 @@ no floors; each SPEC is one of
   e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
   e2e-spin:PYTEST-ARGS       the same with busy polling
   compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
+  mutants[:NAME,...]         all mutants, or the named ones (make test-mutants)
 
 What fails the run, besides a failing test:
   - any exit status that disagrees with what the suite reported (a C
@@ -47,6 +53,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2E = os.path.join(ROOT, "test", "e2e")
 COMPAT = os.path.join(ROOT, "test", "compat")
+MUTANTS = os.path.join(ROOT, "test", "mutants", "run.py")
 FLOOR = os.path.join(ROOT, "test", "floor.txt")
 ALLOW = os.path.join(ROOT, "test", "skips.allow")
 SPIN_ENV = {"LOOPFAST_TEST_SPIN_US": "50", "LOOPFAST_SPIN_BACKOFF": "0"}
@@ -202,6 +209,53 @@ def run_pytest(suite, build, args, env=None, cwd=None):
         suite.problems.append(f"{suite.name}: pytest ran no test")
 
 
+def run_mutants(suite, names=""):
+    """test/mutants/run.py (it builds its own copies): one test per mutant.
+    Killed: passed. Survived: failed, unless marked as expected to survive
+    until a branch lands (a strict expected failure, listed; killed while
+    marked: failed, so that the mark comes off). A snippet that no longer
+    applies, a mutant that does not build, or a subset that fails without
+    any mutant: failed."""
+    banner(f"{suite.name}{' ' + names if names else ''}")
+    fd, report = tempfile.mkstemp(prefix="loopfast-mutants-", suffix=".json")
+    os.close(fd)
+    try:
+        rc, _ = stream([sys.executable, MUTANTS, "--report", report, *(["--only", names] if names else [])],
+                       limit=C_LIMIT_S)
+        try:
+            with open(report) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = None
+    finally:
+        os.unlink(report)
+    if not doc:
+        suite.problems.append(f"{suite.name}: test/mutants/run.py wrote no report (exit status {rc})")
+        return
+    failed = 0
+    for m in doc["mutants"]:
+        tid = f"{suite.name}/{m['name']}"
+        mark = f"expected to survive until branch {m['until']} lands: {m['why']} (issue 13)" if m["until"] else None
+        if mark:
+            suite.xfail_marks.append((tid, mark))
+        if m["status"] == "killed" and not mark:
+            suite.add(tid, "passed")
+        elif m["status"] == "killed":
+            suite.add(tid, "failed", "killed, but marked as expected to survive: remove the mark")
+        elif m["status"] == "survived" and mark:
+            suite.add(tid, "xfailed", mark)
+        elif m["status"] == "survived":
+            suite.add(tid, "failed", f"SURVIVED: {m['what']}")
+        else:
+            suite.add(tid, "failed", m["detail"])
+        failed += suite.results[tid][0] == "failed"
+    suite.problems += [f"{suite.name}: {p}" for p in doc["problems"]]
+    if rc != (1 if failed or doc["problems"] else 0):
+        suite.problems.append(f"{suite.name}: test/mutants/run.py exit status {rc} with {failed} failed")
+    if not doc["mutants"]:
+        suite.problems.append(f"{suite.name}: no mutant ran")
+
+
 def build_asan(asan):
     banner("building under ASan+UBSan")
     for argv in (["cmake", "-S", ROOT, "-B", asan, "-DLF_SANITIZE=ON", "-DLF_WERROR=ON"],
@@ -280,6 +334,7 @@ def main():
         run_pytest(suite("e2e"), build, [E2E])
         run_pytest(suite("e2e-spin"), build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
         run_pytest(suite("compat"), build, [COMPAT], cwd=COMPAT)
+        run_mutants(suite("mutants"))
         err = build_asan(asan)
         if err:
             suite("asan").problems.append(err)
@@ -306,8 +361,10 @@ def main():
             run_pytest(suite(kind), build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
         elif kind == "compat":
             run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
+        elif kind == "mutants":
+            run_mutants(suite(kind), rest)
         else:
-            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin: or compat:")
+            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin:, compat: or mutants")
 
     all_suites = list(suites.values())
     problems = [p for s in all_suites for p in s.problems]
