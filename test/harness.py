@@ -45,6 +45,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,16 +84,35 @@ def banner(text):
     print(f"== {text}", flush=True)
 
 
-def stream(argv, env=None, cwd=None, limit=None):
+def stop_group(p, grace=0):
+    """Stops p's process group: with a grace period, SIGINT first (so that
+    p stops what it started and cleans up), SIGKILL after grace seconds."""
+    if grace:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+            p.wait(timeout=grace)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stream(argv, env=None, cwd=None, limit=None, grace=0):
     """Runs argv with its output (stdout and stderr) shown as it comes;
-    returns (exit status, output lines). Killed after `limit` seconds."""
+    returns (exit status, output lines). Stopped (stop_group) after `limit`
+    seconds, or when this run is interrupted."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, text=True,
                          errors="replace", start_new_session=True)
     lines, start = [], time.monotonic()
     timer = None
     if limit:
         import threading
-        timer = threading.Timer(limit, lambda: os.killpg(p.pid, 9))
+        timer = threading.Timer(limit, lambda: stop_group(p, grace))
         timer.start()
     try:
         for line in p.stdout:
@@ -104,7 +124,7 @@ def stream(argv, env=None, cwd=None, limit=None):
         if timer:
             timer.cancel()
         if p.poll() is None:
-            os.killpg(p.pid, 9)
+            stop_group(p, grace)
             p.wait()
     if limit and time.monotonic() - start >= limit:
         lines.append(f"(killed after {limit} s)")
@@ -220,8 +240,10 @@ def run_mutants(suite, names=""):
     fd, report = tempfile.mkstemp(prefix="loopfast-mutants-", suffix=".json")
     os.close(fd)
     try:
+        # Interrupted, it gets SIGINT first: it stops its subset and
+        # removes its copy of the tree.
         rc, _ = stream([sys.executable, MUTANTS, "--report", report, *(["--only", names] if names else [])],
-                       limit=C_LIMIT_S)
+                       limit=C_LIMIT_S, grace=60)
         try:
             with open(report) as f:
                 doc = json.load(f)

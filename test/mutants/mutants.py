@@ -109,10 +109,11 @@ MUTANTS = [
           "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && !(ev & POLLIN);\n")],
         ["e2e:test_security.py"],
         until="attacks",
-        why="no test on main leaves dead hellos in the stash: needs clients of a second uid killed between "
-            "their hello and their TCP connect, more than its share (64), then that uid's next connection "
-            "served on the fast path (with the fault its share stays full of dead hellos, so its hello is "
-            "dropped and the connection reset)"),
+        why="no test on main leaves a dead hello in the stash and then needs its room: needs the "
+            "killed-clients attack (clients of a second uid killed between their hello and their TCP connect, "
+            "more than its share of 64, met by other accepts), then that uid's concurrent connections, whose "
+            "hellos other accepts stash: with the fault the share stays full of dead hellos, so theirs are "
+            "dropped and the connections reset (or a count of stashed hellos that a test can read)"),
     Mutant(
         "internal-fd-closable",
         "close() of one of loopfast's own descriptors really closes it",

@@ -178,7 +178,16 @@ class Run:
         return rc, secs, timed_out, verdict(log)
 
 
+def interrupted(*_):
+    raise KeyboardInterrupt
+
+
 def main():
+    # SIGINT and SIGTERM both stop the subset and remove the copy, even
+    # when this was started with SIGINT ignored (a background job); the
+    # subsets inherit handled signals, so they can be stopped the same way.
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated mutant names")
     ap.add_argument("--report", help="write the results as JSON here")
