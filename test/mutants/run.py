@@ -49,7 +49,9 @@ def check_snippets(mutants, root):
     tested). Returns the problems, one line each."""
     problems = []
     for m in mutants:
-        for path, old, _ in m.edits:
+        for path, old, new in m.edits:
+            if old == new:
+                problems.append(f"mutant {m.name}: an edit of {path} changes nothing")
             try:
                 with open(os.path.join(root, path)) as f:
                     n = f.read().count(old)
@@ -161,6 +163,21 @@ def tail(log, n=25):
         return "\n".join("    | " + l for l in f.read().splitlines()[-n:])
 
 
+def apply(m, src, originals):
+    """Applies mutant m to the copy, remembering each file's text in
+    originals (to take it back out). Returns an error, or None."""
+    for path, old, new in m.edits:
+        p = os.path.join(src, path)
+        with open(p) as f:
+            text = f.read()
+        originals.setdefault(p, text)
+        if text.count(old) != 1:  # the tree changed since the check
+            return f"its snippet of {path} occurs {text.count(old)} times in the copy, not exactly once"
+        with open(p, "w") as f:
+            f.write(text.replace(old, new, 1))
+    return None
+
+
 class Run:
     def __init__(self, src, build, logs):
         self.src, self.build, self.logs = src, build, logs
@@ -228,6 +245,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="loopfast-mutants-")
     src, build, logs = (os.path.join(tmp, d) for d in ("src", "build", "logs"))
     os.makedirs(logs)
+    status = 1
     try:
         say(f"mutants: {len(chosen)}; copy of the tree, build and logs in {tmp}")
         copy_tree(ROOT, src)
@@ -239,7 +257,8 @@ def main():
         if not ok:
             problems.append(f"the unmutated copy does not build (log: {log})")
             say(f"ERROR {problems[-1]}\n{tail(log)}")
-            return finish()
+            status = finish()
+            return status
         say(f"built {' '.join(all_targets)} in {secs:.0f} s")
 
         # Every subset must pass without a mutant, or its failures prove nothing.
@@ -266,25 +285,21 @@ def main():
             mlog = os.path.join(logs, f"{m.name}.log")
             originals = {}
             try:
-                for path, old, new in m.edits:
-                    p = os.path.join(src, path)
-                    if p not in originals:
-                        with open(p) as f:
-                            originals[p] = f.read()
-                    with open(p) as f:
-                        text = f.read()
-                    with open(p, "w") as f:
-                        f.write(text.replace(old, new, 1))
-                ok, bsecs = run.make(targets(m.only), mlog)
-                if not ok:
-                    r["detail"] = f"does not build (log: {mlog}): fix its replacement in test/mutants/mutants.py"
-                    say(f"[{i}/{len(chosen)}] {m.name}: ERROR {r['detail']}\n{tail(mlog)}")
-                    continue
-                rc, secs, timed_out, v = run.subset(m.only, m.env, m.limit_s, mlog)
+                err = apply(m, src, originals)
+                if not err:
+                    ok, bsecs = run.make(targets(m.only), mlog)
+                    if not ok:
+                        err = f"does not build (log: {mlog}): fix its replacement in test/mutants/mutants.py"
+                if not err:
+                    rc, secs, timed_out, v = run.subset(m.only, m.env, m.limit_s, mlog)
             finally:
                 for p, text in originals.items():
                     with open(p, "w") as f:
                         f.write(text)
+            if err:
+                r["detail"] = err
+                say(f"[{i}/{len(chosen)}] {m.name}: ERROR {err}" + (f"\n{tail(mlog)}" if os.path.exists(mlog) else ""))
+                continue
             r["seconds"] = round(bsecs + secs, 1)
             if timed_out:
                 r["status"], r["killed_by"] = "killed", [f"(the subset hung past {m.limit_s} s)"]
@@ -303,10 +318,18 @@ def main():
             say(f"[{i}/{len(chosen)}] {m.name}: {shown} (build {bsecs:.0f} s, run {secs:.0f} s)")
             if r["status"] != "killed" and not m.until:
                 say(tail(mlog))
-        return finish()
+        status = finish()
+        return status
+    except KeyboardInterrupt:
+        status = 0  # nothing to look at: remove everything
+        raise
     finally:
         if a.keep:
             say(f"kept {tmp}")
+        elif status and os.listdir(logs):
+            shutil.rmtree(src, ignore_errors=True)
+            shutil.rmtree(build, ignore_errors=True)
+            say(f"logs kept in {logs}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -332,7 +355,8 @@ def table(chosen, results, problems, seconds):
         else:
             res = "ERROR"
             bad.append(f"{m.name}: {r['detail']}")
-        by = ", ".join(r["killed_by"]) if r["status"] == "killed" else (m.why or r["detail"]) if m.until else ""
+        by = (", ".join(r["killed_by"]) if r["status"] == "killed" else r["detail"] if r["status"] == "error"
+              else m.why if m.until else "")
         say(f"{m.name:{w}}  {res:34}  {by}")
     say(f"\n{len(chosen)} mutants in {seconds:.0f} s: "
         f"{sum(results[m.name]['status'] == 'killed' for m in chosen)} killed, "
@@ -347,5 +371,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt:
-        print("\ninterrupted: the copy is removed, the tree was never touched", file=sys.stderr)
+        print("\ninterrupted (the tree was never touched)", file=sys.stderr)
         sys.exit(130)
