@@ -242,8 +242,13 @@ def main():
             r["detail"] = "not run: a snippet does not apply"
         return finish()
 
+    # Readable by every uid (servers that drop privileges load the library
+    # from here); the build directory sits in the copy, as build/ does in
+    # the tree (the command finds the benchmarks' Python beside it).
     tmp = tempfile.mkdtemp(prefix="loopfast-mutants-")
-    src, build, logs = (os.path.join(tmp, d) for d in ("src", "build", "logs"))
+    os.chmod(tmp, 0o755)
+    src, logs = os.path.join(tmp, "src"), os.path.join(tmp, "logs")
+    build = os.path.join(src, "build")
     os.makedirs(logs)
     status = 1
     try:
@@ -328,7 +333,6 @@ def main():
             say(f"kept {tmp}")
         elif status and os.listdir(logs):
             shutil.rmtree(src, ignore_errors=True)
-            shutil.rmtree(build, ignore_errors=True)
             say(f"logs kept in {logs}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
