@@ -342,7 +342,7 @@ def table(chosen, results, problems, seconds):
     """Prints the table; returns the exit status."""
     bad = list(problems)
     w = max([len(m.name) for m in chosen] + [6])
-    say(f"\n{'mutant':{w}}  {'result':34}  killed by")
+    say(f"\n{'mutant':{w}}  {'result':40}  killed by")
     for m in chosen:
         r = results[m.name]
         if r["status"] == "killed" and m.until:
@@ -361,7 +361,7 @@ def table(chosen, results, problems, seconds):
             bad.append(f"{m.name}: {r['detail']}")
         by = (", ".join(r["killed_by"]) if r["status"] == "killed" else r["detail"] if r["status"] == "error"
               else m.why if m.until else "")
-        say(f"{m.name:{w}}  {res:34}  {by}")
+        say(f"{m.name:{w}}  {res:40}  {by}")
     say(f"\n{len(chosen)} mutants in {seconds:.0f} s: "
         f"{sum(results[m.name]['status'] == 'killed' for m in chosen)} killed, "
         f"{sum(results[m.name]['status'] == 'survived' and bool(m.until) for m in chosen)} expected survivors, "
