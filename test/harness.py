@@ -9,6 +9,11 @@ Without --only, every suite runs:
   e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
             fast-path socket (back-off off, so that the spin really runs)
   compat    pytest test/compat (real programs from Debian's packages)
+  mutants   test/mutants/run.py: the library built with each deliberate
+            fault of test/mutants/mutants.py, each against the subset that
+            must catch it; one test per mutant, passed when it was killed
+            (an expected survivor, marked with the branch that will catch
+            it, is a strict expected failure)
   asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
   fuzz      test/fuzz/run.sh: each libFuzzer target (the parsers of peer
             input) built with clang in build-fuzz/ and run for FUZZ_SECONDS
@@ -21,6 +26,7 @@ no floors; each SPEC is one of
   e2e-spin:PYTEST-ARGS       the same with busy polling
   compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
   fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn)
+  mutants[:NAME,...]         all mutants, or the named ones (make test-mutants)
 
 What fails the run, besides a failing test:
   - any exit status that disagrees with what the suite reported (a C
@@ -42,6 +48,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +57,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 E2E = os.path.join(ROOT, "test", "e2e")
 COMPAT = os.path.join(ROOT, "test", "compat")
+MUTANTS = os.path.join(ROOT, "test", "mutants", "run.py")
 FLOOR = os.path.join(ROOT, "test", "floor.txt")
 ALLOW = os.path.join(ROOT, "test", "skips.allow")
 SPIN_ENV = {"LOOPFAST_TEST_SPIN_US": "50", "LOOPFAST_SPIN_BACKOFF": "0"}
@@ -82,16 +90,35 @@ def banner(text):
     print(f"== {text}", flush=True)
 
 
-def stream(argv, env=None, cwd=None, limit=None):
+def stop_group(p, grace=0):
+    """Stops p's process group: with a grace period, SIGINT first (so that
+    p stops what it started and cleans up), SIGKILL after grace seconds."""
+    if grace:
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+            p.wait(timeout=grace)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stream(argv, env=None, cwd=None, limit=None, grace=0):
     """Runs argv with its output (stdout and stderr) shown as it comes;
-    returns (exit status, output lines). Killed after `limit` seconds."""
+    returns (exit status, output lines). Stopped (stop_group) after `limit`
+    seconds, or when this run is interrupted."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, text=True,
                          errors="replace", start_new_session=True)
     lines, start = [], time.monotonic()
     timer = None
     if limit:
         import threading
-        timer = threading.Timer(limit, lambda: os.killpg(p.pid, 9))
+        timer = threading.Timer(limit, lambda: stop_group(p, grace))
         timer.start()
     try:
         for line in p.stdout:
@@ -103,7 +130,7 @@ def stream(argv, env=None, cwd=None, limit=None):
         if timer:
             timer.cancel()
         if p.poll() is None:
-            os.killpg(p.pid, 9)
+            stop_group(p, grace)
             p.wait()
     if limit and time.monotonic() - start >= limit:
         lines.append(f"(killed after {limit} s)")
@@ -211,6 +238,55 @@ def run_pytest(suite, build, args, env=None, cwd=None):
         suite.problems.append(f"{suite.name}: pytest ran no test")
 
 
+def run_mutants(suite, names=""):
+    """test/mutants/run.py (it builds its own copies): one test per mutant.
+    Killed: passed. Survived: failed, unless marked as expected to survive
+    until a branch lands (a strict expected failure, listed; killed while
+    marked: failed, so that the mark comes off). A snippet that no longer
+    applies, a mutant that does not build, or a subset that fails without
+    any mutant: failed."""
+    banner(f"{suite.name}{' ' + names if names else ''}")
+    fd, report = tempfile.mkstemp(prefix="loopfast-mutants-", suffix=".json")
+    os.close(fd)
+    try:
+        # Interrupted, it gets SIGINT first: it stops its subset and
+        # removes its copy of the tree.
+        rc, _ = stream([sys.executable, MUTANTS, "--report", report, *(["--only", names] if names else [])],
+                       limit=C_LIMIT_S, grace=60)
+        try:
+            with open(report) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = None
+    finally:
+        os.unlink(report)
+    if not doc:
+        suite.problems.append(f"{suite.name}: test/mutants/run.py wrote no report (exit status {rc})")
+        return
+    failed = 0
+    for m in doc["mutants"]:
+        tid = f"{suite.name}/{m['name']}"
+        mark = f"expected to survive until branch {m['until']} lands: {m['why']} (issue 13)" if m["until"] else None
+        if mark:
+            suite.xfail_marks.append((tid, mark))
+        if m["status"] == "killed" and not mark:
+            suite.add(tid, "passed")
+        elif m["status"] == "killed":
+            suite.add(tid, "failed", "killed, but marked as expected to survive: remove the mark")
+        elif m["status"] == "survived" and mark:
+            suite.add(tid, "xfailed", mark)
+        elif m["status"] == "survived":
+            suite.add(tid, "failed", f"SURVIVED: {m['what']}")
+        else:
+            suite.add(tid, "failed", m["detail"])
+        failed += suite.results[tid][0] == "failed"
+    suite.problems += [f"{suite.name}: {p}" for p in doc["problems"]]
+    if rc != (1 if failed or doc["problems"] else 0):
+        suite.problems.append(f"{suite.name}: test/mutants/run.py exit status {rc} with {failed} failed")
+    if not doc["mutants"]:
+        suite.problems.append(f"{suite.name}: no mutant ran")
+
+
 def build_asan(asan):
     banner("building under ASan+UBSan")
     for argv in (["cmake", "-S", ROOT, "-B", asan, "-DLF_SANITIZE=ON", "-DLF_WERROR=ON"],
@@ -289,6 +365,7 @@ def main():
         run_pytest(suite("e2e"), build, [E2E])
         run_pytest(suite("e2e-spin"), build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
         run_pytest(suite("compat"), build, [COMPAT], cwd=COMPAT)
+        run_mutants(suite("mutants"))
         err = build_asan(asan)
         if err:
             suite("asan").problems.append(err)
@@ -318,8 +395,10 @@ def main():
             run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
         elif kind == "fuzz":
             run_c(suite(kind), FUZZ, [FUZZ_BUILD, str(FUZZ_SECONDS), *[t for t in rest.split(",") if t]], name="")
+        elif kind == "mutants":
+            run_mutants(suite(kind), rest)
         else:
-            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin:, compat: or fuzz")
+            raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin:, compat:, fuzz or mutants")
 
     all_suites = list(suites.values())
     problems = [p for s in all_suites for p in s.problems]

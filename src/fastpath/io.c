@@ -4,7 +4,7 @@
  * first (connect.c); SHUT_RD keeps TCP's answer; reads may spin (spin.c);
  * the source address of a received message is TCP's (none), and so are
  * its descriptors (none); sendto and sendmsg ignore a destination as a
- * connected TCP socket does, and refuse descriptors as it does. */
+ * connected TCP socket does, and descriptors as it does. */
 #include "internal.h"
 #include "syscalls.h"
 
@@ -206,24 +206,39 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
-	if (m && m->msg_control && m->msg_controllen >= sizeof(struct cmsghdr) && f &&
-	    (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
-		/* TCP's sendmsg refuses descriptors and credentials (EINVAL);
-		 * a Unix socket would carry them. */
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
-			if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SCM_RIGHTS || c->cmsg_type == SCM_CREDENTIALS)) {
-				errno = EINVAL;
-				return -1;
-			}
+	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+		return REAL(sendmsg)(fd, m, flags);
+	struct msghdr copy = *m;
+	copy.msg_name = NULL;
+	copy.msg_namelen = 0;
+	if (m->msg_control && m->msg_controllen >= sizeof(struct cmsghdr)) {
+		/* TCP's sendmsg ignores descriptors and credentials; a Unix
+		 * socket would carry them (or refuse: SO_PASSRIGHTS). They go,
+		 * the rest stays. */
+		char *ctl = malloc(m->msg_controllen);
+		size_t k = 0;
+		if (!ctl) {
+			errno = ENOBUFS;
+			return -1;
 		}
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+			if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SCM_RIGHTS || c->cmsg_type == SCM_CREDENTIALS))
+				continue;
+			size_t off = (size_t)((char *)c - (char *)m->msg_control), len = CMSG_ALIGN(c->cmsg_len);
+			if (len > m->msg_controllen - off)
+				len = m->msg_controllen - off;
+			memcpy(ctl + k, c, len);
+			k += len;
+		}
+		copy.msg_control = k ? ctl : NULL;
+		copy.msg_controllen = k;
+		ssize_t r = REAL(sendmsg)(fd, &copy, flags);
+		int e = errno;
+		free(ctl);
+		errno = e;
+		return r;
 	}
-	if (m && m->msg_name && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
-		struct msghdr copy = *m;
-		copy.msg_name = NULL;
-		copy.msg_namelen = 0;
-		return REAL(sendmsg)(fd, &copy, flags);
-	}
-	return REAL(sendmsg)(fd, m, flags);
+	return REAL(sendmsg)(fd, &copy, flags);
 }
 
 /* The plain writes are interposed only for a connect still pending on

@@ -391,15 +391,17 @@ def test_server_of_another_uid_receives_no_descriptor(build, attacker, fam, kind
 
 
 @FAMS
-@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+@pytest.mark.parametrize("mode", ["tcp", "loopfast", "handmade"])
 def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
     # The other direction: the attacker is a client of a root server that
     # reads with recvmsg and room for ancillary data, and sends eight of its
     # own descriptors along with its bytes. Over TCP that cannot be (TCP
-    # ignores them); on the fast path no descriptor may reach the server
-    # either.
+    # refuses them); on the fast path no descriptor may reach the server
+    # either: not through loopfast's sendmsg (which refuses them as TCP's
+    # does), nor on a hello the attacker made by hand, whose sendmsg is
+    # the kernel's.
     srv, port, ino, _ = echo_server(attacker, fam, "--recvmsg")
-    cl = attacker("fd_sender", fam, port, preload_lib=mode == "loopfast")
+    cl = attacker("fd_sender", fam, port, *([ino] if mode == "handmade" else []), preload_lib=mode == "loopfast")
     try:
         out = json.loads(readline(cl))
         got = result(srv)
@@ -407,7 +409,9 @@ def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
         stop(cl)
         stop(srv)
     print(f"attacker: {out}; server: {got}")
-    assert out["echo"] and out["fast"] == (mode == "loopfast"), out  # the attack was in place
+    assert out["echo"] and out["fast"] == (mode != "tcp"), out  # the attack was in place
+    if mode != "handmade":  # TCP's sendmsg ignores descriptors, and so does loopfast's
+        assert out["sendmsg"] == "sent", out
     assert got == {"fds": 0}, (out, got)
 
 

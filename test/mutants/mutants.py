@@ -1,0 +1,216 @@
+"""The mutants `make test-mutants` builds, one at a time (test/mutants/run.py).
+
+Each is a deliberate fault: the edits that make it (file, an exact snippet
+of today's source, its replacement), and the subset of the suite that must
+catch it (scripts/test.sh --only specs, see test/README.md). A snippet must
+occur exactly once in its file, or the run fails before building anything:
+the code moves on, and a mutant that silently stopped applying would be a
+test that cannot fail. When one fails that way, rewrite its snippet against
+the code as it is now, keeping the fault it stands for.
+
+`until`: the branch whose tests will catch it, for a mutant no test on main
+can catch yet. The run lists it as an expected survivor (a strict expected
+failure: it fails the day the mutant is killed, so that the mark comes off
+when that branch lands). Every other survivor fails the run.
+
+`env`: extra environment for the subset; `limit_s`: how long the subset
+may take before it counts as hung (a hang is a failure, so: killed).
+"""
+
+
+class Mutant:
+    def __init__(self, name, what, edits, only, until=None, why=None, env=None, limit_s=300):
+        self.name, self.what, self.edits, self.only = name, what, edits, only
+        self.until, self.why, self.env, self.limit_s = until, why, env or {}, limit_s
+
+
+MUTANTS = [
+    # ---- the negotiation (connect.c, claim.c, listener.c)
+    Mutant(
+        "negotiation-always-tcp",
+        "every connect finds no listener and falls back to plain TCP",
+        [("src/fastpath/connect.c",
+          "\tif (lf__diag_listener(&dst, &src, &lst) < 0)\n",
+          "\tif (lf__diag_listener(&dst, &src, &lst) < 0 || 1)\n")],
+        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes'"]),
+    Mutant(
+        "client-stays-on-tcp",
+        "the server claims the hello, the client keeps its TCP socket",
+        [("src/fastpath/connect.c",
+          "\tlf__count(LF_EV_FAST_CLIENT);\n\tif (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, side) < 0) {\n",
+          "\tlf__count(LF_EV_FAST_CLIENT);\n\tlf__sys_close(unx);\n\tif (0) {\n")],
+        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes'"]),
+    Mutant(
+        "hello-unverified",
+        "a hello is accepted without verification (vouched() always true)",
+        [("src/fastpath/claim.c",
+          "\tif (uid == geteuid())\n\t\treturn true;\n",
+          "\tif (1 || uid == geteuid())\n\t\treturn true;\n")],
+        ["e2e:test_security.py"],),
+    Mutant(
+        "hello-from-another-uid",
+        "a hello is accepted from another uid (sock_diag's owner not compared with the sender's uid)",
+        [("src/fastpath/claim.c",
+          "d.uid == uid && d.state != TCP_TIME_WAIT",
+          "d.state != TCP_TIME_WAIT")],
+        ["e2e:test_security.py"],),
+    Mutant(
+        "client-joins-squatter",
+        "the client joins a rendezvous created by another uid than the listener's owner",
+        [("src/fastpath/connect.c",
+          " || cr.uid != lst.uid)\n",
+          ")\n")],
+        ["e2e:test_security.py -k squatted"]),
+    Mutant(
+        "hello-carries-tcp-socket",
+        "the client sends its TCP socket in the hello (protocol 1's capability leak)",
+        [("src/fastpath/connect.c",
+          "int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)\n{\n",
+          "static void leak_fd(int unx, int fd)\n"
+          "{\n"
+          "\tchar c[CMSG_SPACE(sizeof(int))] = { 0 };\n"
+          "\tstruct iovec iov = { (void *)\"h\", 1 };\n"
+          "\tstruct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c, .msg_controllen = sizeof(c) };\n"
+          "\tstruct cmsghdr *cm = CMSG_FIRSTHDR(&m);\n"
+          "\tcm->cmsg_level = SOL_SOCKET;\n"
+          "\tcm->cmsg_type = SCM_RIGHTS;\n"
+          "\tcm->cmsg_len = CMSG_LEN(sizeof(int));\n"
+          "\tmemcpy(CMSG_DATA(cm), &fd, sizeof(int));\n"
+          "\tsyscall(SYS_sendmsg, unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
+          "}\n\n"
+          "int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)\n{\n"),
+         ("src/fastpath/connect.c",
+          "\telse if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl)",
+          "\telse if ((leak_fd(unx, fd), 0) || lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl)")],
+        ["e2e:test_security.py -k squatted"]),
+    Mutant(
+        "stash-unbounded",
+        "the stash never refuses a hello (no per-uid share, no total)",
+        [("src/fastpath/listener.c",
+          "\tif ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX)\n",
+          "\tif (0 && ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX))\n")],
+        ["e2e:test_security.py"],),
+    Mutant(
+        "stash-keeps-dead",
+        "a hello whose client has gone is never dropped (lf__hello_dead() never true)",
+        [("src/fastpath/listener.c",
+          "\treturn ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n",
+          "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n")],
+        ["e2e:test_security.py"],),
+    Mutant(
+        "internal-fd-closable",
+        "close() of one of loopfast's own descriptors really closes it",
+        [("src/fastpath/interpose.c",
+          "\tif (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n",
+          "\tif (0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n")],
+        ["e2e:test_security.py"],),
+    Mutant(
+        "connect-nonblock-blocks",
+        "a non-blocking connect waits for the doorbell's handshake instead of returning EINPROGRESS",
+        [("src/fastpath/connect.c",
+          "\t\tint err, h = handshake(fd, 0, &err);\n",
+          "\t\tint err, h = handshake(fd, -1, &err);\n")],
+        ["e2e:test_compare.py -k connect"],),
+    Mutant(
+        "connect-uninterruptible",
+        "a signal cannot interrupt a blocking connect (signals blocked around the doorbell)",
+        [("src/fastpath/connect.c",
+          "\tint r = lf__sys_connect(fd, sa, len);\n\tenum lf_switch side = LF_SW_CLIENT;\n\te = r ? errno : 0;\n\tif (r < 0 && (e == ECONNRESET",
+          "\tsigset_t all_, old_;\n\tsigfillset(&all_);\n\tpthread_sigmask(SIG_BLOCK, &all_, &old_);\n"
+          "\tint r = lf__sys_connect(fd, sa, len);\n\tenum lf_switch side = LF_SW_CLIENT;\n\te = r ? errno : 0;\n"
+          "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n\tif (r < 0 && (e == ECONNRESET"),
+         ("src/fastpath/connect.c", "#include <pthread.h>\n", "#include <pthread.h>\n#include <signal.h>\n")],
+        ["e2e:test_compare.py -k connect"],),
+
+    # ---- what the attacks found (bell.c, io.c)
+    Mutant(
+        "bell-deaf",
+        "the client takes any end of its TCP connection for the claim (an unclaimed hello is waited on forever)",
+        [("src/fastpath/bell.c",
+          "\tif (ev > 0 && !(ev & (POLLERR | POLLHUP))) {\n",
+          "\tif (0) {\n")],
+        ["e2e:test_security.py -k worker_killed_between"]),
+    Mutant(
+        "rights-cross",
+        "descriptors cross the fast path (SO_PASSRIGHTS left on, recvmsg keeps what arrives)",
+        [("src/fastpath/io.c",
+          "\tlf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
+          "\t(void)unx;\n\t(void)off;\n"),
+         ("src/fastpath/io.c",
+          "\tif (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))\n\t\treturn;\n",
+          "\treturn;\n")],
+        ["e2e:test_security.py -k passes_no_descriptor"]),
+
+    # ---- what the interposer answers (interpose.c)
+    Mutant(
+        "getpeername-wrong-port",
+        "getpeername on a fast-path socket answers the peer's port + 1",
+        [("src/fastpath/interpose.c",
+          "\t\tput_addr(peer ? &remote : &local, family, sa, room, len);\n",
+          "\t{\n\t\tstruct lf_ep x_ = peer ? remote : local;\n\t\tx_.port += peer;\n"
+          "\t\tput_addr(&x_, family, sa, room, len);\n\t}\n")],
+        ["e2e:test_compare.py -k 'names-v4'"]),
+    Mutant(
+        "halfclose-swallowed",
+        "shutdown(SHUT_WR) on a fast-path socket succeeds but is not passed on",
+        [("src/fastpath/interpose.c",
+          "\tr = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);\n",
+          "\tr = how == SHUT_RD || how == SHUT_WR ? 0 : REAL(shutdown)(fd, SHUT_WR);\n")],
+        ["e2e:test_compare.py -k 'halfclose-v4'"]),
+
+    # ---- the spin tier (spin.c), run with spinning on
+    Mutant(
+        "spin-drops-a-byte",
+        "the spin tier's receive drops one byte in every 64 KiB",
+        [("src/fastpath/spin.c",
+          "\t\tssize_t n = REAL(recvmsg)(fd, m, flags | MSG_DONTWAIT);\n",
+          "\t\tssize_t n = REAL(recvmsg)(fd, m, flags | MSG_DONTWAIT);\n"
+          "\t\tstatic size_t seen_;\n"
+          "\t\tif (n > 1 && m->msg_iovlen >= 1 && m->msg_iov[0].iov_len >= (size_t)n &&\n"
+          "\t\t    (seen_ + (size_t)n) / 65536 != seen_ / 65536) {\n"
+          "\t\t\tmemmove(m->msg_iov[0].iov_base, (char *)m->msg_iov[0].iov_base + 1, (size_t)n - 1);\n"
+          "\t\t\tn--;\n"
+          "\t\t}\n"
+          "\t\tif (n > 0)\n\t\t\tseen_ += (size_t)n;\n")],
+        ["e2e-spin:test_compare.py -k 'bulk'"],
+        env={"LFPROBE_BULK_MB": "16"}),
+    Mutant(
+        "spin-read-ignores-signal",
+        "a spinning read carries on through a signal (no EINTR)",
+        [("src/fastpath/spin.c",
+          "\t\tif (atomic_load(&lf__sig_seen) != s0) {\n\t\t\tif (atomic_load(&lf__sig_interrupt) == i0)\n",
+          "\t\tif (0 && atomic_load(&lf__sig_seen) != s0) {\n\t\t\tif (atomic_load(&lf__sig_interrupt) == i0)\n")],
+        ["c:test-spin:signal_interrupts_spinning_read"]),
+    # A signal reaches a spinning wait two ways: it interrupts the
+    # zero-timeout ppoll/pselect/epoll_pwait of a try (nearly always: the
+    # loop is mostly in the kernel), or its handler runs in user space
+    # between two tries (sig_seen). Ignoring only the second is a fault no
+    # test can show reliably (a window of a few hundred nanoseconds per
+    # try); this mutant ignores both.
+    Mutant(
+        "spin-wait-ignores-signal",
+        "a spinning poll/select/epoll_wait carries on through a signal (EINTR of a try retried, sig_seen ignored)",
+        [("src/fastpath/spin.c",
+          "\t\tint r = w->try(w->arg);\n\t\tif (r != 0) {\n",
+          "\t\tint r = w->try(w->arg);\n\t\tif (r < 0 && errno == EINTR)\n\t\t\tr = 0;\n\t\tif (r != 0) {\n"),
+         ("src/fastpath/spin.c",
+          "\t\tif (atomic_load(&lf__sig_seen) != s0) { /* waits are never restarted */\n",
+          "\t\tif (0 && atomic_load(&lf__sig_seen) != s0) { /* waits are never restarted */\n")],
+        ["c:test-spin:signal_interrupts_spinning_poll_even_with_restart"]),
+
+    # ---- Registered I/O (src/rio)
+    Mutant(
+        "rio-bytes-off-by-one",
+        "a send or receive completion reports one byte less than the kernel did",
+        [("src/rio/rio_complete.c",
+          "\tres->bytes = cqe->res > 0 ? (uint32_t)cqe->res : 0;\n",
+          "\tres->bytes = cqe->res > 0 ? (uint32_t)cqe->res - 1 : 0;\n")],
+        ["c:test-rio-rq", "c:test-rio"]),
+    Mutant(
+        "rio-multishot-bytes",
+        "a multishot receive's completion reports one byte more than it received",
+        [("src/rio/rio_complete.c",
+          "\t\tres->bytes = (uint32_t)cqe->res;\n",
+          "\t\tres->bytes = (uint32_t)cqe->res + 1;\n")],
+        ["c:test-rio-rq:multishot"]),
+]
