@@ -334,6 +334,10 @@ void lf__listener_put(struct lf_listener *l);
 void lf__adopt_inherited(void);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
+/* Some rendezvous of this process has been left open across exec (its
+ * listener is): a program exec'd from here may inherit it, and must then
+ * claim its hellos (src/preload/exec.c). */
+extern bool lf__rendezvous_inheritable;
 /* Are the listener's saved SYNs loopfast's to read (hello marks)? */
 bool lf__listener_marks(const struct lf_listener *l);
 /* The program set TCP_SAVE_SYN on listener fd: its saved SYNs are its own. */

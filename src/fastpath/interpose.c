@@ -380,6 +380,9 @@ LF_EXPORT int ioctl(int fd, unsigned long req, ...)
 	int r = lf__real_ioctl(fd, req, arg), e = errno;
 	if (r == 0 && req == FIONBIO && arg)
 		lf__fd_nonblock(fd, *(int *)arg != 0);
+	struct lf_fd *f;
+	if (r == 0 && (req == FIOCLEX || req == FIONCLEX) && (f = lf__fd(fd)) && f->lst)
+		lf__listener_cloexec(f->lst, req == FIOCLEX); /* as F_SETFD (Python's set_inheritable) */
 	errno = e;
 	return r;
 }

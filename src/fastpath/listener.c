@@ -345,9 +345,14 @@ void lf__listener_put(struct lf_listener *l)
 	free(l);
 }
 
+bool lf__rendezvous_inheritable;
+
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
 {
 	int fds[3] = { l->rdv, l->chan, l->shmfd };
+
+	if (!cloexec)
+		lf__rendezvous_inheritable = true;
 	for (int i = 0; i < 3; i++)
 		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
 }

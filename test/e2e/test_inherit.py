@@ -393,11 +393,6 @@ def tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-ISSUE = ("the program exec'd with the listener is not under loopfast ({why}) but inherits the rendezvous: "
-         "fast-path clients queue hellos nobody claims, the server accepts their doorbells as plain TCP, "
-         "and each such client waits on its Unix socket until its timeout (issue 13)")
-
-
 # ---- systemd socket activation
 
 # Takes the listener from systemd (fd 3), accepts one connection at a time,
@@ -450,10 +445,7 @@ class Accepts:
                 self.cv.wait(left)
 
 
-@pytest.mark.parametrize("env", [
-    pytest.param("as-is", marks=pytest.mark.xfail(strict=True, raises=Split, reason=ISSUE.format(
-        why="systemd-socket-activate passes the program only LISTEN_FDS, LISTEN_PID and a few variables"))),
-    "kept"])
+@pytest.mark.parametrize("env", ["as-is", "kept"])
 def test_systemd_socket_activation(build, env):
     """`loopfast run -- systemd-socket-activate -l 127.0.0.1:P python3
     server.py`, the server taking fd 3; "kept" passes loopfast's variables
@@ -629,10 +621,7 @@ def _ppid(pid):
         return 0
 
 
-@pytest.mark.parametrize("env", [
-    pytest.param("as-is", marks=pytest.mark.xfail(strict=True, raises=Split, reason=ISSUE.format(
-        why="nginx gives a new binary only TZ, its `env` directives and NGINX"))),
-    "kept"])
+@pytest.mark.parametrize("env", ["as-is", "kept"])
 def test_nginx_binary_upgrade(build, tmp, reaper, env):
     """nginx (daemon: a binary upgrade needs its master's parent gone) under
     `loopfast run`, HTTP clients; USR2 starts a new master with the
@@ -697,3 +686,44 @@ def test_nginx_binary_upgrade(build, tmp, reaper, env):
         first = masters[0] if masters else read_pid(f"{tmp}/nginx.pid")
         if first and (masters or _sid(first) == first):
             kill_session(first)
+
+
+# ---- the exec'd program's environment
+
+EXEC_CLEAN = textwrap.dedent("""
+    import os, socket, sys
+    if sys.argv[1] == "listener":
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        s.set_inheritable(True)  # left open across exec, with its rendezvous
+    how = sys.argv[2]
+    argv, env = ["env"], {"ONLY": "this"}
+    if how == "execve":
+        os.execve("/usr/bin/env", argv, env)
+    elif how == "execvpe":
+        os.execvpe("env", argv, env)
+    else:
+        pid = os.posix_spawn("/usr/bin/env", argv, env)
+        os._exit(os.waitpid(pid, 0)[1] >> 8)
+""")
+
+
+@pytest.mark.parametrize("how", ["execve", "execvpe", "posix_spawn"])
+@pytest.mark.parametrize("held", ["listener", "nothing"])
+def test_exec_keeps_loopfast_only_for_an_inherited_listener(build, held, how):
+    """A program under `loopfast run` execs another with a cleaned
+    environment. With an opted-in listener left open across the exec, the
+    new program gets loopfast back (LD_PRELOAD led by the library,
+    LOOPFAST_ENABLE), so that it claims the hellos its rendezvous receives;
+    with nothing inherited, its environment is what it was given."""
+    out = subprocess.run(lf_cmd([sys.executable, "-c", EXEC_CLEAN, held, how]), capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    env = dict(line.split("=", 1) for line in out.stdout.splitlines())
+    if held == "nothing":
+        assert env == {"ONLY": "this"}, env
+    else:
+        assert env["ONLY"] == "this", env
+        assert env["LD_PRELOAD"].split()[0] == str(build / "libloopfast-preload.so"), env
+        assert env["LOOPFAST_ENABLE"] == "1", env

@@ -1,0 +1,218 @@
+/* exec under `loopfast run`: a program exec'd with an opted-in listener
+ * open inherits its rendezvous, so fast-path clients keep queueing hellos
+ * for it; it must be under loopfast too, or it accepts their doorbells as
+ * plain TCP and every such client waits on a hello nobody claims. Programs
+ * that pass a listener on across exec often pass a cleaned environment
+ * (systemd-socket-activate passes LISTEN_FDS and little else; nginx's
+ * binary upgrade passes TZ, its `env` directives and NGINX), which drops
+ * LD_PRELOAD. So, once a rendezvous of this process has been left open
+ * across exec (lf__rendezvous_inheritable), every exec gets this library
+ * back in LD_PRELOAD and loopfast's variables back, when its environment
+ * dropped them. Nothing is allocated (vfork children exec too): the new
+ * environment is built on the stack.
+ *
+ * What this cannot cover: a static program (LD_PRELOAD does nothing; the
+ * seccomp supervisor will), and a set-user-ID one (the loader ignores
+ * LD_PRELOAD for it). */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char self[PATH_MAX]; /* this library's path, for LD_PRELOAD */
+static const char *const carried[] = { "LOOPFAST_ENABLE", "LOOPFAST_SPIN_US", "LOOPFAST_EXCLUDE", "LOOPFAST_DEBUG" };
+#define NCARRIED (sizeof(carried) / sizeof(carried[0]))
+
+typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+		     char *const[], char *const[]);
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+static spawn_fn *real_posix_spawn, *real_posix_spawnp;
+
+/* Everything is looked up here, once: a vfork child must not call dlsym. */
+__attribute__((constructor)) static void exec_init(void)
+{
+	Dl_info di;
+
+	if (dladdr((void *)exec_init, &di) && di.dli_fname && di.dli_fname[0] == '/' &&
+	    strlen(di.dli_fname) < sizeof(self))
+		strcpy(self, di.dli_fname);
+	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	real_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
+	real_posix_spawn = (spawn_fn *)dlsym(RTLD_NEXT, "posix_spawn");
+	real_posix_spawnp = (spawn_fn *)dlsym(RTLD_NEXT, "posix_spawnp");
+}
+
+static size_t env_count(char *const envp[])
+{
+	size_t n = 0;
+
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
+/* The value of NAME in envp, or NULL. */
+static const char *env_get(char *const envp[], const char *name)
+{
+	size_t l = strlen(name);
+
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (!strncmp(envp[i], name, l) && envp[i][l] == '=')
+			return envp[i] + l + 1;
+	return NULL;
+}
+
+static bool needed(char *const envp[])
+{
+	const char *pre;
+
+	if (!lf__rendezvous_inheritable || !self[0])
+		return false;
+	if (!(pre = env_get(envp, "LD_PRELOAD")) || !strstr(pre, self))
+		return true;
+	for (size_t i = 0; i < NCARRIED; i++)
+		if (getenv(carried[i]) && !env_get(envp, carried[i]))
+			return true;
+	return false;
+}
+
+/* Fills env (room: env_count(envp) + NCARRIED + 2) with envp, its
+ * LD_PRELOAD led by this library (written into pre), and loopfast's
+ * variables from this process's environment where envp lacks them. */
+static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_room)
+{
+	const char *old = env_get(envp, "LD_PRELOAD");
+	size_t k = 0;
+
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], "LD_PRELOAD=", 11))
+			env[k++] = envp[i];
+	if (old && strstr(old, self))
+		snprintf(pre, pre_room, "LD_PRELOAD=%s", old);
+	else
+		snprintf(pre, pre_room, "LD_PRELOAD=%s%s%s", self, old && *old ? " " : "", old ? old : "");
+	env[k++] = pre;
+	for (size_t i = 0; i < NCARRIED; i++) {
+		const char *v = getenv(carried[i]);
+		if (v && !env_get(envp, carried[i]))
+			env[k++] = (char *)v - strlen(carried[i]) - 1; /* "NAME=value" in environ */
+	}
+	env[k] = NULL;
+	return env;
+}
+
+/* Declares the stack room for envp's fixed copy and sets `out` to it (or
+ * to envp when nothing needs carrying). */
+#define FIX_ENV(envp, out)                                                                             \
+	bool fix_ = needed(envp);                                                                      \
+	const char *old_ = fix_ ? env_get(envp, "LD_PRELOAD") : NULL;                                  \
+	char *env_[fix_ ? env_count(envp) + NCARRIED + 2 : 1];                                          \
+	char pre_[fix_ ? sizeof("LD_PRELOAD= ") + strlen(self) + (old_ ? strlen(old_) : 0) : 1];       \
+	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_)) : (envp)
+
+/* A function not found at start (it has no fallback): ENOSYS. */
+#define CALL(fn, ...) ((fn) ? (fn)(__VA_ARGS__) : (errno = ENOSYS, -1))
+
+LF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	FIX_ENV(envp, env);
+
+	if (!real_execve)
+		return (int)syscall(SYS_execve, path, argv, env);
+	return real_execve(path, argv, env);
+}
+
+LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	FIX_ENV(envp, env);
+
+	return CALL(real_execvpe, file, argv, env);
+}
+
+LF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	FIX_ENV(envp, env);
+
+	return CALL(real_fexecve, fd, argv, env);
+}
+
+LF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	FIX_ENV(envp, env);
+
+	return (int)syscall(SYS_execveat, dirfd, path, argv, env, flags);
+}
+
+LF_EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+LF_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* execl, execle, execlp: their arguments, up to the NULL, as an array on
+ * the stack; execle's envp follows the NULL. */
+static size_t nargs(va_list ap)
+{
+	size_t n = 1;
+
+	while (va_arg(ap, char *))
+		n++;
+	return n;
+}
+
+#define ARGV_OF(arg0, last, argv)                                                                      	va_list ap;                                                                                    	va_start(ap, last);                                                                            	size_t n_ = nargs(ap);                                                                         	va_end(ap);                                                                                    	char *argv[n_ + 1];                                                                            	argv[0] = (char *)(arg0);                                                                      	va_start(ap, last);                                                                            	for (size_t i_ = 1; i_ <= n_; i_++)                                                            		argv[i_] = va_arg(ap, char *)
+
+LF_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	ARGV_OF(arg0, arg0, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+LF_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	ARGV_OF(arg0, arg0, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+LF_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	ARGV_OF(arg0, arg0, argv);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	FIX_ENV(envp, env);
+
+	return real_posix_spawn ? real_posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
+}
+
+LF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	FIX_ENV(envp, env);
+
+	return real_posix_spawnp ? real_posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
+}
