@@ -82,7 +82,9 @@ int cmd_bench_connect(int argc, char **argv)
 		if (err)
 			return err;
 	}
-	if (o.plot_path && !o.json_path)
+	if (lf_cli_json && !o.json_path)
+		o.json_path = "-"; /* `loopfast --json bench connect`: the JSON on stdout */
+	if (o.plot_path && (!o.json_path || !strcmp(o.json_path, "-")))
 		return lf_cli_error("--plot needs --json FILE (the plot is drawn from it)");
 
 	struct conn_row rows[CONN_MAX_LEVELS * CONN_NPATHS];
@@ -107,7 +109,11 @@ int cmd_bench_connect(int argc, char **argv)
 	conn_report(rows, nrows, &o);
 	if (o.json_path && conn_write_json(rows, nrows, &o))
 		return 2;
-	if (o.plot_path)
-		return lf_cli_run_script("connect/plot_connect.py", o.json_path, o.plot_path);
+	if (o.plot_path && lf_cli_run_script("connect/plot_connect.py", o.json_path, o.plot_path))
+		return 1;
+	for (unsigned k = 0; k < nrows; k++)
+		for (unsigned i = 0; i < rows[k].n; i++)
+			if (rows[k].runs[i].err)
+				return 1; /* the table says which run failed, and why */
 	return 0;
 }
