@@ -18,8 +18,8 @@
  * (as a poll with the bells added) and epoll_wait, epoll_pwait (the bell is
  * registered, one-shot, with a tag in its data, in every epoll set the
  * fast-path socket is in; tagged events are taken out of what the
- * application gets). Every other interposed call checks it without
- * waiting. A connection is unconfirmed for about one server wake-up; the
+ * application gets). Reads check it without waiting; writes do not (a
+ * write to an unclaimed hello waits for nobody). A connection is unconfirmed for about one server wake-up; the
  * waits above cost nothing extra when no connection of the process is. */
 #include "internal.h"
 #include "syscalls.h"
@@ -60,6 +60,20 @@ void lf__bell_drop(int fd)
 	f->bell = -1;
 }
 
+/* The bell rang with events ev (poll's bits; epoll's are the same). */
+static void rang(int fd, int ev)
+{
+	/* The client has not shut its TCP socket down (the bell holds it), so
+	 * a hang-up is the CLOSE state, which only a reset reaches: the claim,
+	 * even when the reset's error was read already. */
+	if (!(ev & (POLLERR | POLLHUP))) {
+		DEBUG("fd %d: the server closed the TCP connection without claiming it (events %#x): fast path shut down", fd, ev);
+		lf__count(LF_EV_ORPHANED);
+		syscall(SYS_shutdown, fd, SHUT_RDWR);
+	}
+	lf__bell_drop(fd);
+}
+
 bool lf__bell_check(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -69,15 +83,10 @@ bool lf__bell_check(int fd)
 	int ev = lf__sys_poll1(f->bell, POLLIN | POLLRDHUP, 0);
 	if (ev == 0 || (ev < 0 && errno == EINTR))
 		return true;
-	/* The client has not shut its TCP socket down (the bell holds it), so
-	 * a hang-up is the CLOSE state, which only a reset reaches: the claim,
-	 * even when the reset's error was read already. */
-	if (ev > 0 && !(ev & (POLLERR | POLLHUP))) {
-		DEBUG("fd %d: the server closed the TCP connection without claiming it (events %#x): fast path shut down", fd, ev);
-		lf__count(LF_EV_ORPHANED);
-		syscall(SYS_shutdown, fd, SHUT_RDWR);
-	}
-	lf__bell_drop(fd);
+	if (ev > 0)
+		rang(fd, ev);
+	else
+		lf__bell_drop(fd);
 	return false;
 }
 
@@ -236,7 +245,10 @@ int lf__bell_epoll_filter(struct epoll_event *ev, int n)
 		return n;
 	for (int i = 0; i < n; i++) {
 		if ((ev[i].data.u64 & 0xffffffff00000000ull) == BELL_TAG) {
-			lf__bell_check((int)(uint32_t)ev[i].data.u64);
+			int fd = (int)(uint32_t)ev[i].data.u64;
+			struct lf_fd *f = lf__fd(fd);
+			if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+				rang(fd, (int)ev[i].events); /* one-shot: it rang once */
 			continue;
 		}
 		ev[k++] = ev[i];

@@ -73,7 +73,7 @@ static int settle(int fd, int flags, bool reading)
 			return -1;
 		fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	}
-	if ((fl & LF_F_UNCONFIRMED) && lf__bell_check(fd) && reading &&
+	if ((fl & LF_F_UNCONFIRMED) && reading && lf__bell_check(fd) &&
 	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & (MSG_DONTWAIT | MSG_PEEK)) &&
 	    lf__bell_wait(fd, POLLIN) < 0)
 		return -1;
