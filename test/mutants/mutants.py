@@ -110,7 +110,7 @@ MUTANTS = [
         [("src/fastpath/connect.c",
           "\t\tint err, h = handshake(fd, 0, &err);\n",
           "\t\tint err, h = handshake(fd, -1, &err);\n")],
-        ["e2e:test_compare.py -k connect"],),
+        ["e2e:test_compare.py -k connect"], limit_s=120),
     Mutant(
         "connect-uninterruptible",
         "a signal cannot interrupt a blocking connect (signals blocked around the doorbell)",
@@ -120,7 +120,7 @@ MUTANTS = [
           "\tint r = lf__sys_connect(fd, sa, len);\n\tenum lf_switch side = LF_SW_CLIENT;\n\te = r ? errno : 0;\n"
           "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n\tif (r < 0 && (e == ECONNRESET"),
          ("src/fastpath/connect.c", "#include <pthread.h>\n", "#include <pthread.h>\n#include <signal.h>\n")],
-        ["e2e:test_compare.py -k connect"],),
+        ["e2e:test_compare.py -k connect"], limit_s=120),
 
     # ---- what the attacks found (bell.c, io.c)
     Mutant(
