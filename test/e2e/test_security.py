@@ -473,11 +473,20 @@ def test_fast_path_comes_back_after_a_flood(build, attacker):
         got = result(flood, 120)
         flood.wait(timeout=30)
         assert got["full"] > 0, got
-        out = run_clients(attacker, "4", port, 50, "--conc", 5)
-        print(f"after the flood: {out['outcomes']}, {out['fast']} of 50 on the fast path; "
+        # A client process that found the rendezvous full takes plain TCP
+        # to it for a second (README), and the server drains what the flood
+        # left at its first plain accept: rounds of new client processes,
+        # until one is on the fast path (the bound only catches "never").
+        deadline, rounds = time.monotonic() + 30, []
+        while True:
+            out = run_clients(attacker, "4", port, 10, "--conc", 5)
+            rounds.append(out["fast"])
+            assert out["outcomes"] == {"ok": 10}, out
+            if out["fast"] > 0 or time.monotonic() > deadline:
+                break
+        print(f"after the flood: fast-path connections per round of 10: {rounds}; "
               f"{queued_on('4', ino)} connections still queued on the rendezvous")
-        assert out["outcomes"] == {"ok": 50}, out
-        assert out["fast"] > 0, out
+        assert out["fast"] > 0, rounds
     finally:
         stop(srv)
         stop(flood)
