@@ -40,6 +40,7 @@ void lf__bell_keep(int fd, int bell)
 	struct lf_fd *f = lf__fd(fd);
 
 	lf__fd_hide(bell, &f->bell);
+	f->bell_gen++;
 	atomic_fetch_or(&f->flags, LF_F_UNCONFIRMED);
 	atomic_fetch_add(&lf__unconfirmed, 1);
 	lf__bells_used = true;
@@ -48,30 +49,52 @@ void lf__bell_keep(int fd, int bell)
 			lf__bell_epoll_add(f->ep[i].epfd1 - 1, fd);
 }
 
-void lf__bell_drop(int fd)
+/* The verdict on a bell is given once: the caller that takes the flag
+ * off gives it (and closes the bell); any other, even one that polled a
+ * bell closed meanwhile (POLLNVAL) or a number reused since, does nothing. */
+static struct lf_fd *verdict(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
 	if (!f || !(atomic_fetch_and(&f->flags, ~LF_F_UNCONFIRMED) & LF_F_UNCONFIRMED))
-		return;
+		return NULL;
 	atomic_fetch_sub(&lf__unconfirmed, 1);
+	return f;
+}
+
+static void release(struct lf_fd *f)
+{
 	lf__fd_unhide(f->bell);
 	lf__sys_close(f->bell);
 	f->bell = -1;
 }
 
+void lf__bell_drop(int fd)
+{
+	struct lf_fd *f = verdict(fd);
+
+	if (f)
+		release(f);
+}
+
 /* The bell rang with events ev (poll's bits; epoll's are the same). */
 static void rang(int fd, int ev)
 {
+	struct lf_fd *f = verdict(fd);
+
+	if (!f)
+		return;
 	/* The client has not shut its TCP socket down (the bell holds it), so
 	 * a hang-up is the CLOSE state, which only a reset reaches: the claim,
-	 * even when the reset's error was read already. */
-	if (!(ev & (POLLERR | POLLHUP))) {
+	 * even when the reset's error was read already. A bell closed behind
+	 * loopfast's back (POLLNVAL) says nothing: taken as claimed, since
+	 * the other answer would end a connection that may be good. */
+	if (!(ev & (POLLERR | POLLHUP | POLLNVAL))) {
 		DEBUG("fd %d: the server closed the TCP connection without claiming it (events %#x): fast path shut down", fd, ev);
 		lf__count(LF_EV_ORPHANED);
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
 	}
-	lf__bell_drop(fd);
+	release(f);
 }
 
 bool lf__bell_check(int fd)
@@ -96,14 +119,16 @@ int lf__bell_wait(int fd, short events)
 
 	while (lf__bell_check(fd)) {
 		struct pollfd p[2] = { { fd, events, 0 }, { f->bell, POLLIN | POLLRDHUP, 0 } };
-		unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
+		unsigned i0 = atomic_load(&lf__sig_interrupt);
 		int r = (int)syscall(SYS_ppoll, p, 2, NULL, NULL, 8);
 		if (r < 0 && errno == EINTR) {
-			/* As the blocking call would: restarted under SA_RESTART
-			 * (when the handler is known to be such), else EINTR. */
-			if (atomic_load(&lf__sig_seen) != s0 && atomic_load(&lf__sig_interrupt) == i0)
-				continue;
-			return -1;
+			/* As the blocking call would: EINTR after a handler known
+			 * to interrupt (one without SA_RESTART); restarted after
+			 * any other (SA_RESTART ones, and the C library's own,
+			 * as glibc's set*id broadcast). */
+			if (atomic_load(&lf__sig_interrupt) != i0)
+				return -1;
+			continue;
 		}
 		if (r > 0 && p[0].revents)
 			return 0;
@@ -226,12 +251,16 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 
 /* ---- epoll */
 
-#define BELL_TAG 0x4c46424c00000000ull /* "LFBL" in the high half; the fd in the low half */
+/* "LFBL" in the high half; in the low half the bell's generation (a
+ * registration can outlive its bell: a forked child may hold the same
+ * file) and the fd (fast-path sockets are below 65536). */
+#define BELL_TAG 0x4c46424c00000000ull
 
 void lf__bell_epoll_add(int epfd, int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.u64 = BELL_TAG | (uint32_t)fd };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
+				  .data.u64 = BELL_TAG | (uint64_t)f->bell_gen << 16 | (uint16_t)fd };
 
 	if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
 		lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
@@ -245,9 +274,9 @@ int lf__bell_epoll_filter(struct epoll_event *ev, int n)
 		return n;
 	for (int i = 0; i < n; i++) {
 		if ((ev[i].data.u64 & 0xffffffff00000000ull) == BELL_TAG) {
-			int fd = (int)(uint32_t)ev[i].data.u64;
+			int fd = (int)(ev[i].data.u64 & 0xffff);
 			struct lf_fd *f = lf__fd(fd);
-			if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+			if (f && f->bell_gen == (uint16_t)(ev[i].data.u64 >> 16))
 				rang(fd, (int)ev[i].events); /* one-shot: it rang once */
 			continue;
 		}

@@ -139,6 +139,7 @@ struct lf_listener {
 	struct lf_shm *shm;  /* its mapping */
 	int reserve;         /* a descriptor released for a claim, for the fd limit */
 	uint64_t drained_ns; /* when a plain accept last drained the rendezvous (claim.c) */
+	atomic_bool inheritable; /* its descriptors stay open across exec */
 };
 
 /* The MSS a fast-path client advertises in its SYN: says "my hello is
@@ -164,6 +165,7 @@ struct lf_fd {
 	int *home;                  /* for hidden fds: where their number is kept */
 	int pend;                   /* pending connect (LF_F_PENDING): the hidden Unix socket */
 	int bell;                   /* LF_F_UNCONFIRMED: the hidden TCP socket (bell.c) */
+	uint16_t bell_gen;          /* which bell of this fd an epoll event is for */
 	int pend_err;               /* pending connect that failed: its error, for SO_ERROR */
 	uint8_t opt[LF_OPTBYTES];   /* options the Unix socket cannot hold, as set */
 	uint32_t optset;            /* bytes of opt[] in use */
@@ -334,10 +336,10 @@ void lf__listener_put(struct lf_listener *l);
 void lf__adopt_inherited(void);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
-/* Some rendezvous of this process has been left open across exec (its
- * listener is): a program exec'd from here may inherit it, and must then
- * claim its hellos (src/preload/exec.c). */
-extern bool lf__rendezvous_inheritable;
+/* How many rendezvous of this process are left open across exec (their
+ * listener is): a program exec'd from here inherits them, and must then
+ * claim their hellos (src/preload/exec.c). */
+extern atomic_int lf__rendezvous_inheritable;
 /* Are the listener's saved SYNs loopfast's to read (hello marks)? */
 bool lf__listener_marks(const struct lf_listener *l);
 /* The program set TCP_SAVE_SYN on listener fd: its saved SYNs are its own. */

@@ -2,9 +2,9 @@
  * Nothing here costs a socket loopfast has nothing to do with more than one
  * array lookup. What they add: a connect still pending on the fd finishes
  * first (connect.c); SHUT_RD keeps TCP's answer; reads may spin (spin.c);
- * the source address of a received message is TCP's (none), and so are
- * its descriptors (none); sendto and sendmsg ignore a destination as a
- * connected TCP socket does, and descriptors as it does. */
+ * the source address of a received message is TCP's (none), and so is its
+ * ancillary data (none); sendto and sendmsg ignore a destination as a
+ * connected TCP socket does, and sendmsg's ancillary data. */
 #include "internal.h"
 #include "syscalls.h"
 
@@ -23,34 +23,6 @@ void lf__no_rights(int unx)
 	int off = 0;
 
 	lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));
-}
-
-/* What TCP's recvmsg never gives: a source address, or descriptors. A
- * kernel without SO_PASSRIGHTS delivers the descriptors a peer sent (a
- * client of another uid may send its own): they are closed here, and
- * their message taken out (the kernel puts SCM_RIGHTS last). */
-static void tcp_msg(int fd, struct msghdr *m)
-{
-	struct lf_fd *f = lf__fd(fd);
-
-	if (!f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
-		return;
-	if (m->msg_name)
-		m->msg_namelen = 0;
-	if (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))
-		return;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < n; i++) {
-			int rfd;
-			memcpy(&rfd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			lf__sys_close(rfd);
-		}
-		m->msg_controllen = (size_t)((char *)c - (char *)m->msg_control);
-		break;
-	}
 }
 
 /* A connect pending on fd (connect.c) finishes before the data path uses
@@ -74,7 +46,7 @@ static int settle(int fd, int flags, bool reading)
 		fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
 	}
 	if ((fl & LF_F_UNCONFIRMED) && reading && lf__bell_check(fd) &&
-	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & (MSG_DONTWAIT | MSG_PEEK)) &&
+	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & MSG_DONTWAIT) &&
 	    lf__bell_wait(fd, POLLIN) < 0)
 		return -1;
 	if (f->pend_err) {
@@ -108,25 +80,38 @@ static ssize_t shut_rd_recvmsg(int fd, struct msghdr *m, int flags)
 	return r;
 }
 
-LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
+	if (lf__shut_rd(fd))
+		return shut_rd_recvmsg(fd, m, flags);
+	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE)
+		return r;
+	return REAL(recvmsg)(fd, m, flags);
+}
+
+/* What TCP's recvmsg never gives on a connected socket: a source address,
+ * or ancillary data that a Unix socket could carry (descriptors a peer
+ * sent: on kernels without SO_PASSRIGHTS they would arrive). The read
+ * asks for none, so the kernel drops any descriptors without installing
+ * them, and answers as TCP: no name, no control, nothing truncated. */
+LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+
 	SETTLE(fd, flags);
-	if (lf__shut_rd(fd)) {
-		r = shut_rd_recvmsg(fd, m, flags);
-		if (r >= 0)
-			tcp_msg(fd, m);
-		return r;
+	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+		return recvmsg_tcp(fd, m, flags);
+	struct msghdr copy = *m;
+	copy.msg_control = NULL;
+	copy.msg_controllen = 0;
+	ssize_t r = recvmsg_tcp(fd, &copy, flags);
+	if (r >= 0) {
+		m->msg_namelen = 0;
+		m->msg_controllen = 0;
+		m->msg_flags = copy.msg_flags & ~MSG_CTRUNC;
 	}
-	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE) {
-		if (r >= 0)
-			tcp_msg(fd, m);
-		return r;
-	}
-	r = REAL(recvmsg)(fd, m, flags);
-	if (r >= 0)
-		tcp_msg(fd, m);
 	return r;
 }
 
@@ -187,6 +172,31 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	return REAL(readv)(fd, iov, n);
 }
 
+/* _FORTIFY_SOURCE's checked reads (Debian builds with it): the same reads. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+LF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+LF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+LF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *sa,
+				 socklen_t *sl)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, sa, sl);
+}
+
 /* A connected TCP socket ignores the destination of sendto/sendmsg; a
  * connected Unix stream refuses it (EISCONN). */
 LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl)
@@ -208,36 +218,15 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	SETTLE_WRITE(fd, flags);
 	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
 		return REAL(sendmsg)(fd, m, flags);
+	/* No destination (TCP ignores it; a connected Unix socket refuses
+	 * it), and no ancillary data: what TCP takes there (SO_MARK,
+	 * SO_PRIORITY, timestamping requests) has nothing to act on, and what
+	 * a Unix socket would carry (descriptors, credentials) TCP ignores. */
 	struct msghdr copy = *m;
 	copy.msg_name = NULL;
 	copy.msg_namelen = 0;
-	if (m->msg_control && m->msg_controllen >= sizeof(struct cmsghdr)) {
-		/* TCP's sendmsg ignores descriptors and credentials; a Unix
-		 * socket would carry them (or refuse: SO_PASSRIGHTS). They go,
-		 * the rest stays. */
-		char *ctl = malloc(m->msg_controllen);
-		size_t k = 0;
-		if (!ctl) {
-			errno = ENOBUFS;
-			return -1;
-		}
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
-			if (c->cmsg_level == SOL_SOCKET && (c->cmsg_type == SCM_RIGHTS || c->cmsg_type == SCM_CREDENTIALS))
-				continue;
-			size_t off = (size_t)((char *)c - (char *)m->msg_control), len = CMSG_ALIGN(c->cmsg_len);
-			if (len > m->msg_controllen - off)
-				len = m->msg_controllen - off;
-			memcpy(ctl + k, c, len);
-			k += len;
-		}
-		copy.msg_control = k ? ctl : NULL;
-		copy.msg_controllen = k;
-		ssize_t r = REAL(sendmsg)(fd, &copy, flags);
-		int e = errno;
-		free(ctl);
-		errno = e;
-		return r;
-	}
+	copy.msg_control = NULL;
+	copy.msg_controllen = 0;
 	return REAL(sendmsg)(fd, &copy, flags);
 }
 

@@ -45,8 +45,10 @@
 #define STASH_MAGIC 0x3253464cu /* "LFS2" */
 #define STASH_BUCKETS 16384
 #define STASH_UIDS 256
-#define STASH_PER_UID 1024 /* unvouched hellos one uid may keep in the stash: a quarter */
-#define STASH_MAX 4096     /* all hellos together */
+#define STASH_MAX 4096     /* all hellos together, at most: the stash's buffer may hold fewer */
+#define STASH_MSG_COST 1024 /* buffer bytes one stashed hello takes (measured: about 770) */
+/* Unvouched hellos one uid may keep in the stash: a quarter of it. */
+#define STASH_SHARE(cap) ((cap) / 4)
 #define POISON_RING 256
 
 struct lf_shm {
@@ -54,6 +56,7 @@ struct lf_shm {
 	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
 	uint32_t total;                      /* hellos in the stash */
 	uint32_t poison_next;
+	uint32_t cap;                        /* hellos the stash's buffer holds (its creator measured) */
 	struct { uint32_t uid, count; } uids[STASH_UIDS];
 	struct { struct lf_ep client; uint32_t uid; } poison[POISON_RING];
 	uint16_t bucket[STASH_BUCKETS];      /* stashed hellos per hash of their client endpoint */
@@ -216,7 +219,7 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uin
 	struct stash_msg sm;
 	uint32_t *c = vouched ? NULL : uid_count(m, uid, true);
 
-	if ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX)
+	if ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap)
 		return -ENOSPC;
 	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding in the message */
 	sm.magic = STASH_MAGIC;
@@ -250,6 +253,7 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 {
 	struct lf_shm *m = l->shm;
 	unsigned b = bucket_of(client), n = m->total, same = 0;
+	bool complete = true;
 	struct stash_msg sm;
 	int fd;
 
@@ -262,12 +266,19 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 			i--;
 			continue;
 		}
-		if (r < 0)
+		if (r < 0) {
+			complete = false;
 			break;
+		}
 		if (fd < 0 || r != sizeof(sm) || sm.magic != STASH_MAGIC) {
+			/* Only holders write to the stash; a message without its
+			 * descriptor is one the kernel could not install (the
+			 * process at its descriptor limit): its hello is lost. */
 			if (fd >= 0)
 				lf__sys_close(fd);
-			continue; /* cannot happen: only holders write to the stash */
+			if (r == sizeof(sm) && sm.magic == STASH_MAGIC)
+				index_del(m, &sm);
+			continue;
 		}
 		if (lf__ep_equal(&sm.client, client)) {
 			index_del(m, &sm);
@@ -285,7 +296,8 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 	/* Not found after a full round: the bucket counts what the round
 	 * saw of it (other clients share buckets). It was more when a
 	 * process died while it held a hello it had taken from the stash. */
-	m->bucket[b] = (uint16_t)(same < m->bucket[b] ? same : m->bucket[b]);
+	if (complete && same < m->bucket[b])
+		m->bucket[b] = (uint16_t)same;
 	return -1;
 }
 
@@ -342,17 +354,20 @@ void lf__listener_put(struct lf_listener *l)
 	}
 	if (l->shm)
 		munmap(l->shm, SHM_SIZE);
+	if (atomic_load(&l->inheritable))
+		atomic_fetch_sub(&lf__rendezvous_inheritable, 1);
 	free(l);
 }
 
-bool lf__rendezvous_inheritable;
+atomic_int lf__rendezvous_inheritable;
 
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec)
 {
 	int fds[3] = { l->rdv, l->chan, l->shmfd };
+	bool was = atomic_exchange(&l->inheritable, !cloexec);
 
-	if (!cloexec)
-		lf__rendezvous_inheritable = true;
+	if (was != !cloexec)
+		atomic_fetch_add(&lf__rendezvous_inheritable, cloexec ? -1 : 1);
 	for (int i = 0; i < 3; i++)
 		lf__sys_fcntl(fds[i], F_SETFD, cloexec ? FD_CLOEXEC : 0);
 }
@@ -517,6 +532,15 @@ static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm *
 		lf__sys_setsockopt(out[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	if (lf__sys_setsockopt(out[1], SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)))
 		lf__sys_setsockopt(out[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+	/* What the buffer really holds: without CAP_NET_ADMIN, SO_SNDBUF is
+	 * capped by net.core.wmem_max (212992 by default: about 400 hellos).
+	 * The limits follow, so that no uid's share is promised room that a
+	 * send would then refuse. */
+	int sb = 0;
+	socklen_t sbl = sizeof(sb);
+	lf__sys_getsockopt(out[1], SOL_SOCKET, SO_SNDBUF, &sb, &sbl);
+	int cap = sb / STASH_MSG_COST;
+	(*shm)->cap = cap < 16 ? 16 : cap > STASH_MAX ? STASH_MAX : (uint32_t)cap;
 	return 0;
 }
 

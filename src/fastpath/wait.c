@@ -330,3 +330,43 @@ LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout
 {
 	return epoll_loop(epfd, ev, max, timeout, mask);
 }
+
+/* epoll_pwait2 (nanosecond timeout): the bells' events taken out as above
+ * and pending connects finished; it does not spin. */
+LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask)
+{
+	int64_t total = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+	uint64_t start = lf__now_ns();
+
+	for (;;) {
+		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__now_ns() - start);
+		if (total >= 0 && left < 0)
+			left = 0;
+		struct timespec t = ns_ts(left);
+		int r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, left < 0 ? NULL : &t, mask, _NSIG / 8);
+		if (r <= 0)
+			return r;
+		int k = lf__bell_epoll_filter(ev, r);
+		if (k > 0 || left == 0) {
+			lf__finalize_epoll(epfd);
+			return k;
+		}
+	}
+}
+
+/* _FORTIFY_SOURCE's checked entry points: the same waits. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+LF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+LF_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}

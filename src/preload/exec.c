@@ -6,7 +6,8 @@
  * (systemd-socket-activate passes LISTEN_FDS and little else; nginx's
  * binary upgrade passes TZ, its `env` directives and NGINX), which drops
  * LD_PRELOAD. So, once a rendezvous of this process has been left open
- * across exec (lf__rendezvous_inheritable), every exec gets this library
+ * across exec (lf__rendezvous_inheritable counts those still open), every
+ * exec gets this library
  * back in LD_PRELOAD and loopfast's variables back, when its environment
  * dropped them. Nothing is allocated (vfork children exec too): the new
  * environment is built on the stack.
@@ -79,7 +80,7 @@ static bool needed(char *const envp[])
 {
 	const char *pre;
 
-	if (!lf__rendezvous_inheritable || !self[0])
+	if (!atomic_load(&lf__rendezvous_inheritable) || !self[0])
 		return false;
 	if (!(pre = env_get(envp, "LD_PRELOAD")) || !strstr(pre, self))
 		return true;
@@ -123,14 +124,17 @@ static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_
 	char pre_[fix_ ? sizeof("LD_PRELOAD= ") + strlen(self) + (old_ ? strlen(old_) : 0) : 1];       \
 	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_)) : (envp)
 
-/* A function not found at start (it has no fallback): ENOSYS. */
-#define CALL(fn, ...) ((fn) ? (fn)(__VA_ARGS__) : (errno = ENOSYS, -1))
+/* Resolved by the constructor; a constructor of another library that
+ * runs before it finds them still unresolved, and resolves them here (a
+ * vfork child never does: the parent ran the constructors). */
+#define RESOLVE(fn, name) ((fn) ? (fn) : ((fn) = (__typeof__(fn))dlsym(RTLD_NEXT, name)))
+#define CALL(fn, name, ...) (RESOLVE(fn, name) ? (fn)(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 LF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	FIX_ENV(envp, env);
 
-	if (!real_execve)
+	if (!RESOLVE(real_execve, "execve"))
 		return (int)syscall(SYS_execve, path, argv, env);
 	return real_execve(path, argv, env);
 }
@@ -139,14 +143,14 @@ LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	FIX_ENV(envp, env);
 
-	return CALL(real_execvpe, file, argv, env);
+	return CALL(real_execvpe, "execvpe", file, argv, env);
 }
 
 LF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	FIX_ENV(envp, env);
 
-	return CALL(real_fexecve, fd, argv, env);
+	return CALL(real_fexecve, "fexecve", fd, argv, env);
 }
 
 LF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
@@ -206,7 +210,7 @@ LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 {
 	FIX_ENV(envp, env);
 
-	return real_posix_spawn ? real_posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
+	return RESOLVE(real_posix_spawn, "posix_spawn") ? real_posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
 }
 
 LF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
@@ -214,5 +218,5 @@ LF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 {
 	FIX_ENV(envp, env);
 
-	return real_posix_spawnp ? real_posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
+	return RESOLVE(real_posix_spawnp, "posix_spawnp") ? real_posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
 }

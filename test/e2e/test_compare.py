@@ -44,7 +44,8 @@ FAMILY_AGNOSTIC = {"dualstack"}
 # a scenario's connections, or per "#path WHO" line of the probe.
 EXPECTED_LOOPFAST_PATH = {
     "reuseport": "tcp",
-    "sockopt-pin": {"md5-client": "tcp", "md5-server": "tcp", "ts-client": "tcp", "ts-server": "tcp"},
+    "sockopt-pin": {"md5-client": "tcp", "md5-server": "tcp", "ts-client": "tcp", "ts-server": "tcp",
+                    "tfo-client": "tcp", "tfo-server": "tcp"},
 }
 
 # The documented differences: (pattern of TCP's line, the fast path's line

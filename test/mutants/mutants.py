@@ -87,8 +87,8 @@ MUTANTS = [
         "stash-unbounded",
         "the stash never refuses a hello (no per-uid share, no total)",
         [("src/fastpath/listener.c",
-          "\tif ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX)\n",
-          "\tif (0 && ((!vouched && (!c || *c >= STASH_PER_UID)) || m->total >= STASH_MAX))\n")],
+          "\tif ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap)\n",
+          "\tif (0 && ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap))\n")],
         ["e2e:test_security.py"],),
     Mutant(
         "stash-keeps-dead",
@@ -127,7 +127,7 @@ MUTANTS = [
         "bell-deaf",
         "the client takes any end of its TCP connection for the claim (an unclaimed hello is waited on forever)",
         [("src/fastpath/bell.c",
-          "\tif (!(ev & (POLLERR | POLLHUP))) {\n",
+          "\tif (!(ev & (POLLERR | POLLHUP | POLLNVAL))) {\n",
           "\tif (0) {\n")],
         ["e2e:test_security.py -k worker_killed_between"]),
     Mutant(
@@ -137,8 +137,11 @@ MUTANTS = [
           "\tlf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
           "\t(void)unx;\n\t(void)off;\n"),
          ("src/fastpath/io.c",
-          "\tif (!m->msg_control || m->msg_controllen < sizeof(struct cmsghdr))\n\t\treturn;\n",
-          "\treturn;\n")],
+          "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n",
+          "\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n"),
+         ("src/fastpath/io.c",
+          "\t\tm->msg_controllen = 0;\n\t\tm->msg_flags = copy.msg_flags & ~MSG_CTRUNC;\n",
+          "\t\tm->msg_controllen = copy.msg_controllen;\n\t\tm->msg_flags = copy.msg_flags;\n")],
         ["e2e:test_security.py -k passes_no_descriptor"]),
 
     # ---- what the interposer answers (interpose.c)

@@ -523,6 +523,24 @@ void sc_sockopt_pin(void)
 	close(c);
 	close(s);
 
+	/* TCP Fast Open's deferred connect: connect returns at once and the
+	 * SYN leaves with the first write, so there is no handshake to ring
+	 * the doorbell with: the connection stays TCP. */
+	c = socket(fam, SOCK_STREAM, 0);
+	out("TCP_FASTOPEN_CONNECT before connect: %d",
+	    setsockopt(c, IPPROTO_TCP, TCP_FASTOPEN_CONNECT, &one, sizeof(one)));
+	out("connect: %d", connect(c, (void *)&ss, loopback(&ss, port)));
+	write_all(c, "f", 1);
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("tfo-client", c);
+	path("tfo-server", s);
+	char fb;
+	CHECK(read(s, &fb, 1) == 1 && fb == 'f');
+	expect_echo_pair(c, s);
+	close(c);
+	close(s);
+
 	/* An option the fast path keeps: no pin, the value carried over. */
 	c = socket(fam, SOCK_STREAM, 0);
 	out("TCP_KEEPIDLE before connect: %d", setsockopt(c, IPPROTO_TCP, TCP_KEEPIDLE, &(int){ 77 }, sizeof(int)));
