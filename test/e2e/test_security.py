@@ -649,7 +649,8 @@ def test_killed_worker_ends_its_connections_only(build, attacker, fam):
 
 
 @FAMS
-def test_worker_killed_between_accept_and_claim(build, attacker, fam):
+@pytest.mark.parametrize("read", ["poll", "blocking", "peek"])
+def test_worker_killed_between_accept_and_claim(build, attacker, fam, read):
     # The worst moment, made exact: a child of the server accepts the
     # connection with the raw system call (accept has returned, the claim
     # has not run) and dies. Over TCP the client sees EOF or a reset.
@@ -657,7 +658,7 @@ def test_worker_killed_between_accept_and_claim(build, attacker, fam):
     victim = None
     try:
         assert readline(srv).split()[0] == "rogue"
-        victim = as_root(attacker, "victim", fam, port, "--bound", 10)
+        victim = as_root(attacker, "victim", fam, port, "--bound", 10, "--read", read)
         readline(victim)
         send_line(victim)
         assert readline(srv).strip() == "rogue gone"

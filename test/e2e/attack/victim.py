@@ -1,13 +1,14 @@
 """One client (run as root under `loopfast run`) that binds its port first
 (--port: that one; else an ephemeral one), prints it, waits for a line on
 stdin, then connects to PORT, sends random bytes and checks the echo
-within BOUND seconds. --abandon: a non-blocking connect instead, closed
+within BOUND seconds (--read: how it waits for it). --abandon: a non-blocking connect instead, closed
 after half a second, whatever its state (a client giving up). Prints one
 JSON line (outcome, whether the kernel says the socket is a Unix one),
 then holds the connection until stdin closes."""
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -21,6 +22,9 @@ ap.add_argument("sport", type=int)
 ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--bound", type=float, default=10.0)
 ap.add_argument("--abandon", action="store_true")
+ap.add_argument("--read", choices=["poll", "blocking", "peek"], default="poll",
+                help="how the echo is waited for: Python's timeout (poll), or a blocking recv, or a blocking "
+                     "recv(MSG_PEEK) first, with SIGALRM after BOUND seconds as the watchdog")
 a = ap.parse_args()
 
 s = socket.socket(FAMILY[a.fam])
@@ -42,6 +46,14 @@ try:
     fast = kernel_domain(s.fileno()) == socket.AF_UNIX
     data = os.urandom(1000)
     s.sendall(data)
+    if a.read != "poll":
+        def watchdog(*_):
+            raise socket.timeout()
+        signal.signal(signal.SIGALRM, watchdog)
+        signal.alarm(int(a.bound))
+        s.settimeout(None)
+        if a.read == "peek" and not s.recv(1, socket.MSG_PEEK):
+            raise EOFError()
     got = b""
     while len(got) < len(data):
         d = s.recv(len(data) - len(got))

@@ -77,6 +77,7 @@ void sc_connect_sndtimeo(void);
 void sc_dualstack(void);
 void sc_dup(void);
 void sc_epoll_before_connect(void);
+void sc_fortify_pwait2(void);
 void sc_exec(void);
 void sc_exec_listener(void);
 void sc_fd_limit(void);
