@@ -98,3 +98,21 @@ def test_connect_after_wrecking_every_descriptor(build, fam, how):
         if cl:
             stop(cl)
     assert out == {"first": ["ok", "fast"], "second": ["ok", "fast"]}, (out, errors(cl))
+
+
+@FAMS
+def test_server_that_closes_every_other_descriptor_after_listen(build, fam):
+    # A daemon that binds, then closes "everything else" with close():
+    # loopfast's rendezvous and stash are among those numbers, and must
+    # survive it, or every later client silently falls back to TCP.
+    srv, port = echo_server(fam, "--close-others")
+    cl = None
+    try:
+        cl = script("loopfast", "clients.py", fam, port, 5, "--conc", 1)
+        out = json.loads(readline(cl, 60))
+        cl.wait(timeout=30)
+    finally:
+        stop(srv)
+        if cl:
+            stop(cl)
+    assert (out["outcomes"], out["fast"]) == ({"ok": 5}, 5), (out, errors(cl), errors(srv))

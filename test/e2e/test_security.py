@@ -441,11 +441,10 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     # as the server drains them. 200 clients must all be served; they may
     # fall back to plain TCP. The bound only catches hangs.
     srv, port, ino, _ = echo_server(attacker, fam)
-    # 1000: never more than 3000 queued. A rendezvous filled to its last
-    # place makes the client that takes it wait forever, a known fault with
-    # a test of its own (test_rendezvous_filled_to_its_last_place, issue
-    # 13), which a flood that hovers at the full mark meets at random; until
-    # it is fixed, this variant stays clear of it. 5000 fills it for good.
+    # 1000: never more than 3000 queued, so that most clients' hellos find
+    # room behind the junk (the fast path under a flood); 5000 fills it for
+    # good (clients fall back to TCP; the last place has a test of its own,
+    # test_rendezvous_filled_to_its_last_place).
     limit = ["--max-queued", 3000] if keep < 4096 else []
     flood = attacker("flood", fam, port, ino, "--keep", keep, *limit)
     try:
@@ -460,6 +459,35 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     # The flood was in place: `keep` queued, or the rendezvous full.
     assert got["queued"] >= keep if keep < 4096 else (got["full"] > 0 and got["queued"] > 4000), got
     assert got["bytes"] == 0 and got["fds"] == 0, got
+
+
+@FAMS
+def test_flood_gets_no_more_than_its_share_of_the_stash(build, attacker, fam):
+    # Four prefork workers accept on one listener, so a worker often meets
+    # another connection's hello on its way to its own and stashes it for
+    # that connection's accept. The flood keeps the rendezvous full of junk,
+    # more of it naming the server's port than one uid's share of the stash
+    # (a quarter) can hold while it lives: the workers drop the rest (their
+    # counts say so) and the room stays the server's own clients'. 200
+    # clients, all served, none reset.
+    srv, port, ino, _ = echo_server(attacker, fam, "--workers", 4)
+    flood = attacker("flood", fam, port, ino, "--keep", 5000)
+    try:
+        workers = set(map(int, readline(srv).split()[1:]))
+        assert readline(flood, 120).strip() == "ready"
+        out = run_clients(attacker, fam, port, 200, "--conc", 20, "--bound", 30, timeout=280)
+        st = subprocess.run([str(BUILD / "loopfast"), "--json", "status", "--all"], capture_output=True, text=True,
+                            timeout=30, check=True)
+        dropped = sum(p["counts"]["dropped"] for p in json.loads(st.stdout)["processes"] if p["pid"] in workers)
+        got = result(flood, 120)
+    finally:
+        stop(srv)
+        stop(flood)
+    print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path; "
+          f"junk hellos dropped by the workers: {dropped}")
+    assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
+    assert got["full"] > 0 and got["bytes"] == 0 and got["fds"] == 0, got
+    assert dropped > 0  # the share held
 
 
 def test_fast_path_comes_back_after_a_flood(build, attacker):

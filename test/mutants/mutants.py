@@ -89,7 +89,7 @@ MUTANTS = [
         [("src/fastpath/listener.c",
           "\tif ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap)\n",
           "\tif (0 && ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap))\n")],
-        ["e2e:test_security.py"],),
+        ["e2e:test_security.py -k no_more_than_its_share"],),
     Mutant(
         "stash-keeps-dead",
         "a hello whose client has gone is never dropped (lf__hello_dead() never true)",
@@ -103,7 +103,7 @@ MUTANTS = [
         [("src/fastpath/interpose.c",
           "\tif (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n",
           "\tif (0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n")],
-        ["e2e:test_security.py"],),
+        ["e2e:test_robust.py"],),
     Mutant(
         "connect-nonblock-blocks",
         "a non-blocking connect waits for the doorbell's handshake instead of returning EINPROGRESS",

@@ -9,11 +9,16 @@ call (no loopfast: a worker killed between its accept and its claim),
 which then exits at once; only then does the server accept.
 --recvmsg: reads with recvmsg and room for descriptors (as a server that
 wants ancillary data does), counts the descriptors that arrive (closing
-them) and, when stdin closes, prints {"fds": N} (single process only)."""
+them) and, when stdin closes, prints {"fds": N} (single process only).
+--close-others: once listening, closes every other descriptor from 3 up
+with libc's close(), loopfast's own included, as a daemon that tidies up
+after binding does (its descriptor limit is lowered to 1024 first so that
+they are within reach)."""
 import argparse
 import ctypes
 import json
 import os
+import resource
 import signal
 import socket
 import sys
@@ -30,7 +35,10 @@ ap.add_argument("--go", action="store_true")
 ap.add_argument("--hold", action="store_true")
 ap.add_argument("--rogue", action="store_true")
 ap.add_argument("--recvmsg", action="store_true")
+ap.add_argument("--close-others", action="store_true")
 a = ap.parse_args()
+if a.close_others:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 s = socket.socket(FAMILY[a.fam])
 s.bind((ADDR[a.fam], 0))
@@ -38,6 +46,13 @@ print(s.getsockname()[1], os.fstat(s.fileno()).st_ino, os.getpid(), flush=True)
 if a.go:
     sys.stdin.readline()
 s.listen(a.backlog)
+if a.close_others:
+    for fd in range(3, 1024):
+        if fd != s.fileno():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 received = [0]
