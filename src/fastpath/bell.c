@@ -1,19 +1,21 @@
 /* The bell: the client's TCP socket (the doorbell), kept after the switch
  * until the server has claimed the connection.
  *
- * The server resets the TCP connection when it claims the hello; until
- * then the client cannot know that anyone will. If the server process is
- * killed between its accept and its claim, or it serves the connection as
- * plain TCP after all (its claim failed), nobody will ever read the
- * client's hello, and the client would wait on its Unix socket forever,
- * where over TCP it would have read EOF. So the client keeps its TCP
- * socket and watches it while it waits on the fast-path socket:
- *   - a reset (POLLERR, or POLLHUP: the client never shuts the bell
- *     down, so only a reset closes it) is the claim: the bell is closed;
- *   - an end of stream or data (the server closed or used the TCP
- *     connection without claiming) means the fast path is dead: the
- *     fast-path socket is shut down, so that the application reads EOF (and
- *     its writes fail) as over TCP.
+ * The server claims the hello by writing the claim's mark (8 bytes) on the
+ * TCP connection and then resetting it; until then the client cannot know
+ * that anyone will. If the server process is killed between its accept
+ * and its claim, or it serves the connection as plain TCP after all (its
+ * claim failed), or the connection is reset by anything else (a listener
+ * shut down with connections in its queue, an accept queue overflowing
+ * under tcp_abort_on_overflow), nobody will ever read the client's hello,
+ * and the client would wait on its Unix socket forever, where over TCP it
+ * would have read EOF or a reset. So the client keeps its TCP socket and
+ * watches it while it waits on the fast-path socket; when it rings (data,
+ * an end of stream, a reset), the client reads what arrived:
+ *   - the mark is the claim: the bell is closed;
+ *   - anything else means the fast path is dead: the fast-path socket is
+ *     shut down, so that the application reads EOF (and its writes fail)
+ *     as over TCP; after a reset, its next call gets ECONNRESET first.
  * Waits that watch it: blocking reads (io.c), poll, ppoll, select, pselect
  * (as a poll with the bells added) and epoll_wait, epoll_pwait (the bell is
  * registered, one-shot, with a tag in its data, in every epoll set the
@@ -28,7 +30,13 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <time.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
@@ -77,6 +85,47 @@ void lf__bell_drop(int fd)
 		release(f);
 }
 
+/* "LFclaim" and the protocol's version: no TCP server that is not
+ * loopfast writes it first (and only the server's end can write there). */
+static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '3' };
+
+void lf__claim_mark(int tcp)
+{
+	/* Loopback hands segments through per-CPU queues: a reset sent right
+	 * after the mark could overtake it (the server moved to another CPU
+	 * meanwhile), and the client would take the claim for a failure. Once
+	 * the client's TCP has acknowledged the mark nothing can: on loopback
+	 * the acknowledgement has nearly always come back by the time send
+	 * returns. The wait is bounded (about 0.1 s): past it, the reset goes
+	 * anyway. */
+	if (syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) !=
+	    (long)sizeof(claim_mark))
+		return;
+	for (int i = 0; i < 1000; i++) {
+		int unacked = 0;
+		if (syscall(SYS_ioctl, tcp, SIOCOUTQ, &unacked) || unacked == 0)
+			return;
+		if (i == 0) /* a listener's TCP_CORK is inherited: push it out */
+			lf__sys_setsockopt(tcp, IPPROTO_TCP, TCP_CORK, &(int){ 0 }, sizeof(int));
+		if (i < 10)
+			syscall(SYS_sched_yield);
+		else
+			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+	}
+}
+
+bool lf__claim_seen(int tcp, int *reset)
+{
+	char b[sizeof(claim_mark)];
+	/* The mark is read before the reset's error: TCP hands queued data
+	 * out first. */
+	long n = syscall(SYS_recvfrom, tcp, b, sizeof(b), MSG_DONTWAIT, NULL, NULL);
+
+	if (reset)
+		*reset = n < 0 && (errno == ECONNRESET || errno == EPIPE) ? errno : 0;
+	return n == (long)sizeof(b) && memcmp(b, claim_mark, sizeof(b)) == 0;
+}
+
 /* The bell rang with events ev (poll's bits; epoll's are the same). */
 static void rang(int fd, int ev)
 {
@@ -84,14 +133,16 @@ static void rang(int fd, int ev)
 
 	if (!f)
 		return;
-	/* The client has not shut its TCP socket down (the bell holds it), so
-	 * a hang-up is the CLOSE state, which only a reset reaches: the claim,
-	 * even when the reset's error was read already. A bell closed behind
-	 * loopfast's back (POLLNVAL) says nothing: taken as claimed, since
-	 * the other answer would end a connection that may be good. */
-	if (!(ev & (POLLERR | POLLHUP | POLLNVAL))) {
-		DEBUG("fd %d: the server closed the TCP connection without claiming it (events %#x): fast path shut down", fd, ev);
+	/* A bell closed behind loopfast's back (POLLNVAL) says nothing: taken
+	 * as claimed, since the other answer would end a connection that may
+	 * be good. */
+	int reset;
+	if (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {
+		DEBUG("fd %d: the TCP connection %s without the server's claim (events %#x): fast path shut down", fd,
+		      reset ? "was reset" : "ended or was used", ev);
 		lf__count(LF_EV_ORPHANED);
+		/* A reset is reported once, as TCP reports it; then EOF. */
+		f->pend_err = reset;
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
 	}
 	release(f);

@@ -89,11 +89,14 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	struct lf_epreg regs[LF_EPOLL_MAX];
 
 	carry_options(fd, unx, src, f);
-	/* The server's TCP socket goes with a reset (no FIN exchange, no
-	 * TIME_WAIT on the client's port). The client's must go with a FIN,
+	/* The server's TCP socket goes with the claim's mark and a reset (no
+	 * FIN exchange, no TIME_WAIT on the client's port; bell.c). The
+	 * client's must go with a FIN,
 	 * whatever linger the application set: a connection reset before it
 	 * is accepted vanishes from the accept queue, with its hello. */
 	struct linger lg = { reset, 0 };
+	if (reset)
+		lf__claim_mark(fd);
 	if (reset || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
 		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
@@ -253,11 +256,11 @@ static int handshake(int fd, int timeout_ms, int *err)
 	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
 		return 1;
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
-	if (*err == ECONNRESET || *err == EPIPE) {
+	if ((*err == ECONNRESET || *err == EPIPE) && lf__claim_seen(fd, NULL)) {
 		*err = 0;
 		return 2;
 	}
-	return *err ? -1 : 0;
+	return *err ? -1 : 0; /* a reset without the claim's mark: TCP's answer */
 }
 
 /* Ends the pending state of fd: switches it (h == 1, or 2 when the claim
@@ -484,7 +487,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	int r = lf__sys_connect(fd, sa, len);
 	enum lf_switch side = LF_SW_CLIENT;
 	e = r ? errno : 0;
-	if (r < 0 && (e == ECONNRESET || e == EPIPE)) {
+	if (r < 0 && (e == ECONNRESET || e == EPIPE) && lf__claim_seen(fd, NULL)) {
 		/* Established, and reset by the server's claim before the
 		 * blocking connect returned: connected, as far as we go. */
 		r = 0;

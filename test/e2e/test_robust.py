@@ -3,7 +3,7 @@ loopfast must survive as TCP would: a signal that interrupts a blocking
 connect (EINTR, then the connection completes in the background), a
 connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
 overwrites every descriptor it has, loopfast's own included, between two
-connects. Not attacks (a program can only do this to itself), but each
+connects, and a connection reset before anyone claimed it. Not attacks (a program can only do this to itself), but each
 once made loopfast hang; the scripts are in attack/ with the attacks'."""
 import json
 import os
@@ -116,3 +116,23 @@ def test_server_that_closes_every_other_descriptor_after_listen(build, fam):
         if cl:
             stop(cl)
     assert (out["outcomes"], out["fast"]) == ({"ok": 5}, 5), (out, errors(cl), errors(srv))
+
+
+@FAMS
+@pytest.mark.parametrize("how", ["shutdown", "rogue-reset"])
+@pytest.mark.parametrize("read", ["select", "epoll", "blocking"])
+def test_reset_before_accept_as_tcp(build, fam, how, read):
+    # A connection reset before anyone claimed it (its listener shut down
+    # with it in the accept queue; a process without loopfast accepted it
+    # and closed it with a reset): the client must read TCP's ECONNRESET,
+    # not wait forever for a claim that will not come.
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, "resetq.py", fam, how, read)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    assert outs["tcp"] == {"path": "tcp", "read": "ECONNRESET"}, outs  # the control: what TCP does
+    assert outs["loopfast"] == {"path": "fast", "read": "ECONNRESET"}, (outs, errors(p))

@@ -127,9 +127,17 @@ MUTANTS = [
         "bell-deaf",
         "the client takes any end of its TCP connection for the claim (an unclaimed hello is waited on forever)",
         [("src/fastpath/bell.c",
-          "\tif (!(ev & (POLLERR | POLLHUP | POLLNVAL))) {\n",
-          "\tif (0) {\n")],
+          "\tif (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {\n",
+          "\treset = 0;\n\tif (0) {\n")],
         ["e2e:test_security.py -k worker_killed_between"]),
+    Mutant(
+        "reset-taken-for-claim",
+        "the client's bell takes any reset for the claim, mark or none (a connection reset before its accept "
+        "leaves its client waiting on a hello nobody holds)",
+        [("src/fastpath/bell.c",
+          "\tif (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {\n",
+          "\tif (!(ev & (POLLNVAL | POLLERR | POLLHUP)) && !lf__claim_seen(f->bell, &reset)) {\n")],
+        ["e2e:test_robust.py -k 'reset_before and select'"], limit_s=120),
     Mutant(
         "rights-cross",
         "descriptors cross the fast path (SO_PASSRIGHTS left on, recvmsg keeps what arrives)",

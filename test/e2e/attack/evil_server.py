@@ -10,11 +10,10 @@ import json
 import os
 import select
 import socket
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import ADDR, FAMILY, fds_in, kernel_domain, rendezvous  # noqa: E402
+from lfsec import ADDR, FAMILY, claim, fds_in, kernel_domain, rendezvous  # noqa: E402
 
 fam, mode = sys.argv[1], sys.argv[2]
 lst = socket.socket(FAMILY[fam])
@@ -39,10 +38,9 @@ while True:
             unix = s is not lst or kernel_domain(c.fileno()) == socket.AF_UNIX
             stats["hellos" if unix else "tcp"] += 1
             if s is lst and mode == "handmade":
-                # The doorbell: its client talks on the hello. Reset, as a
-                # claim does (a FIN would tell the client nobody claimed).
-                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                c.close()
+                # The doorbell: its client talks on the hello. Claimed as
+                # loopfast does (anything else tells the client nobody did).
+                claim(c)
                 continue
             conns.append(c)
             continue

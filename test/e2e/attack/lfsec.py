@@ -3,8 +3,12 @@ attacker writes them), the kernel's own answer to "what is this socket"
 (a raw getsockopt that no interposer sees), and the client ends of TCP
 connections to a port as /proc/net/tcp shows them to any uid."""
 import ctypes
+import fcntl
 import os
 import socket
+import struct
+import termios
+import time
 
 ADDR = {"4": "127.0.0.1", "6": "::1"}
 FAMILY = {"4": socket.AF_INET, "6": socket.AF_INET6}
@@ -32,13 +36,28 @@ def raw(nr, *args):
     return -ctypes.get_errno() if r < 0 else r
 
 
+CLAIM_MARK = b"LFclaim3"  # what a server writes on the doorbell before its reset (src/fastpath/bell.c)
+
+
+def claim(c):
+    """Claims a doorbell as loopfast's server does: the claim's mark, then,
+    once the client's TCP has acknowledged it, a reset."""
+    c.send(CLAIM_MARK)
+    for _ in range(1000):
+        if struct.unpack("i", fcntl.ioctl(c.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0] == 0:
+            break
+        time.sleep(0.001)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()
+
+
 def rendezvous(fam, ino):
-    return b"\0loopfast/2/L/%s/%d" % (fam.encode(), ino)
+    return b"\0loopfast/3/L/%s/%d" % (fam.encode(), ino)
 
 
 def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
     caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
-    return b"\0loopfast/2/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
+    return b"\0loopfast/3/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
 
 
 def fds_in(ancillary):
