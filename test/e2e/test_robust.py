@@ -3,7 +3,8 @@ loopfast must survive as TCP would: a signal that interrupts a blocking
 connect (EINTR, then the connection completes in the background), a
 connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
 overwrites every descriptor it has, loopfast's own included, between two
-connects, and a connection reset before anyone claimed it. Not attacks (a program can only do this to itself), but each
+connects, a connection reset before anyone claimed it, and glibc's set*id
+signal during a blocking read. Not attacks (a program can only do this to itself), but each
 once made loopfast hang; the scripts are in attack/ with the attacks'."""
 import json
 import os
@@ -136,3 +137,20 @@ def test_reset_before_accept_as_tcp(build, fam, how, read):
             stop(p)
     assert outs["tcp"] == {"path": "tcp", "read": "ECONNRESET"}, outs  # the control: what TCP does
     assert outs["loopfast"] == {"path": "fast", "read": "ECONNRESET"}, (outs, errors(p))
+
+
+@FAMS
+def test_set_id_broadcast_during_a_read_as_tcp(build, fam):
+    # glibc's set*id calls signal every thread of the process (SIGSETXID,
+    # SA_RESTART): a blocking read must go on, as TCP's is restarted by the
+    # kernel, also while it waits for the server's claim (on the bell).
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, "setxid_read.py", fam)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    assert outs["tcp"] == {"read": "hi", "blocked": True}, outs  # the control
+    assert outs["loopfast"] == {"read": "hi", "blocked": True}, (outs, errors(p))

@@ -139,6 +139,14 @@ MUTANTS = [
           "\tif (!(ev & (POLLNVAL | POLLERR | POLLHUP)) && !lf__claim_seen(f->bell, &reset)) {\n")],
         ["e2e:test_robust.py -k 'reset_before and select'"], limit_s=120),
     Mutant(
+        "bell-wait-eintr-on-any-signal",
+        "a blocking read waiting on the bell returns EINTR after any signal, SA_RESTART ones and glibc's set*id "
+        "broadcast included",
+        [("src/fastpath/bell.c",
+          "\t\t\tif (atomic_load(&lf__sig_interrupt) != i0)\n\t\t\t\treturn -1;\n",
+          "\t\t\t(void)i0;\n\t\t\treturn -1;\n")],
+        ["e2e:test_robust.py -k set_id_broadcast"]),
+    Mutant(
         "rights-cross",
         "descriptors cross the fast path (SO_PASSRIGHTS left on, recvmsg keeps what arrives)",
         [("src/fastpath/io.c",
