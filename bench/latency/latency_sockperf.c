@@ -178,8 +178,10 @@ static void first_line(char *dst, const char *src, const char *fallback)
 }
 
 /* Is process pid's connection on the fast path? Returns 1 when it holds a
- * Unix socket and no TCP socket, 0 when it holds a TCP socket, -1 when it
- * holds neither (gone, or not connected yet). */
+ * Unix socket and no established TCP socket, 0 when it holds an
+ * established TCP socket, -1 when it holds neither (gone, or not connected
+ * yet). A fast-path client keeps its doorbell, closed by the server (in
+ * CLOSE_WAIT), until its first read or wait on the connection. */
 static int uses_unix_socket(pid_t pid)
 {
 	static const char *const tables[] = { "/proc/net/unix", "/proc/net/tcp", "/proc/net/tcp6" };
@@ -209,8 +211,12 @@ static int uses_unix_socket(pid_t pid)
 			snprintf(want, sizeof(want), " %lu", ino);
 			while (f && !found && fgets(line, sizeof(line), f)) {
 				char *hit = strstr(line, want);
+				unsigned st = 0;
 
 				found = hit && (hit[strlen(want)] == ' ' || hit[strlen(want)] == '\n');
+				/* TCP: "sl: local remote st ...", 01 established */
+				if (found && t > 0 && (sscanf(line, "%*s %*s %*s %x", &st) != 1 || st != 1))
+					found = false;
 			}
 			if (f)
 				fclose(f);

@@ -2,8 +2,10 @@
  * until the server has claimed the connection.
  *
  * The server claims the hello by writing the claim's mark (8 bytes) on the
- * TCP connection and then resetting it; until then the client cannot know
- * that anyone will. If the server process is killed between its accept
+ * TCP connection and then closing it (a FIN, which TCP delivers after the
+ * mark; the client resets it once it has seen the mark, so that no end
+ * keeps it in TIME_WAIT); until then the client cannot know that anyone
+ * will. If the server process is killed between its accept
  * and its claim, or it serves the connection as plain TCP after all (its
  * claim failed), or the connection is reset by anything else (a listener
  * shut down with connections in its queue, an accept queue overflowing
@@ -12,7 +14,8 @@
  * would have read EOF or a reset. So the client keeps its TCP socket and
  * watches it while it waits on the fast-path socket; when it rings (data,
  * an end of stream, a reset), the client reads what arrived:
- *   - the mark is the claim: the bell is closed;
+ *   - the mark is the claim: the bell is closed (peeked, so that after a
+ *     fork each process holding the bell sees it);
  *   - anything else means the fast path is dead: the fast-path socket is
  *     shut down, so that the application reads EOF (and its writes fail)
  *     as over TCP; after a reset, its next call gets ECONNRESET first.
@@ -30,13 +33,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <linux/sockios.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <time.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
@@ -91,38 +89,28 @@ static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '3' };
 
 void lf__claim_mark(int tcp)
 {
-	/* Loopback hands segments through per-CPU queues: a reset sent right
-	 * after the mark could overtake it (the server moved to another CPU
-	 * meanwhile), and the client would take the claim for a failure. Once
-	 * the client's TCP has acknowledged the mark nothing can: on loopback
-	 * the acknowledgement has nearly always come back by the time send
-	 * returns. The wait is bounded (about 0.1 s): past it, the reset goes
-	 * anyway. */
-	if (syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) !=
-	    (long)sizeof(claim_mark))
-		return;
-	for (int i = 0; i < 1000; i++) {
-		int unacked = 0;
-		if (syscall(SYS_ioctl, tcp, SIOCOUTQ, &unacked) || unacked == 0)
-			return;
-		if (i == 0) /* a listener's TCP_CORK is inherited: push it out */
-			lf__sys_setsockopt(tcp, IPPROTO_TCP, TCP_CORK, &(int){ 0 }, sizeof(int));
-		if (i < 10)
-			syscall(SYS_sched_yield);
-		else
-			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
-	}
+	/* The server closes the connection right after, with a FIN (never a
+	 * reset, which loopback could deliver ahead of the mark: it hands
+	 * segments through per-CPU queues), and TCP delivers the mark before
+	 * the end of stream. A corked socket sends both at the close. */
+	syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 }
 
-bool lf__claim_seen(int tcp, int *reset)
+/* Is what arrived on the bell the mark? Peeked, not read: after a fork
+ * every process holding the bell gives its own verdict. *reset: the
+ * connection's reset error (ECONNRESET, EPIPE) when it was reset with
+ * nothing to read. A bell that rang with nothing to read at all (not
+ * something TCP does) is taken as claimed, as a bell closed behind
+ * loopfast's back is: the other answer would end a connection that may be
+ * good. */
+static bool claim_seen(int bell, int *reset)
 {
 	char b[sizeof(claim_mark)];
-	/* The mark is read before the reset's error: TCP hands queued data
-	 * out first. */
-	long n = syscall(SYS_recvfrom, tcp, b, sizeof(b), MSG_DONTWAIT, NULL, NULL);
+	long n = syscall(SYS_recvfrom, bell, b, sizeof(b), MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
 
-	if (reset)
-		*reset = n < 0 && (errno == ECONNRESET || errno == EPIPE) ? errno : 0;
+	*reset = n < 0 && (errno == ECONNRESET || errno == EPIPE) ? errno : 0;
+	if (n < 0 && errno == EAGAIN)
+		return true;
 	return n == (long)sizeof(b) && memcmp(b, claim_mark, sizeof(b)) == 0;
 }
 
@@ -136,14 +124,20 @@ static void rang(int fd, int ev)
 	/* A bell closed behind loopfast's back (POLLNVAL) says nothing: taken
 	 * as claimed, since the other answer would end a connection that may
 	 * be good. */
-	int reset;
-	if (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {
+	int reset = 0;
+	if (!(ev & POLLNVAL) && !claim_seen(f->bell, &reset)) {
 		DEBUG("fd %d: the TCP connection %s without the server's claim (events %#x): fast path shut down", fd,
 		      reset ? "was reset" : "ended or was used", ev);
 		lf__count(LF_EV_ORPHANED);
 		/* A reset is reported once, as TCP reports it; then EOF. */
+		if (reset)
+			atomic_fetch_or(&f->flags, LF_F_RESET);
 		f->pend_err = reset;
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
+	} else {
+		/* Claimed: the doorbell ends with a reset from here, so that
+		 * neither end keeps it in TIME_WAIT (the server closed first). */
+		lf__sys_setsockopt(f->bell, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 }, sizeof(struct linger));
 	}
 	release(f);
 }

@@ -13,8 +13,9 @@
  *   - sock_diag reports that the TCP socket at the other end of X exists
  *     and belongs to that same uid.
  * Nothing the peer wrote is believed: the name only says where to look.
- * The winner replaces X under X's fd number, and X is reset (the doorbell
- * carried no data). No candidate: X stays plain TCP. */
+ * The winner replaces X under X's fd number, and X is closed after the
+ * claim's mark (bell.c; the doorbell carried no data). No candidate: X
+ * stays plain TCP. */
 #include "internal.h"
 
 #include <errno.h>

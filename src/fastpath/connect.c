@@ -84,20 +84,20 @@ static void set_nonblock(int fd, bool on)
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
 		  enum lf_switch side)
 {
-	bool reset = side == LF_SW_SERVER;
+	bool server = side == LF_SW_SERVER;
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_epreg regs[LF_EPOLL_MAX];
 
 	carry_options(fd, unx, src, f);
-	/* The server's TCP socket goes with the claim's mark and a reset (no
-	 * FIN exchange, no TIME_WAIT on the client's port; bell.c). The
-	 * client's must go with a FIN,
-	 * whatever linger the application set: a connection reset before it
-	 * is accepted vanishes from the accept queue, with its hello. */
-	struct linger lg = { reset, 0 };
-	if (reset)
+	/* The server's TCP socket goes with the claim's mark and a FIN, which
+	 * TCP delivers after it (bell.c; the client then resets it). The
+	 * client's doorbell too must end with a FIN, whatever linger the
+	 * application set: a connection reset before it is accepted vanishes
+	 * from the accept queue, with its hello. */
+	struct linger lg = { 0, 0 };
+	if (server)
 		lf__claim_mark(fd);
-	if (reset || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
+	if (server || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
 		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
 	/* epoll registrations are on the file that goes away: move them. */
@@ -235,10 +235,9 @@ void lf__pending_drop(int fd)
 }
 
 /* Where a TCP handshake stands, from kernel state: 1 it completed (the
- * socket is connected), 2 it completed and has since been reset (the
- * server's claim resets it, possibly before we look; this read consumed
- * the error, so the bell could not see it), 0 still in progress, -1 it
- * failed (*err: TCP's error, which this read consumed). */
+ * socket is connected: the server's claim, a mark and a FIN, leaves it
+ * so), 0 still in progress, -1 it failed (*err: TCP's error, which this
+ * read consumed; a reset is never the claim). */
 static int handshake(int fd, int timeout_ms, int *err)
 {
 	struct sockaddr_storage ss;
@@ -252,20 +251,14 @@ static int handshake(int fd, int timeout_ms, int *err)
 	}
 	if (ev == 0)
 		return 0;
-	/* Connected first: the server's reset may arrive between two reads. */
 	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
 		return 1;
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
-	if ((*err == ECONNRESET || *err == EPIPE) && lf__claim_seen(fd, NULL)) {
-		*err = 0;
-		return 2;
-	}
-	return *err ? -1 : 0; /* a reset without the claim's mark: TCP's answer */
+	return *err ? -1 : 0;
 }
 
-/* Ends the pending state of fd: switches it (h == 1, or 2 when the claim
- * was seen) or leaves it the failed TCP socket it is (h == -1, err: TCP's
- * error for SO_ERROR). */
+/* Ends the pending state of fd: switches it (h == 1) or leaves it the
+ * failed TCP socket it is (h == -1, err: TCP's error for SO_ERROR). */
 static int conclude(int fd, int h, int err)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -274,7 +267,7 @@ static int conclude(int fd, int h, int err)
 
 	if (h > 0 && unx >= 0 && (lf__count(LF_EV_FAST_CLIENT), 1) &&
 	    lf__switch_fd(unx, fd, f->family, f, fdfl >= 0 && (fdfl & O_NONBLOCK), fdd > 0 && (fdd & FD_CLOEXEC),
-			  h == 2 ? LF_SW_CLAIMED : LF_SW_CLIENT) == 0) {
+			  LF_SW_CLIENT) == 0) {
 		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
 		return 0;
 	}
@@ -397,9 +390,8 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (fl & LF_F_PENDING) { /* connect again while in progress */
 		int r = lf__sys_connect(fd, sa, len);
 		e = r ? errno : 0;
-		if (r == 0 || e == EISCONN || e == ECONNRESET || e == EPIPE) {
-			/* connected (and maybe claimed already) */
-			conclude(fd, e == ECONNRESET || e == EPIPE ? 2 : 1, 0);
+		if (r == 0 || e == EISCONN) {
+			conclude(fd, 1, 0);
 			/* This call is TCP's one 0 after EINPROGRESS: the next
 			 * connect says EISCONN. */
 			atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS);
@@ -485,22 +477,13 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	/* 3. The doorbell, in the application's mode. */
 	f->family = family;
 	int r = lf__sys_connect(fd, sa, len);
-	enum lf_switch side = LF_SW_CLIENT;
 	e = r ? errno : 0;
-	if (r < 0 && (e == ECONNRESET || e == EPIPE) && lf__claim_seen(fd, NULL)) {
-		/* Established, and reset by the server's claim before the
-		 * blocking connect returned: connected, as far as we go. */
-		r = 0;
-		e = 0;
-		side = LF_SW_CLAIMED;
-	}
 	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
 		/* On loopback the handshake has usually completed already (and
-		 * the server may even have claimed the hello and reset it). */
+		 * the server may even have claimed the hello). */
 		int err, h = handshake(fd, 0, &err);
 		if (h > 0) {
 			r = 0;
-			side = h == 2 ? LF_SW_CLAIMED : LF_SW_CLIENT;
 		} else if (h == 0 && pending_add(fd, unx)) {
 			*ret = -1;
 			errno = e;
@@ -525,7 +508,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	lf__count(LF_EV_FAST_CLIENT);
-	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, side) < 0) {
+	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {
 		/* dup3 cannot fail for valid fds; if it did, the connection is
 		 * unusable on both paths: report it as reset. */
 		lf__sys_close(unx);

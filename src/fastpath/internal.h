@@ -312,12 +312,8 @@ extern bool lf__bells_used;        /* this process ever kept a bell (epoll tags)
 void lf__bell_keep(int fd, int bell);
 void lf__bell_drop(int fd);
 /* The claim's mark: the server writes it on the TCP connection before
- * resetting it (and waits, briefly, until it is acknowledged); the client
- * takes a reset for the claim only if the mark came first. */
+ * closing it; the client's bell takes only the mark for the claim. */
 void lf__claim_mark(int tcp);
-/* Reads what arrived on the TCP socket: true for the mark; else *reset
- * (if given) is the connection's reset error (ECONNRESET, EPIPE) or 0. */
-bool lf__claim_seen(int tcp, int *reset);
 /* Looks at fd's bell without waiting: true while the claim is not seen; a
  * server that closed the TCP connection unclaimed shuts fd down. */
 bool lf__bell_check(int fd);
@@ -413,12 +409,10 @@ void lf__pending_drop(int fd);
 /* True when fd is a fast-path socket; fills its TCP endpoints and family. */
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer);
 /* Puts the Unix socket unx in place of fd (same number and flags), carries
- * the options src recorded, and marks fd as a fast-path socket. The TCP
- * socket it replaces is closed, with a reset when `reset`. */
-/* Which end switches: the server (its TCP socket goes with a reset), or a
- * client, which keeps its TCP socket as the bell (bell.c) unless it has
- * seen the server's reset already (LF_SW_CLAIMED). */
-enum lf_switch { LF_SW_SERVER, LF_SW_CLIENT, LF_SW_CLAIMED };
+ * the options src recorded, and marks fd as a fast-path socket. Which end
+ * switches: the server, whose TCP socket goes with the claim's mark and a
+ * FIN, or the client, which keeps its TCP socket as the bell (bell.c). */
+enum lf_switch { LF_SW_SERVER, LF_SW_CLIENT };
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
 		  enum lf_switch side);
 

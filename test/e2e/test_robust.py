@@ -3,7 +3,8 @@ loopfast must survive as TCP would: a signal that interrupts a blocking
 connect (EINTR, then the connection completes in the background), a
 connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
 overwrites every descriptor it has, loopfast's own included, between two
-connects, a connection reset before anyone claimed it, and glibc's set*id
+connects, a connection reset before anyone claimed it (connected, or
+still connecting), a client that forks before it reads, and glibc's set*id
 signal during a blocking read. Not attacks (a program can only do this to itself), but each
 once made loopfast hang; the scripts are in attack/ with the attacks'."""
 import json
@@ -154,3 +155,39 @@ def test_set_id_broadcast_during_a_read_as_tcp(build, fam):
             stop(p)
     assert outs["tcp"] == {"read": "hi", "blocked": True}, outs  # the control
     assert outs["loopfast"] == {"read": "hi", "blocked": True}, (outs, errors(p))
+
+
+@FAMS
+@pytest.mark.parametrize("how", ["connect", "poll"])
+def test_pending_connect_reset_before_accept_as_tcp(build, fam, how):
+    # A non-blocking connect still in progress (full accept queue) whose
+    # connection a process without loopfast then accepts and resets: the
+    # application finishes its connect (a second connect, or poll and
+    # SO_ERROR) and reads. Nothing of this is a claim.
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, "reconnect_reset.py", fam, how)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    assert outs["tcp"]["finished"] == "ECONNRESET", outs  # the control: what TCP does
+    assert outs["loopfast"] == outs["tcp"], (outs, errors(p))
+
+
+@FAMS
+def test_forked_client_reads_as_tcp(build, fam):
+    # A client forks right after its connect; the child reads first, then
+    # the parent: both hold the connection, and on the fast path both hold
+    # its bell until they see the claim, each on its own.
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, "forkread.py", fam)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    assert outs["tcp"] == {"path": "tcp", "child": "one", "parent": "two"}, outs  # the control
+    assert outs["loopfast"] == {"path": "fast", "child": "one", "parent": "two"}, (outs, errors(p))

@@ -37,7 +37,7 @@ MUTANTS = [
         "client-stays-on-tcp",
         "the server claims the hello, the client keeps its TCP socket",
         [("src/fastpath/connect.c",
-          "\tlf__count(LF_EV_FAST_CLIENT);\n\tif (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, side) < 0) {\n",
+          "\tlf__count(LF_EV_FAST_CLIENT);\n\tif (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {\n",
           "\tlf__count(LF_EV_FAST_CLIENT);\n\tlf__sys_close(unx);\n\tif (0) {\n")],
         ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes'"]),
     Mutant(
@@ -115,10 +115,10 @@ MUTANTS = [
         "connect-uninterruptible",
         "a signal cannot interrupt a blocking connect (signals blocked around the doorbell)",
         [("src/fastpath/connect.c",
-          "\tint r = lf__sys_connect(fd, sa, len);\n\tenum lf_switch side = LF_SW_CLIENT;\n\te = r ? errno : 0;\n\tif (r < 0 && (e == ECONNRESET",
+          "\tint r = lf__sys_connect(fd, sa, len);\n\te = r ? errno : 0;\n",
           "\tsigset_t all_, old_;\n\tsigfillset(&all_);\n\tpthread_sigmask(SIG_BLOCK, &all_, &old_);\n"
-          "\tint r = lf__sys_connect(fd, sa, len);\n\tenum lf_switch side = LF_SW_CLIENT;\n\te = r ? errno : 0;\n"
-          "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n\tif (r < 0 && (e == ECONNRESET"),
+          "\tint r = lf__sys_connect(fd, sa, len);\n\te = r ? errno : 0;\n"
+          "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n"),
          ("src/fastpath/connect.c", "#include <pthread.h>\n", "#include <pthread.h>\n#include <signal.h>\n")],
         ["e2e:test_compare.py -k connect"], limit_s=120),
 
@@ -127,17 +127,25 @@ MUTANTS = [
         "bell-deaf",
         "the client takes any end of its TCP connection for the claim (an unclaimed hello is waited on forever)",
         [("src/fastpath/bell.c",
-          "\tif (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {\n",
-          "\treset = 0;\n\tif (0) {\n")],
+          "\tif (!(ev & POLLNVAL) && !claim_seen(f->bell, &reset)) {\n",
+          "\tif (0) {\n")],
         ["e2e:test_security.py -k worker_killed_between"]),
     Mutant(
         "reset-taken-for-claim",
         "the client's bell takes any reset for the claim, mark or none (a connection reset before its accept "
         "leaves its client waiting on a hello nobody holds)",
         [("src/fastpath/bell.c",
-          "\tif (!(ev & POLLNVAL) && !lf__claim_seen(f->bell, &reset)) {\n",
-          "\tif (!(ev & (POLLNVAL | POLLERR | POLLHUP)) && !lf__claim_seen(f->bell, &reset)) {\n")],
+          "\tif (!(ev & POLLNVAL) && !claim_seen(f->bell, &reset)) {\n",
+          "\tif (!(ev & (POLLNVAL | POLLERR | POLLHUP)) && !claim_seen(f->bell, &reset)) {\n")],
         ["e2e:test_robust.py -k 'reset_before and select'"], limit_s=120),
+    Mutant(
+        "mark-consumed",
+        "the bell reads the claim's mark instead of peeking at it (after a fork, the second process to look "
+        "takes its good connection for a failed one)",
+        [("src/fastpath/bell.c",
+          "MSG_DONTWAIT | MSG_PEEK, NULL, NULL);\n",
+          "MSG_DONTWAIT, NULL, NULL);\n")],
+        ["e2e:test_robust.py -k forked_client"]),
     Mutant(
         "bell-wait-eintr-on-any-signal",
         "a blocking read waiting on the bell returns EINTR after any signal, SA_RESTART ones and glibc's set*id "
