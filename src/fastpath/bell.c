@@ -92,8 +92,9 @@ void lf__claim_mark(int tcp)
 	/* The server closes the connection right after, with a FIN (never a
 	 * reset, which loopback could deliver ahead of the mark: it hands
 	 * segments through per-CPU queues), and TCP delivers the mark before
-	 * the end of stream. A corked socket sends both at the close. */
-	syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	 * the end of stream: in one segment, as MSG_MORE holds the mark until
+	 * the close. */
+	syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE, NULL, 0);
 }
 
 /* Is what arrived on the bell the mark? Peeked, not read: after a fork
@@ -134,11 +135,10 @@ static void rang(int fd, int ev)
 			atomic_fetch_or(&f->flags, LF_F_RESET);
 		f->pend_err = reset;
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
-	} else {
-		/* Claimed: the doorbell ends with a reset from here, so that
-		 * neither end keeps it in TIME_WAIT (the server closed first). */
-		lf__sys_setsockopt(f->bell, SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 }, sizeof(struct linger));
 	}
+	/* Claimed: the mark is still unread, so closing the bell resets the
+	 * doorbell, and neither end keeps it in TIME_WAIT (the server closed
+	 * first). */
 	release(f);
 }
 
