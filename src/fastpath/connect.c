@@ -251,7 +251,7 @@ static int handshake(int fd, int timeout_ms, int *err)
 	}
 	if (ev == 0)
 		return 0;
-	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0 || lf__claim_marked(fd))
 		return 1;
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
 	return *err ? -1 : 0;
@@ -388,7 +388,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 0;
 	unsigned fl = atomic_load(&f->flags);
 	if (fl & LF_F_PENDING) { /* connect again while in progress */
-		int r = lf__sys_connect(fd, sa, len);
+		/* Claimed, and then reset (a server's close under memory
+		 * pressure)? The kernel's connect would empty the queue first. */
+		int r = lf__claim_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
 		e = r ? errno : 0;
 		if (r == 0 || e == EISCONN) {
 			conclude(fd, 1, 0);

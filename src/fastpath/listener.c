@@ -568,9 +568,14 @@ int lf__listen_optin(int fd)
 		return -EOPNOTSUPP;
 	}
 	/* Only listeners a loopback client can reach; SO_REUSEPORT groups
-	 * cannot be served (the kernel picks the member per connection). */
+	 * cannot be served (the kernel picks the member per connection), nor
+	 * TCP_DEFER_ACCEPT ones (the accept waits for data the doorbell
+	 * never carries). */
+	int defer = 0;
+	socklen_t dl = sizeof(defer);
 	if ((!lf__ep_is_loopback(&ep) && !lf__ep_is_any(&ep)) ||
-	    (lf__sys_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &vl) == 0 && v)) {
+	    (lf__sys_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &vl) == 0 && v) ||
+	    (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, &dl) == 0 && defer)) {
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return 0;
 	}

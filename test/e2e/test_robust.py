@@ -5,7 +5,8 @@ connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
 overwrites every descriptor it has, loopfast's own included, between two
 connects, a connection reset before anyone claimed it (connected, or
 still connecting), a client that forks before it reads, and glibc's set*id
-signal during a blocking read. Not attacks (a program can only do this to itself), but each
+signal during a blocking read, and a listener that defers its accepts.
+Not attacks (a program can only do this to itself), but each
 once made loopfast hang; the scripts are in attack/ with the attacks'."""
 import json
 import os
@@ -191,3 +192,21 @@ def test_forked_client_reads_as_tcp(build, fam):
             stop(p)
     assert outs["tcp"] == {"path": "tcp", "child": "one", "parent": "two"}, outs  # the control
     assert outs["loopfast"] == {"path": "fast", "child": "one", "parent": "two"}, (outs, errors(p))
+
+
+@FAMS
+def test_defer_accept_listener_stays_tcp(build, fam):
+    # A listener with TCP_DEFER_ACCEPT accepts a connection only once data
+    # has arrived on it; a fast-path doorbell carries none, so its clients
+    # waited the whole defer period (30 s here) for each connection.
+    # loopfast keeps such a listener on plain TCP.
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, "defer_accept.py", fam)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    assert outs["tcp"] == {"path": "tcp", "read": "x"}, outs  # the control
+    assert outs["loopfast"] == {"path": "tcp", "read": "x"}, (outs, errors(p))
