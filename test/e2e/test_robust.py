@@ -36,6 +36,21 @@ def errors(p):
     return p.err.read()[-4000:]
 
 
+def both_ways(name, *args):
+    """attack/NAME's JSON line over plain TCP and under loopfast (one
+    process each, both ends in it): ({"tcp": ..., "loopfast": ...}, the
+    loopfast run's stderr)."""
+    outs = {}
+    for mode in ("tcp", "loopfast"):
+        p = script(mode, name, *args)
+        try:
+            outs[mode] = json.loads(readline(p, 60))
+            p.wait(timeout=30)
+        finally:
+            stop(p)
+    return outs, errors(p)
+
+
 def echo_server(fam, *opts):
     """attack/echo_server.py under loopfast: (process, port)."""
     srv = script("loopfast", "echo_server.py", fam, *opts)
@@ -129,16 +144,9 @@ def test_reset_before_accept_as_tcp(build, fam, how, read):
     # with it in the accept queue; a process without loopfast accepted it
     # and closed it with a reset): the client must read TCP's ECONNRESET,
     # not wait forever for a claim that will not come.
-    outs = {}
-    for mode in ("tcp", "loopfast"):
-        p = script(mode, "resetq.py", fam, how, read)
-        try:
-            outs[mode] = json.loads(readline(p, 60))
-            p.wait(timeout=30)
-        finally:
-            stop(p)
+    outs, errs = both_ways("resetq.py", fam, how, read)
     assert outs["tcp"] == {"path": "tcp", "read": "ECONNRESET"}, outs  # the control: what TCP does
-    assert outs["loopfast"] == {"path": "fast", "read": "ECONNRESET"}, (outs, errors(p))
+    assert outs["loopfast"] == {"path": "fast", "read": "ECONNRESET"}, (outs, errs)
 
 
 @FAMS
@@ -146,16 +154,9 @@ def test_set_id_broadcast_during_a_read_as_tcp(build, fam):
     # glibc's set*id calls signal every thread of the process (SIGSETXID,
     # SA_RESTART): a blocking read must go on, as TCP's is restarted by the
     # kernel, also while it waits for the server's claim (on the bell).
-    outs = {}
-    for mode in ("tcp", "loopfast"):
-        p = script(mode, "setxid_read.py", fam)
-        try:
-            outs[mode] = json.loads(readline(p, 60))
-            p.wait(timeout=30)
-        finally:
-            stop(p)
+    outs, errs = both_ways("setxid_read.py", fam)
     assert outs["tcp"] == {"read": "hi", "blocked": True}, outs  # the control
-    assert outs["loopfast"] == {"read": "hi", "blocked": True}, (outs, errors(p))
+    assert outs["loopfast"] == {"read": "hi", "blocked": True}, (outs, errs)
 
 
 @FAMS
@@ -165,16 +166,9 @@ def test_pending_connect_reset_before_accept_as_tcp(build, fam, how):
     # connection a process without loopfast then accepts and resets: the
     # application finishes its connect (a second connect, or poll and
     # SO_ERROR) and reads. Nothing of this is a claim.
-    outs = {}
-    for mode in ("tcp", "loopfast"):
-        p = script(mode, "reconnect_reset.py", fam, how)
-        try:
-            outs[mode] = json.loads(readline(p, 60))
-            p.wait(timeout=30)
-        finally:
-            stop(p)
+    outs, errs = both_ways("reconnect_reset.py", fam, how)
     assert outs["tcp"]["finished"] == "ECONNRESET", outs  # the control: what TCP does
-    assert outs["loopfast"] == outs["tcp"], (outs, errors(p))
+    assert outs["loopfast"] == outs["tcp"], (outs, errs)
 
 
 @FAMS
@@ -182,16 +176,9 @@ def test_forked_client_reads_as_tcp(build, fam):
     # A client forks right after its connect; the child reads first, then
     # the parent: both hold the connection, and on the fast path both hold
     # its bell until they see the claim, each on its own.
-    outs = {}
-    for mode in ("tcp", "loopfast"):
-        p = script(mode, "forkread.py", fam)
-        try:
-            outs[mode] = json.loads(readline(p, 60))
-            p.wait(timeout=30)
-        finally:
-            stop(p)
+    outs, errs = both_ways("forkread.py", fam)
     assert outs["tcp"] == {"path": "tcp", "child": "one", "parent": "two"}, outs  # the control
-    assert outs["loopfast"] == {"path": "fast", "child": "one", "parent": "two"}, (outs, errors(p))
+    assert outs["loopfast"] == {"path": "fast", "child": "one", "parent": "two"}, (outs, errs)
 
 
 @FAMS
@@ -200,13 +187,6 @@ def test_defer_accept_listener_stays_tcp(build, fam):
     # has arrived on it; a fast-path doorbell carries none, so its clients
     # waited the whole defer period (30 s here) for each connection.
     # loopfast keeps such a listener on plain TCP.
-    outs = {}
-    for mode in ("tcp", "loopfast"):
-        p = script(mode, "defer_accept.py", fam)
-        try:
-            outs[mode] = json.loads(readline(p, 60))
-            p.wait(timeout=30)
-        finally:
-            stop(p)
+    outs, errs = both_ways("defer_accept.py", fam)
     assert outs["tcp"] == {"path": "tcp", "read": "x"}, outs  # the control
-    assert outs["loopfast"] == {"path": "tcp", "read": "x"}, (outs, errors(p))
+    assert outs["loopfast"] == {"path": "tcp", "read": "x"}, (outs, errs)
