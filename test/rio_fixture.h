@@ -11,7 +11,9 @@
 #include "loopfast/rio.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -110,6 +112,68 @@ static inline unsigned drain(struct lf_rio_cq *cq, struct lf_rio_result *res, un
 		got += n;
 	}
 	return got;
+}
+
+/* How many descriptors this process has open: a refused or closed queue
+ * must leave none behind. */
+static inline int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ASSERT(d != NULL);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* What the kernel says of this process's io_uring completion rings, summed
+ * over all of them (/proc/self/fdinfo): CQEs posted to the rings (CqTail)
+ * and CQEs waiting in the kernel's overflow list because a ring was full.
+ * The tests use it to prove that they did fill a ring, not to decide
+ * whether lf_rio delivered what it should. */
+struct uring_view {
+	unsigned long tail, overflow;
+};
+
+static inline struct uring_view uring_view(void)
+{
+	struct uring_view v = { 0, 0 };
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	ASSERT(d != NULL);
+	while ((e = readdir(d))) {
+		char path[300], link[64], line[256];
+		ssize_t n;
+		bool in_list = false;
+		unsigned long x;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, "anon_inode:[io_uring]"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "CqTail: %lu", &x) == 1)
+				v.tail += x;
+			else if (!strncmp(line, "CqOverflowList:", 15))
+				in_list = true;
+			else if (in_list && strstr(line, "user_data="))
+				v.overflow++;
+			else
+				in_list = false;
+		}
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return v;
 }
 
 #endif

@@ -335,6 +335,107 @@ static void test_closed_socket(void)
 	teardown(&f);
 }
 
+/* Waits (up to 5 s, entering the kernel so that io_uring's task work runs)
+ * until the kernel shows at least `tail` CQEs posted and `overflow` held
+ * in its overflow list; fails the test otherwise. */
+static void wait_uring(unsigned long tail, unsigned long overflow)
+{
+	struct uring_view v = uring_view();
+
+	for (int i = 0; i < 5000 && (v.tail < tail || v.overflow < overflow); i++) {
+		usleep(1000);
+		v = uring_view();
+	}
+	ASSERT_GE(v.tail, tail);
+	ASSERT_GE(v.overflow, overflow);
+}
+
+/* A completion queue whose ring is full when a multishot receive has a
+ * message (here: full of cancellations, two CQEs per cancelled receive,
+ * which no reservation counts), with nothing dequeued meanwhile. io_uring
+ * keeps what does not fit in its overflow list and ends the multishot
+ * receive; lf_rio_dequeue() collects the overflow in order and re-arms the
+ * receive, so every datagram is delivered exactly once, in order, each
+ * result with LF_RIO_RES_MORE, and every cancelled receive completes once
+ * (lf_rio(3), "Completion queue overflow"). */
+static void test_multishot_overflows_cq(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *a, *b;
+	struct lf_rio_result res[64];
+	struct lf_rio_buf region = { 0, 0, 128 * 256 };
+	struct sockaddr_in sa, sb, ca;
+	unsigned cancelled = 0, next = 0;
+	int s1, s2, c;
+
+	setup(&f);
+	region.id = f.id;
+	s1 = udp_bound(&sa);
+	s2 = udp_bound(&sb);
+	c = udp_bound(&ca);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 256, NULL, &cq), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s1, 128, 0, cq, cq, (void *)1, &a), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s2, 128, 0, cq, cq, (void *)2, &b), 0);
+	ASSERT_EQ(lf_rio_receive_multishot(b, &region, 256, 128, NULL), 0);
+	for (uintptr_t i = 0; i < 128; i++) {
+		struct lf_rio_buf one = { f.id, 65536 + i * 256, 256 };
+		ASSERT_EQ(lf_rio_receive(a, &one, 0, (void *)i), 0);
+	}
+	ASSERT_EQ(lf_rio_cancel(a), 128);
+	wait_uring(256, 0); /* the ring (256 entries) is full */
+	send_n(c, &sb, 200, 100);
+	wait_uring(256, 1); /* the multishot's message went to the overflow list */
+
+	for (int spins = 0; (cancelled < 128 || next < 200) && spins < 5000; spins++) {
+		int n = lf_rio_dequeue_wait(cq, res, 64, 1);
+		struct lf_rio_buf back[64];
+		int nback = 0;
+		ASSERT_GE(n, 0);
+		for (int i = 0; i < n; i++) {
+			if (res[i].sock_ctx == (void *)1) {
+				ASSERT_EQ(res[i].status, -ECANCELED);
+				ASSERT_EQ(res[i].flags, 0);
+				cancelled++;
+				continue;
+			}
+			unsigned seq;
+			ASSERT(res[i].sock_ctx == (void *)2);
+			ASSERT_EQ(res[i].status, 0);
+			ASSERT_EQ(res[i].bytes, 100);
+			ASSERT_EQ(res[i].flags, LF_RIO_RES_MULTISHOT | LF_RIO_RES_MORE);
+			memcpy(&seq, lf_rio_buf_ptr(f.rio, &res[i].buf), sizeof(seq));
+			ASSERT_EQ(seq, next);
+			next++;
+			back[nback++] = res[i].buf;
+		}
+		ASSERT_EQ(lf_rio_recycle(b, back, nback), 0);
+	}
+	ASSERT_EQ(cancelled, 128);
+	ASSERT_EQ(next, 200);
+	ASSERT_EQ(lf_rio_dequeue_wait(cq, res, 64, 50), 0); /* nothing twice */
+	ASSERT_EQ(uring_view().overflow, 0);
+
+	/* The queue goes on working: a receive on the cancelled queue, and the
+	 * multishot receive, still armed. */
+	struct lf_rio_buf one = { f.id, 65536, 256 };
+	ASSERT_EQ(lf_rio_receive(a, &one, 0, (void *)7), 0);
+	send_n(c, &sa, 1, 10);
+	send_n(c, &sb, 1, 10);
+	ASSERT_EQ(drain(cq, res, 2), 2);
+	ASSERT_EQ(res[0].status, 0);
+	ASSERT_EQ(res[1].status, 0);
+	ASSERT((uintptr_t)res[0].sock_ctx + (uintptr_t)res[1].sock_ctx == 3);
+
+	ASSERT_EQ(lf_rio_rq_close(a), 0);
+	ASSERT_EQ(lf_rio_rq_close(b), 0);
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	close(s1);
+	close(s2);
+	close(c);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
 	{ "closed_socket", test_closed_socket, 0 },
 	{ "cancel", test_cancel, 0 },
@@ -343,6 +444,7 @@ static const struct lf_test tests[] = {
 	{ "request_errors", test_request_errors, 0 },
 	{ "tcp_send_receive_close", test_tcp_send_receive_close, 0 },
 	{ "multishot", test_multishot, 0 },
+	{ "multishot_overflows_cq", test_multishot_overflows_cq, 0 },
 	{ NULL, NULL, 0 },
 };
 

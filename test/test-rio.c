@@ -285,6 +285,125 @@ static void test_single_thread_queue(void)
 	teardown(&f);
 }
 
+/* Posts every request a queue reserved: `recvs` receives, `sends` sends
+ * to `to`, each on its own 2 KiB slice from `*off`. */
+static void post_all(struct fixture *f, struct lf_rio_rq *rq, unsigned recvs, unsigned sends,
+		     const struct sockaddr_in *to, uint32_t *off)
+{
+	for (unsigned i = 0; i < recvs + sends; i++, *off += 2048) {
+		struct lf_rio_buf b = { f->id, *off, i < recvs ? 2048 : 32 };
+		if (i < recvs)
+			ASSERT_EQ(lf_rio_receive(rq, &b, 0, NULL), 0);
+		else
+			ASSERT_EQ(lf_rio_send_to(rq, &b, (const struct sockaddr *)to, sizeof(*to), 0, NULL), 0);
+	}
+}
+
+/* A completion queue of size N takes request queues whose outstanding
+ * receives and sends add up to at most N (RIOCreateRequestQueue's
+ * WSAENOBUFS; -ENOSPC here, as lf_rio(3) says), counted over all its
+ * request queues. A refused queue leaves nothing behind, the ones that fit
+ * fill the queue to the brim and every request completes, and closing one
+ * gives exactly its share back. */
+static void test_cq_reservations(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *cq;
+	struct lf_rio_rq *rq[3], *no;
+	struct lf_rio_result res[16];
+	struct sockaddr_in sa[3], ca;
+	unsigned per[2][2] = { { 0 } };
+	uint32_t off = 0;
+	int s[3], c, fds;
+
+	setup(&f);
+	c = udp_bound(&ca);
+	for (int i = 0; i < 3; i++)
+		s[i] = udp_bound(&sa[i]);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 8, NULL, &cq), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[0], 3, 2, cq, cq, (void *)0, &rq[0]), 0); /* 5 of 8 */
+	fds = open_fds();
+	/* More refusals than the ring has fixed-file slots (256): a refusal
+	 * that kept one would make the last create below fail. */
+	for (int i = 0; i < 300; i++)
+		ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 2, 2, cq, cq, NULL, &no), -ENOSPC);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 4, 0, cq, cq, NULL, &no), -ENOSPC);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 0, 4, cq, cq, NULL, &no), -ENOSPC);
+	ASSERT_EQ(open_fds(), fds);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 2, 1, cq, cq, (void *)1, &rq[1]), 0); /* 8 of 8 */
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[2], 1, 0, cq, cq, NULL, &no), -ENOSPC);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[2], 0, 1, cq, cq, NULL, &no), -ENOSPC);
+
+	/* The two that fit use all they reserved, and all of it completes. */
+	post_all(&f, rq[0], 3, 2, &ca, &off);
+	post_all(&f, rq[1], 2, 1, &ca, &off);
+	send_n(c, &sa[0], 3, 40);
+	send_n(c, &sa[1], 2, 40);
+	ASSERT_EQ(drain(cq, res, 8), 8);
+	for (int i = 0; i < 8; i++) {
+		ASSERT_EQ(res[i].status, 0);
+		per[(uintptr_t)res[i].sock_ctx][res[i].flags == LF_RIO_RES_SEND]++;
+	}
+	ASSERT_EQ(per[0][0], 3);
+	ASSERT_EQ(per[0][1], 2);
+	ASSERT_EQ(per[1][0], 2);
+	ASSERT_EQ(per[1][1], 1);
+	ASSERT_EQ(lf_rio_dequeue_wait(cq, res, 16, 20), 0);
+
+	/* Closing the first gives back its 5: 6 do not fit, 5 do. */
+	ASSERT_EQ(lf_rio_rq_close(rq[0]), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[2], 3, 3, cq, cq, NULL, &no), -ENOSPC);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[2], 5, 0, cq, cq, NULL, &rq[2]), 0);
+	/* A multishot receive takes its slices from the queue's receives. */
+	struct lf_rio_buf one = { f.id, 0, 64 }, region = { f.id, 65536, 4 * 2048 };
+	ASSERT_EQ(lf_rio_receive(rq[2], &one, 0, NULL), 0);
+	ASSERT_EQ(lf_rio_receive_multishot(rq[2], &region, 2048, 8, NULL), -EINVAL); /* past the slice */
+	region.length = 8 * 2048;
+	ASSERT_EQ(lf_rio_receive_multishot(rq[2], &region, 2048, 8, NULL), -ENOBUFS);
+	ASSERT_EQ(lf_rio_receive_multishot(rq[2], &region, 2048, 4, NULL), 0);
+	ASSERT_EQ(lf_rio_receive(rq[2], &one, 0, NULL), -ENOBUFS);
+
+	ASSERT_EQ(lf_rio_rq_close(rq[1]), 0);
+	ASSERT_EQ(lf_rio_rq_close(rq[2]), 0);
+	ASSERT_EQ(lf_rio_cq_close(cq), 0);
+	for (int i = 0; i < 3; i++)
+		close(s[i]);
+	close(c);
+	teardown(&f);
+}
+
+/* With separate receive and send completion queues, receives count
+ * against the one and sends against the other, each to its own size. */
+static void test_cq_reservations_split(void)
+{
+	struct fixture f;
+	struct lf_rio_cq *rcq, *scq;
+	struct lf_rio_rq *rq[2], *no;
+	struct sockaddr_in sa[2];
+	int s[2];
+
+	setup(&f);
+	for (int i = 0; i < 2; i++)
+		s[i] = udp_bound(&sa[i]);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 4, NULL, &rcq), 0);
+	ASSERT_EQ(lf_rio_cq_create(f.rio, 2, NULL, &scq), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[0], 2, 3, rcq, scq, NULL, &no), -ENOSPC); /* sends: 3 > 2 */
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[0], 5, 0, rcq, scq, NULL, &no), -ENOSPC); /* receives: 5 > 4 */
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[0], 3, 2, rcq, scq, NULL, &rq[0]), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 1, 1, rcq, scq, NULL, &no), -ENOSPC); /* scq full */
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 2, 0, rcq, scq, NULL, &no), -ENOSPC); /* rcq: 3 + 2 */
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[1], 1, 0, rcq, scq, NULL, &rq[1]), 0);
+	ASSERT_EQ(lf_rio_rq_close(rq[0]), 0);
+	ASSERT_EQ(lf_rio_rq_create(f.rio, s[0], 3, 2, rcq, scq, NULL, &rq[0]), 0);
+	ASSERT_EQ(lf_rio_rq_close(rq[0]), 0);
+	ASSERT_EQ(lf_rio_rq_close(rq[1]), 0);
+	ASSERT_EQ(lf_rio_cq_close(rcq), 0);
+	ASSERT_EQ(lf_rio_cq_close(scq), 0);
+	for (int i = 0; i < 2; i++)
+		close(s[i]);
+	teardown(&f);
+}
+
 static const struct lf_test tests[] = {
 	{ "single_thread_queue", test_single_thread_queue, 0 },
 	{ "cq_errors", test_cq_errors, 0 },
@@ -292,6 +411,8 @@ static const struct lf_test tests[] = {
 	{ "event_notify", test_event_notify, 0 },
 	{ "port_threads", test_port_threads, 0 },
 	{ "many_queues_one_cq", test_many_queues_one_cq, 0 },
+	{ "cq_reservations", test_cq_reservations, 0 },
+	{ "cq_reservations_split", test_cq_reservations_split, 0 },
 	{ NULL, NULL, 0 },
 };
 

@@ -118,9 +118,10 @@ int lf_rio_dequeue(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned max
 int lf_rio_dequeue_wait(struct lf_rio_cq *cq, struct lf_rio_result *res,
 			unsigned max, int timeout_ms);
 
-/* Creates a request queue for socket `fd`. The completion queues must have
- * room for the outstanding requests (-ENOSPC otherwise). Returns 0 or
- * -EBADF, -ENOTSOCK, -EINVAL, -ENOSPC, -ENOMEM. */
+/* Creates a request queue for socket `fd`. It reserves max_recv in
+ * recv_cq and max_send in send_cq: -ENOSPC if that takes either past its
+ * size (or 256 request queues use it). Returns 0 or -EBADF, -ENOTSOCK,
+ * -EINVAL, -ENOSPC, -ENOMEM. */
 int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
 		     struct lf_rio_cq *recv_cq, struct lf_rio_cq *send_cq,
 		     void *sock_ctx, struct lf_rio_rq **rq);
@@ -156,7 +157,8 @@ int lf_rio_commit(struct lf_rio_rq *rq);
  * each (a provided buffer ring); each result names its slice, which the
  * caller returns with lf_rio_recycle(). At most one per request queue; it
  * uses `count` of the queue's receives (count is a power of two, <= 32768).
- * Returns 0 or -errno (-EEXIST if one is active). */
+ * Returns 0 or -errno (-EEXIST if one is active, -ENOBUFS if fewer than
+ * `count` receives are free). */
 int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio_buf *region,
 			     uint32_t slice_len, uint32_t count, void *req_ctx);
 /* Gives slices from multishot results back to the kernel. Returns 0 or -EINVAL. */

@@ -225,6 +225,8 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 
 	pthread_mutex_lock(&rq->lock);
 	r = kind == RIO_SEND ? rq->free_send : rq->free_recv;
+	if (kind != RIO_SEND && rq->nrecv >= rq->max_recv)
+		r = NULL; /* a multishot receive's slices count as receives */
 	if (!r || atomic_load(&rq->closing)) {
 		pthread_mutex_unlock(&rq->lock);
 		return r ? -EBADF : -ENOBUFS;
