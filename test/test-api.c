@@ -1,5 +1,9 @@
 /* The public C API: opt-in rules, errors, and the fast path between two
- * sockets of this process opted in with lf_enable_fast_path. */
+ * sockets of this process opted in with lf_enable_fast_path. Which path a
+ * connection took is the kernel's word (test/kernel.h: the two ends' Unix
+ * peers, or their TCP addresses); lf_fast_path_active() must agree with
+ * it at both ends. */
+#include "kernel.h"
 #include "runner.h"
 #include "loopfast.h"
 
@@ -39,6 +43,19 @@ static int client(int optin, int port)
 	return fd;
 }
 
+/* The kernel's verdict on the connection c-s (K_FAST or K_TCP, never
+ * neither), after checking that lf_fast_path_active() gives the same
+ * answer at both ends. */
+static int path(int c, int s)
+{
+	int k = k_path(c, s);
+
+	ASSERT_NE(k, K_NEITHER);
+	ASSERT_EQ(lf_fast_path_active(c), k);
+	ASSERT_EQ(lf_fast_path_active(s), k);
+	return k;
+}
+
 static void check_pair(int client_optin, int server_optin, int want)
 {
 	int port, l = listener(server_optin, &port), c = client(client_optin, port);
@@ -46,8 +63,7 @@ static void check_pair(int client_optin, int server_optin, int want)
 	char buf[6] = { 0 };
 
 	ASSERT_GE(s, 0);
-	ASSERT_EQ(lf_fast_path_active(c), want);
-	ASSERT_EQ(lf_fast_path_active(s), want);
+	ASSERT_EQ(path(c, s), want);
 	ASSERT_EQ(write(c, "hello", 5), 5);
 	ASSERT_EQ(read(s, buf, 5), 5);
 	ASSERT_STREQ(buf, "hello");
@@ -56,17 +72,17 @@ static void check_pair(int client_optin, int server_optin, int want)
 	close(l);
 }
 
-static void both_opted_in(void) { check_pair(1, 1, 1); }
-static void only_client_opted_in(void) { check_pair(1, 0, 0); }
-static void only_server_opted_in(void) { check_pair(0, 1, 0); }
-static void neither_opted_in(void) { check_pair(0, 0, 0); }
+static void both_opted_in(void) { check_pair(1, 1, K_FAST); }
+static void only_client_opted_in(void) { check_pair(1, 0, K_TCP); }
+static void only_server_opted_in(void) { check_pair(0, 1, K_TCP); }
+static void neither_opted_in(void) { check_pair(0, 0, K_TCP); }
 
 static void accepted_sockets_inherit(void)
 {
 	int port, l = listener(1, &port);
 	for (int i = 0; i < 3; i++) {
 		int c = client(1, port), s = accept(l, NULL, NULL);
-		ASSERT_EQ(lf_fast_path_active(s), 1);
+		ASSERT_EQ(path(c, s), K_FAST);
 		close(c);
 		close(s);
 	}
@@ -102,7 +118,7 @@ static void fast_path_socket_is_connected(void)
 {
 	int port, l = listener(1, &port), c = client(1, port), s = accept(l, NULL, NULL);
 
-	ASSERT_EQ(lf_fast_path_active(c), 1);
+	ASSERT_EQ(path(c, s), K_FAST);
 	ASSERT_EQ(lf_enable_fast_path(c), -EISCONN);
 	ASSERT_EQ(lf_enable_fast_path(s), -EISCONN);
 }
@@ -141,12 +157,10 @@ static void excluded_listener_stays_tcp(void)
 	ASSERT_EQ(lf_enable_fast_path(ex), 0);
 	int c = client(1, ntohs(a.sin_port)), s = accept(ex, NULL, NULL);
 	ASSERT_GE(s, 0);
-	ASSERT_EQ(lf_fast_path_active(c), 0);
-	ASSERT_EQ(lf_fast_path_active(s), 0);
+	ASSERT_EQ(path(c, s), K_TCP);
 	int other = listener(1, &port2), c2 = client(1, port2), s2 = accept(other, NULL, NULL);
 	ASSERT_GE(s2, 0);
-	ASSERT_EQ(lf_fast_path_active(c2), 1);
-	ASSERT_EQ(lf_fast_path_active(s2), 1);
+	ASSERT_EQ(path(c2, s2), K_FAST);
 	close(c), close(s), close(ex), close(c2), close(s2), close(other);
 }
 
@@ -160,6 +174,54 @@ static void spin_setting(void)
 	close(l);
 }
 
+/* Several clients connect before the server accepts any: each accepted
+ * socket must be joined to its own client (the kernel pairs them), in the
+ * order TCP queued them, and each carries its own client's bytes. */
+static void each_accept_joins_its_own_client(void)
+{
+	int port, l = listener(1, &port), c[3], s[3];
+
+	for (int i = 0; i < 3; i++)
+		c[i] = client(1, port);
+	for (int i = 0; i < 3; i++) {
+		s[i] = accept(l, NULL, NULL);
+		ASSERT_GE(s[i], 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		char b = 0;
+		ASSERT_EQ(path(c[i], s[i]), K_FAST);
+		ASSERT_EQ(k_path(c[i], s[(i + 1) % 3]), K_NEITHER);
+		ASSERT_EQ(write(c[i], &"abc"[i], 1), 1);
+		ASSERT_EQ(read(s[i], &b, 1), 1);
+		ASSERT_EQ(b, "abc"[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		close(c[i]), close(s[i]);
+	close(l);
+}
+
+/* The proof itself can fail: it tells a connected pair from two ends of
+ * different connections, and Unix from TCP. */
+static void kernel_verdict_can_fail(void)
+{
+	int u1[2], u2[2], port, l = listener(0, &port);
+
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, u1), 0);
+	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, u2), 0);
+	ASSERT_EQ(k_path(u1[0], u1[1]), K_FAST);
+	ASSERT_EQ(k_path(u1[1], u1[0]), K_FAST);
+	ASSERT_EQ(k_path(u1[0], u2[1]), K_NEITHER);
+	int c1 = client(0, port), s1 = accept(l, NULL, NULL);
+	int c2 = client(0, port), s2 = accept(l, NULL, NULL);
+	ASSERT_EQ(k_path(c1, s1), K_TCP);
+	ASSERT_EQ(k_path(s2, c2), K_TCP);
+	ASSERT_EQ(k_path(c1, s2), K_NEITHER);
+	ASSERT_EQ(k_path(c1, c1), K_NEITHER);
+	ASSERT_EQ(k_path(c1, u1[0]), K_NEITHER);
+	close(c1), close(s1), close(c2), close(s2), close(l);
+	close(u1[0]), close(u1[1]), close(u2[0]), close(u2[1]);
+}
+
 static const struct lf_test tests[] = {
 	{ "excluded_listener_stays_tcp", excluded_listener_stays_tcp, 0 },
 	{ "both_opted_in", both_opted_in, 0 },
@@ -167,6 +229,8 @@ static const struct lf_test tests[] = {
 	{ "only_server_opted_in", only_server_opted_in, 0 },
 	{ "neither_opted_in", neither_opted_in, 0 },
 	{ "accepted_sockets_inherit", accepted_sockets_inherit, 0 },
+	{ "each_accept_joins_its_own_client", each_accept_joins_its_own_client, 0 },
+	{ "kernel_verdict_can_fail", kernel_verdict_can_fail, 0 },
 	{ "errors", errors, 0 },
 	{ "fast_path_socket_is_connected", fast_path_socket_is_connected, 0 },
 	{ "not_loopback_stays_tcp", not_loopback_stays_tcp, 0 },

@@ -1,9 +1,12 @@
 /* Busy polling keeps every blocking call's semantics: data, timeouts
- * shorter than the spin, signals (EINTR, SA_RESTART), non-blocking mode.
- * The spin budget is 20 s and the upper bounds below are 10 s: they catch
- * a call that waited for the spin or forever, whatever the machine's load;
- * they do not measure speed. The lower bounds are the calls' contract (a
- * timeout never ends early). */
+ * shorter and longer than the spin, signals (EINTR, SA_RESTART),
+ * non-blocking mode; and a spin really spins (no voluntary context switch
+ * while it waits). The spin budget is 20 s and the upper bounds below are
+ * 10 s: they catch a call that waited for the spin or forever, whatever
+ * the machine's load; they do not measure speed. The lower bounds are the
+ * calls' contract (a timeout never ends early). The fast path of every
+ * pair is the kernel's word (test/kernel.h), not loopfast's. */
+#include "kernel.h"
 #include "runner.h"
 #include "loopfast.h"
 
@@ -48,7 +51,7 @@ static void pair(unsigned spin, int *c, int *s)
 	ASSERT_EQ(connect(*c, (struct sockaddr *)&a, sizeof(a)), 0);
 	*s = accept(lfd, NULL, NULL);
 	ASSERT_GE(*s, 0);
-	ASSERT_EQ(lf_fast_path_active(*c), 1);
+	ASSERT_EQ(k_path(*c, *s), K_FAST);
 	ASSERT_EQ(lf_set_spin(*c, spin), 0);
 	ASSERT_EQ(lf_set_spin(*s, spin), 0);
 	close(lfd);
@@ -111,6 +114,7 @@ static void epoll_and_select_timeouts(void)
 	t0 = now();
 	ASSERT_EQ(select(c + 1, &r, NULL, NULL, &tv), 0);
 	ASSERT_LT(now() - t0, HANG_S);
+	ASSERT_GE((now() - t0) * 1000, 29);
 	ASSERT_EQ(tv.tv_sec, 0);
 	ASSERT_EQ(tv.tv_usec, 0);
 	/* ... and data is reported at once, set bits intact. */
@@ -257,6 +261,58 @@ static void rcvtimeo_is_honoured(void)
 	ASSERT_EQ(read(c, &b, 1), -1);
 	ASSERT_EQ(errno, EAGAIN);
 	ASSERT_LT(now() - t0, HANG_S);
+	ASSERT_GE((now() - t0) * 1000, 49);
+}
+
+/* A write that finds the socket full waits SO_SNDTIMEO, no less. */
+static void sndtimeo_is_honoured(void)
+{
+	int c, s, small = 4096;
+	static char chunk[65536];
+	struct timeval tv = { 0, 50000 };
+
+	pair(BIG_SPIN, &c, &s);
+	ASSERT_EQ(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ASSERT_EQ(fcntl(c, F_SETFL, O_NONBLOCK), 0);
+	while (write(c, chunk, sizeof(chunk)) > 0)
+		;
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_EQ(fcntl(c, F_SETFL, 0), 0);
+	ASSERT_EQ(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	double t0 = now();
+	ASSERT_EQ(write(c, chunk, sizeof(chunk)), -1);
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_GE((now() - t0) * 1000, 49);
+}
+
+/* Waits longer than the spin: the blocking call after the spin gets the
+ * time that is left, so the whole wait is never shorter than asked. */
+static void timeouts_longer_than_spin(void)
+{
+	int c, s, ep = epoll_create1(0);
+	struct epoll_event ev = { .events = EPOLLIN }, got;
+	struct pollfd p;
+	fd_set r;
+	struct timeval tv = { 0, 80000 };
+	struct timespec ts = { 0, 80000000 };
+
+	pair(20000, &c, &s); /* 20 ms */
+	ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), 0);
+	p = (struct pollfd){ c, POLLIN, 0 };
+	double t0 = now();
+	ASSERT_EQ(poll(&p, 1, 80), 0);
+	ASSERT_GE((now() - t0) * 1000, 79);
+	t0 = now();
+	ASSERT_EQ(ppoll(&p, 1, &ts, NULL), 0);
+	ASSERT_GE((now() - t0) * 1000, 79);
+	t0 = now();
+	ASSERT_EQ(epoll_wait(ep, &got, 1, 80), 0);
+	ASSERT_GE((now() - t0) * 1000, 79);
+	FD_ZERO(&r);
+	FD_SET(c, &r);
+	t0 = now();
+	ASSERT_EQ(select(c + 1, &r, NULL, NULL, &tv), 0);
+	ASSERT_GE((now() - t0) * 1000, 79);
 }
 
 static long voluntary_switches(void)
@@ -278,6 +334,59 @@ static bool read_slept(int c, int s)
 	long v1 = voluntary_switches();
 	pthread_join(t, NULL);
 	return v1 > v0;
+}
+
+struct late {
+	int fd;
+	unsigned ms;
+};
+
+static void *write_after(void *arg)
+{
+	struct late *l = arg;
+
+	usleep(l->ms * 1000);
+	ASSERT_EQ(write(l->fd, "late", 4), 4);
+	return NULL;
+}
+
+/* Reads data written `ms` after the call starts; returns how many
+ * voluntary context switches the reader made during the read. */
+static long switches_reading_data_late(int c, int s, unsigned ms)
+{
+	struct late l = { s, ms };
+	char buf[8];
+	pthread_t t;
+	double t0 = now();
+
+	ASSERT_EQ(pthread_create(&t, NULL, write_after, &l), 0);
+	long v0 = voluntary_switches();
+	ASSERT_EQ(read(c, buf, sizeof(buf)), 4);
+	long v1 = voluntary_switches();
+	ASSERT_GE((now() - t0) * 1000, ms); /* the read did wait for the data */
+	pthread_join(t, NULL);
+	return v1 - v0;
+}
+
+/* A 200 ms budget, the data written 100 ms into the read: the read returns
+ * it without one voluntary context switch, so it spun all that time. A
+ * read that blocked, or a spin that gave up early, sleeps at least once. */
+static void spin_outlasts_a_write_at_half_its_budget(void)
+{
+	int c, s;
+
+	pair(200000, &c, &s);
+	ASSERT_EQ(switches_reading_data_late(c, s, 100), 0);
+}
+
+/* ... and it does give up at its budget: with 20 ms, data written at
+ * 100 ms finds the reader asleep. */
+static void spin_gives_up_at_its_budget(void)
+{
+	int c, s;
+
+	pair(20000, &c, &s);
+	ASSERT_GT(switches_reading_data_late(c, s, 100), 0);
 }
 
 static void spinning_read_does_not_sleep(void)
@@ -306,7 +415,7 @@ static void spin_set_before_connect(void)
 	ASSERT_EQ(lf_set_spin(c, BIG_SPIN), 0);
 	ASSERT_EQ(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
 	int s = accept(lfd, NULL, NULL);
-	ASSERT_EQ(lf_fast_path_active(c), 1);
+	ASSERT_EQ(k_path(c, s), K_FAST);
 	ASSERT(!read_slept(c, s));
 }
 
@@ -321,6 +430,10 @@ static const struct lf_test tests[] = {
 	{ "sa_restart_read_continues", sa_restart_read_continues, 0 },
 	{ "nonblocking_does_not_spin", nonblocking_does_not_spin, 0 },
 	{ "rcvtimeo_is_honoured", rcvtimeo_is_honoured, 0 },
+	{ "sndtimeo_is_honoured", sndtimeo_is_honoured, 0 },
+	{ "timeouts_longer_than_spin", timeouts_longer_than_spin, 0 },
+	{ "spin_outlasts_a_write_at_half_its_budget", spin_outlasts_a_write_at_half_its_budget, 0 },
+	{ "spin_gives_up_at_its_budget", spin_gives_up_at_its_budget, 0 },
 	{ NULL, NULL, 0 },
 };
 
