@@ -240,4 +240,56 @@ MUTANTS = [
           "\t\tres->bytes = (uint32_t)cqe->res;\n",
           "\t\tres->bytes = (uint32_t)cqe->res + 1;\n")],
         ["c:test-rio-rq:multishot"]),
+
+    # ---- issue 17: RIO accounting, spin, api (rio)
+    Mutant(
+        "rio-cq-reservations-not-summed",
+        "a completion queue checks each request queue against its size alone, not what the others reserved",
+        [("src/rio/rio_rq.c",
+          "\trcq->reserved += max_recv;\n\tscq->reserved += max_send;\n",
+          "")],
+        ["c:test-rio:cq_reservations", "c:test-rio:cq_reservations_split"]),
+    Mutant(
+        "rio-multishot-slices-not-counted",
+        "a request queue with an active multishot receive still posts max_recv receives (past its reservation)",
+        [("src/rio/rio_rq.c",
+          "\tif (kind != RIO_SEND && rq->nrecv >= rq->max_recv)\n",
+          "\tif (0 && kind != RIO_SEND && rq->nrecv >= rq->max_recv)\n")],
+        ["c:test-rio:cq_reservations"]),
+    Mutant(
+        "rio-multishot-ended-by-full-ring",
+        "a multishot receive that the kernel ended because the completion ring was full is not re-armed",
+        [("src/rio/rio_complete.c",
+          "\t\tif (!rq->closing && !ms->stopped && (cqe->res == -ENOBUFS || cqe->res >= 0)) {\n",
+          "\t\tif (!rq->closing && !ms->stopped && cqe->res == -ENOBUFS) {\n")],
+        ["c:test-rio-rq:multishot_overflows_cq"]),
+    Mutant(
+        "spin-read-never-spins",
+        "a blocking read on a spinning fast-path socket blocks at once (the spin returns to blocking)",
+        [("src/fastpath/spin.c",
+          "\tif (!us)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__now_ns() + us * 1000ull;\n",
+          "\tif (!us || 1)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__now_ns() + us * 1000ull;\n")],
+        ["c:test-spin:spin_outlasts_a_write_at_half_its_budget"]),
+    Mutant(
+        "spin-read-budget-in-ns",
+        "a spinning read's budget is taken in nanoseconds (a 200 ms spin ends after 200 us)",
+        [("src/fastpath/spin.c",
+          "\tuint64_t end = lf__now_ns() + us * 1000ull;\n",
+          "\tuint64_t end = lf__now_ns() + us;\n")],
+        ["c:test-spin:spin_outlasts_a_write_at_half_its_budget"]),
+    Mutant(
+        "spin-wait-time-left-in-us",
+        "a poll/select/epoll wait longer than the spin gets the time left in microseconds, not nanoseconds "
+        "(it returns 0 long before its timeout)",
+        [("src/fastpath/spin.c",
+          "\t\t*left_ns = timeout_ns - (int64_t)(now - start);\n",
+          "\t\t*left_ns = (timeout_ns - (int64_t)(now - start)) / 1000;\n")],
+        ["c:test-spin:timeouts_longer_than_spin"]),
+    Mutant(
+        "api-active-on-plain-tcp",
+        "lf_fast_path_active answers 1 for a plain-TCP connection",
+        [("src/fastpath/api.c",
+          "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 0 : -ENOTCONN;\n",
+          "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 1 : -ENOTCONN;\n")],
+        ["c:test-api:only_client_opted_in"]),
 ]
