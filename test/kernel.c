@@ -152,13 +152,3 @@ int k_path(int c, int s)
 		return K_TCP;
 	return K_NEITHER;
 }
-
-int k_end(int fd)
-{
-	struct k_sock k;
-
-	k_sock(fd, &k);
-	if (k.domain == AF_UNIX && k.type == SOCK_STREAM && k.peer)
-		return K_FAST;
-	return k.tcp_state == TCP_ESTABLISHED ? K_TCP : K_NEITHER;
-}

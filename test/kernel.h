@@ -37,9 +37,4 @@ void k_sock(int fd, struct k_sock *k);
 enum { K_NEITHER = -1, K_TCP = 0, K_FAST = 1 };
 int k_path(int c, int s);
 
-/* The kernel's verdict on one end alone: K_FAST when fd is an AF_UNIX
- * stream socket connected to some peer, K_TCP when it is an established
- * TCP socket, K_NEITHER otherwise. For a pair, use k_path(). */
-int k_end(int fd);
-
 #endif
