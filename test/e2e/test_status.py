@@ -9,10 +9,9 @@ import sys
 
 import pytest
 
-from conftest import LOOPFAST, readline, stop, wait_fast_path, wait_path
+from conftest import LOOPFAST, NOBODY, readline, stop, wait_fast_path, wait_path
 from test_exclude import CLIENT, SERVER, listeners
 
-NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 # nobody cannot run a python that lives under /root (pyenv).
 PY_ALL = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
@@ -28,14 +27,17 @@ sys.argv[1:] = [str(_s.fileno())]
 """
 
 
-def status(*args, as_nobody=False, text=False):
-    argv = [str(LOOPFAST), *([] if text else ["--json"]), "status", *args]
+def status(*args, as_nobody=None, text=False):
+    """`loopfast status ARGS` (JSON unless text); as_nobody: a shared_build
+    (conftest) whose command is run as nobody."""
+    lf = as_nobody / "loopfast" if as_nobody else LOOPFAST
+    argv = [str(lf), *([] if text else ["--json"]), "status", *args]
     p = subprocess.run((NOBODY if as_nobody else []) + argv, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout if text else json.loads(p.stdout)
 
 
-def wait_for(check, *args, as_nobody=False, timeout=30):
+def wait_for(check, *args, as_nobody=None, timeout=30):
     """Samples status until check(st) holds (a sock_diag dump can miss a
     socket that others' churn moved, so absence is never proven by one)."""
     import time
@@ -54,18 +56,20 @@ def every_row_has_an_owner(st):
         assert (row["pid"] > 0) != bool(row["pid_unknown"]), row
 
 
-def fast_pair(prefix=()):
+def fast_pair(nobody=None):
     """A fast-path server and a client holding one connection to it, both
-    under `loopfast run` (as nobody when prefix says so). Returns (server,
-    client, port)."""
-    py = PY_ALL if prefix else sys.executable
+    under `loopfast run` (as nobody, from nobody's shared_build, when
+    given). Returns (server, client, port)."""
+    py = PY_ALL if nobody else sys.executable
+    prefix = NOBODY if nobody else []
+    lf = nobody / "loopfast" if nobody else LOOPFAST
     # The listener is made by the server itself: a listener made by another
     # uid (this test, root) gets no rendezvous in a process of nobody.
-    srv = subprocess.Popen([*prefix, str(LOOPFAST), "run", "--", py, "-c", BIND + SERVER], stdout=subprocess.PIPE,
+    srv = subprocess.Popen([*prefix, str(lf), "run", "--", py, "-c", BIND + SERVER], stdout=subprocess.PIPE,
                            text=True)
     port = int(readline(srv))
     assert readline(srv).strip() == "serving"
-    cli = subprocess.Popen([*prefix, str(LOOPFAST), "run", "--", py, "-c", CLIENT, f"127.0.0.1:{port}"],
+    cli = subprocess.Popen([*prefix, str(lf), "run", "--", py, "-c", CLIENT, f"127.0.0.1:{port}"],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert readline(cli).strip() == "connected"
     wait_fast_path(cli, srv.pid, port)
@@ -132,7 +136,7 @@ def test_counts_per_process_with_reasons(build):
 
 
 @pytest.mark.timeout(120)
-def test_other_users_rows_hidden_or_said_in_words(build):
+def test_other_users_rows_hidden_or_said_in_words(build, shared_build):
     srv, cli, port = fast_pair()
     addr = f"127.0.0.1:{port}"
     try:
@@ -142,7 +146,7 @@ def test_other_users_rows_hidden_or_said_in_words(build):
 
         # Another user, by default: only its own rows (none), and a count
         # of what it does not show.
-        theirs = wait_for(lambda st: st["not_shown"] >= 3, as_nobody=True)
+        theirs = wait_for(lambda st: st["not_shown"] >= 3, as_nobody=shared_build)
         assert theirs["scope"]["who"] == "own" and theirs["scope"]["user"] == "nobody"
         assert not [r for r in theirs["listeners"] + theirs["connections"] if r["user"] != "nobody"]
 
@@ -151,14 +155,13 @@ def test_other_users_rows_hidden_or_said_in_words(build):
             return (any(l["address"] == addr for l in st["listeners"])
                     and any(c["peer"] == addr and c["role"] == "client" for c in st["connections"])
                     and any(c["local"] == addr and c["role"] == "server" for c in st["connections"]))
-        st = wait_for(ours_listed, "--all", as_nobody=True)
+        st = wait_for(ours_listed, "--all", as_nobody=shared_build)
         every_row_has_an_owner(st)
         for row in st["listeners"] + st["connections"]:
             if addr in (row.get("address"), row.get("local"), row.get("peer")):
                 assert row["pid"] == -1 and row["pid_unknown"] == "another user's process" and row["user"] == "root"
         assert st["notes"]
-        text = subprocess.run(NOBODY + [str(LOOPFAST), "status", "--all"], capture_output=True, text=True,
-                              timeout=30).stdout
+        text = status("--all", as_nobody=shared_build, text=True)
         assert "pid -1" not in text
         assert any(addr in l and "pid unknown: another user's process (root)" in l for l in text.splitlines()), text
         # root can name them by user, too.
@@ -171,14 +174,14 @@ def test_other_users_rows_hidden_or_said_in_words(build):
 
 
 @pytest.mark.timeout(120)
-def test_non_root_user_sees_own_processes(build):
-    srv, cli, port = fast_pair(prefix=NOBODY)
+def test_non_root_user_sees_own_processes(build, shared_build):
+    srv, cli, port = fast_pair(nobody=shared_build)
     addr = f"127.0.0.1:{port}"
     try:
         def both(st):
             return ({(c["pid"], c["role"]) for c in st["connections"] if addr in (c["local"], c["peer"])}
                     == {(cli.pid, "client"), (srv.pid, "server")})
-        st = wait_for(both, as_nobody=True)
+        st = wait_for(both, as_nobody=shared_build)
         every_row_has_an_owner(st)
         assert all(r["user"] == "nobody" for r in st["listeners"] + st["connections"])
         procs = {p["pid"]: p for p in st["processes"]}
