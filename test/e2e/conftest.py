@@ -336,3 +336,23 @@ def tcp_pairs(client_pids, server_pids, port):
             if other in servers:
                 pairs.append((ino, other))
     return pairs
+
+
+def wait_tcp(client, server_pid, port, want=1, timeout=30):
+    """Waits until `want` plain TCP connections from the client process (a
+    Popen holding them) to the server's process tree show in kernel state,
+    both ends (tcp_pairs), and checks that none of its connections to port
+    is on the fast path; fails if the client exits first or the deadline
+    passes. Returns the pairs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pairs = tcp_pairs(process_tree(client.pid), process_tree(server_pid), port)
+        if len(pairs) >= want:
+            break
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.args!r}: {len(pairs)} of {want} plain TCP connection(s) to port {port} seen at "
+                        f"both ends within {timeout} s")
+        time.sleep(0.05)
+    fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert not fast, f"to port {port}: expected plain TCP, yet on the fast path: {fast}"
+    return pairs
