@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import LOOPFAST, NOBODY, readline, stop, wait_fast_path, wait_path
+from conftest import (LOOPFAST, NOBODY, free_port, process_tree, readline, socket_inodes, stop, tcp_connections,
+                      tcp_pairs, wait_fast_path, wait_path, wait_tcp)
 from test_exclude import CLIENT, SERVER, listeners
 
 # nobody cannot run a python that lives under /root (pyenv).
@@ -264,3 +265,355 @@ def test_forked_child_counts_on_its_own(build):
     finally:
         for p in (fk, cli, srv):
             stop(p)
+
+
+# ---- each count against the kernel: a process causes N connections of one
+# kind, its count of that kind rises by exactly N and no other count moves,
+# and the kernel shows those N connections as they should be (plain TCP at
+# both ends, or the fast path's Unix pair), held while they are checked.
+
+# Driven on stdin, one command a line, one answer line each; holds every
+# listener and connection until its stdin closes.
+#   listen HOST [bound]  -> "PORT INODE" (bound: bind only, listen later)
+#   listen-now PORT      -> "ok"
+#   accept PORT N        -> "ok" (N connections accepted and held)
+#   close PORT           -> "ok" (the listener closed, its queue reset)
+CTL_SERVER = """
+import os, socket, sys
+lst, held = {}, []
+for line in sys.stdin:
+    cmd, *a = line.split()
+    if cmd == "listen":
+        s = socket.socket(socket.AF_INET6 if ":" in a[0] else socket.AF_INET)
+        s.bind((a[0], 0))
+        if len(a) == 1:
+            s.listen(64)
+        lst[s.getsockname()[1]] = s
+        print(s.getsockname()[1], os.fstat(s.fileno()).st_ino, flush=True)
+        continue
+    s = lst[int(a[0])]
+    if cmd == "listen-now":
+        s.listen(64)
+    elif cmd == "accept":
+        held += [s.accept()[0] for _ in range(int(a[1]))]
+    elif cmd == "close":
+        s.close()
+    print("ok", flush=True)
+"""
+
+# The client's side, the same way; each answer is one word per connection
+# ("ok" or the errno's name).
+#   connect HOST PORT N        -> N connects, held
+#   connect-from HOST PORT P.. -> one connect from each local port P
+#   starved HOST PORT N        -> N connects made with no descriptor free
+#   read PORT                  -> a blocking read on each held connection to PORT
+CTL_CLIENT = """
+import errno, os, resource, socket, sys
+held = []
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+def sock(host, src=0):
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    if src:
+        s.bind((host, src))
+    return s
+def connect(s, host, port):
+    try:
+        s.connect((host, port))
+    except OSError as e:
+        s.close()
+        return errno.errorcode[e.errno]
+    held.append((port, s))
+    return "ok"
+def read(s):
+    try:
+        return "eof" if s.recv(1) == b"" else "data"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+for line in sys.stdin:
+    cmd, *a = line.split()
+    if cmd == "connect":
+        out = [connect(sock(a[0]), a[0], int(a[1])) for _ in range(int(a[2]))]
+    elif cmd == "connect-from":
+        out = [connect(sock(a[0], int(p)), a[0], int(a[1])) for p in a[2:]]
+    elif cmd == "starved":
+        socks, fill = [sock(a[0]) for _ in range(int(a[2]))], []
+        try:
+            while True:
+                fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        out = [connect(s, a[0], int(a[1])) for s in socks]
+        for f in fill:
+            os.close(f)
+    elif cmd == "read":
+        out = [read(s) for p, s in held if p == int(a[0])]
+    print(*out, flush=True)
+"""
+
+
+class Ctl:
+    """A CTL_SERVER or CTL_CLIENT, under `loopfast run` (with its options)
+    unless lf is None; ctl("cmd", args...) returns the answer's words."""
+
+    def __init__(self, script, lf=(), prefix=()):
+        run = [] if lf is None else [str(LOOPFAST), "run", *lf, "--"]
+        self.p = subprocess.Popen([*prefix, *run, sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.pid = self.p.pid
+
+    def __call__(self, *words, timeout=60):
+        self.p.stdin.write(" ".join(map(str, words)) + "\n")
+        self.p.stdin.flush()
+        return readline(self.p, timeout).split()
+
+    def stop(self):
+        stop(self.p)
+
+
+def counts(pid):
+    """The process's counts, as `loopfast status --pid` reads them (all 0
+    before its first count)."""
+    st = status("--pid", str(pid))
+    procs = [p for p in st["processes"] if p["pid"] == pid]
+    if not procs:
+        return {}
+    assert procs[0]["counts_error"] is None, procs[0]
+    return dict(procs[0]["counts"], _groups=(procs[0]["fast"], procs[0]["tcp"], procs[0]["refused"]))
+
+
+def rose(pid, before, **want):
+    """Checks that pid's counts rose from before by exactly want (every
+    other count unchanged, and the fast / plain TCP / refused sums with
+    them); returns the counts now."""
+    after = counts(pid)
+    keys = set(after) - {"_groups"}
+    got = {k: after[k] - before.get(k, 0) for k in keys if after[k] != before.get(k, 0)}
+    assert got == want, (pid, got, after)
+    fast = sum(v for k, v in want.items() if k.startswith("fast_"))
+    refused = sum(v for k, v in want.items() if k in ("unvouched", "dropped"))
+    tcp = sum(want.values()) - fast - refused - want.get("orphaned", 0)
+    was = before.get("_groups", (0, 0, 0))
+    assert after["_groups"] == (was[0] + fast, was[1] + tcp, was[2] + refused), (pid, after)
+    return after
+
+
+def started(srv, cli, port, m=2, host="127.0.0.1"):
+    """m fast-path connections from cli to srv's port (the first counts of
+    both; cli's first connects also make what later ones need: its
+    sock_diag socket and its page of counts); checked in the kernel,
+    both ends. Returns (client counts, server counts)."""
+    c0, s0 = counts(cli.pid), counts(srv.pid)
+    assert cli("connect", host, port, m) == ["ok"] * m
+    assert srv("accept", port, m) == ["ok"]
+    assert len(wait_fast_path(cli.p, srv.pid, port, want=m)) == m
+    return rose(cli.pid, c0, fast_client=m), rose(srv.pid, s0, fast_server=m)
+
+
+def held_tcp(cli, srv_pid, port, n):
+    """Exactly n plain TCP connections from cli to port, both ends held
+    (and none on the fast path)."""
+    assert len(wait_tcp(cli.p, srv_pid, port, want=n)) == n
+    assert len(tcp_pairs(process_tree(cli.pid), process_tree(srv_pid), port)) == n
+
+
+def listener_rendezvous(pid, ino):
+    """The abstract name of the rendezvous of listener inode ino that pid
+    holds, from the kernel (`ss -x -l`, the sockets in /proc/PID/fd)."""
+    held = socket_inodes([pid])
+    out = subprocess.run(["ss", "-H", "-x", "-l", "-n"], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 6 and f[4].startswith("@loopfast/") and "/L/" in f[4] and f[4].endswith(f"/{ino}") \
+                and int(f[5]) in held:
+            return f[4]
+    pytest.fail(f"pid {pid} holds no rendezvous for listener inode {ino}:\n{out}")
+
+
+N = 3  # fallbacks of each kind
+
+
+@pytest.fixture
+def procs():
+    """Ctl processes to stop at the end: procs(ctl) registers and returns it."""
+    started_ = []
+
+    def add(ctl):
+        started_.append(ctl)
+        return ctl
+    yield add
+    for c in reversed(started_):
+        c.stop()
+
+
+def lf_server(procs, *hosts, lf=()):
+    """A CTL_SERVER under loopfast with a listener on each host; returns it
+    and [(port, inode)]."""
+    srv = procs(Ctl(CTL_SERVER, lf=lf))
+    return srv, [tuple(map(int, srv("listen", h))) for h in hosts]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_count_no_rendezvous(build, procs, host):
+    """"peer not opted in": N connects to a server not under loopfast, all
+    counted so, the second and later ones too (they take plain TCP without
+    asking again, README)."""
+    srv, [(pf, _)] = lf_server(procs, host)
+    plain = procs(Ctl(CTL_SERVER, lf=None))
+    pp = int(plain("listen", host)[0])
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, _ = started(srv, cli, pf, host=host)
+    assert cli("connect", host, pp, N) == ["ok"] * N
+    assert plain("accept", pp, N) == ["ok"]
+    held_tcp(cli, plain.pid, pp, N)
+    rose(cli.pid, c1, no_rendezvous=N)
+    assert counts(plain.pid) == {}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_count_excluded(build, procs, host):
+    """"excluded": N connects to a destination the client excludes; the
+    server counts them as its clients' choice ("client not opted in")."""
+    srv, [(pf, _), (px, _)] = lf_server(procs, host, host)
+    cli = procs(Ctl(CTL_CLIENT, lf=["--exclude", f"[{host}]:{px}" if ":" in host else f"{host}:{px}"]))
+    c1, s1 = started(srv, cli, pf, host=host)
+    assert cli("connect", host, px, N) == ["ok"] * N
+    assert srv("accept", px, N) == ["ok"]
+    held_tcp(cli, srv.pid, px, N)
+    rose(cli.pid, c1, excluded=N)
+    rose(srv.pid, s1, plain_peer=N)
+
+
+@pytest.mark.timeout(120)
+def test_count_plain_peer(build, procs):
+    """"client not opted in": N connects from a client not under loopfast,
+    counted by the server."""
+    srv, [(pf, _)] = lf_server(procs, "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    plain = procs(Ctl(CTL_CLIENT, lf=None))
+    _, s1 = started(srv, cli, pf)
+    assert plain("connect", "127.0.0.1", pf, N) == ["ok"] * N
+    assert srv("accept", pf, N) == ["ok"]
+    held_tcp(plain, srv.pid, pf, N)
+    rose(srv.pid, s1, plain_peer=N)
+    assert counts(plain.pid) == {}
+
+
+@pytest.mark.timeout(120)
+def test_count_no_listener(build, procs):
+    """"no listener": N connects to a port nothing listens on, refused as
+    over TCP; there is no connection for the kernel to show."""
+    srv, [(pf, _)] = lf_server(procs, "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, _ = started(srv, cli, pf)
+    port = free_port()
+    assert cli("connect", "127.0.0.1", port, N) == ["ECONNREFUSED"] * N
+    rose(cli.pid, c1, no_listener=N)
+    assert not tcp_connections([cli.pid], port)
+
+
+@pytest.mark.timeout(120)
+def test_count_setup_failed(build, procs):
+    """"setup failed": N connects made when the client has no descriptor
+    free for its hello (EMFILE): plain TCP, which needs none."""
+    srv, [(pf, _), (px, _)] = lf_server(procs, "127.0.0.1", "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, pf)
+    assert cli("starved", "127.0.0.1", px, N) == ["ok"] * N
+    assert srv("accept", px, N) == ["ok"]
+    held_tcp(cli, srv.pid, px, N)
+    rose(cli.pid, c1, failed=N)
+    rose(srv.pid, s1, plain_peer=N)
+
+
+# Fills a rendezvous (argv[1], as ss prints it) with connections that send
+# nothing until it refuses more (EAGAIN), says how many, and holds them.
+FLOOD = """
+import resource, socket, sys
+hard = max(10000, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+while True:
+    u = socket.socket(socket.AF_UNIX)
+    u.setblocking(False)
+    try:
+        u.connect(b"\\0" + sys.argv[1][1:].encode())
+    except BlockingIOError:
+        break
+    held.append(u)
+print(len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(180)
+def test_count_rendezvous_full(build, procs):
+    """"rendezvous full": N connects to a listener whose rendezvous a flood
+    has filled, all counted so (the second and later ones too, which take
+    plain TCP for a second without asking again)."""
+    srv, [(pf, _), (px, ino)] = lf_server(procs, "127.0.0.1", "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, pf)
+    flood = subprocess.Popen([sys.executable, "-c", FLOOD, listener_rendezvous(srv.pid, ino)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(readline(flood, 120)) >= 64  # it took what the backlog holds, then EAGAIN
+        assert cli("connect", "127.0.0.1", px, N) == ["ok"] * N
+        assert srv("accept", px, N) == ["ok"]
+        held_tcp(cli, srv.pid, px, N)
+        rose(cli.pid, c1, busy=N)
+        rose(srv.pid, s1, plain_peer=N)
+    finally:
+        stop(flood)
+
+
+# Binds and listens on a rendezvous name (argv[1], as ss prints it) before
+# its listener does; holds it until its stdin closes.
+SQUAT = """
+import socket, sys
+r = socket.socket(socket.AF_UNIX)
+r.bind(b"\\0" + sys.argv[1][1:].encode())
+r.listen(64)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_count_rendezvous_not_the_owners(build, procs):
+    """"rendezvous not the listener owner's": another user (nobody) took the
+    rendezvous name of a listener before it listened; N connects to it."""
+    srv, [(pf, ref)] = lf_server(procs, "127.0.0.1")
+    px, ino = map(int, srv("listen", "127.0.0.1", "bound"))
+    name = listener_rendezvous(srv.pid, ref)
+    name = name[:-len(str(ref))] + str(ino)
+    squat = subprocess.Popen([*NOBODY, PY_ALL, "-c", SQUAT, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert readline(squat).strip() == "ready"
+        assert srv("listen-now", px) == ["ok"]
+        cli = procs(Ctl(CTL_CLIENT))
+        c1, s1 = started(srv, cli, pf)
+        assert cli("connect", "127.0.0.1", px, N) == ["ok"] * N
+        assert srv("accept", px, N) == ["ok"]
+        held_tcp(cli, srv.pid, px, N)
+        rose(cli.pid, c1, not_owner=N)
+        rose(srv.pid, s1)  # a listener without a rendezvous counts nothing
+    finally:
+        stop(squat)
+
+
+@pytest.mark.timeout(120)
+def test_count_orphaned(build, procs):
+    """"fast path ended unclaimed by the server": N fast-path connects whose
+    server closes its listener before accepting them: the client's reads
+    say what TCP's would (reset), and the count says so."""
+    srv, [(pf, _), (px, _)] = lf_server(procs, "127.0.0.1", "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, _ = started(srv, cli, pf)
+    assert cli("connect", "127.0.0.1", px, N) == ["ok"] * N
+    assert srv("close", px) == ["ok"]
+    assert cli("read", px) == ["ECONNRESET"] * N
+    rose(cli.pid, c1, fast_client=N, orphaned=N)
