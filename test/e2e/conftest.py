@@ -338,12 +338,12 @@ def tcp_pairs(client_pids, server_pids, port):
     return pairs
 
 
-def wait_tcp(client, server_pid, port, want=1, timeout=30):
+def wait_tcp(client, server_pid, port, want=1, timeout=30, fast=0):
     """Waits until `want` plain TCP connections from the client process (a
     Popen holding them) to the server's process tree show in kernel state,
-    both ends (tcp_pairs), and checks that none of its connections to port
-    is on the fast path; fails if the client exits first or the deadline
-    passes. Returns the pairs."""
+    both ends (tcp_pairs), and checks that exactly `fast` of its
+    connections to port are on the fast path (none unless told); fails if
+    the client exits first or the deadline passes. Returns the pairs."""
     deadline = time.monotonic() + timeout
     while True:
         pairs = tcp_pairs(process_tree(client.pid), process_tree(server_pid), port)
@@ -353,6 +353,6 @@ def wait_tcp(client, server_pid, port, want=1, timeout=30):
             pytest.fail(f"{client.args!r}: {len(pairs)} of {want} plain TCP connection(s) to port {port} seen at "
                         f"both ends within {timeout} s")
         time.sleep(0.05)
-    fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
-    assert not fast, f"to port {port}: expected plain TCP, yet on the fast path: {fast}"
+    pairs_fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert len(pairs_fast) == fast, f"to port {port}: {len(pairs_fast)} on the fast path, not {fast}: {pairs_fast}"
     return pairs

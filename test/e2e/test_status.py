@@ -4,13 +4,14 @@ or says why it cannot, and each process's counts of fast-path and plain
 TCP connections with the reasons."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import (LOOPFAST, NOBODY, free_port, process_tree, readline, socket_inodes, stop, tcp_connections,
-                      tcp_pairs, wait_fast_path, wait_path, wait_tcp)
+from conftest import (LOOPFAST, NOBODY, fast_path_pairs, free_port, process_tree, readline, socket_inodes, stop,
+                      tcp_connections, tcp_pairs, unix_sockets, wait_fast_path, wait_path, wait_tcp)
 from test_exclude import CLIENT, SERVER, listeners
 
 # nobody cannot run a python that lives under /root (pyenv).
@@ -274,7 +275,8 @@ def test_forked_child_counts_on_its_own(build):
 
 # Driven on stdin, one command a line, one answer line each; holds every
 # listener and connection until its stdin closes.
-#   listen HOST [bound]  -> "PORT INODE" (bound: bind only, listen later)
+#   listen HOST [PORT] [bound] -> "PORT INODE" (port 0 unless given;
+#                           bound: bind only, listen later)
 #   listen-now PORT      -> "ok"
 #   accept PORT N        -> "ok" (N connections accepted and held)
 #   close PORT           -> "ok" (the listener closed, its queue reset)
@@ -285,8 +287,8 @@ for line in sys.stdin:
     cmd, *a = line.split()
     if cmd == "listen":
         s = socket.socket(socket.AF_INET6 if ":" in a[0] else socket.AF_INET)
-        s.bind((a[0], 0))
-        if len(a) == 1:
+        s.bind((a[0], int(a[1]) if a[1:2] and a[1].isdigit() else 0))
+        if "bound" not in a:
             s.listen(64)
         lst[s.getsockname()[1]] = s
         print(s.getsockname()[1], os.fstat(s.fileno()).st_ino, flush=True)
@@ -409,10 +411,10 @@ def started(srv, cli, port, m=2, host="127.0.0.1"):
     return rose(cli.pid, c0, fast_client=m), rose(srv.pid, s0, fast_server=m)
 
 
-def held_tcp(cli, srv_pid, port, n):
-    """Exactly n plain TCP connections from cli to port, both ends held
-    (and none on the fast path)."""
-    assert len(wait_tcp(cli.p, srv_pid, port, want=n)) == n
+def held_tcp(cli, srv_pid, port, n, fast=0):
+    """Exactly n plain TCP connections from cli to port, both ends held,
+    and exactly `fast` on the fast path."""
+    assert len(wait_tcp(cli.p, srv_pid, port, want=n, fast=fast)) == n
     assert len(tcp_pairs(process_tree(cli.pid), process_tree(srv_pid), port)) == n
 
 
@@ -484,6 +486,25 @@ def test_count_excluded(build, procs, host):
     held_tcp(cli, srv.pid, px, N)
     rose(cli.pid, c1, excluded=N)
     rose(srv.pid, s1, plain_peer=N)
+
+
+@pytest.mark.timeout(120)
+def test_count_excluded_listener(build, procs):
+    """A listener the server excludes has no rendezvous: its clients count
+    N connects to it as "peer not opted in", and the server counts none
+    (only a listener with a rendezvous counts its clients)."""
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        px = s.getsockname()[1]
+    srv, [(pf, _)] = lf_server(procs, "::1", lf=["--exclude", f"[::1]:{px}"])
+    assert int(srv("listen", "::1", px)[0]) == px
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, pf, host="::1")
+    assert cli("connect", "::1", px, N) == ["ok"] * N
+    assert srv("accept", px, N) == ["ok"]
+    held_tcp(cli, srv.pid, px, N)
+    rose(cli.pid, c1, no_rendezvous=N)
+    rose(srv.pid, s1)
 
 
 @pytest.mark.timeout(120)
@@ -617,3 +638,157 @@ def test_count_orphaned(build, procs):
     assert srv("close", px) == ["ok"]
     assert cli("read", px) == ["ECONNRESET"] * N
     rose(cli.pid, c1, fast_client=N, orphaned=N)
+    # What TCP says in the same case.
+    plain_srv, plain_cli = procs(Ctl(CTL_SERVER, lf=None)), procs(Ctl(CTL_CLIENT, lf=None))
+    pp = int(plain_srv("listen", "127.0.0.1")[0])
+    assert plain_cli("connect", "127.0.0.1", pp, N) == ["ok"] * N
+    assert plain_srv("close", pp) == ["ok"]
+    assert plain_cli("read", pp) == ["ECONNRESET"] * N
+
+
+CLONE_NEWNET = 0x40000000
+OTHER = "198.51.100.7"  # TEST-NET-2: a local address that is not loopback, in the test's own namespace
+
+
+@pytest.fixture
+def own_netns():
+    """This test (its main thread, and every process it starts) in a new
+    network namespace whose lo is up and also has OTHER, a local address
+    that is not loopback (a machine may have none of its own); the test's
+    namespace is restored after."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        if libc.unshare(CLONE_NEWNET):
+            pytest.fail(f"unshare(CLONE_NEWNET): {os.strerror(ctypes.get_errno())}")
+        try:
+            for cmd in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", f"{OTHER}/32", "dev", "lo"]):
+                subprocess.run(cmd, check=True, timeout=30)
+            yield
+        finally:
+            if libc.setns(back, CLONE_NEWNET):
+                pytest.fail(f"setns back: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(back)
+
+
+def tcp_peers(pid, port):
+    """The peer addresses of pid's established TCP sockets to port (ss)."""
+    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    held = socket_inodes([pid])
+    return [f[3] for f in map(str.split, out.splitlines())
+            if any(w.startswith("ino:") and int(w[4:]) in held for w in f)]
+
+
+@pytest.mark.timeout(120)
+def test_count_not_loopback(build, procs, own_netns):
+    """"not loopback": N connects to a local address that is not loopback,
+    served by the same wildcard listener as the fast ones. The server
+    counts only its loopback clients (a remote peer is no fallback)."""
+    srv, [(port, _)] = lf_server(procs, "0.0.0.0")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, port)
+    assert cli("connect", OTHER, port, N) == ["ok"] * N
+    assert srv("accept", port, N) == ["ok"]
+    held_tcp(cli, srv.pid, port, N, fast=2)
+    assert all(p.startswith(f"{OTHER}:") for p in tcp_peers(cli.pid, port)), tcp_peers(cli.pid, port)
+    rose(cli.pid, c1, not_loopback=N)
+    rose(srv.pid, s1)
+
+
+# Queues hellos as another user would: for each name on a "queue NAME..."
+# line, a Unix socket bound to NAME connected to the rendezvous (argv[1],
+# as ss prints it); answers "ok", and holds them until its stdin closes.
+FORGE = """
+import resource, socket, sys
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+for line in sys.stdin:
+    for name in line.split()[1:]:
+        u = socket.socket(socket.AF_UNIX)
+        u.bind(b"\\0" + name[1:].encode())
+        u.connect(b"\\0" + sys.argv[1][1:].encode())
+        held.append(u)
+    print("ok", flush=True)
+"""
+
+
+def forged(ref, cport, nonce):
+    """A client's hello name like ref (a real one, as ss prints it) but from
+    local port cport, with its own nonce."""
+    f = ref.split("/")
+    c = f.index("C")
+    f[c + 3], f[-1] = str(cport), "f%x" % nonce
+    return "/".join(f)
+
+
+def client_name(cli, port):
+    """The name of one of cli's fast-path sockets to port (ss)."""
+    names = [unix_sockets()[c][0] for c, _ in fast_path_pairs([cli.pid], process_tree(cli.pid), port)] or \
+        [n for i, (n, _) in unix_sockets().items() if i in socket_inodes([cli.pid]) and f"/{port}/" in n]
+    assert names, f"pid {cli.pid} holds no fast-path socket to port {port}"
+    return names[0]
+
+
+@pytest.mark.timeout(120)
+def test_count_unvouched(build, procs):
+    """"hellos refused: unvouched": another user (nobody) queues a hello
+    naming each of N connections before its client does; the server
+    refuses each (the kernel says the TCP socket is root's), counts it,
+    and takes the real hello after it: all N on the fast path."""
+    srv, [(pf, ino)] = lf_server(procs, "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, pf)
+    ref = client_name(cli, pf)
+    ports = [free_port() for _ in range(N)]
+    forge = subprocess.Popen([*NOBODY, PY_ALL, "-c", FORGE, listener_rendezvous(srv.pid, ino)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        forge.stdin.write("queue " + " ".join(forged(ref, p, i) for i, p in enumerate(ports)) + "\n")
+        forge.stdin.flush()
+        assert readline(forge).strip() == "ok"
+        assert cli("connect-from", "127.0.0.1", pf, *ports) == ["ok"] * N
+        assert srv("accept", pf, N) == ["ok"]
+        assert len(wait_fast_path(cli.p, srv.pid, pf, want=2 + N)) == 2 + N
+        rose(cli.pid, c1, fast_client=N)
+        rose(srv.pid, s1, fast_server=N, unvouched=N)
+    finally:
+        stop(forge)
+
+
+@pytest.mark.timeout(180)
+def test_count_dropped(build, procs):
+    """"hellos refused: over their uid's share": another user (nobody)
+    queues junk hellos naming the port; an accept on the way to its own
+    hello stashes them up to that uid's share and drops the rest. Once the
+    share is full, N more junk hellos are N more drops."""
+    srv, [(pf, ino)] = lf_server(procs, "127.0.0.1")
+    cli = procs(Ctl(CTL_CLIENT))
+    c1, s1 = started(srv, cli, pf)
+    ref = client_name(cli, pf)
+    forge = subprocess.Popen([*NOBODY, PY_ALL, "-c", FORGE, listener_rendezvous(srv.pid, ino)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    nonce = iter(range(1 << 30))
+
+    def junk_then_one(k):
+        forge.stdin.write("queue " + " ".join(forged(ref, 1024 + next(nonce) % 60000, next(nonce))
+                                              for _ in range(k)) + "\n")
+        forge.stdin.flush()
+        assert readline(forge, 120).strip() == "ok"
+        assert cli("connect", "127.0.0.1", pf, 1) == ["ok"]
+        assert srv("accept", pf, 1) == ["ok"]
+
+    try:
+        junk_then_one(1100)  # more than a share can be (a quarter of at most 4096)
+        s2 = counts(srv.pid)
+        assert s2["dropped"] >= 1100 - 1024, s2
+        c2 = rose(cli.pid, c1, fast_client=1)
+        junk_then_one(N)
+        rose(srv.pid, s2, fast_server=1, dropped=N)
+        rose(cli.pid, c2, fast_client=1)
+        assert len(wait_fast_path(cli.p, srv.pid, pf, want=4)) == 4
+    finally:
+        stop(forge)
