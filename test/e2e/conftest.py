@@ -346,7 +346,12 @@ def wait_tcp(client, server_pid, port, want=1, timeout=30, fast=0):
     the client exits first or the deadline passes. Returns the pairs."""
     deadline = time.monotonic() + timeout
     while True:
-        pairs = tcp_pairs(process_tree(client.pid), process_tree(server_pid), port)
+        cpids, spids = process_tree(client.pid), process_tree(server_pid)
+        pairs = tcp_pairs(cpids, spids, port)
+        pairs_fast = fast_path_pairs(cpids, spids, port)
+        # A connection keeps its path: one more on the fast path than
+        # expected is the answer already.
+        assert len(pairs_fast) <= fast, f"to port {port}: {len(pairs_fast)} on the fast path, not {fast}: {pairs_fast}"
         if len(pairs) >= want:
             break
         if client.poll() is not None or time.monotonic() > deadline:
