@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import (LOOPFAST, NOBODY, fast_path_pairs, free_port, process_tree, readline, socket_inodes, stop,
-                      tcp_connections, tcp_pairs, unix_sockets, wait_fast_path, wait_path, wait_tcp)
+                      tcp_connections, tcp_pairs, unix_sockets, wait_fast_path, wait_tcp)
 from test_exclude import CLIENT, SERVER, listeners
 
 # nobody cannot run a python that lives under /root (pyenv).
@@ -100,7 +100,7 @@ def test_counts_per_process_with_reasons(build):
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert readline(cli).strip() == "connected"
         wait_fast_path(cli, srv.pid, pf)
-        wait_path(cli, srv.pid, pe, "tcp")
+        wait_tcp(cli, srv.pid, pe)
 
         def counted(st):
             procs = {p["pid"]: p for p in st["processes"]}
