@@ -14,7 +14,7 @@ import shutil
 import signal
 import time
 
-from apps_fastpath import server_for, wrap
+from apps_fastpath import loopfast_bin, server_for, wrap
 from apps_proc import free_port, log
 
 NAME = "postgres"
@@ -38,6 +38,26 @@ def _chown(path):
     shutil.chown(path, "postgres", "postgres")
 
 
+def _preload_copy(d):
+    """A copy of libloopfast-preload.so in d (mode 0755), for the postgres
+    user: `loopfast run` preloads its library into setpriv, and postgres,
+    exec'd as that user, must read it again, which it cannot in a build
+    inside a mode-0700 home. The library is found as `loopfast run` finds
+    it (LOOPFAST_PRELOAD, else next to the command or in the library
+    directory beside it); it needs no other file of the build."""
+    src = os.environ.get("LOOPFAST_PRELOAD")
+    if not src:
+        here = os.path.dirname(os.path.abspath(loopfast_bin()))
+        for rel in ("", "../lib", "../lib64", "../lib/x86_64-linux-gnu"):
+            src = os.path.normpath(os.path.join(here, rel, "libloopfast-preload.so"))
+            if os.path.exists(src):
+                break
+    dst = os.path.join(d, "libloopfast-preload.so")
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o755)
+    return dst
+
+
 class App:
     def __init__(self, reaper, loopfast_kinds):
         self.reaper, self.lf_kinds = reaper, list(loopfast_kinds)
@@ -54,6 +74,9 @@ class App:
         run = os.path.join(self.dir, kind)
         os.makedirs(run, exist_ok=True)
         _chown(run)
+        env = None
+        if wrap([], kind):  # under `loopfast run`: postgres must read the library
+            env = dict(os.environ, LOOPFAST_PRELOAD=_preload_copy(self.dir))
         for attempt in range(3):
             port = free_port()
             argv = AS_POSTGRES + [f"{self.bin}/postgres", "-D", data, "-k", run, "-p", str(port),
@@ -61,7 +84,8 @@ class App:
                                   "-c", "shared_buffers=256MB", "-c", "synchronous_commit=off",
                                   "-c", "logging_collector=off"]
             srv = self.reaper.start_server(f"postgres ({kind})", wrap(argv, kind), logpath=f"{run}/postgres.log",
-                                           stop_signal=signal.SIGINT, pidfile=f"{data}/postmaster.pid", port=port)
+                                           stop_signal=signal.SIGINT, pidfile=f"{data}/postmaster.pid", port=port,
+                                           env=env)
             ping = [f"{self.bin}/pg_isready", "-q", "-h", run, "-p", str(port), "-U", "postgres"]
             if self.reaper.wait_ready(srv, ping, timeout=60):
                 log(f"started postgres ({kind}, pid {srv.pid}) on 127.0.0.1:{port}, socket dir {run}, data {data}")

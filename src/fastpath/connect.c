@@ -141,6 +141,7 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 static struct {
 	struct lf_ep dst;
 	uint64_t until_ms;
+	enum lf_event ev; /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
 
 static uint64_t now_ms(void)
@@ -150,20 +151,22 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static bool neg_cached(const struct lf_ep *dst)
+/* The reason remembered for dst, or -1. */
+static int neg_cached(const struct lf_ep *dst)
 {
 	uint64_t now = now_ms();
 	for (int i = 0; i < NEG_SLOTS; i++)
 		if (neg[i].until_ms > now && lf__ep_equal(&neg[i].dst, dst))
-			return true;
-	return false;
+			return (int)neg[i].ev;
+	return -1;
 }
 
-static void neg_add(const struct lf_ep *dst)
+static void neg_add(const struct lf_ep *dst, enum lf_event ev)
 {
 	static unsigned next;
 	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
 	neg[i].dst = *dst;
+	neg[i].ev = ev;
 	neg[i].until_ms = now_ms() + 1000;
 }
 
@@ -369,7 +372,7 @@ static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *
 	if (why)
 		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst->port, why, strerror(e));
 	if (remember)
-		neg_add(dst);
+		neg_add(dst, ev);
 	errno = e;
 	return 0;
 }
@@ -418,8 +421,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
 		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);
 	}
-	if (neg_cached(&dst))
-		return plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);
+	int cached = neg_cached(&dst);
+	if (cached >= 0) /* counted under the reason it was remembered for */
+		return plain((enum lf_event)cached, NULL, fd, &dst, false);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))

@@ -282,3 +282,82 @@ def wait_path(client, server_pid, port, mode, want=1, timeout=30):
     pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
     assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
     return []
+
+
+import tempfile  # noqa: E402 (appended with the fixtures that use it)
+
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.fixture(scope="session")
+def shared_build(build):
+    """A copy of the command and its libraries (loopfast, libloopfast.so.0,
+    libloopfast-preload.so) in a fresh directory of mode 0755, for programs
+    a test runs as another user: the build may be in a directory only root
+    can enter (a clone in root's home, mode 0700). The command finds its
+    library through RUNPATH's $ORIGIN and the preload library next to
+    itself, so the copy needs nothing of the build; the fixture checks
+    that it runs as nobody, and removes it at the end of the session."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="lf-shared-build-"))
+    try:
+        d.chmod(0o755)
+        for name in ("loopfast", "libloopfast.so.0", "libloopfast-preload.so"):
+            shutil.copyfile(build / name, d / name)  # follows libloopfast.so.0's symlink
+            (d / name).chmod(0o755)
+        p = subprocess.run([*NOBODY, str(d / "loopfast"), "run", "--", "true"], capture_output=True, text=True,
+                           timeout=30)
+        if p.returncode != 0 or p.stderr:
+            pytest.fail(f"the copy of the build in {d} does not run as nobody (is {tempfile.gettempdir()} "
+                        f"reachable by every user?): status {p.returncode}: {p.stderr.strip()}")
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tcp_pairs(client_pids, server_pids, port):
+    """The plain TCP connections to port whose client end one of
+    client_pids holds and whose server end one of server_pids holds, as
+    [(client inode, server inode)], read from the kernel (sock_diag via
+    `ss -t -e`: each socket's addresses and inode; the two ends of one
+    connection have each other's addresses)."""
+    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
+    by_ends = {}
+    for line in out.splitlines():
+        f = line.split()
+        m = re.search(r"\bino:(\d+)", line)
+        if len(f) >= 4 and m:
+            by_ends[(f[2], f[3])] = int(m.group(1))  # Recv-Q Send-Q Local Peer ...
+    pairs = []
+    for (local, peer), ino in by_ends.items():
+        if ino in clients and peer.rsplit(":", 1)[1] == str(port):
+            other = by_ends.get((peer, local))
+            if other in servers:
+                pairs.append((ino, other))
+    return pairs
+
+
+def wait_tcp(client, server_pid, port, want=1, timeout=30, fast=0):
+    """Waits until `want` plain TCP connections from the client process (a
+    Popen holding them) to the server's process tree show in kernel state,
+    both ends (tcp_pairs), and checks that exactly `fast` of its
+    connections to port are on the fast path (none unless told); fails if
+    the client exits first or the deadline passes. Returns the pairs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cpids, spids = process_tree(client.pid), process_tree(server_pid)
+        pairs = tcp_pairs(cpids, spids, port)
+        pairs_fast = fast_path_pairs(cpids, spids, port)
+        # A connection keeps its path: one more on the fast path than
+        # expected is the answer already.
+        assert len(pairs_fast) <= fast, f"to port {port}: {len(pairs_fast)} on the fast path, not {fast}: {pairs_fast}"
+        if len(pairs) >= want:
+            break
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.args!r}: {len(pairs)} of {want} plain TCP connection(s) to port {port} seen at "
+                        f"both ends within {timeout} s")
+        time.sleep(0.05)
+    pairs_fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert len(pairs_fast) == fast, f"to port {port}: {len(pairs_fast)} on the fast path, not {fast}: {pairs_fast}"
+    return pairs

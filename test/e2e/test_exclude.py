@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import LOOPFAST, readline, stop, wait_fast_path, wait_path
+from conftest import LOOPFAST, process_tree, readline, stop, tcp_pairs, wait_fast_path, wait_tcp
 
 # Echoes on every listening socket it inherits (fds in argv), one thread per
 # connection.
@@ -101,9 +101,11 @@ def run_pair(server_exclude, client_exclude, host="127.0.0.1"):
 def test_excluded_port_stays_tcp_other_port_fast(build, server_exclude, client_exclude):
     srv, cli, pa, pb = run_pair(server_exclude, client_exclude)
     try:
-        wait_path(cli, srv.pid, pa, "tcp")  # TCP connection held, and not on the fast path
-        both = "{b}" in (server_exclude or "")
-        wait_path(cli, srv.pid, pb, "tcp" if both else "loopfast")
+        wait_tcp(cli, srv.pid, pa)  # TCP connection held at both ends, and not on the fast path
+        if "{b}" in (server_exclude or ""):
+            wait_tcp(cli, srv.pid, pb)
+        else:
+            wait_fast_path(cli, srv.pid, pb)
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
         assert cli.wait(timeout=30) == 0
@@ -113,13 +115,38 @@ def test_excluded_port_stays_tcp_other_port_fast(build, server_exclude, client_e
 
 
 @pytest.mark.timeout(120)
-def test_excluded_ipv6_destination(build):
-    srv, cli, pa, pb = run_pair(None, "[::1]:{a}", host="::1")
+@pytest.mark.parametrize("host, server_exclude, client_exclude, a_fast", [
+    ("::1", "[::1]:{a}", None, False),          # an IPv6 listener, by address
+    ("::1", "{a}", None, False),                # ... by port alone
+    ("::1", "localhost:{a}", None, False),      # ... as localhost (127.0.0.1 and ::1)
+    ("::1", "127.0.0.1:{a}", None, True),       # another address: not excluded
+    ("::1", None, "[::1]:{a}", False),          # an IPv6 destination, by address
+    ("::1", None, "{a}", False),                # ... by port alone
+    ("::1", None, "127.0.0.1:{a}", True),       # another address: not excluded
+    ("127.0.0.1", "127.0.0.1:{a}", None, False),  # an IPv4 listener, by address
+    ("127.0.0.1", "[::1]:{a}", None, True),       # another address: not excluded
+    ("127.0.0.1", None, "localhost:{a}", False),  # an IPv4 destination, as localhost
+], ids=["v6-listener-addr", "v6-listener-port", "v6-listener-localhost", "v6-listener-other-addr",
+        "v6-dest-addr", "v6-dest-port", "v6-dest-other-addr", "v4-listener-addr", "v4-listener-other-addr",
+        "v4-dest-localhost"])
+def test_exclude_by_family_and_address(build, host, server_exclude, client_exclude, a_fast):
+    """Listener A (server side) or destination A (client side) excluded in
+    each way it can be written, on IPv6 and IPv4: A's connection is plain
+    TCP at both ends (sock_diag's TCP sockets, held by the client and the
+    server) and not on the fast path, while B, in the same processes, is
+    on the fast path (both ends' Unix sockets paired); an entry naming
+    another address leaves A on the fast path."""
+    srv, cli, pa, pb = run_pair(server_exclude, client_exclude, host=host)
     try:
-        wait_path(cli, srv.pid, pa, "tcp")
+        if a_fast:
+            wait_fast_path(cli, srv.pid, pa)
+        else:
+            assert len(wait_tcp(cli, srv.pid, pa)) == 1
         wait_fast_path(cli, srv.pid, pb)
+        assert not tcp_pairs(process_tree(cli.pid), process_tree(srv.pid), pb)
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
+        assert cli.wait(timeout=30) == 0
     finally:
         stop(cli)
         stop(srv)
@@ -152,7 +179,7 @@ def test_bad_environment_value_one_line_and_ignored(build):
                                 f"127.0.0.1:{pb}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
         assert readline(cli).strip() == "connected"
-        wait_path(cli, srv.pid, pa, "tcp")
+        wait_tcp(cli, srv.pid, pa)
         wait_fast_path(cli, srv.pid, pb)
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"

@@ -292,4 +292,41 @@ MUTANTS = [
           "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 0 : -ENOTCONN;\n",
           "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 1 : -ENOTCONN;\n")],
         ["c:test-api:only_client_opted_in"]),
+    # ---- issue 17: status counts and exclude (status)
+    Mutant(
+        "exclude-ignored-ipv6-listener",
+        "LOOPFAST_EXCLUDE ignored for IPv6 listeners: an excluded [::1] listener gets its rendezvous",
+        [("src/fastpath/listener.c",
+          "\tbool excluded = r && lf__excluded(&ep);\n",
+          "\tbool excluded = r && ep.family != AF_INET6 && lf__excluded(&ep);\n")],
+        ["e2e:test_exclude.py -k 'v6-listener'"]),
+    Mutant(
+        "exclude-ipv6-entries-never-match",
+        "an IPv6 entry of LOOPFAST_EXCLUDE ([ADDR6]:PORT) matches nothing, listener or destination",
+        [("src/fastpath/exclude.c",
+          "\t\tif (lf__ep_equal(&tab[i], ep))\n\t\t\treturn true;\n",
+          "\t\tif (lf__ep_equal(&tab[i], ep) && ep->family != AF_INET6)\n\t\t\treturn true;\n")],
+        ["e2e:test_exclude.py -k 'v6-listener-addr or v6-dest-addr'"]),
+    Mutant(
+        "status-busy-counted-fast",
+        "`loopfast status` counts a \"rendezvous full\" fallback as fast",
+        [("src/cli/status.c",
+          "[LF_EV_BUSY] = { \"busy\", \"rendezvous full\", EV_TCP },",
+          "[LF_EV_BUSY] = { \"busy\", \"rendezvous full\", EV_FAST },")],
+        ["e2e:test_status.py -k 'count_rendezvous_full'"]),
+    Mutant(
+        "status-remembered-reason-not-opted-in",
+        "a destination remembered for a second (rendezvous full, squatted, no listener) is counted as "
+        "\"peer not opted in\" on the later connects",
+        [("src/fastpath/connect.c",
+          "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, false);\n",
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);\n")],
+        ["e2e:test_status.py -k 'count_rendezvous_full or count_no_listener or count_rendezvous_not'"]),
+    Mutant(
+        "status-excluded-counted-not-opted-in",
+        "an excluded destination is counted as \"peer not opted in\"",
+        [("src/fastpath/connect.c",
+          "\t\treturn plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);\n",
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);\n")],
+        ["e2e:test_status.py -k 'count_excluded'"]),
 ]
