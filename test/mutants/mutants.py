@@ -292,4 +292,60 @@ MUTANTS = [
           "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 0 : -ENOTCONN;\n",
           "\treturn lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 1 : -ENOTCONN;\n")],
         ["c:test-api:only_client_opted_in"]),
+    # ---- issue 17: sockopt answers, exec, fdtab, benches (bench)
+    Mutant(
+        "sockopt-set-forgotten",
+        "an option set on a fast-path socket (TCP_NODELAY, IP_TOS...) is not answered back: "
+        "getsockopt gives TCP's default instead",
+        [("src/fastpath/sockopt.c",
+          "\t\tif ((at = rec_find(f, level, opt)) >= 0)\n",
+          "\t\tif (0 && (at = rec_find(f, level, opt)) >= 0)\n")],
+        ["e2e:test_compare.py -k 'sockopts-v4 or dup-v4'"]),
+    Mutant(
+        "exec-drops-loopfast",
+        "a program exec'd with an opted-in listener open and a cleaned environment does not get loopfast "
+        "back in LD_PRELOAD (it would take its rendezvous's clients as plain TCP)",
+        [("src/preload/exec.c",
+          "\tif (!atomic_load(&lf__rendezvous_inheritable) || !self[0])\n",
+          "\tif (!atomic_load(&lf__rendezvous_inheritable) || self[0])\n")],
+        ["e2e:test_inherit.py -k 'exec_keeps and listener'"]),
+    Mutant(
+        "fdtab-dup-not-fast",
+        "dup/dup2/F_DUPFD of a fast-path socket does not carry its entry: the copy answers as the Unix socket it is",
+        [("src/fastpath/fdtab.c",
+          "\tatomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED));\n",
+          "\tatomic_store(&dst->flags, 0);\n")],
+        ["e2e:test_compare.py -k 'dup-v4'"]),
+    Mutant(
+        "fdtab-close-keeps-entry",
+        "closing a fast-path socket leaves its entry's flags: the next socket given that fd number is taken "
+        "for a fast-path one",
+        [("src/fastpath/fdtab.c",
+          "\tatomic_store(&f->flags, 0);\n\tf->pend_err = 0;\n",
+          "\tf->pend_err = 0;\n")],
+        ["e2e:test_compare.py -k 'names-v4 or dup-v4 or fdleak-v4 or churn-v4'"]),
+    Mutant(
+        "bench-latency-trusts-loopfast",
+        "the latency bench takes lf_fast_path_active's word for the path instead of the kernel's",
+        [("bench/latency/latency_run.c",
+          "\ta = kpath_fast_end(fd, peer);\n",
+          "\ta = lf_fast_path_active(fd) + 0 * peer;\n")],
+        ["e2e:test_bench_latency.py -k lying"]),
+    Mutant(
+        "bench-connect-trusts-loopfast",
+        "the connect bench takes lf_fast_path_active's word for the path at both ends instead of the kernel's",
+        [("bench/connect/connect_run.c",
+          "\t\t\t\t\t\tfast += kpath_fast_end(c, *client_pid) == 1;\n",
+          "\t\t\t\t\t\tfast += lf_fast_path_active(c) == 1;\n"),
+         ("bench/connect/connect_run.c",
+          "\t\t\t\t\tfast += kpath_fast_end(s->fd, server) == 1;\n",
+          "\t\t\t\t\tfast += lf_fast_path_active(s->fd) == 1;\n")],
+        ["e2e:test_bench_connect.py -k lying"]),
+    Mutant(
+        "bench-tcp-counted-fast",
+        "the benches' kernel check counts a TCP socket as a fast-path end",
+        [("bench/common/kpath.c",
+          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 0;\n",
+          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 1;\n")],
+        ["e2e:test_bench_connect.py -k 'client_only_verdict'"]),
 ]
