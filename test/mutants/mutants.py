@@ -347,4 +347,11 @@ MUTANTS = [
           "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 0;\n",
           "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 1;\n")],
         ["e2e:test_bench_connect.py -k 'client_only_verdict'"]),
+    Mutant(
+        "bench-apps-trusts-status",
+        "bench app's verdict on a fast-path run takes loopfast status's server count instead of the kernel's",
+        [("bench/apps/apps_fastpath.py",
+          "    if proof[\"kernel_fast\"] < conns:\n",
+          "    if proof[\"server_conns\"] < conns:\n")],
+        ["e2e:test_apps_proof.py"]),
 ]
