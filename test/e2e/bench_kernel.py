@@ -8,11 +8,11 @@ loopfast's own report says "fast path": a bench that trusted the report
 would report fast-path figures for plain TCP.
 
 `unix_pairs(pids)`: the connected Unix stream pairs between two different
-processes of pids, from sock_diag (`ss -x`) and /proc/PID/fd."""
+processes of pids, from sock_diag (`ss -x -p`: each socket's inode, its
+peer's, and the processes that hold it, in one snapshot)."""
 import os
+import re
 import subprocess
-
-from conftest import socket_inodes, unix_sockets
 
 LIAR_C = r"""
 int lf_enable_fast_path(int fd) { (void)fd; return 0; }
@@ -32,17 +32,61 @@ def liar_env(so):
     return dict(os.environ, LD_PRELOAD=so)
 
 
+def ss(*args):
+    """[(fields, pids)] of `ss -H -n -p ARGS`: each socket's fields and the
+    pids that hold it, from one snapshot (a bench's connections live for
+    less than a millisecond: /proc/PID/fd read apart from the socket list
+    would miss them)."""
+    out = subprocess.run(["ss", "-H", "-n", "-p", *args], capture_output=True, text=True, timeout=30,
+                         check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        f = line.split()
+        at = next((i for i, w in enumerate(f) if w.startswith("users:")), len(f))
+        rows.append((f[:at], {int(m) for m in re.findall(r"pid=(\d+)", " ".join(f[at:]))}))
+    return rows
+
+
 def unix_pairs(pids):
     """[(inode, peer inode)] of connected Unix streams whose two ends two
     different processes of pids hold, each pair once."""
-    held, socks = socket_inodes(pids), unix_sockets()
-    return [(ino, peer) for ino, (_, peer) in socks.items()
-            if ino in held and peer in held and held[ino] != held[peer] and ino < peer]
+    pids, socks = set(pids), {}
+    for f, held in ss("-x", "state", "connected"):
+        if len(f) >= 8 and f[0] == "u_str" and f[-3].isdigit() and f[-1].isdigit():
+            socks[int(f[-3])] = (int(f[-1]), held & pids)
+    return [(ino, peer) for ino, (peer, held) in socks.items()
+            if held and peer in socks and socks[peer][1] and socks[peer][1] != held and ino < peer]
 
 
 def tcp_inodes(pids):
-    """The established TCP sockets pids hold, as inodes (`ss -t -e`)."""
-    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established"], capture_output=True, text=True,
+    """The established TCP sockets pids hold (their local address:port)."""
+    return [f[-2] for f, held in ss("-t", "state", "established") if held & set(pids)]
+
+
+def listening_port(pids):
+    """The port of a TCP listener that one of pids holds, or None."""
+    for f, held in ss("-t", "-l"):
+        if held & set(pids):
+            return int(f[-2].rsplit(":", 1)[1])
+    return None
+
+
+def to_port(port):
+    """(fast, tcp): how many fast-path connections to 127.0.0.1:port the
+    kernel shows now (connected Unix pairs, the client's end bound to
+    loopfast's name for that port) and how many established TCP ones, each
+    from one snapshot of sock_diag, for connections too short-lived to be
+    matched with the processes holding them."""
+    out = subprocess.run(["ss", "-H", "-x", "-n", "state", "connected"], capture_output=True, text=True,
                          timeout=30, check=True).stdout
-    held = socket_inodes(pids)
-    return [int(w[4:]) for w in out.split() if w.startswith("ino:") and int(w[4:]) in held]
+    socks = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[0] == "u_str" and f[-3].isdigit() and f[-1].isdigit():
+            socks[int(f[-3])] = (f[-4], int(f[-1]))
+    name = re.compile(r"@loopfast/(\d+/)?C/4/127\.0\.0\.1/\d+/127\.0\.0\.1/%d/" % port)
+    fast = sum(1 for ino, (n, peer) in socks.items() if name.match(n) and socks.get(peer, ("", 0))[1] == ino)
+    tcp = subprocess.run(["ss", "-H", "-t", "-n", "state", "established", f"( dport = :{port} )"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return fast, len(tcp.splitlines())
+
