@@ -329,4 +329,66 @@ MUTANTS = [
           "\t\treturn plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);\n",
           "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);\n")],
         ["e2e:test_status.py -k 'count_excluded'"]),
+    # ---- issue 17: sockopt answers, exec, fdtab, benches (bench)
+    Mutant(
+        "sockopt-set-forgotten",
+        "an option set on a fast-path socket (TCP_NODELAY, IP_TOS...) is not answered back: "
+        "getsockopt gives TCP's default instead",
+        [("src/fastpath/sockopt.c",
+          "\t\tif ((at = rec_find(f, level, opt)) >= 0)\n",
+          "\t\tif (0 && (at = rec_find(f, level, opt)) >= 0)\n")],
+        ["e2e:test_compare.py -k 'sockopts-v4 or dup-v4'"]),
+    Mutant(
+        "exec-drops-loopfast",
+        "a program exec'd with an opted-in listener open and a cleaned environment does not get loopfast "
+        "back in LD_PRELOAD (it would take its rendezvous's clients as plain TCP)",
+        [("src/preload/exec.c",
+          "\tif (!atomic_load(&lf__rendezvous_inheritable) || !self[0])\n",
+          "\tif (!atomic_load(&lf__rendezvous_inheritable) || self[0])\n")],
+        ["e2e:test_inherit.py -k 'exec_keeps and listener'"]),
+    Mutant(
+        "fdtab-dup-drops-options",
+        "dup/dup2/F_DUPFD of a fast-path socket does not carry the options set on it: the copy answers TCP's defaults",
+        [("src/fastpath/fdtab.c",
+          "\tmemcpy(dst->opt, src->opt, sizeof(dst->opt));\n\tdst->optset = src->optset;\n",
+          "\tdst->optset = 0;\n")],
+        ["e2e:test_compare.py -k 'sockopt-shared-v4'"]),
+    Mutant(
+        "fdtab-reset-keeps-options",
+        "a closed socket's recorded options outlive it: the next fast-path socket given its fd number answers them",
+        [("src/fastpath/fdtab.c",
+          "\tf->optset = f->sockset = 0;\n",
+          "\tf->sockset = 0;\n")],
+        ["e2e:test_compare.py -k 'sockopts-v4 or sockopt-table-v4'"]),
+    Mutant(
+        "bench-latency-trusts-loopfast",
+        "the latency bench takes lf_fast_path_active's word for the path instead of the kernel's",
+        [("bench/latency/latency_run.c",
+          "\ta = kpath_fast_end(fd, peer);\n",
+          "\ta = lf_fast_path_active(fd) + 0 * peer;\n")],
+        ["e2e:test_bench_latency.py -k lying"]),
+    Mutant(
+        "bench-connect-trusts-loopfast",
+        "the connect bench takes lf_fast_path_active's word for the path at both ends instead of the kernel's",
+        [("bench/connect/connect_run.c",
+          "\t\t\t\t\t\tfast += kpath_fast_end(c, *client_pid) == 1;\n",
+          "\t\t\t\t\t\tfast += lf_fast_path_active(c) == 1;\n"),
+         ("bench/connect/connect_run.c",
+          "\t\t\t\t\tfast += kpath_fast_end(s->fd, server) == 1;\n",
+          "\t\t\t\t\tfast += lf_fast_path_active(s->fd) == 1;\n")],
+        ["e2e:test_bench_connect.py -k lying"]),
+    Mutant(
+        "bench-tcp-counted-fast",
+        "the benches' kernel check counts a TCP socket as a fast-path end",
+        [("bench/common/kpath.c",
+          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 0;\n",
+          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 1;\n")],
+        ["e2e:test_bench_connect.py -k 'client_only_verdict'"]),
+    Mutant(
+        "bench-apps-trusts-status",
+        "bench app's verdict on a fast-path run takes loopfast status's server count instead of the kernel's",
+        [("bench/apps/apps_fastpath.py",
+          "    if proof[\"kernel_fast\"] < conns:\n",
+          "    if proof[\"server_conns\"] < conns:\n")],
+        ["e2e:test_apps_proof.py"]),
 ]
