@@ -88,6 +88,7 @@ FUZZ_SMOKE_S = 5     # each fuzz target's run in `make test` (libFuzzer's -max_t
 FUZZ_LONG_S = 30     # each fuzz target's run in --extra, --all and --only fuzz
 FUZZ_MIN_RUNS = 10000  # the fewest inputs a fuzz target must run (test/fuzz/run.sh checks)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
+MUTANTS_LIMIT_S = 3600  # every mutant (each subset has its mutant's limit_s); CI allows 90 min in all
 SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "mutants")
 ISSUE = re.compile(r"\(issue \d+\)")  # what an expected failure's reason must name
 
@@ -298,7 +299,7 @@ def run_mutants(suite, names=""):
         # Interrupted, it gets SIGINT first: it stops its subset and
         # removes its copy of the tree.
         rc, _ = stream([sys.executable, MUTANTS, "--report", report, *(["--only", names] if names else [])],
-                       limit=C_LIMIT_S, grace=60)
+                       limit=MUTANTS_LIMIT_S, grace=60)
         try:
             with open(report) as f:
                 doc = json.load(f)
