@@ -25,7 +25,7 @@ The suites:
 
 Which run (floors in test/floor.txt apply to the suites it runs):
   (default) c, e2e, e2e-spin, compat, asan and the fuzz smoke: `make test`
-            (about 9 minutes on 2 vCPUs)
+            (at most 10 minutes on 2 vCPUs)
   --extra   the long fuzz and the mutants: `make test-extra`, which .ci/run
             runs after `make test`
   --all     both in one run (the long fuzz instead of the smoke):
