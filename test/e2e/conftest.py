@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+import kernel
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
 LOOPFAST = BUILD / "loopfast"
@@ -113,10 +115,20 @@ def readline(proc, timeout=30, stream=None):
 
 
 def stop(proc, timeout=30):
-    """Kills proc (if still running) and reaps it, with a deadline."""
+    """Kills proc (if still running) and reaps it, with a deadline; fails
+    the test if it had died of a signal the test did not send it."""
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=timeout)
+    check_ending(proc)
+
+
+@pytest.fixture(autouse=True)
+def endings():
+    """Every test: each program it started ended as over TCP (no death by
+    a signal the test did not send), and the kernel logged no fault
+    (segfault, general protection, traps) while it ran (test/kernel.py)."""
+    yield from kernel.watch()
 
 
 def io_uring_unavailable():
@@ -158,85 +170,17 @@ def need_io_uring():
         pytest.skip(why)
 
 
-# Fast path, from kernel state. A fast-path client's socket is a connected
-# Unix stream bound to "@loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/...";
-# its peer, the server's end, carries the listener's rendezvous name
-# "@loopfast/L/...". Which process holds each comes from /proc/PID/fd, the
-# pairing from sock_diag (`ss -x`, which prints each Unix socket's inode and
-# its peer's). A change of the names' format must change this too.
-
-def unix_sockets():
-    """{inode: (name, peer inode)} of every connected Unix stream socket."""
-    out = subprocess.run(["ss", "-H", "-x", "-n", "state", "connected"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
-    socks = {}
-    for line in out.splitlines():
-        # Netid State Recv-Q Send-Q Local-name Local-inode Peer-name Peer-inode
-        # (loopfast's names have no spaces; others' may, and are not needed)
-        f = line.split()
-        if len(f) < 8 or f[0] != "u_str":
-            continue
-        try:
-            socks[int(f[-3])] = (f[-4], int(f[-1]))
-        except ValueError:
-            continue
-    return socks
-
-
-def socket_inodes(pids):
-    """{inode: pid} of the sockets that pids hold."""
-    held = {}
-    for pid in pids:
-        d = f"/proc/{pid}/fd"
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for fd in names:
-            try:
-                t = os.readlink(f"{d}/{fd}")
-            except OSError:
-                continue
-            if t.startswith("socket:["):
-                held[int(t[8:-1])] = pid
-    return held
-
-
-def process_tree(pid):
-    """pid and all its descendants (servers fork workers and backends)."""
-    children = {}
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(p))
-    tree, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(children.get(p, []))
-    return tree
+# Fast path and plain TCP, from kernel state: test/kernel.py (shared with
+# test/compat). The names here are the ones the tests import.
+unix_sockets, socket_inodes, process_tree = kernel.unix_sockets, kernel.socket_inodes, kernel.process_tree
+expect_signal, check_ending = kernel.expect_signal, kernel.check_ending
 
 
 def fast_path_pairs(client_pids, server_pids, port):
     """The fast-path connections to port whose client end one of
     client_pids holds and whose server end one of server_pids holds, as
     [(client inode, server inode)], read from the kernel."""
-    socks = unix_sockets()
-    clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
-    # The client's name pins the port; the server's end need only be a
-    # rendezvous's (a version number may follow "loopfast/").
-    cname = re.compile(r"@loopfast/(\d+/)?C/[46]/[^/]+/\d+/[^/]+/%d/" % port)
-    sname = re.compile(r"@loopfast/(\d+/)?L/")
-    pairs = []
-    for ino in clients:
-        name, peer = socks.get(ino, ("", 0))
-        if cname.match(name) and peer in servers and sname.match(socks.get(peer, ("", 0))[0]):
-            pairs.append((ino, peer))
-    return pairs
+    return [(p.client_ino, p.server_ino) for p in kernel.unix_pairs(client_pids, server_pids, port)]
 
 
 def wait_fast_path(client, server_pid, port, want=1, timeout=30):
@@ -282,3 +226,23 @@ def wait_path(client, server_pid, port, mode, want=1, timeout=30):
     pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
     assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
     return []
+
+
+def wait_tcp_path(client, server_pid, port, want=1, timeout=30):
+    """Waits until `want` plain TCP connections to port join the client
+    process (a Popen, which must hold them) and the server's process tree,
+    both ends TCP sockets held by the two (inet_diag and /proc/PID/fd), and
+    checks that none of the client's connections to port is on the fast
+    path. Returns the pairs (kernel.Pair)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pairs = kernel.tcp_pairs(process_tree(client.pid), process_tree(server_pid), port)
+        if len(pairs) >= want:
+            break
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.args!r}: {len(pairs)} of {want} plain TCP connection(s) to port {port} held at "
+                        f"both ends within {timeout} s")
+        time.sleep(0.05)
+    fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
+    assert not fast, f"plain TCP expected, yet on the fast path: {fast}"
+    return pairs
