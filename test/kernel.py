@@ -12,7 +12,6 @@ asks loopfast anything."""
 import os
 import re
 import signal
-import socket
 import subprocess
 from collections import namedtuple
 

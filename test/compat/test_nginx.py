@@ -31,7 +31,8 @@ end
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("listen,host", [("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("127.0.0.1", "127.0.0.1"),
-                                         ("::1", "::1")], ids=["listen-port", "listen-v6-any", "v4-loopback", "v6-loopback"])
+                                         ("::1", "::1")],
+                         ids=["listen-port", "listen-v6-any", "v4-loopback", "v6-loopback"])
 def test_curl_downloads_a_file(procs, tmp, listen, host):
     need("curl")
     srv, port = start_nginx(procs, tmp, host=listen)

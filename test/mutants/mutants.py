@@ -249,7 +249,8 @@ MUTANTS += [
         "a SIG_DFL or SIG_IGN set with SA_SIGINFO gets the signal trampoline, which calls address 0 or 1",
         [("src/fastpath/signals.c",
           "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {\n",
-          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) && !(act->sa_flags & SA_SIGINFO))) {\n")],
+          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) &&\n"
+          "\t     !(act->sa_flags & SA_SIGINFO))) {\n")],
         ["e2e:test_robust.py -k default_and_ignored"]),
     # Under a flood that leaves room in a rendezvous of SOMAXCONN places,
     # a rendezvous of 64 is full: every legitimate client falls back to
