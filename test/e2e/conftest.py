@@ -213,18 +213,13 @@ def tcp_connections(client_pids, port):
 
 
 def wait_path(client, server_pid, port, mode, want=1, timeout=30):
-    """wait_fast_path for mode "loopfast"; for "tcp", waits until the client
-    holds `want` TCP connections to port and checks none is on the fast
-    path (the control for the same test run under loopfast)."""
+    """wait_fast_path for mode "loopfast"; for "tcp", wait_tcp_path: `want`
+    TCP connections to port, both ends held by the client and the server's
+    tree, none on the fast path (the control for the same test run under
+    loopfast)."""
     if mode == "loopfast":
         return wait_fast_path(client, server_pid, port, want, timeout)
-    deadline = time.monotonic() + timeout
-    while len(tcp_connections(process_tree(client.pid), port)) < want:
-        if client.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"{client.args!r}: fewer than {want} TCP connection(s) to port {port} seen")
-        time.sleep(0.05)
-    pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
-    assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
+    wait_tcp_path(client, server_pid, port, want, timeout)
     return []
 
 
