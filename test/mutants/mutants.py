@@ -251,7 +251,7 @@ MUTANTS += [
           "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {\n",
           "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) &&\n"
           "\t     !(act->sa_flags & SA_SIGINFO))) {\n")],
-        ["e2e:test_robust.py -k default_and_ignored"]),
+        ["e2e:test_robust.py -k default_and_ignored", "compat:test_php_fpm.py -k signalled"]),
     # Under a flood that leaves room in a rendezvous of SOMAXCONN places,
     # a rendezvous of 64 is full: every legitimate client falls back to
     # plain TCP, and is served. The stress test's totals alone passed it.
