@@ -392,3 +392,25 @@ MUTANTS = [
           "    if proof[\"server_conns\"] < conns:\n")],
         ["e2e:test_apps_proof.py"]),
 ]
+
+# ---- issue 17: kernel proofs and how programs end (pytests)
+MUTANTS += [
+    Mutant(
+        "signal-trampoline-for-default",
+        "a SIG_DFL or SIG_IGN set with SA_SIGINFO gets the signal trampoline, which calls address 0 or 1",
+        [("src/fastpath/signals.c",
+          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {\n",
+          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) &&\n"
+          "\t     !(act->sa_flags & SA_SIGINFO))) {\n")],
+        ["e2e:test_robust.py -k default_and_ignored", "compat:test_php_fpm.py -k signalled"]),
+    # Under a flood that leaves room in a rendezvous of SOMAXCONN places,
+    # a rendezvous of 64 is full: every legitimate client falls back to
+    # plain TCP, and is served. The stress test's totals alone passed it.
+    Mutant(
+        "rendezvous-backlog-64",
+        "the rendezvous listens with a backlog of 64: under a flood every client silently takes plain TCP",
+        [("src/fastpath/listener.c",
+          "lf__sys_listen(out[0], SOMAXCONN))",
+          "lf__sys_listen(out[0], 64))")],
+        ["e2e:test_stress.py -k 'thousand and 4'"]),
+]
