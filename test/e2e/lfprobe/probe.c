@@ -46,8 +46,10 @@ const char *ename(int e)
 
 /* ---- which kernel object carries a connection, from the kernel alone
  *
- * All in raw system calls: the answer must not depend on any library that
- * might stand between this program and the kernel. */
+ * The calls on sockets are raw system calls: the answer must not depend on
+ * a library that might stand between this program and the kernel (sock_diag
+ * and the kernel's own names of the socket, never getsockopt's SO_DOMAIN,
+ * which such a library answers as TCP would). */
 
 /* One sock_diag request (NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, not a
  * dump): copies the first answer's payload to ans and returns its length,
@@ -152,8 +154,11 @@ static const char *unix_path(unsigned long ino, unsigned long *peer, bool *later
 		return "unix-not-connected-stream";
 	size_t left = (size_t)n - NLMSG_ALIGN(sizeof(*m));
 	for (struct rtattr *at = (void *)(a + NLMSG_ALIGN(sizeof(*m))); RTA_OK(at, left); at = RTA_NEXT(at, left))
-		if (at->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(at) >= 4)
-			*peer = *(uint32_t *)RTA_DATA(at);
+		if (at->rta_type == UNIX_DIAG_PEER && RTA_PAYLOAD(at) >= 4) {
+			uint32_t v;
+			memcpy(&v, RTA_DATA(at), sizeof(v));
+			*peer = v;
+		}
 	*later = true;
 	if (!*peer)
 		return "unix-no-peer";
@@ -188,10 +193,12 @@ static bool tcp_lookup(const struct sockaddr_storage *local, const struct sockad
 	return sock_diag(&q, sizeof(q), m, sizeof(*m)) >= (ssize_t)sizeof(*m);
 }
 
-static bool connected_state(int st)
+/* A connection's state; its peer may also be still in the handshake's
+ * last step, or gone to TIME_WAIT. */
+static bool connected_state(int st, bool peer)
 {
 	return st == TCP_ESTABLISHED || st == TCP_FIN_WAIT1 || st == TCP_FIN_WAIT2 || st == TCP_CLOSE_WAIT ||
-	       st == TCP_LAST_ACK || st == TCP_CLOSING || st == TCP_TIME_WAIT;
+	       st == TCP_LAST_ACK || st == TCP_CLOSING || (peer && (st == TCP_SYN_RECV || st == TCP_TIME_WAIT));
 }
 
 /* A TCP socket in a connected state whose 4-tuple, reversed, is a TCP
@@ -204,9 +211,9 @@ static const char *tcp_path(int fd, unsigned long ino, unsigned long *peer)
 
 	if (syscall(SYS_getsockname, fd, &a, &al) || syscall(SYS_getpeername, fd, &b, &bl))
 		return "tcp-not-connected";
-	if (!tcp_lookup(&a, &b, &m) || m.idiag_inode != ino || !connected_state(m.idiag_state))
+	if (!tcp_lookup(&a, &b, &m) || m.idiag_inode != ino || !connected_state(m.idiag_state, false))
 		return "tcp-unknown";
-	if (!tcp_lookup(&b, &a, &m) || !connected_state(m.idiag_state))
+	if (!tcp_lookup(&b, &a, &m) || !connected_state(m.idiag_state, true))
 		return "tcp-no-peer";
 	*peer = m.idiag_inode;
 	return "tcp";
