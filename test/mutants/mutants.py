@@ -413,4 +413,40 @@ MUTANTS += [
           "lf__sys_listen(out[0], SOMAXCONN))",
           "lf__sys_listen(out[0], 64))")],
         ["e2e:test_stress.py -k 'thousand and 4'"]),
+    # ---- issue 17: wildcard listeners and waits (probe)
+    Mutant(
+        "wildcard-listener-plain-tcp",
+        "a listener on 0.0.0.0 or [::] gets no rendezvous: its clients silently take plain TCP",
+        [("src/fastpath/listener.c",
+          "\tif ((!lf__ep_is_loopback(&ep) && !lf__ep_is_any(&ep)) ||\n",
+          "\tif (!lf__ep_is_loopback(&ep) ||\n")],
+        ["e2e:test_compare.py -k 'names-any-v4 or names-dual-v4 or names-v6only-v6'"]),
+    Mutant(
+        "poll-timeout-in-microseconds",
+        "a spinning poll gives the kernel the time left in microseconds where nanoseconds are due (ends 1000 times early)",
+        [("src/fastpath/wait.c",
+          "\t\tstruct timespec ts = ns_ts(left);\n\t\t*handled = true;\n",
+          "\t\tstruct timespec ts = ns_ts(left / 1000);\n\t\t*handled = true;\n")],
+        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+    Mutant(
+        "spin-left-in-microseconds",
+        "a spin that found nothing reports the time left to its wait in microseconds (poll, select, epoll_wait end early)",
+        [("src/fastpath/spin.c",
+          "\t\t*left_ns = timeout_ns - (int64_t)(now - start);\n",
+          "\t\t*left_ns = (timeout_ns - (int64_t)(now - start)) / 1000;\n")],
+        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+    Mutant(
+        "select-sets-not-restored",
+        "a select that spun in vain blocks on the sets its last try emptied: bytes that come later never wake it",
+        [("src/fastpath/wait.c",
+          "\tfor (int i = 0; i < 3; i++)\n\t\tif (a.sets[i])\n\t\t\t*a.sets[i] = a.saved[i];\n\tstruct timespec ts",
+          "\tstruct timespec ts")],
+        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+    Mutant(
+        "client-name-server-address",
+        "a client's name carries its own address where the server's is due: getpeername says 127.0.0.1 for 127.0.0.2",
+        [("src/fastpath/addrmap.c",
+          "ep_addr(s, b, sizeof(b)), s->port, nonce",
+          "ep_addr(c, b, sizeof(b)), s->port, nonce")],
+        ["e2e:test_compare.py -k 'names-lo2-v4'"]),
 ]
