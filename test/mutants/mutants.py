@@ -110,7 +110,7 @@ MUTANTS = [
         [("src/fastpath/connect.c",
           "\t\tint err, h = handshake(fd, 0, &err);\n",
           "\t\tint err, h = handshake(fd, -1, &err);\n")],
-        ["e2e:test_compare.py -k connect"], limit_s=120),
+        ["e2e:test_compare.py -k 'connect-again-v4 or connect-full-poll-v4'"], limit_s=60),
     Mutant(
         "connect-uninterruptible",
         "a signal cannot interrupt a blocking connect (signals blocked around the doorbell)",
@@ -120,7 +120,7 @@ MUTANTS = [
           "\tint r = lf__sys_connect(fd, sa, len);\n\te = r ? errno : 0;\n"
           "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n"),
          ("src/fastpath/connect.c", "#include <pthread.h>\n", "#include <pthread.h>\n#include <signal.h>\n")],
-        ["e2e:test_compare.py -k connect"], limit_s=120),
+        ["e2e:test_compare.py -k 'connect-eintr-v4 or connect-eintr-reconnect-v4'"], limit_s=60),
 
     # ---- what the attacks found (bell.c, io.c)
     Mutant(
@@ -207,7 +207,7 @@ MUTANTS = [
         [("src/fastpath/spin.c",
           "\t\tif (atomic_load(&lf__sig_seen) != s0) {\n\t\t\tif (atomic_load(&lf__sig_interrupt) == i0)\n",
           "\t\tif (0 && atomic_load(&lf__sig_seen) != s0) {\n\t\t\tif (atomic_load(&lf__sig_interrupt) == i0)\n")],
-        ["c:test-spin:signal_interrupts_spinning_read"]),
+        ["c:test-spin:signal_interrupts_spinning_read"], limit_s=60),
     # A signal reaches a spinning wait two ways: it interrupts the
     # zero-timeout ppoll/pselect/epoll_pwait of a try (nearly always: the
     # loop is mostly in the kernel), or its handler runs in user space
@@ -223,7 +223,7 @@ MUTANTS = [
          ("src/fastpath/spin.c",
           "\t\tif (atomic_load(&lf__sig_seen) != s0) { /* waits are never restarted */\n",
           "\t\tif (0 && atomic_load(&lf__sig_seen) != s0) { /* waits are never restarted */\n")],
-        ["c:test-spin:signal_interrupts_spinning_poll_even_with_restart"]),
+        ["c:test-spin:signal_interrupts_spinning_poll_even_with_restart"], limit_s=60),
 
     # ---- Registered I/O (src/rio)
     Mutant(

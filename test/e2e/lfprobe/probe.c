@@ -277,6 +277,81 @@ const char *at_least(uint64_t t0, int ms)
 	return no;
 }
 
+/* The watchdog: a thread that ends the probe (exit status 3) when the call
+ * between watch() and unwatch() has not returned within secs, after
+ * printing "WHAT: still blocked after N s" where TCP's transcript shows
+ * the call's result. A thread and no signal, because what it must catch
+ * may be a call no signal can end (signals blocked around it); it blocks
+ * every signal itself, so a scenario's signals still reach the thread
+ * that waits. For the main thread of a process that has not forked since
+ * its first watch(). Both keep errno. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	const char *what; /* armed while not NULL */
+	int secs;
+	struct timespec end; /* CLOCK_MONOTONIC */
+	bool started;
+} wd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool wd_due(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec > wd.end.tv_sec || (t.tv_sec == wd.end.tv_sec && t.tv_nsec >= wd.end.tv_nsec);
+}
+
+static void *wd_thread(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&wd.lock);
+	for (;;) {
+		if (!wd.what)
+			pthread_cond_wait(&wd.cond, &wd.lock);
+		else if (wd_due()) {
+			out("%s: still blocked after %d s", wd.what, wd.secs);
+			_exit(3);
+		} else
+			pthread_cond_timedwait(&wd.cond, &wd.lock, &wd.end);
+	}
+	return NULL;
+}
+
+void watch(const char *what, int secs)
+{
+	int e = errno;
+	if (!wd.started) {
+		pthread_condattr_t ca;
+		sigset_t all, old;
+		pthread_t t;
+		CHECK(pthread_condattr_init(&ca) == 0 && pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0);
+		CHECK(pthread_cond_init(&wd.cond, &ca) == 0);
+		sigfillset(&all);
+		CHECK(pthread_sigmask(SIG_BLOCK, &all, &old) == 0);
+		CHECK(pthread_create(&t, NULL, wd_thread, NULL) == 0);
+		CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+		wd.started = true;
+	}
+	pthread_mutex_lock(&wd.lock);
+	clock_gettime(CLOCK_MONOTONIC, &wd.end);
+	wd.end.tv_sec += secs;
+	wd.what = what;
+	wd.secs = secs;
+	pthread_cond_signal(&wd.cond);
+	pthread_mutex_unlock(&wd.lock);
+	errno = e;
+}
+
+void unwatch(void)
+{
+	int e = errno;
+	pthread_mutex_lock(&wd.lock);
+	wd.what = NULL;
+	pthread_cond_signal(&wd.cond);
+	pthread_mutex_unlock(&wd.lock);
+	errno = e;
+}
+
 /* Both leave errno as it was: a scenario may print it afterwards. */
 const char *path_of(int fd)
 {

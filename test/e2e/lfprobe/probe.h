@@ -70,6 +70,8 @@ size_t read_full(int fd, void *buf, size_t n);
 void serve_echo(int n);
 void serve_until_quit(int l, int quit);
 int wait_child(pid_t p);
+void unwatch(void);
+void watch(const char *what, int secs);
 void write_all(int fd, const void *buf, size_t n);
 
 /* Scenarios. */
