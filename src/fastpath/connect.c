@@ -131,15 +131,38 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	return 0;
 }
 
-/* ---- destinations known to have no usable rendezvous (this process, 1 s):
- * a client that talks to a plain server pays no sock_diag query and no
- * Unix connect per connection. A server that gains a rendezvous is used a
- * second later at most; the path chosen meanwhile is plain TCP, which is
- * always safe. (Races between threads on an entry can only cost that.) */
+/* ---- listeners known to have no usable rendezvous (this process, 1 s):
+ * a client that talks to a plain server pays no Unix socket, bind and
+ * connect per connection, and none of the ephemeral bind that a hello
+ * needs first.
+ *
+ * What is remembered is the listener, not the address: its socket inode,
+ * which sock_diag reports for every connect anyway (one netlink round
+ * trip, answered inside the sendto: the remembered path keeps it). So:
+ *  - "no listener" (a refused connect) is never remembered: a client that
+ *    retries until its server listens negotiates the first connect that
+ *    finds the listener;
+ *  - a server that restarts has a new listening socket, hence a new inode:
+ *    what was remembered of the old one does not apply to it, and the
+ *    first connection to the new listener negotiates (a pool reconnecting
+ *    after a restart, a server gone from plain to loopfast);
+ *  - "no rendezvous" is checked again on every use: a listener whose inode
+ *    survives while the process serving it changes (socket activation, a
+ *    listener handed to a program under loopfast) gains its rendezvous
+ *    under the name it always had, and lf__diag_rendezvous sees it at the
+ *    cost of one system call that reaches nobody. A rendezvous that
+ *    appears is used at once.
+ * A full rendezvous and one not owned by the listener's uid are remembered
+ * for the second, as before: they exist, so there is nothing to notice.
+ * The window between the kernel's listen() and the rendezvous's creation
+ * is closed where it opens (listener.c, lf__listen_early). Races between
+ * threads on an entry can only cost a plain TCP connection or a needless
+ * negotiation, and either is safe. */
 
 #define NEG_SLOTS 16
 static struct {
 	struct lf_ep dst;
+	uint32_t inode; /* the listener's */
 	uint64_t until_ms;
 	enum lf_event ev; /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
@@ -151,21 +174,34 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The reason remembered for dst, or -1. */
-static int neg_cached(const struct lf_ep *dst)
+/* The reason remembered for the listener lst at dst, or -1 (nothing
+ * remembered, or a rendezvous has appeared since: the entry is dropped). */
+static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
 {
 	uint64_t now = now_ms();
-	for (int i = 0; i < NEG_SLOTS; i++)
-		if (neg[i].until_ms > now && lf__ep_equal(&neg[i].dst, dst))
-			return (int)neg[i].ev;
+	for (int i = 0; i < NEG_SLOTS; i++) {
+		if (neg[i].until_ms <= now || neg[i].inode != lst->inode || !lf__ep_equal(&neg[i].dst, dst))
+			continue;
+		enum lf_event ev = neg[i].ev;
+		if (ev == LF_EV_NO_RENDEZVOUS) {
+			struct sockaddr_un rname;
+			socklen_t rl = lf__name_listener(&rname, lst->family, lst->inode);
+			if (lf__diag_rendezvous(&rname, rl) != 0) {
+				neg[i].until_ms = 0;
+				return -1;
+			}
+		}
+		return (int)ev;
+	}
 	return -1;
 }
 
-static void neg_add(const struct lf_ep *dst, enum lf_event ev)
+static void neg_add(const struct lf_ep *dst, const struct lf_diag_sock *lst, enum lf_event ev)
 {
 	static unsigned next;
 	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
 	neg[i].dst = *dst;
+	neg[i].inode = lst->inode;
 	neg[i].ev = ev;
 	neg[i].until_ms = now_ms() + 1000;
 }
@@ -362,17 +398,18 @@ static unsigned long nonce(void)
 }
 
 /* The connect goes on as plain TCP: count why (`loopfast status`), say it
- * under LOOPFAST_DEBUG, and remember a listener without a usable
- * rendezvous for a second (no Unix connect per connect to a plain server). */
-static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *dst, bool remember)
+ * under LOOPFAST_DEBUG, and remember the listener lst (when given) as one
+ * without a usable rendezvous (no Unix connect per connect to a plain
+ * server). */
+static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *dst, const struct lf_diag_sock *lst)
 {
 	int e = errno;
 
 	lf__count(ev);
 	if (why)
 		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst->port, why, strerror(e));
-	if (remember)
-		neg_add(dst, ev);
+	if (lst)
+		neg_add(dst, lst, ev);
 	errno = e;
 	return 0;
 }
@@ -416,14 +453,11 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!lf__ep_from_sockaddr(&dst, sa, len))
 		return 0;
 	if (!lf__ep_is_loopback(&dst))
-		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, false);
+		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, NULL);
 	if (lf__excluded(&dst)) { /* LOOPFAST_EXCLUDE: the operator's opt-out */
 		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
-		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);
+		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, NULL);
 	}
-	int cached = neg_cached(&dst);
-	if (cached >= 0) /* counted under the reason it was remembered for */
-		return plain((enum lf_event)cached, NULL, fd, &dst, false);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))
@@ -433,16 +467,22 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
 
-	/* 1. The listener that will get the connection. */
+	/* 1. The listener that will get the connection. None (the connect
+	 * will be refused, or the server is not listening yet): plain TCP,
+	 * and nothing remembered, so that the connect that finds it
+	 * negotiates. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
-		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, true);
+		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, NULL);
+	int cached = neg_cached(&dst, &lst);
+	if (cached >= 0) /* counted under the reason it was remembered for */
+		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 
 	/* 2. The hello. Our TCP endpoint must be known before it is queued
 	 * (a socket already connected keeps its port; its connect below then
 	 * fails as the kernel says, and the server drops the hello). */
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
-		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, false);
+		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
 	lf__no_rights(unx);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
@@ -450,7 +490,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
 			lf__sys_close(unx);
-			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, false);
+			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, NULL);
 		}
 		src.port = tmp.port;
 	}
@@ -468,7 +508,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
 	if (why) {
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
-		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED);
+		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED ? &lst : NULL);
 	}
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
