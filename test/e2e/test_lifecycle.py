@@ -10,6 +10,7 @@ on the fast path; each path is read from the kernel at both ends
 (conftest's fast_path_pairs and tcp_pairs), never from loopfast's own
 report. Every program started is checked for how it ended."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,16 +20,24 @@ import time
 
 import pytest
 
-from conftest import fast_path_pairs, free_port, lf_cmd, need, process_tree, readline, stop, tcp_pairs
+from conftest import NOBODY, fast_path_pairs, free_port, lf_cmd, need, process_tree, readline, stop, tcp_pairs
 
 pytestmark = pytest.mark.timeout(300)
 
 # A line server: listens on HOST PORT (or serves the listening socket it
 # inherited as fd N: "fd N"), says "listening PORT", answers each line with
 # it, holds every connection until the peer closes it. SIGTERM ends it (the
-# default action: the test checks it died of that signal).
+# default action: the test checks it died of that signal). "HOST PORT
+# wait": once bound, says "bound PORT INODE" and listens on a line of stdin;
+# "HOST PORT files=N": opens N files first (as a database opens its tables).
 SERVER = textwrap.dedent("""
-    import socket, sys, threading
+    import os, resource, socket, sys, threading, time
+    for a in sys.argv[3:]:
+        if a.startswith("files="):
+            n = int(a[6:])
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            files = [os.open("/dev/null", os.O_RDONLY) for _ in range(min(n, hard - 100))]
     if sys.argv[1] == "fd":
         s = socket.socket(fileno=int(sys.argv[2]))
     else:
@@ -36,8 +45,11 @@ SERVER = textwrap.dedent("""
         s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
+        if "wait" in sys.argv[3:]:
+            print("bound", s.getsockname()[1], os.fstat(s.fileno()).st_ino, flush=True)
+            sys.stdin.readline()
         s.listen(64)
-    print("listening", s.getsockname()[1], flush=True)
+    print("listening", s.getsockname()[1], time.monotonic(), flush=True)
     def serve(c):
         f = c.makefile("rb")
         for line in f:
@@ -49,11 +61,22 @@ SERVER = textwrap.dedent("""
 
 # A client that keeps connections as a pool does. Commands on stdin:
 # "open HOST PORT N": N connections, each retried every 20 ms while it is
-# refused (it says "refused" once, at the first refusal), then "opened";
-# "ping": a line over each, answered ("pinged"); "close": closes them all
+# refused (it says "refused" once, at the first refusal), then "opened T"
+# (T: when the last connect that succeeded began, CLOCK_MONOTONIC); "open
+# HOST PORT N watch": the same, but it waits until the kernel lists a
+# listener on PORT (/proc/net/tcp, tcp6) before each connect; "ping": a
+# line over each, answered ("pinged"); "close": closes them all
 # ("closed"); EOF: exit 0.
 CLIENT = textwrap.dedent("""
     import socket, sys, time
+    def listening(port):
+        for t in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(t) as f:
+                for line in f.readlines()[1:]:
+                    w = line.split()
+                    if w[3] == "0A" and int(w[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        return False
     held = []
     for cmd in sys.stdin:
         w = cmd.split()
@@ -63,8 +86,16 @@ CLIENT = textwrap.dedent("""
             deadline = time.monotonic() + 60
             for _ in range(n):
                 while True:
+                    if "watch" in w and not listening(port):
+                        if not said:
+                            print("refused", flush=True)
+                            said = True
+                        assert time.monotonic() < deadline, "no listener for a minute"
+                        time.sleep(0.001)
+                        continue
                     c = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
                     try:
+                        began = time.monotonic()
                         c.connect((host, port))
                         break
                     except ConnectionRefusedError:
@@ -76,7 +107,7 @@ CLIENT = textwrap.dedent("""
                         time.sleep(0.02)
                 c.settimeout(10)
                 held.append(c)
-            print("opened", flush=True)
+            print("opened", began, flush=True)
         elif w[0] == "ping":
             for c in held:
                 c.sendall(b"ping\\n")
@@ -152,40 +183,81 @@ def ended(client):
     assert client.returncode == 0, f"{client.args!r}: exit status {client.returncode}"
 
 
-def server(host, port, under_loopfast=True, **kw):
-    srv = spawn([sys.executable, "-c", SERVER, host, str(port)], under_loopfast, **kw)
-    port = int(readline(srv).split()[1])
+def server(host, port, under_loopfast=True, *extra, **kw):
+    srv, _, port = server_at(host, port, under_loopfast, *extra, **kw)
     return srv, port
+
+
+def server_at(host, port, under_loopfast=True, *extra, **kw):
+    """A SERVER started with extra: (its Popen, when its listen() returned
+    (CLOCK_MONOTONIC), its port)."""
+    srv = spawn([sys.executable, "-c", SERVER, host, str(port), *extra], under_loopfast, **kw)
+    w = readline(srv).split()
+    return srv, float(w[2]), int(w[1])
 
 
 LISTENERS = [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "127.0.0.1"), ("::", "::1")]
 
 
-@pytest.mark.parametrize("listen,connect", LISTENERS, ids=["127.0.0.1", "0.0.0.0", "[::]"])
-def test_client_started_before_its_server(build, listen, connect):
-    """A client under loopfast starts first and retries its connect every
-    20 ms while it is refused; its server (under loopfast) then starts on
-    that port. The first connection that succeeds is on the fast path at
-    both ends, in every one of five rounds (before the fix, the refused
-    attempts were remembered and it took plain TCP nearly every time)."""
+def client_first(listen, connect, *extra, watch=False):
+    """Five rounds: a client under loopfast starts first and retries its
+    connect every 20 ms while it is refused (or, with watch, while the
+    kernel lists no listener on the port); its server (under loopfast,
+    started with extra) then starts on that port. The first connection that
+    succeeds must be on the fast path at both ends.
+
+    A connect that began before the server's listen() returned may have
+    been looked up before the listener existed, and gone on as the plain
+    TCP connect it then was (the listener appearing between the look-up
+    and the SYN): such a round proves nothing either way (its path is
+    only checked to be one at both ends) and another is run in its place,
+    up to 15 rounds in all."""
     client = spawn([sys.executable, "-c", CLIENT], True)
     try:
-        for rnd in range(5):
+        proved = []
+        for rnd in range(15):
+            if len(proved) == 5:
+                break
             port = free_port()
-            client.stdin.write(f"open {connect} {port} 1\n")
+            client.stdin.write(f"open {connect} {port} 1{' watch' if watch else ''}\n")
             client.stdin.flush()
             assert readline(client).split()[0] == "refused"
-            srv, port = server(listen, port)
+            srv, listened, port = server_at(listen, port, True, *extra)
             try:
-                assert readline(client).split()[0] == "opened"
-                assert_fast(client, srv.pid, port, 1, f"round {rnd}: the first connection to {listen}:{port}")
+                w = readline(client).split()
+                assert w[0] == "opened", w
+                what = f"round {rnd}: the first connection to {listen}:{port}"
+                if watch or float(w[1]) >= listened:
+                    assert_fast(client, srv.pid, port, 1, what)
+                    proved.append(rnd)
+                else:
+                    paths(client, srv.pid, port, 1)
                 say(client, "ping", "pinged")
                 say(client, "close", "closed")
             finally:
                 stopped(srv)
+        assert len(proved) == 5, f"only rounds {proved} of 15 had a connect that began after listen() returned"
         ended(client)
     finally:
         stop(client)
+
+
+@pytest.mark.parametrize("listen,connect", LISTENERS, ids=["127.0.0.1", "0.0.0.0", "[::]"])
+def test_client_started_before_its_server(build, listen, connect):
+    """A client that retries until its server listens gets the fast path on
+    the first connection that succeeds (before the fix, its refused
+    attempts were remembered and it took plain TCP nearly every time)."""
+    client_first(listen, connect)
+
+
+def test_client_started_before_a_server_with_many_files(build):
+    """A client that connects as soon as the kernel lists its server's
+    listener, against a server that opens 20000 files before it listens
+    (a database opening its tables: the more descriptors, the longer
+    loopfast takes to set a listener up). Had the rendezvous come after
+    the kernel's listen, the client would find the listener without it;
+    it comes first: the first connection is fast."""
+    client_first("127.0.0.1", "127.0.0.1", "files=20000", watch=True)
 
 
 def test_server_from_plain_to_loopfast_on_the_same_port(build):
@@ -255,11 +327,82 @@ def test_listener_handed_to_a_new_server(build):
         lst.close()
 
 
+# Binds and listens on a Unix abstract name (argv[1], as ss prints it),
+# says "ready", holds it until its stdin closes.
+SQUAT = textwrap.dedent("""
+    import socket, sys
+    r = socket.socket(socket.AF_UNIX)
+    r.bind(b"\\0" + sys.argv[1][1:].encode())
+    r.listen(64)
+    print("ready", flush=True)
+    sys.stdin.read()
+""")
+
+
+def rendezvous_name(port, ino):
+    """The abstract name the rendezvous of TCP listener inode ino would
+    have, read off the rendezvous of the loopfast listener on port (`ss`:
+    its inode, and the Unix listener named after it)."""
+    tcp = subprocess.run(["ss", "-H", "-t", "-l", "-n", "-e", f"( sport = :{port} )"], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    ref = re.search(r"\bino:(\d+)", tcp).group(1)
+    unix = subprocess.run(["ss", "-H", "-x", "-l", "-n"], capture_output=True, text=True, timeout=30,
+                          check=True).stdout
+    names = [f[4] for f in map(str.split, unix.splitlines()) if len(f) > 4 and f[4].startswith("@loopfast/")
+             and "/L/" in f[4] and f[4].endswith("/" + ref)]
+    assert names, f"no rendezvous for listener inode {ref} (port {port}):\n{unix}"
+    return names[0][:-len(ref)] + str(ino)
+
+
+def test_server_restarted_after_its_rendezvous_was_taken(build):
+    """Another user (nobody) took the rendezvous name of a server's
+    listener before it listened: the client under loopfast gets plain TCP
+    (both ends) and remembers that listener. The server restarts under
+    loopfast on the same port, with a new listening socket and a
+    rendezvous of its own: the client's next connections are on the fast
+    path at both ends at once (what is remembered is the listener, not the
+    port)."""
+    need("setpriv")
+    ref, ref_port = server("127.0.0.1", 0)
+    client = spawn([sys.executable, "-c", CLIENT], True)
+    srv = spawn([sys.executable, "-c", SERVER, "127.0.0.1", "0", "wait"], True)
+    squat = None
+    try:
+        _, port, ino = readline(srv).split()
+        py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable  # nobody's
+        squat = subprocess.Popen([*NOBODY, py, "-c", SQUAT, rendezvous_name(ref_port, ino)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert readline(squat).strip() == "ready"
+        srv.stdin.write("listen\n")
+        srv.stdin.flush()
+        assert readline(srv).split()[0] == "listening"
+        say(client, f"open 127.0.0.1 {port} 2", "opened")
+        assert_tcp(client, srv.pid, int(port), 2, "to the listener whose rendezvous nobody took")
+        say(client, "close", "closed")
+        say(client, f"open 127.0.0.1 {port} 1", "opened")  # fresh: what it knows is under a second old
+        stopped(srv)
+        srv, _ = server("127.0.0.1", port)
+        say(client, "close", "closed")
+        say(client, f"open 127.0.0.1 {port} 3", "opened")
+        assert_fast(client, srv.pid, int(port), 3, "to the server restarted with a rendezvous of its own")
+        say(client, "ping", "pinged")
+        stopped(srv)
+        stopped(ref)
+        ended(client)
+        squat.stdin.close()
+        assert squat.wait(timeout=30) == 0, f"the squatter: exit status {squat.returncode}"
+    finally:
+        for p in (srv, ref, client, squat):
+            if p:
+                stop(p)
+
+
 # redis-py's ConnectionPool, as an application uses it: get_connection()
 # reconnects a pooled connection whose server has gone. Commands on stdin:
 # "take N": N connections from the pool, each answering PING (while the
 # server is down, the whole attempt is retried every 20 ms: it says
-# "retrying" once), held; "give": back to the pool; EOF: exit 0.
+# "retrying" once), held: "took N T" (T: when the attempt that succeeded
+# began, CLOCK_MONOTONIC); "give": back to the pool; EOF: exit 0.
 REDIS_CLIENT = textwrap.dedent("""
     import sys, time
     import redis
@@ -271,6 +414,7 @@ REDIS_CLIENT = textwrap.dedent("""
             said = False
             deadline = time.monotonic() + 60
             while True:
+                began = time.monotonic()
                 try:
                     for _ in range(int(w[1])):
                         c = pool.get_connection("PING")
@@ -287,7 +431,7 @@ REDIS_CLIENT = textwrap.dedent("""
                         said = True
                     assert time.monotonic() < deadline, "no redis for a minute"
                     time.sleep(0.02)
-            print("took", len(held), flush=True)
+            print("took", len(held), began, flush=True)
         elif w[0] == "give":
             for c in held:
                 pool.release(c)
@@ -306,12 +450,14 @@ def redis_python():
 
 
 def redis_server(port, tmp):
+    """redis-server under loopfast, once it says it is ready (it listens
+    before): (its Popen, when the test read that, CLOCK_MONOTONIC)."""
     srv = subprocess.Popen(lf_cmd(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                                    "--appendonly", "no", "--dir", tmp]),
                            stdout=subprocess.PIPE, text=True)
     while "Ready to accept connections" not in readline(srv):
         pass
-    return srv
+    return srv, time.monotonic()
 
 
 def test_redis_pool_across_server_restarts(build, tmp_path):
@@ -321,25 +467,37 @@ def test_redis_pool_across_server_restarts(build, tmp_path):
     while it is down (refused, retried every 20 ms, as applications
     retry); redis-server starts again on the same port. Every connection
     the pool makes after that is on the fast path at both ends, after each
-    of three restarts."""
+    of three restarts. (An attempt that began before the test saw the
+    server ready may have overlapped its listen(), as client_first says:
+    such a restart proves nothing either way, and another is made in its
+    place, up to ten in all.)"""
     need("redis-server")
     port = free_port()
-    srv = redis_server(port, str(tmp_path))
+    srv, _ = redis_server(port, str(tmp_path))
     client = spawn([redis_python(), "-c", REDIS_CLIENT, str(port)], True)
     try:
         say(client, "take 4", "took")
         assert_fast(client, srv.pid, port, 4, "the pool's first connections")
         say(client, "give", "gave")
-        for rnd in range(3):
+        proved = []
+        for rnd in range(10):
+            if len(proved) == 3:
+                break
             stopped(srv, status=0)  # redis-server shuts down cleanly on SIGTERM
             srv = None
             client.stdin.write("take 4\n")
             client.stdin.flush()
             assert readline(client).split()[0] == "retrying"
-            srv = redis_server(port, str(tmp_path))
-            assert readline(client).split()[0] == "took"
-            assert_fast(client, srv.pid, port, 4, f"after restart {rnd + 1}")
+            srv, ready = redis_server(port, str(tmp_path))
+            w = readline(client).split()
+            assert w[0] == "took", w
+            if float(w[2]) >= ready:
+                assert_fast(client, srv.pid, port, 4, f"after restart {rnd + 1}")
+                proved.append(rnd)
+            else:
+                paths(client, srv.pid, port, 4)
             say(client, "give", "gave")
+        assert len(proved) == 3, f"only restarts {proved} of 10 had an attempt that began once redis was ready"
         stopped(srv, status=0)
         ended(client)
     finally:
