@@ -470,7 +470,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	/* 1. The listener that will get the connection. None (the connect
 	 * will be refused, or the server is not listening yet): plain TCP,
 	 * and nothing remembered, so that the connect that finds it
-	 * negotiates. */
+	 * negotiates. A listener that appears between this look-up and our
+	 * SYN gets a plain TCP connection: nothing can be done about that
+	 * (the hello must precede the SYN, and a connection cannot be taken
+	 * back); the window runs from this look-up to the real connect. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
 		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, NULL);
 	int cached = neg_cached(&dst, &lst);
