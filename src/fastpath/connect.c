@@ -146,12 +146,14 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
  *    what was remembered of the old one does not apply to it, and the
  *    first connection to the new listener negotiates (a pool reconnecting
  *    after a restart, a server gone from plain to loopfast);
- *  - "no rendezvous" is checked again on every use: a listener whose inode
- *    survives while the process serving it changes (socket activation, a
- *    listener handed to a program under loopfast) gains its rendezvous
- *    under the name it always had, and lf__diag_rendezvous sees it at the
- *    cost of one system call that reaches nobody. A rendezvous that
- *    appears is used at once.
+ *  - "no rendezvous" is checked again when the entry is used, at most once
+ *    a millisecond: a listener whose inode survives while the process
+ *    serving it changes (socket activation, a listener handed to a program
+ *    under loopfast) gains its rendezvous under the name it always had,
+ *    and lf__diag_rendezvous sees it, with one system call that reaches
+ *    nobody. A rendezvous that appears is used within a millisecond; the
+ *    bound keeps a client that connects to a plain server back to back
+ *    from paying that system call (about 2 us) on every connect.
  * A full rendezvous and one not owned by the listener's uid are remembered
  * for the second, as before: they exist, so there is nothing to notice.
  * The window between the kernel's listen() and the rendezvous's creation
@@ -164,6 +166,7 @@ static struct {
 	struct lf_ep dst;
 	uint32_t inode; /* the listener's */
 	uint64_t until_ms;
+	uint64_t checked_ns; /* the rendezvous last looked for (lf__now_ns) */
 	enum lf_event ev; /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
 
@@ -183,9 +186,11 @@ static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
 		if (neg[i].until_ms <= now || neg[i].inode != lst->inode || !lf__ep_equal(&neg[i].dst, dst))
 			continue;
 		enum lf_event ev = neg[i].ev;
-		if (ev == LF_EV_NO_RENDEZVOUS) {
+		uint64_t ns = lf__now_ns();
+		if (ev == LF_EV_NO_RENDEZVOUS && ns - neg[i].checked_ns >= 1000000) {
 			struct sockaddr_un rname;
 			socklen_t rl = lf__name_listener(&rname, lst->family, lst->inode);
+			neg[i].checked_ns = ns;
 			if (lf__diag_rendezvous(&rname, rl) != 0) {
 				neg[i].until_ms = 0;
 				return -1;
@@ -203,6 +208,7 @@ static void neg_add(const struct lf_ep *dst, const struct lf_diag_sock *lst, enu
 	neg[i].dst = *dst;
 	neg[i].inode = lst->inode;
 	neg[i].ev = ev;
+	neg[i].checked_ns = lf__now_ns();
 	neg[i].until_ms = now_ms() + 1000;
 }
 
