@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
 """Runs loopfast's test suites and decides the run from everything they say.
 
-usage: scripts/test.sh [BUILD_DIR [ASAN_BUILD_DIR]] [--only SPEC]...
+usage: scripts/test.sh [BUILD_DIR [ASAN_BUILD_DIR]] [--extra | --all | --only SPEC...]
 
-Without --only, every suite runs:
+The suites:
   c         each BUILD_DIR/test-* program (the C unit tests)
   e2e       pytest test/e2e
   e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
             fast-path socket (back-off off, so that the spin really runs)
   compat    pytest test/compat (real programs from Debian's packages)
+  asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
+  fuzz      test/fuzz/run.sh: each libFuzzer target (the parsers of peer
+            input) built with clang in build-fuzz/ and run for a time: a
+            smoke run of FUZZ_SMOKE_S seconds, or the long one of FUZZ_LONG_S;
+            each must run at least FUZZ_MIN_RUNS inputs
   mutants   test/mutants/run.py: the library built with each deliberate
             fault of test/mutants/mutants.py, each against the subset that
             must catch it; one test per mutant, passed when it was killed
             (an expected survivor, marked with the branch that will catch
-            it, is a strict expected failure)
-  asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
-  fuzz      test/fuzz/run.sh: each libFuzzer target (the parsers of peer
-            input) built with clang in build-fuzz/ and run for FUZZ_SECONDS
+            it, is a strict expected failure). A mutant killed only by a
+            time limit (its subset hung, or only tests stopped by a timeout
+            failed) passes too, but is listed apart: a test should catch it
+            with a check.
+
+Which run (floors in test/floor.txt apply to the suites it runs):
+  (default) c, e2e, e2e-spin, compat, asan and the fuzz smoke: `make test`
+            (at most 10 minutes on 2 vCPUs)
+  --extra   the long fuzz and the mutants: `make test-extra`, which .ci/run
+            runs after `make test`
+  --all     both in one run (the long fuzz instead of the smoke):
+            `make test-all`
 
 --only runs a named subset instead (for mutants and for developers), with
 no floors; each SPEC is one of
@@ -25,22 +38,28 @@ no floors; each SPEC is one of
   e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
   e2e-spin:PYTEST-ARGS       the same with busy polling
   compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
-  fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn)
+  fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn; the long run)
   mutants[:NAME,...]         all mutants, or the named ones (make test-mutants)
 
 What fails the run, besides a failing test:
   - any exit status that disagrees with what the suite reported (a C
     program or pytest that exits non-zero with nothing failed, a summary
     line that disagrees with the per-test lines, no summary at all);
-  - a suite (or a part named in test/floor.txt) that ran fewer tests than
-    its floor there, or a subset that ran no test;
+  - a suite (or a program, file or directory of one, named in
+    test/floor.txt) that ran fewer tests than its floor there (a test
+    skipped for a reason test/skips.allow allows counts), or a subset that
+    ran no test;
   - a skip that test/skips.allow does not list with its reason (every skip
     is printed with its reason either way);
-  - an expected failure that is not strict or names no issue, and one that
-    passes (the mark must come off). Every strict expected failure is listed.
+  - an expected failure that is not strict or names no issue "(issue N)"
+    (pytest's mark, or a C table row's xfail), and one that passes (the
+    mark must come off). Every strict expected failure is listed.
 
-The last line is "N passed, N failed, N skipped" (CI reads it); the exit
-status is 0 only when nothing failed.
+A test stopped by a time limit (the C runner's, pytest-timeout's) is
+reported as failed with a reason that starts with TIMEOUT. The summary
+table gives each suite's counts and wall time; the last line is
+"N passed, N failed, N skipped" (CI reads it); the exit status is 0 only
+when nothing failed.
 """
 import argparse
 import fnmatch
@@ -65,8 +84,13 @@ ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:
 C_LIMIT_S = 1800     # a whole C program (each test has the runner's own timeout)
 FUZZ = os.path.join(ROOT, "test", "fuzz", "run.sh")
 FUZZ_BUILD = os.path.join(ROOT, "build-fuzz")
-FUZZ_SECONDS = 30    # each fuzz target's run (libFuzzer's -max_total_time)
+FUZZ_SMOKE_S = 5     # each fuzz target's run in `make test` (libFuzzer's -max_total_time)
+FUZZ_LONG_S = 30     # each fuzz target's run in --extra, --all and --only fuzz
+FUZZ_MIN_RUNS = 10000  # the fewest inputs a fuzz target must run (test/fuzz/run.sh checks)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
+MUTANTS_LIMIT_S = 3600  # every mutant (each subset has its mutant's limit_s); CI allows 90 min in all
+SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "mutants")
+ISSUE = re.compile(r"\(issue \d+\)")  # what an expected failure's reason must name
 
 
 class Suite:
@@ -75,15 +99,34 @@ class Suite:
         self.results = {}  # test id -> (outcome, reason); outcomes: passed failed skipped xfailed
         self.problems = []  # failures that are not a test's: exit statuses, missing summaries
         self.xfail_marks = []  # (test id, reason)
+        self.timeout_kills = []  # mutants killed only by a time limit
+        self.seconds = 0.0  # wall time of everything run for this suite
 
     def add(self, tid, outcome, reason=""):
         self.results[tid] = (outcome, reason)
 
-    def count(self, outcome, prefix=""):
-        return sum(1 for t, (o, _) in self.results.items() if o == outcome and t.startswith(prefix))
+    def count(self, outcome, part=""):
+        return sum(1 for t, (o, _) in self.results.items() if o == outcome and in_part(t, part))
 
-    def ran(self, prefix=""):
-        return sum(self.count(o, prefix) for o in ("passed", "failed", "xfailed"))
+    def ran(self, part=""):
+        return sum(self.count(o, part) for o in ("passed", "failed", "xfailed"))
+
+
+def in_part(tid, part):
+    """Whether test id tid is in part (a floor's key: SUITE/PROGRAM,
+    SUITE/FILE or SUITE/DIR): the id is the part itself or goes on with
+    ':' or '/' after it, so that c/test-rio does not take in
+    c/test-rio-rq:..., nor e2e/test_apps.py e2e/test_apps.pyx."""
+    return not part or tid == part or (tid.startswith(part) and tid[len(part)] in ":/")
+
+
+def timed(suite, fn, *args, **kw):
+    """Runs fn(suite, ...), adding its wall time to the suite's."""
+    start = time.monotonic()
+    try:
+        return fn(suite, *args, **kw)
+    finally:
+        suite.seconds += time.monotonic() - start
 
 
 def banner(text):
@@ -162,7 +205,8 @@ def run_c(suite, program, tests=(), env=None, name=None):
             if kind == "ok  ":
                 suite.add(tid, "passed")
             elif kind == "FAIL":
-                suite.add(tid, "failed")
+                # The runner's "timed out after N s": in the harness's form.
+                suite.add(tid, "failed", re.sub(r"^timed out after", "TIMEOUT after", reason))
             elif kind == "skip":
                 suite.add(tid, "skipped", reason)
             elif kind == "xfail":
@@ -171,6 +215,9 @@ def run_c(suite, program, tests=(), env=None, name=None):
             else:
                 suite.add(tid, "failed", "passes, but is marked as an expected failure")
                 suite.xfail_marks.append((tid, reason))
+            if kind in ("xfail", "XPASS") and not ISSUE.search(reason):
+                suite.problems.append(f"{tid}: an expected failure must name its issue, "
+                                      f"\"<the fault> (issue N)\", in its table row: '{reason}'")
         s = C_SUMMARY.match(line)
         if s:
             summary = [int(x or 0) for x in s.groups()]
@@ -252,7 +299,7 @@ def run_mutants(suite, names=""):
         # Interrupted, it gets SIGINT first: it stops its subset and
         # removes its copy of the tree.
         rc, _ = stream([sys.executable, MUTANTS, "--report", report, *(["--only", names] if names else [])],
-                       limit=C_LIMIT_S, grace=60)
+                       limit=MUTANTS_LIMIT_S, grace=60)
         try:
             with open(report) as f:
                 doc = json.load(f)
@@ -269,9 +316,11 @@ def run_mutants(suite, names=""):
         mark = f"expected to survive until branch {m['until']} lands: {m['why']} (issue 13)" if m["until"] else None
         if mark:
             suite.xfail_marks.append((tid, mark))
-        if m["status"] == "killed" and not mark:
+        if m["status"] == "killed-by-timeout":
+            suite.timeout_kills.append((tid, ", ".join(m["killed_by"])))
+        if m["status"] in ("killed", "killed-by-timeout") and not mark:
             suite.add(tid, "passed")
-        elif m["status"] == "killed":
+        elif m["status"] in ("killed", "killed-by-timeout"):
             suite.add(tid, "failed", "killed, but marked as expected to survive: remove the mark")
         elif m["status"] == "survived" and mark:
             suite.add(tid, "xfailed", mark)
@@ -305,19 +354,33 @@ def read_table(path):
         return [(n, line.strip()) for n, line in enumerate(f, 1) if line.strip() and not line.lstrip().startswith("#")]
 
 
-def check_floors(suites):
+def check_floors(suites, allow):
+    """The floors of the suites that ran (a floor of a suite this run does
+    not include, the mutants' in `make test`, is not checked). A test
+    counts when it ran (passed, failed, or failed as a strict expected
+    failure) or was skipped for a reason test/skips.allow allows: a floor
+    catches tests that vanish (not collected, not built, a selection that
+    takes none), and an allowed skip is a test that is there and says why
+    this machine cannot run it."""
     problems = []
     by_name = {s.name: s for s in suites}
     for n, line in read_table(FLOOR):
         key, _, num = line.rpartition(" ")
         key = key.strip()
-        name, _, prefix = key.partition("/")
-        if name not in by_name or not num.isdigit():
-            problems.append(f"test/floor.txt:{n}: '{line}' names no suite that ran")
+        name, _, part = key.partition("/")
+        if name not in SUITES or not num.isdigit():
+            problems.append(f"test/floor.txt:{n}: want 'SUITE[/PART] N' with a suite of {', '.join(SUITES)}, "
+                            f"got '{line}'")
             continue
-        ran = by_name[name].ran(key if prefix else "")
+        if name not in by_name:
+            continue
+        s = by_name[name]
+        ran = s.ran(key if part else "") + sum(1 for t, (o, r) in s.results.items()
+                                              if o == "skipped" and in_part(t, part and key)
+                                              and skip_allowed(t, r, allow))
         if ran < int(num):
-            problems.append(f"{key}: {ran} tests ran, fewer than the floor of {num} (test/floor.txt:{n})")
+            problems.append(f"{key}: {ran} tests ran (or skipped as test/skips.allow allows), fewer than "
+                            f"the floor of {num} (test/floor.txt:{n})")
     return problems
 
 
@@ -331,18 +394,34 @@ def allowed_skips():
     return rows
 
 
-def check_skips(suites):
-    allow = allowed_skips()
+def skip_allowed(tid, reason, allow):
+    return any(fnmatch.fnmatchcase(tid, p) and reason.startswith(r) for p, r in allow)
+
+
+def check_skips(suites, allow):
     problems = []
     skips = [(t, r) for s in suites for t, (o, r) in s.results.items() if o == "skipped"]
     if skips:
         print("\nskipped, with their reasons:")
     for tid, reason in skips:
-        ok = any(fnmatch.fnmatchcase(tid, p) and reason.startswith(r) for p, r in allow)
+        ok = skip_allowed(tid, reason, allow)
         print(f"  {tid}: {reason}{'' if ok else '   <- NOT in test/skips.allow'}")
         if not ok:
             problems.append(f"{tid}: skipped ({reason}), and test/skips.allow does not allow it")
     return problems
+
+
+def run_fuzz(suite, seconds, targets=()):
+    banner(f"{suite.name}: {seconds} s per target, at least {FUZZ_MIN_RUNS} inputs each")
+    run_c(suite, FUZZ, [FUZZ_BUILD, str(seconds), *targets], env={"FUZZ_MIN_RUNS": str(FUZZ_MIN_RUNS)}, name="")
+
+
+def run_asan(suite, asan):
+    err = build_asan(asan)
+    if err:
+        suite.problems.append(err)
+    else:
+        run_c_suite(suite, asan, ASAN_ENV)
 
 
 def main():
@@ -350,7 +429,10 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", nargs="?", default="build")
     ap.add_argument("asan", nargs="?", default="build-asan")
-    ap.add_argument("--only", action="append", default=[], metavar="SPEC")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--extra", action="store_true", help="the long fuzz and the mutants (make test-extra)")
+    which.add_argument("--all", action="store_true", help="every suite, the long fuzz (make test-all)")
+    which.add_argument("--only", action="append", default=[], metavar="SPEC")
     a = ap.parse_args()
     build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
     asan = os.path.join(ROOT, a.asan) if not os.path.isabs(a.asan) else a.asan
@@ -360,18 +442,17 @@ def main():
     def suite(name):
         return suites.setdefault(name, Suite(name))
 
-    if not a.only:
-        run_c_suite(suite("c"), build)
-        run_pytest(suite("e2e"), build, [E2E])
-        run_pytest(suite("e2e-spin"), build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
-        run_pytest(suite("compat"), build, [COMPAT], cwd=COMPAT)
-        run_mutants(suite("mutants"))
-        err = build_asan(asan)
-        if err:
-            suite("asan").problems.append(err)
-        else:
-            run_c_suite(suite("asan"), asan, ASAN_ENV)
-        run_c(suite("fuzz"), FUZZ, [FUZZ_BUILD, str(FUZZ_SECONDS)], name="")
+    if not a.only and not a.extra:  # make test, and the first part of make test-all
+        timed(suite("c"), run_c_suite, build)
+        timed(suite("e2e"), run_pytest, build, [E2E])
+        timed(suite("e2e-spin"), run_pytest, build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
+        timed(suite("compat"), run_pytest, build, [COMPAT], cwd=COMPAT)
+        timed(suite("asan"), run_asan, asan)
+        if not a.all:
+            timed(suite("fuzz"), run_fuzz, FUZZ_SMOKE_S)
+    if a.extra or a.all:
+        timed(suite("fuzz"), run_fuzz, FUZZ_LONG_S)
+        timed(suite("mutants"), run_mutants)
     asan_built = None  # for --only asan:...: built once, or why not
     for spec in a.only:
         kind, _, rest = spec.partition(":")
@@ -380,7 +461,7 @@ def main():
             d = build if kind == "c" else asan
             if kind == "asan":
                 if asan_built is None:
-                    asan_built = build_asan(asan) or ""
+                    asan_built = timed(suite(kind), lambda _s: build_asan(asan)) or ""
                 if asan_built:
                     suite(kind).problems.append(asan_built)
                     continue
@@ -388,35 +469,43 @@ def main():
             if not os.access(path, os.X_OK):
                 suite(kind).problems.append(f"{spec}: no program {path}")
                 continue
-            run_c(suite(kind), path, [t for t in tests.split(",") if t], ASAN_ENV if kind == "asan" else None)
+            timed(suite(kind), run_c, path, [t for t in tests.split(",") if t],
+                  ASAN_ENV if kind == "asan" else None)
         elif kind in ("e2e", "e2e-spin"):
-            run_pytest(suite(kind), build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
+            timed(suite(kind), run_pytest, build, shlex.split(rest), SPIN_ENV if kind == "e2e-spin" else None)
         elif kind == "compat":
-            run_pytest(suite(kind), build, shlex.split(rest), cwd=COMPAT)
+            timed(suite(kind), run_pytest, build, shlex.split(rest), cwd=COMPAT)
         elif kind == "fuzz":
-            run_c(suite(kind), FUZZ, [FUZZ_BUILD, str(FUZZ_SECONDS), *[t for t in rest.split(",") if t]], name="")
+            timed(suite(kind), run_fuzz, FUZZ_LONG_S, [t for t in rest.split(",") if t])
         elif kind == "mutants":
-            run_mutants(suite(kind), rest)
+            timed(suite(kind), run_mutants, rest)
         else:
             raise SystemExit(f"--only {spec}: want c:, asan:, e2e:, e2e-spin:, compat:, fuzz or mutants")
 
     all_suites = list(suites.values())
     problems = [p for s in all_suites for p in s.problems]
+    allow = allowed_skips()
     if a.only:
         if not any(s.ran() for s in all_suites):
             problems.append("the subset ran no test")
     else:
-        problems += check_floors(all_suites)
-    problems += check_skips(all_suites)
+        problems += check_floors(all_suites, allow)
+    problems += check_skips(all_suites, allow)
 
     marks = [m for s in all_suites for m in s.xfail_marks]
     print(f"\nstrict expected failures ({len(marks)}): each must fail; the run fails the day one passes")
     for tid, reason in marks:
         print(f"  {tid}: {reason}")
-    print("\nsuite      passed failed skipped xfailed")
+    slow = [k for s in all_suites for k in s.timeout_kills]
+    if slow:
+        print(f"\nmutants killed only by a timeout ({len(slow)}): counted as killed, but no check caught them; "
+              f"a test should")
+        for tid, by in slow:
+            print(f"  {tid}: {by}")
+    print("\nsuite      passed failed skipped xfailed  seconds")
     for s in all_suites:
         print(f"{s.name:10} {s.count('passed'):6} {s.count('failed'):6} {s.count('skipped'):7} "
-              f"{s.count('xfailed'):7}")
+              f"{s.count('xfailed'):7} {s.seconds:8.0f}")
     failures = [f"{t}{': ' + r if r else ''}" for s in all_suites for t, (o, r) in s.results.items()
                 if o == "failed"]
     if failures or problems:

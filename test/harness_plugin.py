@@ -13,6 +13,7 @@ _results = {}
 _collect_errors = []
 _xfail_marks = []
 _ISSUE = re.compile(r"\(issue \d+\)")
+_TIMEOUT = re.compile(r"Failed: Timeout \(?>([\d.]+)s")  # pytest-timeout's message (either form)
 
 
 def pytest_configure(config):
@@ -39,11 +40,29 @@ def pytest_collectreport(report):
         _collect_errors.append(report.nodeid or "(collection)")
 
 
+def _why(report):
+    """One line on why a test failed: the exception's message (pytest's
+    crash line), or the last line of the report. A failure by
+    pytest-timeout's limit starts with TIMEOUT (the harness's form for a
+    test stopped by a time limit rather than failed by a check)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        msg = (crash.message or "").strip().splitlines()
+        msg = msg[0] if msg else ""
+    else:
+        lines = str(report.longrepr).strip().splitlines() if report.longrepr else []
+        msg = lines[-1] if lines else ""
+    m = _TIMEOUT.match(msg)
+    if m:
+        return f"TIMEOUT after {m.group(1)} s (pytest-timeout), in {report.when}"
+    return f"{report.when}: {msg}"
+
+
 def pytest_runtest_logreport(report):
     r = _results.setdefault(report.nodeid, {"outcome": "passed", "reason": "", "ran": False})
     if report.failed:
         r["outcome"] = "failed"
-        r["reason"] = f"{report.when}: {str(report.longrepr).splitlines()[-1] if report.longrepr else ''}"
+        r["reason"] = _why(report)
     elif r["outcome"] == "failed":
         pass
     elif hasattr(report, "wasxfail"):

@@ -1,9 +1,16 @@
 /* A tiny test runner in the style of libuv's: each test runs in a forked
  * child with a timeout; LF_SKIP() skips with a reason, which the runner
  * prints ("skip NAME: reason") for the harness to check against
- * test/skips.allow. A test whose `xfail` names a known fault must fail
- * (it is counted as xfailed); if it passes, the run fails so that the mark
- * comes off. */
+ * test/skips.allow. A test whose `xfail` names a known fault and its issue
+ * ("... (issue N)", which the harness requires) must fail (it is counted
+ * as xfailed); if it passes, the run fails so that the mark comes off.
+ *
+ * The runner's own lines start in the first column: "ok   NAME",
+ * "FAIL NAME: why" (exit status N, killed by signal N, timed out after N s),
+ * "skip NAME: reason", "xfail NAME: mark", "XPASS NAME: mark", and the
+ * summary. A test's stdout and stderr (and its children's) go to a pipe,
+ * shown on the runner's stderr after "  | ", so that nothing a test prints
+ * can be taken for one of those. `PROGRAM --list` prints the test names. */
 #ifndef LF_TEST_RUNNER_H
 #define LF_TEST_RUNNER_H
 
@@ -21,7 +28,8 @@ struct lf_test {
 
 /* Runs the tests named on the command line (all without names); prints one
  * line per test and "N passed, N failed, N skipped[, N xfailed]". Returns
- * 0 when nothing failed, 1 when something did, 2 for an unknown name. */
+ * 0 when nothing failed, 1 when something did, 2 for an unknown name.
+ * With the one argument --list, prints each test's name and runs none. */
 int lf_test_main(const struct lf_test *tests, int argc, char **argv);
 
 /* Ends the running test as skipped, with the reason on stderr and to the

@@ -1,8 +1,8 @@
 /* `loopfast bench connect`: the table and the JSON of the runs. Each row is
  * the median connection rate over the repeats with its spread, the ratio to
  * plain TCP at the same number of clients (measured in the same run), and
- * for fast-path rows the share of sampled connections (both ends) that
- * really took the fast path. */
+ * for every TCP row the share of sampled connections (both ends) that
+ * really took the fast path, as the kernel shows them. */
 #include "cli.h"
 #include "connect.h"
 
@@ -103,7 +103,8 @@ void conn_report(const struct conn_row *rows, unsigned nrows, const struct conn_
 			fprintf(f, "  (%llu junk hellos)", (unsigned long long)s.flood);
 		fputc('\n', f);
 	}
-	fprintf(f, "\nfast: share of sampled connections (1 in 8, client and server ends) that took the fast path; "
+	fprintf(f, "\nfast: share of sampled connections (1 in 8, client and server ends) that took the fast path, "
+		   "from kernel state; "
 		   "client-only: the client opted in, the server did not (plain TCP expected); +flood: another uid "
 		   "floods the rendezvous with junk hellos from a CPU of its own (tcp+flood: what that CPU use costs "
 		   "plain TCP)\n");

@@ -3,11 +3,13 @@
  * connections in flight (non-blocking connect, 1-byte request, 1-byte
  * response, close, again), and for the flood row a flooder that, as another
  * uid when run as root, keeps the server's rendezvous full of junk hellos.
- * The fast-path rows count, on both ends, how many connections really took
- * the fast path (lf_fast_path_active), so that a silent fallback cannot pass
- * for a measurement. */
+ * Every TCP row counts, on both ends, how many connections really took
+ * the fast path, asking the kernel (kpath_fast_end: a Unix stream whose
+ * peer the other process holds), never loopfast itself, so that a silent
+ * fallback cannot pass for a measurement. */
 #include "connect.h"
 #include "internal.h"
+#include "kpath.h"
 #include "loopfast.h"
 
 #include <arpa/inet.h>
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,6 +33,10 @@
 const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
+
+/* The client's pid, which it writes before its first connect, in a shared
+ * page made before fork: the server's half of the kernel's verdict. */
+static volatile pid_t *client_pid;
 
 static double now_s(void)
 {
@@ -48,7 +55,7 @@ static void unix_name(struct sockaddr_un *sun, socklen_t *len, pid_t owner)
 
 /* Server: answers "y" to every byte, closes on EOF. Reports on `out`, when
  * told to stop (SIGTERM), how many connections it accepted and how many of
- * its sampled ones were on the fast path. */
+ * its sampled ones were on the fast path (the kernel's verdict). */
 static volatile sig_atomic_t stop;
 static void on_term(int sig) { (void)sig; stop = 1; }
 
@@ -94,7 +101,7 @@ static void serve(int path, int report)
 				while ((c = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 					if (accepted++ % SAMPLE_EVERY == 0 && path != CONN_UNIX) {
 						sampled++;
-						fast += lf_fast_path_active(c) == 1;
+						fast += kpath_fast_end(c, *client_pid) == 1;
 					}
 					epoll_ctl(ep, EPOLL_CTL_ADD, c, &(struct epoll_event){ .events = EPOLLIN, .data.fd = c });
 				}
@@ -145,6 +152,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 	}
 	if (!slots || ep < 0)
 		_exit(3);
+	*client_pid = getpid();
 
 	/* (Re)starts slot i: a new connection, connect in flight. */
 #define START(i) do { \
@@ -198,9 +206,9 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 				continue;
 			if (r == 1 && b == 'y') {
 				done++;
-				if (CONN_OPTED_IN(path) && seq++ % SAMPLE_EVERY == 0) {
+				if (path != CONN_UNIX && seq++ % SAMPLE_EVERY == 0) {
 					sampled++;
-					fast += lf_fast_path_active(s->fd) == 1;
+					fast += kpath_fast_end(s->fd, server) == 1;
 				}
 			} else {
 				errors++;
@@ -313,6 +321,13 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 	uint64_t sv[3];
 
 	memset(r, 0, sizeof(*r));
+	if (!client_pid) {
+		void *m = mmap(NULL, sizeof(*client_pid), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return r->err = -errno;
+		client_pid = m;
+	}
+	*client_pid = 0;
 	fflush(NULL);
 	if ((server = spawn(&srd)) == 0)
 		serve(path, srd);
@@ -333,7 +348,7 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 			r->flood = 0;
 	}
 	kill(server, SIGTERM);
-	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && CONN_OPTED_IN(path)) {
+	if (!e && read_full(srd, sv, sizeof(sv), 5000) == 0 && path != CONN_UNIX) {
 		/* Both ends: the client's samples and the server's. */
 		r->sampled += sv[1];
 		r->fast += sv[2];

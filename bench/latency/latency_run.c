@@ -5,9 +5,11 @@
  * tells the parent through a pipe once it does; the parent then forks the
  * sender, which connects. The fast path is negotiated exactly as an
  * application would: lf_enable_fast_path() on the listening socket before
- * accept and on the client socket before connect, then lf_fast_path_active()
- * on both connected sockets; a connection that is not on the fast path makes
- * the row unavailable, it is never reported as a fast-path figure. Nothing
+ * accept and on the client socket before connect. Each process then asks
+ * the kernel, not loopfast, whether its end took the fast path
+ * (kpath_fast_end: a Unix stream whose live peer the other process holds);
+ * a connection that is not on the fast path makes the row unavailable, it
+ * is never reported as a fast-path figure. Nothing
  * about a socket is cached across connect/accept (the fast path replaces the
  * file under the fd number).
  *
@@ -18,6 +20,7 @@
  * and kills both children when it passes or when one of them fails, so a row
  * can never hang the benchmark.
  */
+#include "kpath.h"
 #include "latency.h"
 #include "loopfast.h"
 
@@ -45,6 +48,7 @@ enum { SENDER, ECHOER };
 
 struct run_shared {
 	struct lat_side side[2];
+	pid_t sender;              /* written by the sender before it connects */
 	uint64_t samples[];
 };
 
@@ -112,17 +116,18 @@ static void set_nodelay(struct child *c, int fd, bool must)
 		child_exit(c, LAT_FAILED, "setsockopt(TCP_NODELAY): %s", strerror(errno));
 }
 
-/* After connect or accept: the fast-path rows must really be on it. */
-static void check_fastpath(struct child *c, int fd, const char *who)
+/* After connect or accept: the fast-path rows must really be on it, as the
+ * kernel shows it, at both ends (each end checks its own). */
+static void check_fastpath(struct child *c, int fd, const char *who, pid_t peer)
 {
 	int a, err;
 
 	if (!is_fastpath(c->tr))
 		return;
-	a = lf_fast_path_active(fd);
+	a = kpath_fast_end(fd, peer);
 	if (a != 1)
-		child_exit(c, LAT_UNAVAILABLE, "%s connection is not on the fast path (lf_fast_path_active = %s)",
-			   who, a < 0 ? lf_strerror(a) : a == 0 ? "0, plain TCP" : "?");
+		child_exit(c, LAT_UNAVAILABLE, "%s connection is not on the fast path (the kernel shows %s)",
+			   who, a < 0 ? strerror(-a) : "no Unix stream to the other process: plain TCP");
 	if (c->tr == LAT_FASTPATH_SPIN && (err = lf_set_spin(fd, c->o->spin_us)) < 0)
 		child_exit(c, LAT_UNAVAILABLE, "lf_set_spin(%u): %s", c->o->spin_us, lf_strerror(err));
 }
@@ -160,7 +165,7 @@ static int echoer_connect(struct child *c)
 	if (fd < 0)
 		child_exit(c, LAT_FAILED, "accept: %s", strerror(errno));
 	close(ls);
-	check_fastpath(c, fd, "accepted");
+	check_fastpath(c, fd, "accepted", c->sh->sender);
 	if (c->tr != LAT_UDS)
 		set_nodelay(c, fd, c->tr == LAT_TCP);
 	return fd;
@@ -192,7 +197,7 @@ static int sender_connect(struct child *c)
 		child_exit(c, LAT_UNAVAILABLE, "lf_enable_fast_path(client): %s", lf_strerror(err));
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		child_exit(c, LAT_FAILED, "connect: %s", strerror(errno));
-	check_fastpath(c, fd, "client");
+	check_fastpath(c, fd, "client", c->echoer);
 	set_nodelay(c, fd, c->tr == LAT_TCP);
 	return fd;
 }
@@ -221,6 +226,8 @@ static void child_main(struct child *c, int role)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGPIPE, SIG_IGN);
 	c->me = &c->sh->side[role];
+	if (role == SENDER)
+		c->sh->sender = getpid();
 	if (o->pin && o->cpu[role] >= 0) {
 		cpu_set_t set;
 

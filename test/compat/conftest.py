@@ -4,15 +4,19 @@ packages (scripts/compat-deps.sh installs them), both ends under
 ports and stopped by PID; and the proof, from kernel state, that a
 connection between two process trees is on the fast path.
 
-The proof (`await_fast`): `loopfast --json status` lists fast-path
-connections from sock_diag and /proc/PID/fd. A pair is a client row held
-by the client's process tree and a server row held by the server's tree
-whose endpoints mirror each other: the two ends of one connection, each a
-Unix stream in the process that uses it. Tests look while the client is
-made to hold its connection (it waits for its stdin, for a message or for a
-FIFO, or is blocked writing output the test has not read yet), never by
-timing."""
-import json
+The proof (`await_fast`, test/kernel.py): a Unix stream socket held by the
+client's process tree (/proc/PID/fd) whose peer, by sock_diag
+(UNIX_DIAG_PEER, what `ss -x` prints), is held by the server's tree: the
+two ends of one connection, each in the process that uses it. Plain TCP
+(`await_tcp`): a TCP connection whose two ends (inet_diag, `ss -t -e`)
+the two trees hold. loopfast's own report (`loopfast status`) is never
+asked. Tests look while the client is made to hold its connection (it
+waits for its stdin, for a message or for a FIFO, or is blocked writing
+output the test has not read yet), never by timing.
+
+Every test also fails if a program it started died of a signal the test
+did not send it, or if the kernel logged a fault (a segfault) while it
+ran (the autouse fixture `endings`)."""
 import os
 import pathlib
 import random
@@ -24,6 +28,9 @@ import tempfile
 import time
 
 import pytest
+
+import kernel
+from kernel import check_ending, expect_signal  # noqa: F401 (for the tests)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
@@ -55,6 +62,14 @@ def build():
     return BUILD
 
 
+@pytest.fixture(autouse=True)
+def endings():
+    """Every test: each program it started ended as over TCP (no death by
+    a signal the test did not send), and the kernel logged no fault while
+    it ran (test/kernel.py)."""
+    yield from kernel.watch()
+
+
 @pytest.fixture
 def tmp():
     """A temporary directory that servers dropping privileges (nginx's
@@ -72,23 +87,7 @@ def tmp():
 
 def tree(pid):
     """pid and all its descendants, now."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        if p not in out:
-            out.add(p)
-            todo.extend(children.get(p, []))
-    return out
+    return set(kernel.process_tree(pid))
 
 
 def _start_time(pid):
@@ -97,23 +96,6 @@ def _start_time(pid):
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
-
-
-def _socket_inodes(pids):
-    inodes = set()
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                t = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if t.startswith("socket:["):
-                inodes.add(int(t[8:-1]))
-    return inodes
 
 
 def _proc_addr(hexaddr):
@@ -128,7 +110,7 @@ def _proc_addr(hexaddr):
 def tcp_sockets(pids, state):
     """[(local, remote)] of the TCP sockets in state ("0A" LISTEN, "01"
     ESTABLISHED) held by pids, each endpoint an (address, port)."""
-    inodes = _socket_inodes(pids)
+    inodes = kernel.socket_inodes(pids)
     out = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
@@ -146,50 +128,47 @@ def listening(pids):
     return {local for local, _ in tcp_sockets(pids, "0A")}
 
 
-def status_json():
-    out = subprocess.run([str(LOOPFAST), "--json", "status"], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+def _dest(peer):
+    """(address, port) of "127.0.0.1:P" or "[::1]:P"."""
+    addr, port = peer.rsplit(":", 1)
+    return addr.strip("[]"), int(port)
 
 
-def fast_pairs(server_pid, client_pid, status=None):
-    """(client row, server row) of every fast-path connection between the
-    process trees of server_pid and client_pid. Rows are matched by mirrored
-    endpoints, each row used once: two live fast-path connections can show
-    the same client address (README: the doorbell's port is released), and
-    rows with the same endpoints are interchangeable for counting."""
-    conns = (status or status_json())["connections"]
-    spids, cpids = tree(server_pid), tree(client_pid)
-    servers = {}
-    for s in conns:
-        if s["role"] == "server" and s["pid"] in spids:
-            servers.setdefault((s["peer"], s["local"]), []).append(s)
-    pairs = []
-    for c in conns:
-        if c["role"] == "client" and c["pid"] in cpids and servers.get((c["local"], c["peer"])):
-            pairs.append((c, servers[(c["local"], c["peer"])].pop()))
-    return pairs
-
-
-def await_fast(server, client, count=1, peer=None, timeout=60):
-    """Waits until at least count fast-path connections join the process
-    trees of server and client (Popen objects) — to peer ("127.0.0.1:P" or
-    "[::1]:P") if given — and returns them. Fails if the client exits first
-    or after timeout seconds, showing what status saw."""
+def _await(kind, pairs_of, server, client, count, peer, timeout):
     deadline = time.monotonic() + timeout
+    addr, port = _dest(peer) if peer else (None, None)
     while True:
-        st = status_json()
-        pairs = [p for p in fast_pairs(server.pid, client.pid, st) if peer is None or p[0]["peer"] == peer]
+        pairs = pairs_of(kernel.process_tree(client.pid), kernel.process_tree(server.pid), port, addr)
         if len(pairs) >= count:
             return pairs
         gone = client.poll() is not None or server.poll() is not None
         if gone or time.monotonic() > deadline:
             why = "a process exited" if gone else f"not within {timeout} s"
             plain = [f"{a}:{p} -> {ra}:{rp}" for (a, p), (ra, rp) in tcp_sockets(tree(client.pid), "01")]
-            pytest.fail(f"{len(pairs)} of {count} fast-path connections between server {server.pid} and client "
-                        f"{client.pid} ({why}); the client's plain TCP connections: {plain}; "
-                        f"status: {json.dumps(st)}\n{tail(server)}\n{tail(client)}")
+            pytest.fail(f"{len(pairs)} of {count} {kind} connections between server {server.pid} and client "
+                        f"{client.pid} ({why}); the client's plain TCP connections: {plain}\n"
+                        f"{tail(server)}\n{tail(client)}")
         time.sleep(0.05)
+
+
+def await_fast(server, client, count=1, peer=None, timeout=60):
+    """Waits until at least count fast-path connections join the process
+    trees of server and client (Popen objects) — to peer ("127.0.0.1:P" or
+    "[::1]:P", which the client end's name carries) if given — and returns
+    them ([kernel.Pair]). Fails if a process exits first or after timeout
+    seconds."""
+    return _await("fast-path", kernel.unix_pairs, server, client, count, peer, timeout)
+
+
+def await_tcp(server, client, peer, count=1, timeout=60):
+    """The same for plain TCP connections to peer, both ends TCP sockets
+    held by the two trees; and none of the client's to peer is fast."""
+    pairs = _await("plain TCP", lambda c, s, port, addr: kernel.tcp_pairs(c, s, port, addr), server, client, count,
+                   peer, timeout)
+    addr, port = _dest(peer)
+    fast = kernel.unix_pairs(kernel.process_tree(client.pid), kernel.process_tree(server.pid), port, addr)
+    assert not fast, f"plain TCP expected to {peer}, yet on the fast path: {fast}"
+    return pairs
 
 
 def tail(proc, n=2000):
@@ -264,6 +243,12 @@ class Procs:
         pytest.fail(f"{name} exited with {p.returncode} before listening on {host}\n{tail(p)}")
 
     def stop(self, p, sig=signal.SIGTERM, timeout=20):
+        """Stops p with sig (SIGKILL after timeout seconds) and whatever it
+        left behind; fails if it had died of a signal the test did not send."""
+        self._halt(p, sig, timeout)
+        check_ending(p)
+
+    def _halt(self, p, sig=signal.SIGTERM, timeout=20):
         family = {(pid, _start_time(pid)) for pid in tree(p.pid) - {p.pid}}
         if p.poll() is None:
             p.send_signal(sig)
@@ -280,8 +265,9 @@ class Procs:
                     pass
 
     def stop_all(self):
+        # How each ended is checked after (the fixture `endings`), for all.
         for p in reversed(self.started):
-            self.stop(p)
+            self._halt(p)
             for f in (p.stdin, p.stdout):
                 if f:
                     f.close()
@@ -332,7 +318,7 @@ http {{
     uwsgi_temp_path {tmp}/nginx-uwsgi;
     scgi_temp_path {tmp}/nginx-scgi;
     server {{
-        listen {host}:{port}{listen_opts};
+        listen {listen}{listen_opts};
         root {tmp}/www;
 {server}
     }}
@@ -340,16 +326,19 @@ http {{
 """
 
 
-def start_nginx(procs, tmp, server="", listen_opts="", host="127.0.0.1"):
+def start_nginx(procs, tmp, server="", listen_opts="", host="0.0.0.0"):
     """nginx (a master and two www-data workers) under `loopfast run`,
-    serving tmp/www; server is extra text for the server block. Returns
-    (Popen of the master, port)."""
+    serving tmp/www; server is extra text for the server block. It listens
+    as most configurations do, `listen PORT` (every IPv4 address), unless
+    host says otherwise ("::" is `listen [::]:PORT`, IPv6 only as nginx
+    sets it). Returns (Popen of the master, port)."""
     need("nginx")
     (tmp / "www").mkdir(exist_ok=True)
 
     def argv(port):
         conf = tmp / "nginx.conf"
-        conf.write_text(NGINX_CONF.format(tmp=tmp, host=url_host(host), port=port, listen_opts=listen_opts,
+        listen = port if host == "0.0.0.0" else f"{url_host(host)}:{port}"
+        conf.write_text(NGINX_CONF.format(tmp=tmp, listen=listen, listen_opts=listen_opts,
                                           server=server))
         return lf("nginx", "-p", tmp, "-c", conf, "-e", tmp / "nginx-error.log")
 

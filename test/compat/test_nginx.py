@@ -1,4 +1,6 @@
-"""nginx (a master and two www-data workers) with curl and wrk."""
+"""nginx (a master and two www-data workers) with curl and wrk; nginx
+listens as most configurations have it (`listen PORT`: every IPv4
+address), and also on one address (IPv4 and IPv6) and on [::]."""
 import hashlib
 import os
 import re
@@ -28,10 +30,12 @@ end
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
-def test_curl_downloads_a_file(procs, tmp, host):
+@pytest.mark.parametrize("listen,host", [("0.0.0.0", "127.0.0.1"), ("::", "::1"), ("127.0.0.1", "127.0.0.1"),
+                                         ("::1", "::1")],
+                         ids=["listen-port", "listen-v6-any", "v4-loopback", "v6-loopback"])
+def test_curl_downloads_a_file(procs, tmp, listen, host):
     need("curl")
-    srv, port = start_nginx(procs, tmp, host=host)
+    srv, port = start_nginx(procs, tmp, host=listen)
     data = os.urandom(16 << 20)
     (tmp / "www" / "blob.bin").write_bytes(data)
     # curl cannot finish, nor close its connection, before the test reads

@@ -1,4 +1,5 @@
-"""node: an http server and an http client (progs/http.js)."""
+"""node: an http server listening on every address (`listen(port)` with
+no host: [::], dual-stack) and an http client to 127.0.0.1 (progs/http.js)."""
 import hashlib
 import os
 import pathlib
@@ -17,7 +18,7 @@ def test_node_http_server_and_client(procs, tmp):
     data = os.urandom(8 << 20)
     (tmp / "blob.bin").write_bytes(data)
     srv, port = procs.serve("node-server", lambda _: lf("node", PROGS / "http.js", "server", tmp / "blob.bin"),
-                            port=0)
+                            host="::", port=0)
     cli = procs.start("node-client", lf("node", PROGS / "http.js", "client", port),
                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     # The client reads the body only after its stdin ends.

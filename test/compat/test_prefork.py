@@ -29,8 +29,8 @@ def test_gunicorn_prefork_workers(procs, tmp):
                            stdout=subprocess.PIPE) for i in range(WORKERS)]
     workers = set()
     for cli in clients:
-        ((_, s),) = await_fast(srv, cli, peer=f"127.0.0.1:{port}")
-        workers.add(s["pid"])
+        (pair,) = await_fast(srv, cli, peer=f"127.0.0.1:{port}")
+        workers.add(pair.server_pid)
     assert len(workers) == WORKERS and srv.pid not in workers, workers
     for cli in clients:
         out = finish(cli)

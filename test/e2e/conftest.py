@@ -14,10 +14,13 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
 import pytest
+
+import kernel
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
@@ -113,10 +116,20 @@ def readline(proc, timeout=30, stream=None):
 
 
 def stop(proc, timeout=30):
-    """Kills proc (if still running) and reaps it, with a deadline."""
+    """Kills proc (if still running) and reaps it, with a deadline; fails
+    the test if it had died of a signal the test did not send it."""
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=timeout)
+    check_ending(proc)
+
+
+@pytest.fixture(autouse=True)
+def endings():
+    """Every test: each program it started ended as over TCP (no death by
+    a signal the test did not send), and the kernel logged no fault
+    (segfault, general protection, traps) while it ran (test/kernel.py)."""
+    yield from kernel.watch()
 
 
 def io_uring_unavailable():
@@ -158,85 +171,17 @@ def need_io_uring():
         pytest.skip(why)
 
 
-# Fast path, from kernel state. A fast-path client's socket is a connected
-# Unix stream bound to "@loopfast/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/...";
-# its peer, the server's end, carries the listener's rendezvous name
-# "@loopfast/L/...". Which process holds each comes from /proc/PID/fd, the
-# pairing from sock_diag (`ss -x`, which prints each Unix socket's inode and
-# its peer's). A change of the names' format must change this too.
-
-def unix_sockets():
-    """{inode: (name, peer inode)} of every connected Unix stream socket."""
-    out = subprocess.run(["ss", "-H", "-x", "-n", "state", "connected"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
-    socks = {}
-    for line in out.splitlines():
-        # Netid State Recv-Q Send-Q Local-name Local-inode Peer-name Peer-inode
-        # (loopfast's names have no spaces; others' may, and are not needed)
-        f = line.split()
-        if len(f) < 8 or f[0] != "u_str":
-            continue
-        try:
-            socks[int(f[-3])] = (f[-4], int(f[-1]))
-        except ValueError:
-            continue
-    return socks
-
-
-def socket_inodes(pids):
-    """{inode: pid} of the sockets that pids hold."""
-    held = {}
-    for pid in pids:
-        d = f"/proc/{pid}/fd"
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for fd in names:
-            try:
-                t = os.readlink(f"{d}/{fd}")
-            except OSError:
-                continue
-            if t.startswith("socket:["):
-                held[int(t[8:-1])] = pid
-    return held
-
-
-def process_tree(pid):
-    """pid and all its descendants (servers fork workers and backends)."""
-    children = {}
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(p))
-    tree, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        tree.append(p)
-        todo.extend(children.get(p, []))
-    return tree
+# Fast path and plain TCP, from kernel state: test/kernel.py (shared with
+# test/compat). The names here are the ones the tests import.
+unix_sockets, socket_inodes, process_tree = kernel.unix_sockets, kernel.socket_inodes, kernel.process_tree
+expect_signal, check_ending = kernel.expect_signal, kernel.check_ending
 
 
 def fast_path_pairs(client_pids, server_pids, port):
     """The fast-path connections to port whose client end one of
     client_pids holds and whose server end one of server_pids holds, as
     [(client inode, server inode)], read from the kernel."""
-    socks = unix_sockets()
-    clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
-    # The client's name pins the port; the server's end need only be a
-    # rendezvous's (a version number may follow "loopfast/").
-    cname = re.compile(r"@loopfast/(\d+/)?C/[46]/[^/]+/\d+/[^/]+/%d/" % port)
-    sname = re.compile(r"@loopfast/(\d+/)?L/")
-    pairs = []
-    for ino in clients:
-        name, peer = socks.get(ino, ("", 0))
-        if cname.match(name) and peer in servers and sname.match(socks.get(peer, ("", 0))[0]):
-            pairs.append((ino, peer))
-    return pairs
+    return [(p.client_ino, p.server_ino) for p in kernel.unix_pairs(client_pids, server_pids, port)]
 
 
 def wait_fast_path(client, server_pid, port, want=1, timeout=30):
@@ -269,22 +214,15 @@ def tcp_connections(client_pids, port):
 
 
 def wait_path(client, server_pid, port, mode, want=1, timeout=30):
-    """wait_fast_path for mode "loopfast"; for "tcp", waits until the client
-    holds `want` TCP connections to port and checks none is on the fast
-    path (the control for the same test run under loopfast)."""
+    """wait_fast_path for mode "loopfast"; for "tcp", wait_tcp: `want`
+    TCP connections to port, both ends held by the client and the server's
+    tree, none on the fast path (the control for the same test run under
+    loopfast)."""
     if mode == "loopfast":
         return wait_fast_path(client, server_pid, port, want, timeout)
-    deadline = time.monotonic() + timeout
-    while len(tcp_connections(process_tree(client.pid), port)) < want:
-        if client.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"{client.args!r}: fewer than {want} TCP connection(s) to port {port} seen")
-        time.sleep(0.05)
-    pairs = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
-    assert not pairs, f"plain TCP run, yet on the fast path: {pairs}"
+    wait_tcp(client, server_pid, port, want, timeout)
     return []
 
-
-import tempfile  # noqa: E402 (appended with the fixtures that use it)
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
@@ -315,27 +253,9 @@ def shared_build(build):
 
 
 def tcp_pairs(client_pids, server_pids, port):
-    """The plain TCP connections to port whose client end one of
-    client_pids holds and whose server end one of server_pids holds, as
-    [(client inode, server inode)], read from the kernel (sock_diag via
-    `ss -t -e`: each socket's addresses and inode; the two ends of one
-    connection have each other's addresses)."""
-    out = subprocess.run(["ss", "-H", "-t", "-n", "-e", "state", "established"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
-    clients, servers = socket_inodes(client_pids), socket_inodes(server_pids)
-    by_ends = {}
-    for line in out.splitlines():
-        f = line.split()
-        m = re.search(r"\bino:(\d+)", line)
-        if len(f) >= 4 and m:
-            by_ends[(f[2], f[3])] = int(m.group(1))  # Recv-Q Send-Q Local Peer ...
-    pairs = []
-    for (local, peer), ino in by_ends.items():
-        if ino in clients and peer.rsplit(":", 1)[1] == str(port):
-            other = by_ends.get((peer, local))
-            if other in servers:
-                pairs.append((ino, other))
-    return pairs
+    """[(client inode, server inode)] of the plain TCP connections to port
+    held by client_pids and server_pids (kernel.tcp_pairs)."""
+    return [(p.client_ino, p.server_ino) for p in kernel.tcp_pairs(client_pids, server_pids, port)]
 
 
 def wait_tcp(client, server_pid, port, want=1, timeout=30, fast=0):

@@ -2,12 +2,21 @@
 connections without errors, the fast-path rows really took the fast path
 (the benchmark's own sample of kernel state), the rows that must not did
 not, the JSON holds what the table shows, and bad input is refused with one
-line. Timings are never asserted: rates are only checked to be positive."""
+line. The bench's verdict is itself checked against the kernel: while it
+runs, the kernel shows fast-path connections (connected Unix pairs bound to
+loopfast's name for its server's port) for the fast row and only TCP ones
+for client-only, and under a library that lies about the
+path (bench_kernel.liar) the fast row reports 0%. Timings are never
+asserted: rates are only checked to be positive."""
 import json
 import os
 import subprocess
+import time
 
 import pytest
+
+from bench_kernel import liar, liar_env, listening_port, to_port
+from conftest import process_tree
 
 BUILD = os.environ.get("LOOPFAST_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 LOOPFAST = os.path.join(BUILD, "loopfast")
@@ -72,3 +81,55 @@ def test_bad_input_is_one_line(args, words):
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], r.stderr
+
+
+def watch(path, seconds=3.0, env=None):
+    """Runs one row of `path` for `seconds` with 20 clients, looking at the
+    kernel while it runs: returns (its JSON row, the most fast-path and the
+    most established TCP connections to its server's port seen at once)."""
+    p = subprocess.Popen([LOOPFAST, "--json", "bench", "connect", "--paths", path, "--clients", "20", "--time",
+                          str(seconds), "--warmup", "0", "--repeat", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    port, most_fast, most_tcp = None, 0, 0
+    try:
+        while p.poll() is None:
+            port = port or listening_port([k for k in process_tree(p.pid) if k != p.pid])
+            if port:
+                fast, tcp = to_port(port)
+                most_fast, most_tcp = max(most_fast, fast), max(most_tcp, tcp)
+            time.sleep(0.02)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert port, "the bench's server was never seen listening"
+    (row,) = json.loads(out)["rows"]
+    assert row["path"] == path and row["errors"] == 0, row
+    return row, most_fast, most_tcp
+
+
+def test_fast_row_verdict_agrees_with_the_kernel():
+    """The fast row says 100%; the kernel shows fast-path connections to
+    its server while it runs."""
+    row, fast, _ = watch("fast")
+    assert row["fast_share"] >= 0.99, row
+    assert fast > 0, "the bench said fast; the kernel showed no fast-path connection to its server"
+
+
+def test_client_only_verdict_agrees_with_the_kernel():
+    """client-only (the server did not opt in) says 0%; the kernel shows
+    TCP connections to its server and no fast-path one."""
+    row, fast, tcp = watch("client-only")
+    assert row["fast_share"] == 0, row
+    assert fast == 0 and tcp > 0, (fast, tcp)
+
+
+def test_a_lying_library_does_not_fool_the_bench(tmp_path):
+    """Under a library that opts nothing in yet says every connection is on
+    the fast path, the fast row took plain TCP (the kernel shows TCP and no
+    Unix pair) and the bench says so: 0%, not loopfast's 100%."""
+    row, fast, tcp = watch("fast", seconds=1.0, env=liar_env(liar(tmp_path)))
+    assert fast == 0 and tcp > 0, (fast, tcp)
+    assert row["fast_share"] == 0, row

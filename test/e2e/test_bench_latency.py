@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import io_uring_unavailable
+from bench_kernel import liar, liar_env, unix_pairs
+from conftest import io_uring_unavailable, process_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
@@ -136,6 +137,39 @@ def test_fastpath_rows_are_really_on_the_fast_path(tiny):
     assert len(fast) == 7, fast
     for row in fast:
         check_row_ran(row)
+
+
+def test_fastpath_row_is_a_unix_pair_in_the_kernel():
+    """While a fast-path row's sender is stuck after connecting, the kernel
+    shows its one connection as a Unix stream pair between the bench's two
+    processes (the bench's own verdict is not asked)."""
+    p = subprocess.Popen([str(LOOPFAST), "--json", "bench", "latency", "--count", "100", "--warmup", "10",
+                          "--repeat", "1", "--timeout", "20", "--styles", "block", "--transports", "fastpath"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, LOOPFAST_BENCH_LATENCY_STALL="sender"))
+    try:
+        deadline, pairs = time.monotonic() + 15, []
+        while not pairs and time.monotonic() < deadline and p.poll() is None:
+            kids = [k for k in process_tree(p.pid) if k != p.pid]
+            pairs = unix_pairs(kids) if len(kids) == 2 else []
+            time.sleep(0.05)
+        assert len(pairs) == 1, pairs
+    finally:
+        p.kill()
+        p.communicate(timeout=30)
+
+
+def test_a_lying_library_does_not_fool_the_bench(tmp_path):
+    """Under a library that opts nothing in yet says every connection is on
+    the fast path, the fast-path rows ran on plain TCP, and the bench says
+    so: unavailable, "not on the fast path", never a fast-path figure."""
+    r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block",
+              "--transports", "tcp,fastpath,fastpath-spin", env=liar_env(liar(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    rows = {x["transport"]: x for x in json.loads(r.stdout)["rows"]}
+    assert rows["tcp"]["status"] == "ok", rows["tcp"]
+    for t in ("fastpath", "fastpath-spin"):
+        assert rows[t]["status"] == "unavailable" and "not on the fast path" in rows[t]["reason"], rows[t]
 
 
 def test_table_lists_every_row():

@@ -1,9 +1,17 @@
 """Every socket behaviour the fast path touches, run by the same unmodified
 program over plain TCP and under `loopfast run`: the observable transcript
 must be identical, and under loopfast the connections must really be Unix
-streams (checked from /proc/net/unix by the probe). Lines that start with
-"#" are notes, not compared: "#path" lines name each connection's path
-(checked below), others carry counts that depend on timing.
+streams. Lines that start with "#" are notes, not compared: "#path WHO PATH
+INODE peer INODE" lines name each connection's path as the kernel shows it
+(the probe proves "unix" with sock_diag: a connected Unix stream whose peer
+a process of the probe's own process group holds; "tcp": a connected TCP
+socket whose reversed 4-tuple is a TCP socket too), and where a scenario
+prints both ends of one connection the two must be each other's peers;
+others carry counts that depend on timing.
+
+The core scenarios run again with listeners on 0.0.0.0, [::] (dual-stack,
+with IPv4 and IPv6 clients, and IPV6_V6ONLY) and 127.0.0.2, as servers
+really listen.
 
 Where the fast path answers differently from TCP by design, the difference
 is written down here, in README's "Where it differs from TCP" and in
@@ -142,14 +150,30 @@ class FastPathDiffers(AssertionError):
 KNOWN = {}
 
 
-def run(mode, scenario, family, spin=None):
-    env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"))
+def run(mode, scenario, family, spin=None, listen="lo"):
+    """The probe's transcript (lines not starting with "#"), its "#path"
+    lines as (who, path, inode, peer inode) (the inodes None where the
+    probe gives none) and its whole output. Each run has a process group
+    of its own: the probe's proof of "unix" looks for the peer there."""
+    env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"), LFPROBE_LISTEN=listen)
     p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
-                       timeout=60, env=env)
+                       timeout=60, env=env, process_group=0)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
-    paths = [tuple(l.split()[1:3]) for l in lines if l.startswith("#path ")]
+    paths = []
+    for f in (l.split() for l in lines if l.startswith("#path ")):
+        inodes = (int(f[3]), int(f[5])) if len(f) == 6 and f[4] == "peer" else (None, None)
+        paths.append((f[1], f[2], *inodes))
     return [l for l in lines if not l.startswith("#")], paths, p.stdout
+
+
+def check_pairs(paths, out):
+    """A client end printed just before its server end ("client" then
+    "server", or "X-client" then "X-server") is that end's peer and the
+    other way round, by the kernel's inodes."""
+    for (cw, _, cino, cpeer), (sw, _, sino, speer) in zip(paths, paths[1:]):
+        if cw.endswith("client") and sw == cw[:-6] + "server" and cino is not None:
+            assert (cpeer, speer) == (sino, cino), f"{cw} and {sw} are not each other's peers\n{out}"
 
 
 def cases():
@@ -181,23 +205,44 @@ def compare(scenario, tcp, lf, lf_out):
     return used
 
 
-@pytest.mark.parametrize("scenario,family", list(cases()))
-def test_same_as_tcp(build, scenario, family):
+def same_as_tcp(scenario, family, listen="lo"):
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
-    tcp, tcp_paths, _ = run("tcp", scenario, family)
+    tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen)
     for line in MUST_SHOW.get(scenario, []):
         assert any(line in l for l in tcp), f"plain TCP did not show {line!r}: the scenario's setup failed\n" + \
             "\n".join(tcp)
-    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin)
+    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen)
     used = compare(scenario, tcp, lf, lf_out)
     assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \
         f"documented differences that did not occur: {set(range(len(DOCUMENTED[scenario]))) - used}"
-    assert all(p == "tcp" for _, p in tcp_paths)
+    assert all(p == "tcp" for _, p, _, _ in tcp_paths), tcp_out
     want = EXPECTED_LOOPFAST_PATH.get(scenario, "unix")
-    for who, p in lf_paths:
-        assert p == (want.get(who, "unix") if isinstance(want, dict) else want), lf_paths
+    for who, p, _, _ in lf_paths:
+        assert p == (want.get(who, "unix") if isinstance(want, dict) else want), lf_out
+    check_pairs(tcp_paths, tcp_out)
+    check_pairs(lf_paths, lf_out)
     if scenario != "connect-refused":
         assert lf_paths, "the scenario reported no connection"
+
+
+@pytest.mark.parametrize("scenario,family", list(cases()))
+def test_same_as_tcp(build, scenario, family):
+    same_as_tcp(scenario, family)
+
+
+# The core of the matrix (connect blocking and not, read/write and
+# vectored I/O, poll/select/epoll readiness and timeouts, half-close,
+# names, a peer killed), with listeners where servers really listen
+# (LFPROBE_LISTEN, see probe.c): 0.0.0.0 and [::] (dual-stack), an IPv4
+# client to a dual-stack [::], [::] with IPV6_V6ONLY, and 127.0.0.2.
+CORE = ["names", "connect-nonblock", "vectored", "readiness", "halfclose", "sigkill"]
+LISTENERS = [("any", "4"), ("any", "6"), ("dual", "4"), ("v6only", "6"), ("lo2", "4")]
+
+
+@pytest.mark.parametrize("listen,family", LISTENERS, ids=[f"{k}-v{f}" for k, f in LISTENERS])
+@pytest.mark.parametrize("scenario", CORE)
+def test_listener_kinds(build, scenario, listen, family):
+    same_as_tcp(scenario, family, listen)
 
 
 def test_every_documented_option_is_in_the_matrix(build):
@@ -230,16 +275,33 @@ def test_one_end_not_opted_in_gets_plain_tcp(build, server_mode, client_mode):
         stop(srv)
 
 
+def path_line(text, who):
+    """(path, inode, peer inode) of the first "#path WHO" line in text."""
+    m = re.search(r"^#path %s (\S+) (\d+) peer (\d+)$" % who, text, re.M)
+    assert m, f"no #path {who} line in:\n{text}"
+    return m[1], int(m[2]), int(m[3])
+
+
 def test_both_ends_in_different_processes(build):
-    srv = subprocess.Popen(wrap("loopfast", [str(PROBE), "serve-echo", "1"]), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
+    """A server and a client started on their own, in one process group:
+    each end is the other's peer. A second client in a group of its own
+    is not "unix" for the probe (its peer is outside its group), so the
+    probe's proof does look at who holds the peer."""
+    srv = subprocess.Popen(wrap("loopfast", [str(PROBE), "serve-echo", "2"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, process_group=0)
     try:
         port = readline(srv).strip()
-        cli = subprocess.run(wrap("loopfast", [str(PROBE), "client-echo", port]), capture_output=True,
-                             text=True, timeout=30)
-        assert cli.returncode == 0, cli.stdout + cli.stderr
-        assert "echo ok" in cli.stdout and "#path client unix" in cli.stdout, cli.stdout + cli.stderr
+        outs = []
+        for group in (srv.pid, 0):
+            cli = subprocess.run(wrap("loopfast", [str(PROBE), "client-echo", port]), capture_output=True,
+                                 text=True, timeout=30, process_group=group)
+            assert cli.returncode == 0 and "echo ok" in cli.stdout, cli.stdout + cli.stderr
+            outs.append(cli.stdout)
         srv.wait(timeout=30)
-        assert "#path server unix" in srv.stderr.read()
+        err = srv.stderr.read()
+        c_path, c_ino, c_peer = path_line(outs[0], "client")
+        s_path, s_ino, s_peer = path_line(err, "server")
+        assert (c_path, s_path) == ("unix", "unix") and (c_peer, s_peer) == (s_ino, c_ino), outs[0] + err
+        assert path_line(outs[1], "client")[0] == "unix-peer-not-ours", outs[1]
     finally:
         stop(srv)

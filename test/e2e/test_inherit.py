@@ -466,11 +466,16 @@ def test_systemd_socket_activation(build, env):
         log = Log()
         pids = lambda: process_tree(srv.pid)  # noqa: E731 (systemd-socket-activate execs the server)
         # The first client's connection starts the server.
-        for i, mode in enumerate(["loopfast", "tcp", "loopfast", "loopfast", "tcp", "loopfast"]):
-            held(log, f"one at a time #{i}", mode, LINE_CLIENT, port, pids, server_says=accepts)
+        modes = ["loopfast", "tcp", "loopfast", "loopfast", "tcp", "loopfast"]
+        paths = [held(log, f"one at a time #{i}", mode, LINE_CLIENT, port, pids, server_says=accepts)
+                 for i, mode in enumerate(modes)]
         batch(log, "together", ["loopfast", "tcp"] * 4, LINE_CLIENT, port, server_says=accepts)
         log.notes.append("server: " + loopfast_in(srv.pid))
         log.check(lambda a: a.startswith("answer served hello "))
+        # The activated server keeps loopfast (its listener came from a
+        # process under it): each held loopfast client on the fast path,
+        # both ends read from the kernel (ends()), each plain one on TCP.
+        assert paths == [{"loopfast": "fast", "tcp": "tcp"}[m] for m in modes], list(zip(modes, paths))
         assert srv.poll() is None, "the server exited"
         print("server's stderr:", "".join(errors)[-3000:])
     finally:

@@ -5,18 +5,20 @@ connect bounded by SO_SNDTIMEO (EINPROGRESS), and a program that closes or
 overwrites every descriptor it has, loopfast's own included, between two
 connects, a connection reset before anyone claimed it (connected, or
 still connecting), a client that forks before it reads, and glibc's set*id
-signal during a blocking read, and a listener that defers its accepts.
+signal during a blocking read, a listener that defers its accepts, and a
+signal set to SIG_DFL or SIG_IGN with SA_SIGINFO, then raised.
 Not attacks (a program can only do this to itself), but each
 once made loopfast hang; the scripts are in attack/ with the attacks'."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import readline, stop, wrap
+from conftest import expect_signal, readline, stop, wrap
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
@@ -190,3 +192,29 @@ def test_defer_accept_listener_stays_tcp(build, fam):
     outs, errs = both_ways("defer_accept.py", fam)
     assert outs["tcp"] == {"path": "tcp", "read": "x"}, outs  # the control
     assert outs["loopfast"] == {"path": "tcp", "read": "x"}, (outs, errs)
+
+
+SA_SIGINFO, SA_RESTART, SA_RESETHAND = 0x4, 0x10000000, 0x80000000
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGUSR1"])
+@pytest.mark.parametrize("disp", ["dfl", "ign"])
+@pytest.mark.parametrize("flags", [0, SA_SIGINFO, SA_SIGINFO | SA_RESTART | SA_RESETHAND], ids=["none", "siginfo",
+                                                                                             "siginfo-restart-reset"])
+def test_default_and_ignored_signals_end_as_without_loopfast(build, sig, disp, flags):
+    # Over TCP a program's signal dispositions are the kernel's business:
+    # SIG_DFL kills with that signal, SIG_IGN ignores it, whatever the
+    # flags. Under loopfast every sigaction goes through its wrapper; a
+    # SIG_DFL or SIG_IGN with SA_SIGINFO once got its trampoline, which
+    # called address 0 or 1 (SIGSEGV: how php-fpm's workers died when
+    # stopped during a request).
+    ends = {}
+    for mode in ("tcp", "loopfast"):
+        p = subprocess.Popen(wrap(mode, [PY, os.path.join(ATTACK, "sigdisp.py"), sig, disp, str(flags)]),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        expect_signal(p, signal.Signals[sig])  # it raises it itself
+        out, err = p.communicate(timeout=60)
+        ends[mode] = (p.returncode, out)
+    want = (-signal.Signals[sig], None) if disp == "dfl" else (0, "alive")
+    assert ends["tcp"][0] == want[0] and (want[1] is None or want[1] in ends["tcp"][1]), ends  # the control
+    assert ends["loopfast"] == ends["tcp"], ends

@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+import kernel
 from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wrap
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
@@ -258,14 +259,26 @@ def result(proc, timeout=60):
     return json.loads(readline(proc, timeout))
 
 
-def run_clients(attacker, fam, port, n, *opts, timeout=180):
+def run_clients(attacker, fam, port, n, *opts, timeout=180, server=None):
     """attack/clients.py: n legitimate clients (root, under loopfast);
     returns its report. The script bounds every socket call itself; the
-    timeout here only catches a script that hangs as a whole."""
-    cl = as_root(attacker, "clients", fam, port, n, *opts)
+    timeout here only catches a script that hangs as a whole. With server
+    (the server's pid), all n connect at once and hold their connections
+    after a first round trip while the test counts, from kernel state,
+    how many are on the fast path at both ends (report["kernel_fast"])
+    and how many on plain TCP at both ends ("kernel_tcp"); then each does
+    a second round trip."""
+    cl = as_root(attacker, "clients", fam, port, n, *opts, *(["--phases", 2] if server else []))
     try:
+        if server:
+            assert readline(cl, timeout).split()[0] == "phase1"
+            pairs = fast_path_pairs(process_tree(cl.pid), process_tree(server), port)
+            tcp = kernel.tcp_pairs(process_tree(cl.pid), process_tree(server), port)
+            send_line(cl)
         out = json.loads(readline(cl, timeout))
         cl.wait(timeout=30)
+        if server:
+            out["kernel_fast"], out["kernel_tcp"] = len(pairs), len(tcp)
         return out
     finally:
         stop(cl)
@@ -343,12 +356,17 @@ def test_watcher_race_hijacks_nothing(build, attacker, fam, decoy):
     # and queues two forged hellos naming each at once; with decoys it also
     # holds a UDP socket bound and connected to each victim's endpoints and
     # tries a TCP socket on the victim's port. Meanwhile 200 fast-path
-    # clients each check the echo of their own random bytes.
+    # clients each check the echo of their own random bytes. The forged
+    # hellos are refused, and cost the legitimate clients nothing: all of
+    # them are on the fast path (the kernel's SO_DOMAIN at their end), and
+    # 20 more, held at once while the attack goes on, at both ends (kernel
+    # state).
     srv, port, ino, _ = echo_server(attacker, fam)
     watch = attacker("watcher", fam, port, ino, "--hellos", 2, "--decoy", decoy)
     try:
         assert readline(watch).strip() == "ready"
         out = run_clients(attacker, fam, port, 200, "--conc", 20)
+        held = run_clients(attacker, fam, port, 20, server=srv.pid)
         time.sleep(0.2)  # let the watcher meet the last clients' ports (more attack, not a wait for a result)
         got = result(watch)
     finally:
@@ -358,7 +376,8 @@ def test_watcher_race_hijacks_nothing(build, attacker, fam, decoy):
     print(f"clients: {out['outcomes']}, {out['fast']} on the fast path; attacker named {len(named)} of their "
           f"ports with {got['hellos']} hellos ({got['refused']} refused), decoys {got['decoys']}")
     assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
-    assert out["fast"] > 0, "no client on the fast path: nothing to hijack"
+    assert out["fast"] == 200, out
+    assert held["outcomes"] == {"ok": 20} and held["fast"] == 20 and held["kernel_fast"] == 20, held
     # The attack was in place: it named real clients' connections.
     assert named and got["hellos"] > 0, got
     if decoy != "none":
@@ -438,8 +457,11 @@ def test_stash_takes_nothing_from_another_uid(build, attacker):
 def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     # The attacker keeps `keep` junk hellos of every kind queued on the
     # rendezvous (5000: more than its backlog, so it stays full), refilling
-    # as the server drains them. 200 clients must all be served; they may
-    # fall back to plain TCP. The bound only catches hangs.
+    # as the server drains them. 200 clients must all be served. With room
+    # behind the junk (1000) every one is on the fast path, both ends read
+    # from the kernel while all 200 hold their connections; with the
+    # rendezvous full (5000) they may fall back to plain TCP. The bound
+    # only catches hangs.
     srv, port, ino, _ = echo_server(attacker, fam)
     # 1000: never more than 3000 queued, so that most clients' hellos find
     # room behind the junk (the fast path under a flood); 5000 fills it for
@@ -449,13 +471,18 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
     flood = attacker("flood", fam, port, ino, "--keep", keep, *limit)
     try:
         assert readline(flood, 120).strip() == "ready"
-        out = run_clients(attacker, fam, port, 200, "--conc", 20, "--bound", 30, timeout=280)
+        out = run_clients(attacker, fam, port, 200, "--bound", 30, timeout=280, server=srv.pid)
         got = result(flood, 120)
     finally:
         stop(srv)
         stop(flood)
-    print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path")
+    print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path "
+          f"({out['kernel_fast']} seen at both ends, {out['kernel_tcp']} on plain TCP at both ends)")
     assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
+    if keep < 4096:
+        assert out["fast"] == 200 and out["kernel_fast"] == 200, out
+    else:  # each connection on one path at both ends, the one its client's end says
+        assert out["kernel_fast"] == out["fast"] and out["kernel_tcp"] == 200 - out["fast"], out
     # The flood was in place: `keep` queued, or the rendezvous full.
     assert got["queued"] >= keep if keep < 4096 else (got["full"] > 0 and got["queued"] > 4000), got
     assert got["bytes"] == 0 and got["fds"] == 0, got
@@ -492,8 +519,8 @@ def test_flood_gets_no_more_than_its_share_of_the_stash(build, attacker, fam):
 
 def test_fast_path_comes_back_after_a_flood(build, attacker):
     # Denial of the fast path is allowed while a flood lasts (a loss of
-    # speed, never of a connection); once the flooder is gone, new clients
-    # should get it back.
+    # speed, never of a connection); once the flooder is gone and what it
+    # left is drained, every new client gets it back.
     srv, port, ino, _ = echo_server(attacker, "4")
     flood = attacker("flood", "4", port, ino, "--keep", 5000)
     try:
@@ -512,9 +539,15 @@ def test_fast_path_comes_back_after_a_flood(build, attacker):
             assert out["outcomes"] == {"ok": 10}, out
             if out["fast"] > 0 or time.monotonic() > deadline:
                 break
-        print(f"after the flood: fast-path connections per round of 10: {rounds}; "
-              f"{queued_on('4', ino)} connections still queued on the rendezvous")
+        left = queued_on("4", ino)
+        # Then every legitimate client: 20 client processes' worth at once,
+        # each on the fast path at both ends (kernel state, while held).
+        after = run_clients(attacker, "4", port, 20, server=srv.pid)
+        print(f"after the flood: fast-path connections per round of 10: {rounds}; {left} connections still "
+              f"queued on the rendezvous; then {after['fast']} of 20 ({after['kernel_fast']} seen at both ends)")
         assert out["fast"] > 0, rounds
+        assert left == 0, left  # the server drained what the flood left
+        assert after["outcomes"] == {"ok": 20} and after["fast"] == 20 and after["kernel_fast"] == 20, after
     finally:
         stop(srv)
         stop(flood)
@@ -605,7 +638,10 @@ def test_killed_client_then_its_port_reused(build, attacker, fam):
         assert int(readline(victim)) == x
         send_line(victim)
         v = json.loads(readline(victim))
-        assert v["outcome"] == "ok", (v, victim.errors())
+        assert v == {"outcome": "ok", "fast": True}, (v, victim.errors())
+        # Its own hello is vouched for by the kernel: the fast path, both
+        # ends, from kernel state (the victim holds its connection).
+        wait_fast_path(victim, srv.pid, port)
     finally:
         stop(srv)
         if victim:
@@ -634,7 +670,8 @@ def test_abandoned_connect_then_its_port_reused(build, attacker, fam):
         assert int(readline(victim)) == x
         send_line(victim)
         v = json.loads(readline(victim))
-        assert v["outcome"] == "ok", (v, victim.errors())
+        assert v == {"outcome": "ok", "fast": True}, (v, victim.errors())
+        wait_fast_path(victim, srv.pid, port)  # both ends, from kernel state
     finally:
         for f in fill:
             f.close()

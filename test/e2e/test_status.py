@@ -234,10 +234,10 @@ a = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 pid = os.fork()
 if pid == 0:
     b = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-    print("child", os.getpid(), flush=True)
+    os.write(1, b"child %d\\n" % os.getpid())  # one write: the two processes share the pipe
     sys.stdin.read()
     os._exit(0)
-print("parent", os.getpid(), flush=True)
+os.write(1, b"parent %d\\n" % os.getpid())
 sys.stdin.read()
 os.waitpid(pid, 0)
 """

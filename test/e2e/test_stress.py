@@ -3,8 +3,13 @@ server under loopfast, while the second user floods its rendezvous with
 junk hellos and random workers are killed (SIGKILL). Every connection
 completes or fails within 5 s (the bound only catches hangs: none may
 hang, none may get another's bytes), and nothing leaks: the clients' and
-the surviving workers' descriptor counts return to what they were. The
-counts of what happened (fast path, failures) are printed, not asserted.
+the surviving workers' descriptor counts return to what they were. What
+happened is what the attack should produce: the flood leaves room in the
+rendezvous (3000 queued of its 4096), so every client is on the fast path
+(the kernel's SO_DOMAIN at the client's end; and at both ends, from
+sock_diag and /proc/PID/fd, the connections each killed worker held at the
+moment it was killed), and every client is served except those whose
+connection a killed worker held, which see what TCP shows (EOF, a reset).
 And the load a server of another uid than its clients meets: more of their
 hellos waiting for their SYNs than their share of the stash."""
 import json
@@ -15,8 +20,9 @@ import time
 
 import pytest
 
-from conftest import readline, stop
-from test_security import as_root, attacker, echo_server, result, run_clients, steady_fd_count  # noqa: F401
+from conftest import fast_path_pairs, process_tree, readline, stop
+from test_security import (ENDED, as_root, attacker, echo_server, result, run_clients,  # noqa: F401
+                           steady_fd_count)
 
 N = 1000
 BOUND_S = 5
@@ -66,7 +72,7 @@ def counted_fds(pid, want=None, timeout=30):
 counted_fds.last = {}
 
 
-def kill_outside_the_gap(pid, ino, rnd, timeout=10):
+def kill_outside_the_gap(pid, ino, rnd, look, timeout=10):
     """SIGKILLs a worker at a moment when its accepting thread is blocked in
     accept on the listener (inode ino): stops it, reads what each thread is
     in (/proc/PID/task/TID/syscall), and if that is not so, lets it go on
@@ -74,7 +80,8 @@ def kill_outside_the_gap(pid, ino, rnd, timeout=10):
     its claim leaves its client hanging, a known gap with a test of its own
     (test_security.py::test_worker_killed_between_accept_and_claim, issue
     13: the bell); until the bell lands, this test kills anywhere else.
-    Returns how many stops it took."""
+    look() is called while the worker is stopped, just before the kill.
+    Returns (how many stops it took, what look() returned)."""
     lfd = [fd for fd, t in fd_targets(pid).items() if t == f"socket:[{ino}]"]
     deadline = time.monotonic() + timeout
     tries = 0
@@ -96,8 +103,9 @@ def kill_outside_the_gap(pid, ino, rnd, timeout=10):
             tcp = tcp_inodes() - {ino}
             unclaimed = [t for t in fd_targets(pid).values() if t.startswith("socket:[") and int(t[8:-1]) in tcp]
             if not unclaimed and any(c[:2] == [str(SYS_ACCEPT4), hex(fd)] for c in calls for fd in lfd):
+                seen = look()
                 os.kill(pid, signal.SIGKILL)
-                return tries
+                return tries, seen
         except OSError:
             pass
         os.kill(pid, signal.SIGCONT)
@@ -129,10 +137,15 @@ def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam)
         storm = as_root(attacker, "storm", fam, port, N, "--bound", BOUND_S, "--spread", 1.5, "--hold", 1)
         assert readline(storm, 60).strip() == "started"
         killed = rnd.sample(workers, 2)
-        stops = []
+        stops, held = [], []
+
+        def fast_to(w):  # the storm's connections w holds, on the fast path at both ends (kernel state)
+            return len(fast_path_pairs(process_tree(storm.pid), [w], port))
         for w in killed:
             time.sleep(rnd.uniform(0.1, 0.6))
-            stops.append(kill_outside_the_gap(w, ino, rnd))
+            n, seen = kill_outside_the_gap(w, ino, rnd, lambda: fast_to(w))  # counted while w is stopped
+            stops.append(n)
+            held.append(seen)
         out = json.loads(readline(storm, 120))
         storm.wait(timeout=30)
         got = result(flood, 120)
@@ -144,12 +157,17 @@ def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam)
         for p in (srv, flood, storm):
             if p:
                 stop(p)
-    print(f"seed {seed}: killed {killed} ({stops} stops); {out['outcomes']}, {out['fast']} of {N} on the fast path; "
+    print(f"seed {seed}: killed {killed} ({stops} stops, holding {held} fast-path connections); {out['outcomes']}, "
+          f"{out['fast']} of {N} on the fast path; "
           f"flood {got}; clients that hung: {out['hung_ports']}")
     if out["hung_ports"]:
         print(srv.errors())
     assert sum(out["outcomes"].values()) == N, out
     assert "hung" not in out["outcomes"] and "mismatch" not in out["outcomes"], (seed, out, srv.errors())
+    assert out["fast"] == N, (seed, out)
+    assert sum(held) > 0, (seed, held)  # the killed workers held fast-path connections, both ends seen
+    assert set(out["outcomes"]) <= ENDED, (seed, out)
+    assert N - out["outcomes"].get("ok", 0) <= sum(held), (seed, held, out)  # only those connections failed
     assert got["queued"] > 0, got  # the flood was in place
     assert out["fds_after"] == out["fds_before"], out
     assert after == {w: base[w] for w in survivors}, (base, after, leaked)

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets (clang, libFuzzer, ASan, UBSan) in BUILD_DIR and
 # runs each for SECONDS from the seeds in test/fuzz/seeds, in a fresh
-# corpus (nothing is written to the source tree). Prints one line per
-# target in the C runner's form ("ok   fuzz_name: N runs in S s", or
-# "FAIL fuzz_name: ..." with the crashing input kept in
-# BUILD_DIR/artifacts/) and "N passed, N failed, N skipped"; exits 1 if any
-# failed. test/harness.py runs it as the suite "fuzz".
-# usage: test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn)
+# corpus (nothing is written to the source tree). A target passes when
+# libFuzzer exited 0 and says it ran at least FUZZ_MIN_RUNS inputs (its
+# "Done N runs in S second(s)"; default 10000): a target that dies at
+# start-up, or runs no input, fails. Prints one line per target in the C
+# runner's form ("ok   fuzz_name: N runs in S s", or "FAIL fuzz_name: ..."
+# with the crashing input kept in BUILD_DIR/artifacts/), libFuzzer's own
+# lines only after "  | ", and "N passed, N failed, N skipped"; exits 1 if
+# any failed. test/harness.py runs it as the suite "fuzz".
+# usage: [FUZZ_MIN_RUNS=N] test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-fuzz}
 secs=${2:-30}
+min_runs=${FUZZ_MIN_RUNS:-10000}
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(name syn)
@@ -20,10 +24,12 @@ if ! command -v clang >/dev/null; then
 	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
-if ! cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DLF_FUZZ=ON -DLF_WERROR=ON >"$build.log" 2>&1 ||
-   ! cmake --build "$build" -j2 --target "${targets[@]/#/fuzz-}" >>"$build.log" 2>&1; then
-	tail -40 "$build.log" >&2
-	echo "fuzz: building the targets failed (log: $build.log)" >&2
+mkdir -p "$build"
+blog=$build/build.log
+if ! cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DLF_FUZZ=ON -DLF_WERROR=ON >"$blog" 2>&1 ||
+   ! cmake --build "$build" -j2 --target "${targets[@]/#/fuzz-}" >>"$blog" 2>&1; then
+	tail -40 "$blog" | sed 's/^/  | /' >&2
+	echo "fuzz: building the targets failed (log: $blog)" >&2
 	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
@@ -57,17 +63,25 @@ for t in "${targets[@]}"; do
 	"$build/fuzz-$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$build/artifacts/fuzz_$t-" "$corpus" >"$log" 2>&1
 	rc=$?
-	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
-	took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log")
+	# libFuzzer's last words: "Done N runs in S second(s)".
+	runs=$(sed -n 's/^Done \([0-9]*\) runs in [0-9]* second.*/\1/p' "$log" | tail -1)
+	took=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
 	rm -rf "$corpus"
-	if [ $rc -eq 0 ] && [ -n "$runs" ]; then
-		echo "ok   fuzz_$t: ${runs} runs in ${took:-$secs} s"
+	if [ $rc -eq 0 ] && [ -n "$runs" ] && [ "$runs" -ge "$min_runs" ]; then
+		echo "ok   fuzz_$t: ${runs} runs in ${took} s"
 		passed=$((passed + 1))
-	else
-		tail -30 "$log"
-		echo "FAIL fuzz_$t: exit status $rc (log $log, input in $build/artifacts/)"
-		failed=$((failed + 1))
+		continue
 	fi
+	tail -30 "$log" | sed 's/^/  | /'
+	if [ $rc -ne 0 ]; then
+		why="exit status $rc (log $log, input in $build/artifacts/)"
+	elif [ -z "$runs" ]; then
+		why="libFuzzer never said how many inputs it ran (no 'Done N runs'; log $log)"
+	else
+		why="ran $runs inputs, fewer than FUZZ_MIN_RUNS=$min_runs (log $log)"
+	fi
+	echo "FAIL fuzz_$t: $why"
+	failed=$((failed + 1))
 done
 echo "$passed passed, $failed failed, 0 skipped"
 [ $failed -eq 0 ]

@@ -15,8 +15,12 @@ Before any mutant, every snippet must occur exactly once in its file, and
 every subset must pass on the unmutated copy (else a failure would prove
 nothing about the mutant). A mutant is killed when its subset ends with
 failures; it survived when the subset passed. The table at the end says
-which tests killed each. Exit status 0 only when every mutant was killed,
-except those marked `until` (expected survivors), which must survive.
+which tests killed each. A mutant whose subset hung past its limit_s, or
+whose only failures were tests stopped by a time limit (the harness's
+"TIMEOUT after ..."), is "killed-by-timeout": it counts as killed, but is
+listed apart, since no check caught it (aim for none). Exit status 0 only
+when every mutant was killed, except those marked `until` (expected
+survivors), which must survive.
 --report writes the results as JSON (for test/harness.py's mutants suite).
 """
 import argparse
@@ -137,7 +141,8 @@ def run_quiet(argv, log, limit=None, env=None):
 
 def verdict(log):
     """What the harness said at the end of a subset: (passed, failed, the
-    failures it listed), or None when it printed no final line."""
+    failures it listed as (test id, reason)), or None when it printed no
+    final line."""
     with open(log, errors="replace") as f:
         lines = f.read().splitlines()
     counts = None
@@ -152,7 +157,8 @@ def verdict(log):
         if line == "failed:":
             inside, failures = True, []
         elif inside and line.startswith("  "):
-            failures.append(line.strip().split(": ")[0])
+            tid, _, why = line.strip().partition(": ")
+            failures.append((tid, why))
         elif inside:
             inside = False
     return counts[0], counts[1], failures
@@ -307,21 +313,26 @@ def main():
                 continue
             r["seconds"] = round(bsecs + secs, 1)
             if timed_out:
-                r["status"], r["killed_by"] = "killed", [f"(the subset hung past {m.limit_s} s)"]
+                r["status"], r["killed_by"] = "killed-by-timeout", [f"(the subset hung past {m.limit_s} s)"]
                 r["detail"] = "hung"
             elif v is None:
                 r["detail"] = f"the subset printed no final line (exit status {rc}; log: {mlog})"
+            elif v[1] > 0 and v[2] and all(why.startswith("TIMEOUT") for _, why in v[2]):
+                r["status"], r["detail"] = "killed-by-timeout", ""
+                r["killed_by"] = [f"{tid} ({why})" for tid, why in v[2]]
             elif v[1] > 0:
-                r["status"], r["killed_by"], r["detail"] = "killed", v[2] or [f"exit status {rc}"], ""
+                r["status"], r["detail"] = "killed", ""
+                r["killed_by"] = [tid for tid, why in v[2] if not why.startswith("TIMEOUT")] or [f"exit status {rc}"]
             elif rc == 0 and v[0] > 0:
                 r["status"], r["detail"] = "survived", f"{v[0]} tests passed"
             else:
                 r["detail"] = f"the subset exited {rc} with nothing failed (log: {mlog})"
             shown = {"killed": "killed by " + ", ".join(r["killed_by"]),
+                     "killed-by-timeout": "killed ONLY BY A TIMEOUT: " + ", ".join(r["killed_by"]),
                      "survived": "SURVIVED" + (f" (expected until {m.until} lands)" if m.until else ""),
                      "error": "ERROR " + r["detail"]}[r["status"]]
             say(f"[{i}/{len(chosen)}] {m.name}: {shown} (build {bsecs:.0f} s, run {secs:.0f} s)")
-            if r["status"] != "killed" and not m.until:
+            if not r["status"].startswith("killed") and not m.until:
                 say(tail(mlog))
         status = finish()
         return status
@@ -343,14 +354,15 @@ def table(chosen, results, problems, seconds):
     bad = list(problems)
     w = max([len(m.name) for m in chosen] + [6])
     say(f"\n{'mutant':{w}}  {'result':40}  killed by")
+    killed = ("killed", "killed-by-timeout")
     for m in chosen:
         r = results[m.name]
-        if r["status"] == "killed" and m.until:
+        if r["status"] in killed and m.until:
             res = f"killed, but marked until {m.until}"
             bad.append(f"{m.name}: killed, but marked as expected to survive until {m.until} lands: "
                        f"remove the mark in test/mutants/mutants.py")
-        elif r["status"] == "killed":
-            res = "killed"
+        elif r["status"] in killed:
+            res = r["status"]
         elif r["status"] == "survived" and m.until:
             res = f"survived (expected until {m.until} lands)"
         elif r["status"] == "survived":
@@ -359,11 +371,18 @@ def table(chosen, results, problems, seconds):
         else:
             res = "ERROR"
             bad.append(f"{m.name}: {r['detail']}")
-        by = (", ".join(r["killed_by"]) if r["status"] == "killed" else r["detail"] if r["status"] == "error"
+        by = (", ".join(r["killed_by"]) if r["status"] in killed else r["detail"] if r["status"] == "error"
               else m.why if m.until else "")
         say(f"{m.name:{w}}  {res:40}  {by}")
+    slow = [m for m in chosen if results[m.name]["status"] == "killed-by-timeout"]
+    if slow:
+        say(f"\nkilled only by a timeout ({len(slow)}; counted as killed, but no check caught them: "
+            f"a test should, with an assertion):")
+        for m in slow:
+            say(f"  {m.name}: {', '.join(results[m.name]['killed_by'])}")
     say(f"\n{len(chosen)} mutants in {seconds:.0f} s: "
-        f"{sum(results[m.name]['status'] == 'killed' for m in chosen)} killed, "
+        f"{sum(results[m.name]['status'] in killed for m in chosen)} killed "
+        f"({len(slow)} only by a timeout), "
         f"{sum(results[m.name]['status'] == 'survived' and bool(m.until) for m in chosen)} expected survivors, "
         f"{len(bad)} problems")
     for b in bad:

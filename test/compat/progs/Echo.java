@@ -1,5 +1,6 @@
 // A Java server and client over java.net sockets, Nagle left on (the default).
-//   java Echo server          listens on the loopback address, a kernel-chosen port; for
+//   java Echo server          listens on every address (new ServerSocket(0): the wildcard,
+//                             dual-stack [::] as Java binds it), a kernel-chosen port; for
 //                             each connection (a thread each): answers lines upper-cased
 //                             until a line "DATA n", then reads n bytes and answers their
 //                             SHA-256 in hex.
@@ -13,7 +14,7 @@ import java.security.MessageDigest;
 public class Echo {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("server")) {
-            ServerSocket ls = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+            ServerSocket ls = new ServerSocket(0);
             for (;;) {
                 Socket s = ls.accept();
                 new Thread(() -> serve(s)).start();

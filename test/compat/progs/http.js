@@ -1,5 +1,6 @@
 // A node http server and client.
-// server FILE: answers every GET with the bytes of FILE, on 127.0.0.1, a kernel-chosen port.
+// server FILE: answers every GET with the bytes of FILE, on every address (listen with no
+// host: [::], dual-stack, as node servers usually listen), a kernel-chosen port.
 // client PORT: GETs / and, once its stdin has ended, reads the body and prints
 // the status and the body's SHA-256 (so the test can look at the open connection first).
 'use strict';
@@ -10,7 +11,7 @@ if (mode === 'server') {
     http.createServer((req, res) => {
         res.writeHead(200, { 'content-length': body.length });
         res.end(body);
-    }).listen(0, '127.0.0.1');
+    }).listen(0);
 } else {
     http.get({ host: '127.0.0.1', port: Number(arg), path: '/' }, res => {
         res.pause();

@@ -8,6 +8,7 @@
 #define LFPROBE_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -29,7 +30,14 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
+#include <linux/unix_diag.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 extern int fam;          /* AF_INET or AF_INET6, from the command line */
@@ -37,6 +45,7 @@ extern const char *self; /* argv[0], for scenarios that exec themselves */
 
 #define CHECK(c) do { if (!(c)) { out("FAIL %s:%d %s (errno %d %s)", __FILE__, __LINE__, #c, errno, strerror(errno)); exit(1); } } while (0)
 
+const char *at_least(uint64_t t0, int ms);
 void child_echo(int s);
 void client_echo(int port);
 void clients(int port, int n, const char *what);
@@ -46,8 +55,11 @@ const char *ename(int e);
 void expect_echo(int fd, const char *msg);
 void expect_echo_pair(int c, int s);
 pid_t fork_child(void);
+void fpath(FILE *f, const char *who, int fd);
+uint64_t now_us(void);
 int listener(int *port);
 int listener_opts(int *port, int reuseport);
+int listen_socket(int port, int reuseport);
 socklen_t loopback(struct sockaddr_storage *ss, int port);
 void out(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void pair(int *c, int *s);
@@ -58,6 +70,8 @@ size_t read_full(int fd, void *buf, size_t n);
 void serve_echo(int n);
 void serve_until_quit(int l, int quit);
 int wait_child(pid_t p);
+void unwatch(void);
+void watch(const char *what, int secs);
 void write_all(int fd, const void *buf, size_t n);
 
 /* Scenarios. */

@@ -39,11 +39,7 @@ static void alarm_ms(long ms)
  * client connected but not accepted (*filler). */
 static int full_listener(int *port, int *filler)
 {
-	struct sockaddr_storage ss;
-	int one = 1, l = socket(fam, SOCK_STREAM, 0);
-	CHECK(l >= 0);
-	CHECK(setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0);
-	CHECK(bind(l, (void *)&ss, loopback(&ss, 0)) == 0);
+	int l = listen_socket(0, 0);
 	CHECK(listen(l, 0) == 0);
 	*port = port_of(l, 0);
 	*filler = connect_to(*port);
@@ -74,6 +70,23 @@ static void print_so_error(int c)
 static void print_connect(const char *what, int r, int e)
 {
 	out("%s: %d %s", what, r, ename(r < 0 ? e : 0));
+}
+
+/* connect(c) once, with a SIGALRM after alarm_after ms (0: none), and
+ * prints its result as WHAT. A call that has not returned within secs
+ * ends the probe ("WHAT: still blocked after N s", see watch()). */
+static int try_connect(int c, const struct sockaddr_storage *ss, socklen_t sl, long alarm_after, int secs,
+		       const char *what)
+{
+	watch(what, secs);
+	if (alarm_after)
+		alarm_ms(alarm_after);
+	int r = connect(c, (const void *)ss, sl), e = errno;
+	if (alarm_after)
+		alarm_ms(0);
+	unwatch();
+	print_connect(what, r, e);
+	return r;
 }
 
 /* Waits (at most 10 s: two SYN retransmissions) for c to become writable. */
@@ -117,24 +130,16 @@ void sc_connect_eintr(void)
 	catch_alarm();
 	int c = socket(fam, SOCK_STREAM, 0);
 	CHECK(c >= 0);
-	alarm_ms(100);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("blocking connect to a full queue, SIGALRM after 100 ms", r, e);
+	try_connect(c, &ss, sl, 100, 5, "blocking connect to a full queue, SIGALRM after 100 ms");
 	out("alarm handler ran: %d", alarms == 1);
-	alarm_ms(100);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("connect again, still full, SIGALRM after 100 ms", r, e);
+	try_connect(c, &ss, sl, 100, 5, "connect again, still full, SIGALRM after 100 ms");
 	out("alarm handler ran: %d", alarms == 2);
 	print_so_error(c);
 	accept_filler(l, filler);
 	poll_writable(c);
 	print_so_error(c);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect once writable", r, e);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again", r, e);
+	try_connect(c, &ss, sl, 0, 5, "connect once writable");
+	try_connect(c, &ss, sl, 0, 5, "connect again");
 	accept_and_talk(l, c);
 }
 
@@ -162,37 +167,31 @@ void sc_connect_eintr_reconnect(void)
 	catch_alarm();
 	int c = socket(fam, SOCK_STREAM, 0);
 	CHECK(c >= 0);
-	alarm_ms(100);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("blocking connect to a full queue, SIGALRM after 100 ms", r, e);
+	try_connect(c, &ss, sl, 100, 5, "blocking connect to a full queue, SIGALRM after 100 ms");
 	int arg[1] = { l };
 	CHECK(pthread_create(&t, NULL, accept_later, arg) == 0);
-	/* Blocks until a retransmitted SYN gets through (after the accept);
-	 * the watchdog only catches a hang. */
-	alarm_ms(20000);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("blocking connect again while the server makes room", r, e);
+	/* Blocks until a retransmitted SYN gets through (after the accept,
+	 * 1 or 3 s after the first SYN). */
+	try_connect(c, &ss, sl, 0, 20, "blocking connect again while the server makes room");
 	CHECK(pthread_join(t, NULL) == 0);
 	close(filler);
 	print_so_error(c);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again", r, e);
+	try_connect(c, &ss, sl, 0, 5, "connect again");
 	accept_and_talk(l, c);
 }
 
 enum waiter { BY_POLL, BY_EPOLL, BY_SELECT };
 
 /* A non-blocking connect to a full queue returns EINPROGRESS at once (the
- * 5 s watchdog would interrupt a connect that blocked), is not writable
+ * 5 s alarm would interrupt a connect that blocked, the 10 s watchdog one
+ * that no signal ends), is not writable
  * while the queue stays full, and completes once the server makes room;
  * the application learns it by poll, epoll (registered after connect) or
  * select. */
 static void nonblock_full(enum waiter how)
 {
 	struct sockaddr_storage ss;
-	int port, filler, l = full_listener(&port, &filler), n;
+	int port, filler, l = full_listener(&port, &filler), n, r;
 	socklen_t sl = loopback(&ss, port);
 	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 42 }, got;
 	int ep = -1;
@@ -200,10 +199,7 @@ static void nonblock_full(enum waiter how)
 	catch_alarm();
 	int c = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	CHECK(c >= 0);
-	alarm_ms(5000);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("non-blocking connect to a full queue", r, e);
+	try_connect(c, &ss, sl, 5000, 10, "non-blocking connect to a full queue");
 	out("returned before the 5 s watchdog: %d", alarms == 0);
 	if (how == BY_POLL) {
 		struct pollfd p = { c, POLLOUT, 0 };
@@ -220,8 +216,7 @@ static void nonblock_full(enum waiter how)
 		struct timeval tv = { 0, 0 };
 		out("select(0) while full: %d", select(c + 1, NULL, &w, NULL, &tv));
 	}
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again while full", r, e);
+	try_connect(c, &ss, sl, 0, 5, "connect again while full");
 	accept_filler(l, filler);
 	if (how == BY_POLL) {
 		poll_writable(c);
@@ -275,15 +270,11 @@ void sc_connect_sndtimeo(void)
 	int c = socket(fam, SOCK_STREAM, 0);
 	CHECK(c >= 0);
 	CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0);
-	alarm_ms(5000);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("blocking connect with SO_SNDTIMEO 200 ms to a full queue", r, e);
+	uint64_t t0 = now_us();
+	try_connect(c, &ss, sl, 5000, 10, "blocking connect with SO_SNDTIMEO 200 ms to a full queue");
+	out("after >= 200 ms: %s", at_least(t0, 200));
 	out("returned before the 5 s watchdog: %d", alarms == 0);
-	alarm_ms(5000);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("connect again, still full", r, e);
+	try_connect(c, &ss, sl, 5000, 10, "connect again, still full");
 	out("returned before the 5 s watchdog: %d", alarms == 0);
 	accept_filler(l, filler);
 	poll_writable(c);
@@ -303,27 +294,25 @@ void sc_connect_again(void)
 
 	int c = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	CHECK(c >= 0);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("non-blocking connect to a full queue", r, e);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again", r, e);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("and again", r, e);
+	try_connect(c, &ss, sl, 0, 5, "non-blocking connect to a full queue");
+	try_connect(c, &ss, sl, 0, 5, "connect again");
+	try_connect(c, &ss, sl, 0, 5, "and again");
 	accept_filler(l, filler);
 	/* Every 10 ms until the answer changes (at most 10 s). */
-	int tries = 0;
+	const char *first = "connect after the server made room, first answer other than EALREADY";
+	int tries = 0, r, e;
+	watch(first, 20);
 	for (;;) {
 		r = connect(c, (void *)&ss, sl), e = errno;
 		if (!(r < 0 && e == EALREADY) || ++tries == 1000)
 			break;
 		nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 }, NULL);
 	}
+	unwatch();
 	out("# %d times EALREADY", tries);
-	print_connect("connect after the server made room, first answer other than EALREADY", r, e);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again", r, e);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("and again", r, e);
+	print_connect(first, r, e);
+	try_connect(c, &ss, sl, 0, 5, "connect again");
+	try_connect(c, &ss, sl, 0, 5, "and again");
 	print_so_error(c);
 	accept_and_talk(l, c);
 }
@@ -348,15 +337,12 @@ void sc_connect_restart(void)
 	CHECK(c >= 0);
 	int arg[1] = { l };
 	CHECK(pthread_create(&t, NULL, accept_later, arg) == 0);
-	alarm_ms(100);
-	int r = connect(c, (void *)&ss, sl), e = errno;
-	alarm_ms(0);
-	print_connect("blocking connect to a full queue, SA_RESTART SIGALRM after 100 ms", r, e);
+	/* Returns once a retransmitted SYN gets through (after the accept). */
+	try_connect(c, &ss, sl, 100, 20, "blocking connect to a full queue, SA_RESTART SIGALRM after 100 ms");
 	out("alarm handler ran: %d", alarms == 1);
 	CHECK(pthread_join(t, NULL) == 0);
 	close(filler);
 	print_so_error(c);
-	r = connect(c, (void *)&ss, sl), e = errno;
-	print_connect("connect again", r, e);
+	try_connect(c, &ss, sl, 0, 5, "connect again");
 	accept_and_talk(l, c);
 }

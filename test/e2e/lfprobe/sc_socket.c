@@ -3,11 +3,29 @@
  * splice, ioctls, backpressure) and dual-stack listeners. */
 #include "probe.h"
 
+/* An address as text. */
+static const char *addr_str(const struct sockaddr_storage *ss)
+{
+	static char buf[64];
+	inet_ntop(ss->ss_family, ss->ss_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr
+							  : (const void *)&((const struct sockaddr_in *)ss)->sin_addr,
+		  buf, sizeof(buf));
+	return buf;
+}
+
+static void print_addr(const char *who, int fd, int peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
+	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, addr_str(&ss));
+}
+
 void sc_names(void)
 {
 	int c, s, port, l = listener(&port);
-	struct sockaddr_storage a, b;
-	socklen_t al = sizeof(a), bl = sizeof(b);
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
 	c = connect_to(port);
 	s = accept(l, (void *)&a, &al);
 	CHECK(s >= 0);
@@ -18,15 +36,13 @@ void sc_names(void)
 	out("client peer port == listen port: %d", port_of(c, 1) == port);
 	out("server local port == listen port: %d", port_of(s, 0) == port);
 	out("server peer port == client local port: %d", port_of(s, 1) == port_of(c, 0));
-	bl = sizeof(b);
-	CHECK(getsockname(c, (void *)&b, &bl) == 0);
-	char buf[64];
-	inet_ntop(b.ss_family, b.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&b)->sin6_addr : (void *)&((struct sockaddr_in *)&b)->sin_addr, buf, sizeof(buf));
-	out("client local family %d len %u addr %s", b.ss_family, bl, buf);
-	bl = sizeof(b);
-	CHECK(getpeername(s, (void *)&b, &bl) == 0);
-	inet_ntop(b.ss_family, b.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&b)->sin6_addr : (void *)&((struct sockaddr_in *)&b)->sin_addr, buf, sizeof(buf));
-	out("server peer family %d len %u addr %s", b.ss_family, bl, buf);
+	/* All four addresses (a listener on 127.0.0.2 or a wildcard makes
+	 * the two ends' addresses differ), and accept's. */
+	print_addr("client", c, 0);
+	print_addr("server", s, 1);
+	print_addr("client", c, 1);
+	print_addr("server", s, 0);
+	out("accept addr %s", addr_str(&a));
 	/* A short buffer gets the kernel's truncation: full length reported. */
 	struct sockaddr_in small;
 	socklen_t sl = 8;
@@ -86,8 +102,11 @@ void sc_sockopts(void)
 		CHECK(getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv2, &l) == 0);
 		out("SO_SNDTIMEO %ld.%06ld", (long)tv2.tv_sec, (long)tv2.tv_usec);
 		char b;
+		uint64_t t0 = now_us();
 		ssize_t r = recv(fd, &b, 1, 0);
-		out("recv with SO_RCVTIMEO on an idle socket: %zd %s", r, ename(r < 0 ? errno : 0));
+		int e = errno;
+		out("recv with SO_RCVTIMEO 200 ms on an idle socket: %zd %s after >= 200 ms: %s", r,
+		    ename(r < 0 ? e : 0), at_least(t0, 200));
 		int err = -1;
 		l = sizeof(err);
 		CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0);
@@ -115,8 +134,11 @@ void sc_sockopts_before(void)
 	CHECK(getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &vl) == 0);
 	out("accepted TCP_NODELAY inherited from listener %d", v);
 	char b;
+	uint64_t t0 = now_us();
 	ssize_t r = recv(c, &b, 1, 0);
-	out("recv times out: %zd %s", r, ename(r < 0 ? errno : 0));
+	int e = errno;
+	out("recv times out (SO_RCVTIMEO 150 ms): %zd %s after >= 150 ms: %s", r, ename(r < 0 ? e : 0),
+	    at_least(t0, 150));
 	close(c);
 	close(s);
 
@@ -225,7 +247,8 @@ void sc_epoll_before_connect(void)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev) == 0);
 	n = epoll_wait(ep, got, 4, 5000);
 	out("after peer write: %d events IN %d", n, n > 0 && (got[0].events & EPOLLIN));
-	out("ADD again: %d %s", epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), ename(errno));
+	r = epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+	out("ADD again: %d %s", r, ename(r < 0 ? errno : 0));
 }
 
 /* epoll_pwait2 and the _FORTIFY_SOURCE entry points (a program built with
@@ -275,12 +298,25 @@ void sc_fortify_pwait2(void)
 	close(ep);
 }
 
+/* A child that writes one byte to fd 50 ms from now. */
+static pid_t write_later(int fd)
+{
+	pid_t p = fork_child();
+	if (p == 0) {
+		usleep(50000);
+		write_all(fd, "w", 1);
+		_exit(0);
+	}
+	return p;
+}
+
 void sc_readiness(void)
 {
 	int c, s;
 	char buf[16];
 	pair(&c, &s);
 	path("client", c);
+	path("server", s);
 	struct pollfd p = { s, POLLIN, 0 };
 	out("poll idle %d", poll(&p, 1, 0));
 	fd_set r;
@@ -295,6 +331,19 @@ void sc_readiness(void)
 	CHECK(epoll_ctl(et, EPOLL_CTL_ADD, s, &ev) == 0);
 	int n1 = epoll_wait(lt, &got, 1, 0), n2 = epoll_wait(et, &got, 1, 0);
 	out("epoll idle lt %d et %d", n1, n2);
+	/* Waits that time out never end early. */
+	uint64_t t0 = now_us();
+	n1 = poll(&p, 1, 100);
+	out("poll idle 100 ms: %d after >= 100 ms: %s", n1, at_least(t0, 100));
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	tv.tv_usec = 100000;
+	t0 = now_us();
+	n1 = select(s + 1, &r, NULL, NULL, &tv);
+	out("select idle 100 ms: %d after >= 100 ms: %s", n1, at_least(t0, 100));
+	t0 = now_us();
+	n1 = epoll_wait(lt, &got, 1, 100);
+	out("epoll_wait idle 100 ms: %d after >= 100 ms: %s", n1, at_least(t0, 100));
 	write_all(c, "abc", 3);
 	n1 = poll(&p, 1, 5000);
 	out("poll after write %d revents IN %d", n1, !!(p.revents & POLLIN));
@@ -314,6 +363,20 @@ void sc_readiness(void)
 	n1 = poll(&p, 1, 0);
 	n2 = epoll_wait(lt, &got, 1, 0);
 	out("poll drained %d, epoll lt drained %d", n1, n2);
+	/* Bytes that come while each wait blocks wake it. */
+	pid_t w = write_later(c);
+	n1 = poll(&p, 1, 5000);
+	out("poll woken by a write 50 ms later: %d IN %d", n1, !!(p.revents & POLLIN));
+	CHECK(wait_child(w) == 0 && read(s, buf, sizeof(buf)) == 1);
+	w = write_later(c);
+	FD_ZERO(&r);
+	FD_SET(s, &r);
+	tv.tv_sec = 5;
+	out("select woken by a write 50 ms later: %d", select(s + 1, &r, NULL, NULL, &tv));
+	CHECK(wait_child(w) == 0 && read(s, buf, sizeof(buf)) == 1);
+	w = write_later(c);
+	out("epoll_wait woken by a write 50 ms later: %d", epoll_wait(lt, &got, 1, 5000));
+	CHECK(wait_child(w) == 0 && read(s, buf, sizeof(buf)) == 1);
 	struct pollfd pw = { s, POLLOUT, 0 };
 	out("poll writable %d", poll(&pw, 1, 0));
 	shutdown(c, SHUT_WR);
@@ -401,6 +464,7 @@ void sc_vectored(void)
 	int c, s;
 	pair(&c, &s);
 	path("client", c);
+	path("server", s);
 	struct iovec iov[3] = { { "one ", 4 }, { "two ", 4 }, { "three", 5 } };
 	out("writev %zd", writev(c, iov, 3));
 	char a[5], b[8];
@@ -510,6 +574,15 @@ void sc_backpressure(void)
 	out("queued less than 64 MiB: %d", total < (64u << 20));
 	struct pollfd p = { c, POLLOUT, 0 };
 	out("poll POLLOUT while full %d", poll(&p, 1, 0));
+	CHECK(fcntl(c, F_SETFL, 0) == 0);
+	struct timeval tv = { 0, 200000 };
+	CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0);
+	uint64_t t0 = now_us();
+	w = write(c, buf, sizeof(buf));
+	int e = errno;
+	out("blocking write with SO_SNDTIMEO 200 ms while full: %zd %s after >= 200 ms: %s", w, ename(w < 0 ? e : 0),
+	    at_least(t0, 200));
+	total += w > 0 ? (size_t)w : 0;
 	size_t got = 0;
 	while (got < total) {
 		ssize_t r = read(s, buf, sizeof(buf));
@@ -518,16 +591,6 @@ void sc_backpressure(void)
 	}
 	out("reader got everything %d", got == total);
 	out("writable again %d", poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT));
-}
-
-static void print_addr(const char *who, int fd, int peer)
-{
-	struct sockaddr_storage ss;
-	socklen_t l = sizeof(ss);
-	char buf[64];
-	CHECK((peer ? getpeername(fd, (void *)&ss, &l) : getsockname(fd, (void *)&ss, &l)) == 0);
-	inet_ntop(ss.ss_family, ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr : (void *)&((struct sockaddr_in *)&ss)->sin_addr, buf, sizeof(buf));
-	out("%s %s family %d len %u addr %s", who, peer ? "peer" : "local", ss.ss_family, l, buf);
 }
 
 /* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */

@@ -43,15 +43,14 @@ void sc_many(void)
 	close(l);
 	static int fds[N];
 	int unixes = 0;
-	for (int i = 0; i < N; i++) {
+	for (int i = 0; i < N; i++)
 		fds[i] = connect_to(port);
-		unixes += !strcmp(path_of(fds[i]), "unix");
-	}
 	for (int i = 0; i < N; i++) {
 		char m[16], b[16];
 		int k = snprintf(m, sizeof(m), "conn %d", i);
 		write_all(fds[i], m, (size_t)k);
 		CHECK(read_full(fds[i], b, (size_t)k) == (size_t)k && !memcmp(b, m, (size_t)k));
+		unixes += !strcmp(path_of(fds[i]), "unix"); /* the server has it: it echoed */
 	}
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
@@ -393,7 +392,7 @@ void sc_stash_limit(void)
 			while ((fd = open("/dev/null", O_RDONLY)) >= 0)
 				last = fd;
 			close(last); /* one slot for accept, */
-			close(last - 1); /* one for reading /proc/net/unix */
+			close(last - 1); /* one for the path's proof (probe.c) */
 			serve_until_quit(l, quit[0]);
 			_exit(0);
 		}
