@@ -132,42 +132,47 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 }
 
 /* ---- listeners known to have no usable rendezvous (this process, 1 s):
- * a client that talks to a plain server pays no Unix socket, bind and
- * connect per connection, and none of the ephemeral bind that a hello
- * needs first.
+ * a client that talks to a plain server pays, per connection, neither
+ * the sock_diag query nor the Unix socket, binds and connect of a hello.
  *
- * What is remembered is the listener, not the address: its socket inode,
- * which sock_diag reports for every connect anyway (one netlink round
- * trip, answered inside the sendto: the remembered path keeps it). So:
+ * What is remembered is the listener, not the address: the inode of the
+ * listening socket sock_diag found at the address, and why it went plain.
+ * An entry is trusted as it is for a millisecond after it was last looked
+ * at; past that, the next connect asks sock_diag again (one netlink round
+ * trip) and, for "no rendezvous", whether the rendezvous exists now
+ * (lf__diag_rendezvous: one system call that reaches nobody). So:
  *  - "no listener" (a refused connect) is never remembered: a client that
  *    retries until its server listens negotiates the first connect that
  *    finds the listener;
  *  - a server that restarts has a new listening socket, hence a new inode:
  *    what was remembered of the old one does not apply to it, and the
  *    first connection to the new listener negotiates (a pool reconnecting
- *    after a restart, a server gone from plain to loopfast);
- *  - "no rendezvous" is checked again when the entry is used, at most once
- *    a millisecond: a listener whose inode survives while the process
- *    serving it changes (socket activation, a listener handed to a program
- *    under loopfast) gains its rendezvous under the name it always had,
- *    and lf__diag_rendezvous sees it, with one system call that reaches
- *    nobody. A rendezvous that appears is used within a millisecond; the
- *    bound keeps a client that connects to a plain server back to back
- *    from paying that system call (about 2 us) on every connect.
- * A full rendezvous and one not owned by the listener's uid are remembered
- * for the second, as before: they exist, so there is nothing to notice.
- * The window between the kernel's listen() and the rendezvous's creation
- * is closed where it opens (listener.c, lf__listen_early). Races between
- * threads on an entry can only cost a plain TCP connection or a needless
- * negotiation, and either is safe. */
+ *    after a restart, a server gone from plain to loopfast). Only a new
+ *    listener that exists within a millisecond of a look at the old one
+ *    (no process restarts that fast) would wait for the millisecond's end;
+ *  - a listener whose inode survives while the process serving it changes
+ *    (socket activation, a listener handed to a program under loopfast)
+ *    gains its rendezvous under the name it always had: it is used within
+ *    a millisecond.
+ * The millisecond keeps what the memory is for: a client that connects to
+ * a plain server back to back asks sock_diag about once a millisecond, not
+ * once a connection (about 3 us each, over a TCP connect's 12).
+ * A "no rendezvous" found true again is kept for another second. A full
+ * rendezvous and one not owned by the listener's uid are remembered for
+ * the second only: they exist, so there is nothing to look for, and a
+ * flood's end must be noticed. The window between the kernel's listen()
+ * and the rendezvous's creation is closed where it opens (listener.c,
+ * lf__listen_early). Races between threads on an entry can only cost a
+ * plain TCP connection or a needless negotiation, and either is safe. */
 
 #define NEG_SLOTS 16
+#define NEG_TRUST_NS 1000000 /* an entry is trusted unchecked this long */
 static struct {
 	struct lf_ep dst;
-	uint32_t inode; /* the listener's */
+	uint32_t inode;      /* the listener's */
 	uint64_t until_ms;
-	uint64_t checked_ns; /* the rendezvous last looked for (lf__now_ns) */
-	enum lf_event ev; /* why it went plain: counted again for each connect */
+	uint64_t checked_ns; /* last looked at (lf__now_ns) */
+	enum lf_event ev;    /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
 
 static uint64_t now_ms(void)
@@ -177,34 +182,55 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The reason remembered for the listener lst at dst, or -1 (nothing
- * remembered, or a rendezvous has appeared since: the entry is dropped). */
-static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
+/* The entry remembered for dst, or -1. */
+static int neg_find(const struct lf_ep *dst)
 {
 	uint64_t now = now_ms();
-	for (int i = 0; i < NEG_SLOTS; i++) {
-		if (neg[i].until_ms <= now || neg[i].inode != lst->inode || !lf__ep_equal(&neg[i].dst, dst))
-			continue;
-		enum lf_event ev = neg[i].ev;
-		uint64_t ns = lf__now_ns();
-		if (ev == LF_EV_NO_RENDEZVOUS && ns - neg[i].checked_ns >= 1000000) {
-			struct sockaddr_un rname;
-			socklen_t rl = lf__name_listener(&rname, lst->family, lst->inode);
-			neg[i].checked_ns = ns;
-			if (lf__diag_rendezvous(&rname, rl) != 0) {
-				neg[i].until_ms = 0;
-				return -1;
-			}
-		}
-		return (int)ev;
-	}
+	for (int i = 0; i < NEG_SLOTS; i++)
+		if (neg[i].until_ms > now && lf__ep_equal(&neg[i].dst, dst))
+			return i;
 	return -1;
+}
+
+/* The reason remembered for dst if its entry was looked at under a
+ * millisecond ago (no need to ask sock_diag), or -1. */
+static int neg_fresh(const struct lf_ep *dst)
+{
+	int i = neg_find(dst);
+	return i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;
+}
+
+/* The reason remembered for dst, now that sock_diag says the listener
+ * there is lst, or -1: nothing remembered of this listener (a new one: the
+ * entry is dropped), or a rendezvous has appeared since (dropped too). */
+static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
+{
+	int i = neg_find(dst);
+	if (i < 0)
+		return -1;
+	neg[i].checked_ns = lf__now_ns();
+	if (neg[i].inode != lst->inode) {
+		neg[i].until_ms = 0;
+		return -1;
+	}
+	if (neg[i].ev == LF_EV_NO_RENDEZVOUS) {
+		struct sockaddr_un rname;
+		socklen_t rl = lf__name_listener(&rname, lst->family, lst->inode);
+		if (lf__diag_rendezvous(&rname, rl) != 0) {
+			neg[i].until_ms = 0;
+			return -1;
+		}
+		neg[i].until_ms = now_ms() + 1000; /* true now: another second */
+	}
+	return (int)neg[i].ev;
 }
 
 static void neg_add(const struct lf_ep *dst, const struct lf_diag_sock *lst, enum lf_event ev)
 {
 	static unsigned next;
-	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
+	int i = neg_find(dst);
+	if (i < 0)
+		i = (int)(__atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS);
 	neg[i].dst = *dst;
 	neg[i].inode = lst->inode;
 	neg[i].ev = ev;
@@ -464,6 +490,9 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
 		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, NULL);
 	}
+	int cached = neg_fresh(&dst);
+	if (cached >= 0) /* counted under the reason it was remembered for */
+		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))
@@ -482,8 +511,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	 * back); the window runs from this look-up to the real connect. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
 		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, NULL);
-	int cached = neg_cached(&dst, &lst);
-	if (cached >= 0) /* counted under the reason it was remembered for */
+	if ((cached = neg_cached(&dst, &lst)) >= 0)
 		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 
 	/* 2. The hello. Our TCP endpoint must be known before it is queued

@@ -25,7 +25,8 @@ from conftest import NOBODY, fast_path_pairs, free_port, lf_cmd, need, process_t
 pytestmark = pytest.mark.timeout(300)
 
 # A line server: listens on HOST PORT (or serves the listening socket it
-# inherited as fd N: "fd N"), says "listening PORT", answers each line with
+# inherited as fd N: "fd N", or the one it receives over the Unix socket it
+# inherited as fd N: "recv N"), says "listening PORT", answers each line with
 # it, holds every connection until the peer closes it. SIGTERM ends it (the
 # default action: the test checks it died of that signal). "HOST PORT
 # wait": once bound, says "bound PORT INODE" and listens on a line of stdin;
@@ -40,6 +41,9 @@ SERVER = textwrap.dedent("""
             files = [os.open("/dev/null", os.O_RDONLY) for _ in range(min(n, hard - 100))]
     if sys.argv[1] == "fd":
         s = socket.socket(fileno=int(sys.argv[2]))
+    elif sys.argv[1] == "recv":
+        _, fds, _, _ = socket.recv_fds(socket.socket(fileno=int(sys.argv[2])), 1, 1)
+        s = socket.socket(fileno=fds[0])
     else:
         host, port = sys.argv[1], int(sys.argv[2])
         s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -64,19 +68,30 @@ SERVER = textwrap.dedent("""
 # refused (it says "refused" once, at the first refusal), then "opened T"
 # (T: when the last connect that succeeded began, CLOCK_MONOTONIC); "open
 # HOST PORT N watch": the same, but it waits until the kernel lists a
-# listener on PORT (/proc/net/tcp, tcp6) before each connect; "ping": a
-# line over each, answered ("pinged"); "close": closes them all
-# ("closed"); EOF: exit 0.
+# listener on PORT (a sock_diag dump of the listening TCP sockets: fast
+# whatever the number of connections) before each connect; "ping": a line
+# over each, answered ("pinged"); "close": closes them all ("closed");
+# EOF: exit 0.
 CLIENT = textwrap.dedent("""
-    import socket, sys, time
+    import socket, struct, sys, time
+    nl = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG
     def listening(port):
-        for t in ("/proc/net/tcp", "/proc/net/tcp6"):
-            with open(t) as f:
-                for line in f.readlines()[1:]:
-                    w = line.split()
-                    if w[3] == "0A" and int(w[1].rsplit(":", 1)[1], 16) == port:
-                        return True
-        return False
+        found = False
+        for fam in (socket.AF_INET, socket.AF_INET6):
+            req = struct.pack("=BBBBI", fam, socket.IPPROTO_TCP, 0, 0, 1 << 10)  # TCP_LISTEN
+            req += bytes(36) + struct.pack("=III", 0, 0xffffffff, 0xffffffff)
+            nl.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # SOCK_DIAG_BY_FAMILY, dump
+            done = False
+            while not done:
+                buf, off = nl.recv(65536), 0
+                while off + 16 <= len(buf):
+                    ln, typ = struct.unpack_from("=IH", buf, off)
+                    if typ in (2, 3):  # NLMSG_ERROR, NLMSG_DONE
+                        done = True
+                        break
+                    found = found or struct.unpack_from("!H", buf, off + 20)[0] == port  # read it all
+                    off += (ln + 3) & ~3
+        return found
     held = []
     for cmd in sys.stdin:
         w = cmd.split()
@@ -290,20 +305,23 @@ def test_server_from_plain_to_loopfast_on_the_same_port(build):
 def test_listener_handed_to_a_new_server(build):
     """Socket activation: the listening socket outlives the processes that
     serve it (the test holds it, as systemd does, and hands it to each
-    server as an inherited descriptor). A plain server serves it first;
-    the client under loopfast connects, plain TCP at both ends. The plain
+    server). A plain server, which inherited it, serves it first; the
+    client under loopfast connects, plain TCP at both ends. The plain
     server stops; the client connects while none serves (its connection
-    waits in the accept queue, plain TCP); a server under loopfast takes
-    the same listener (same inode) and makes its rendezvous. The client's
-    next connections are on the fast path at both ends, although the
-    listener is the one it met without a rendezvous moments before."""
+    waits in the accept queue, plain TCP); a server under loopfast, already
+    running, receives the same listener (same inode: SCM_RIGHTS, so that
+    the hand-over happens when the test says) and makes its rendezvous as
+    it accepts. The client's next connections are on the fast path at both
+    ends, although the listener is the one it met without a rendezvous a
+    moment before."""
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(64)
     port = lst.getsockname()[1]
-    fd = str(lst.fileno())
+    hand, took = socket.socketpair()
     client = spawn([sys.executable, "-c", CLIENT], True)
-    srv = spawn([sys.executable, "-c", SERVER, "fd", fd], False, pass_fds=[lst.fileno()])
+    srv = spawn([sys.executable, "-c", SERVER, "fd", str(lst.fileno())], False, pass_fds=[lst.fileno()])
+    nxt = spawn([sys.executable, "-c", SERVER, "recv", str(took.fileno())], True, pass_fds=[took.fileno()])
     try:
         readline(srv)
         say(client, f"open 127.0.0.1 {port} 2", "opened")
@@ -311,7 +329,8 @@ def test_listener_handed_to_a_new_server(build):
         say(client, "close", "closed")
         stopped(srv)
         say(client, f"open 127.0.0.1 {port} 1", "opened")  # queued: no server, no rendezvous
-        srv = spawn([sys.executable, "-c", SERVER, "fd", fd], True, pass_fds=[lst.fileno()])
+        socket.send_fds(hand, [b"l"], [lst.fileno()])
+        srv, nxt = nxt, None
         readline(srv)
         assert_tcp(client, srv.pid, port, 1, "queued while no server ran")
         say(client, "ping", "pinged")
@@ -322,9 +341,11 @@ def test_listener_handed_to_a_new_server(build):
         stopped(srv)
         ended(client)
     finally:
-        stop(srv)
-        stop(client)
-        lst.close()
+        for p in (srv, nxt, client):
+            if p:
+                stop(p)
+        for s in (lst, hand, took):
+            s.close()
 
 
 # Binds and listens on a Unix abstract name (argv[1], as ss prints it),

@@ -319,7 +319,14 @@ MUTANTS = [
         "a destination remembered for a second (rendezvous full, squatted, no listener) is counted as "
         "\"peer not opted in\" on the later connects",
         [("src/fastpath/connect.c",
+          "\tif (cached >= 0) /* counted under the reason it was remembered for */\n"
           "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, NULL);\n",
+          "\tif (cached >= 0) /* counted under the reason it was remembered for */\n"
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, NULL);\n"),
+         ("src/fastpath/connect.c",
+          "\tif ((cached = neg_cached(&dst, &lst)) >= 0)\n"
+          "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, NULL);\n",
+          "\tif ((cached = neg_cached(&dst, &lst)) >= 0)\n"
           "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, NULL);\n")],
         ["e2e:test_status.py -k 'count_rendezvous_full or count_no_listener or count_rendezvous_not'"]),
     Mutant(
@@ -458,24 +465,25 @@ MUTANTS += [
           "\t\treturn plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, NULL);\n",
           "\t\treturn lst.inode = 0, plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, &lst);\n"),
          ("src/fastpath/connect.c",
-          "neg[i].inode != lst->inode || ",
-          "(neg[i].inode && neg[i].inode != lst->inode) || ")],
+          "\treturn i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;\n",
+          "\treturn i >= 0 && (neg[i].ev == LF_EV_NO_LISTENER || lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS) "
+          "? (int)neg[i].ev : -1;\n")],
         ["e2e:test_lifecycle.py -k 'before_its_server or redis'"]),
     Mutant(
         "life-new-listener-inode-ignored",
         "the memory of a listener without a usable rendezvous ignores its inode: a server restarted under "
         "loopfast on the port where a squatted rendezvous was remembered gets plain TCP for a second",
         [("src/fastpath/connect.c",
-          "neg[i].inode != lst->inode || ",
-          "")],
+          "\tif (neg[i].inode != lst->inode) {\n",
+          "\tif (0 && neg[i].inode != lst->inode) {\n")],
         ["e2e:test_lifecycle.py -k rendezvous_was_taken"]),
     Mutant(
         "life-no-rendezvous-not-rechecked",
         "a remembered \"no rendezvous\" is not checked again: a listener whose socket survives (socket "
         "activation) gets plain TCP for a second after its new server made the rendezvous",
         [("src/fastpath/connect.c",
-          "\t\tif (ev == LF_EV_NO_RENDEZVOUS && ns - neg[i].checked_ns >= 1000000) {\n",
-          "\t\tif (0 && ev == LF_EV_NO_RENDEZVOUS && ns - neg[i].checked_ns >= 1000000) {\n")],
+          "\tif (neg[i].ev == LF_EV_NO_RENDEZVOUS) {\n",
+          "\tif (0 && neg[i].ev == LF_EV_NO_RENDEZVOUS) {\n")],
         ["e2e:test_lifecycle.py -k handed_to_a_new_server"]),
     Mutant(
         "life-rendezvous-after-listen",
