@@ -131,17 +131,48 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	return 0;
 }
 
-/* ---- destinations known to have no usable rendezvous (this process, 1 s):
- * a client that talks to a plain server pays no sock_diag query and no
- * Unix connect per connection. A server that gains a rendezvous is used a
- * second later at most; the path chosen meanwhile is plain TCP, which is
- * always safe. (Races between threads on an entry can only cost that.) */
+/* ---- listeners known to have no usable rendezvous (this process, 1 s):
+ * a client that talks to a plain server pays, per connection, neither
+ * the sock_diag query nor the Unix socket, binds and connect of a hello.
+ *
+ * What is remembered is the listener, not the address: the inode of the
+ * listening socket sock_diag found at the address, and why it went plain.
+ * An entry is trusted as it is for a millisecond after it was last looked
+ * at; past that, the next connect asks sock_diag again (one netlink round
+ * trip) and, for "no rendezvous", whether the rendezvous exists now
+ * (lf__diag_rendezvous: one system call that reaches nobody). So:
+ *  - "no listener" (a refused connect) is never remembered: a client that
+ *    retries until its server listens negotiates the first connect that
+ *    finds the listener;
+ *  - a server that restarts has a new listening socket, hence a new inode:
+ *    what was remembered of the old one does not apply to it, and the
+ *    first connection to the new listener negotiates (a pool reconnecting
+ *    after a restart, a server gone from plain to loopfast). Only a new
+ *    listener that exists within a millisecond of a look at the old one
+ *    (no process restarts that fast) would wait for the millisecond's end;
+ *  - a listener whose inode survives while the process serving it changes
+ *    (socket activation, a listener handed to a program under loopfast)
+ *    gains its rendezvous under the name it always had: it is used within
+ *    a millisecond.
+ * The millisecond keeps what the memory is for: a client that connects to
+ * a plain server back to back asks sock_diag about once a millisecond, not
+ * once a connection (about 3 us each, over a TCP connect's 12).
+ * A "no rendezvous" found true again is kept for another second. A full
+ * rendezvous and one not owned by the listener's uid are remembered for
+ * the second only: they exist, so there is nothing to look for, and a
+ * flood's end must be noticed. The window between the kernel's listen()
+ * and the rendezvous's creation is closed where it opens (listener.c,
+ * lf__listen_early). Races between threads on an entry can only cost a
+ * plain TCP connection or a needless negotiation, and either is safe. */
 
 #define NEG_SLOTS 16
+#define NEG_TRUST_NS 1000000 /* an entry is trusted unchecked this long */
 static struct {
 	struct lf_ep dst;
+	uint32_t inode;      /* the listener's */
 	uint64_t until_ms;
-	enum lf_event ev; /* why it went plain: counted again for each connect */
+	uint64_t checked_ns; /* last looked at (lf__now_ns) */
+	enum lf_event ev;    /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
 
 static uint64_t now_ms(void)
@@ -151,22 +182,59 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The reason remembered for dst, or -1. */
-static int neg_cached(const struct lf_ep *dst)
+/* The entry remembered for dst, or -1. */
+static int neg_find(const struct lf_ep *dst)
 {
 	uint64_t now = now_ms();
 	for (int i = 0; i < NEG_SLOTS; i++)
 		if (neg[i].until_ms > now && lf__ep_equal(&neg[i].dst, dst))
-			return (int)neg[i].ev;
+			return i;
 	return -1;
 }
 
-static void neg_add(const struct lf_ep *dst, enum lf_event ev)
+/* The reason remembered for dst if its entry was looked at under a
+ * millisecond ago (no need to ask sock_diag), or -1. */
+static int neg_fresh(const struct lf_ep *dst)
+{
+	int i = neg_find(dst);
+	return i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;
+}
+
+/* The reason remembered for dst, now that sock_diag says the listener
+ * there is lst, or -1: nothing remembered of this listener (a new one: the
+ * entry is dropped), or a rendezvous has appeared since (dropped too). */
+static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
+{
+	int i = neg_find(dst);
+	if (i < 0)
+		return -1;
+	neg[i].checked_ns = lf__now_ns();
+	if (neg[i].inode != lst->inode) {
+		neg[i].until_ms = 0;
+		return -1;
+	}
+	if (neg[i].ev == LF_EV_NO_RENDEZVOUS) {
+		struct sockaddr_un rname;
+		socklen_t rl = lf__name_listener(&rname, lst->family, lst->inode);
+		if (lf__diag_rendezvous(&rname, rl) != 0) {
+			neg[i].until_ms = 0;
+			return -1;
+		}
+		neg[i].until_ms = now_ms() + 1000; /* true now: another second */
+	}
+	return (int)neg[i].ev;
+}
+
+static void neg_add(const struct lf_ep *dst, const struct lf_diag_sock *lst, enum lf_event ev)
 {
 	static unsigned next;
-	unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS;
+	int i = neg_find(dst);
+	if (i < 0)
+		i = (int)(__atomic_fetch_add(&next, 1, __ATOMIC_RELAXED) % NEG_SLOTS);
 	neg[i].dst = *dst;
+	neg[i].inode = lst->inode;
 	neg[i].ev = ev;
+	neg[i].checked_ns = lf__now_ns();
 	neg[i].until_ms = now_ms() + 1000;
 }
 
@@ -362,17 +430,18 @@ static unsigned long nonce(void)
 }
 
 /* The connect goes on as plain TCP: count why (`loopfast status`), say it
- * under LOOPFAST_DEBUG, and remember a listener without a usable
- * rendezvous for a second (no Unix connect per connect to a plain server). */
-static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *dst, bool remember)
+ * under LOOPFAST_DEBUG, and remember the listener lst (when given) as one
+ * without a usable rendezvous (no Unix connect per connect to a plain
+ * server). */
+static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *dst, const struct lf_diag_sock *lst)
 {
 	int e = errno;
 
 	lf__count(ev);
 	if (why)
 		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst->port, why, strerror(e));
-	if (remember)
-		neg_add(dst, ev);
+	if (lst)
+		neg_add(dst, lst, ev);
 	errno = e;
 	return 0;
 }
@@ -416,14 +485,14 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (!lf__ep_from_sockaddr(&dst, sa, len))
 		return 0;
 	if (!lf__ep_is_loopback(&dst))
-		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, false);
+		return plain(LF_EV_NOT_LOOPBACK, NULL, fd, &dst, NULL);
 	if (lf__excluded(&dst)) { /* LOOPFAST_EXCLUDE: the operator's opt-out */
 		DEBUG("connect fd %d to port %u: excluded (LOOPFAST_EXCLUDE): plain TCP", fd, dst.port);
-		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);
+		return plain(LF_EV_EXCLUDED, NULL, fd, &dst, NULL);
 	}
-	int cached = neg_cached(&dst);
+	int cached = neg_fresh(&dst);
 	if (cached >= 0) /* counted under the reason it was remembered for */
-		return plain((enum lf_event)cached, NULL, fd, &dst, false);
+		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 	if (fl & LF_F_TCP)
 		family = f->family;
 	else if (!tcp_family(fd, &family))
@@ -433,16 +502,24 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
 
-	/* 1. The listener that will get the connection. */
+	/* 1. The listener that will get the connection. None (the connect
+	 * will be refused, or the server is not listening yet): plain TCP,
+	 * and nothing remembered, so that the connect that finds it
+	 * negotiates. A listener that appears between this look-up and our
+	 * SYN gets a plain TCP connection: nothing can be done about that
+	 * (the hello must precede the SYN, and a connection cannot be taken
+	 * back); the window runs from this look-up to the real connect. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
-		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, true);
+		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, NULL);
+	if ((cached = neg_cached(&dst, &lst)) >= 0)
+		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 
 	/* 2. The hello. Our TCP endpoint must be known before it is queued
 	 * (a socket already connected keeps its port; its connect below then
 	 * fails as the kernel says, and the server drops the hello). */
 	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (unx < 0)
-		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, false);
+		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
 	lf__no_rights(unx);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
@@ -450,7 +527,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
 			lf__sys_close(unx);
-			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, false);
+			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, NULL);
 		}
 		src.port = tmp.port;
 	}
@@ -468,7 +545,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
 	if (why) {
 		lf__sys_close(unx); /* the server sees no hello: plain TCP */
-		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED);
+		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED ? &lst : NULL);
 	}
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;

@@ -9,7 +9,10 @@
  * the number: before each use its identity is checked (a netlink socket's
  * port id is unique), so loopfast never reads from a socket that is not
  * its own. Every call here is a raw system call: the libc names would bind
- * to loopfast's own interposed wrappers. */
+ * to loopfast's own interposed wrappers.
+ *
+ * The same lock and the same care keep the probe that asks whether a
+ * rendezvous exists (lf__diag_rendezvous). */
 #include "internal.h"
 
 #include <errno.h>
@@ -20,11 +23,14 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
 static uint32_t nl_portid;  /* its identity */
+static int probe_fd = -1;   /* hidden, as nl_fd */
+static ino_t probe_ino;     /* its identity */
 static pthread_mutex_t nl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint32_t portid_of(int fd)
@@ -167,5 +173,53 @@ int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struc
 
 	if (r == 0 && out->state == TCP_LISTEN)
 		return -ENOENT; /* no such connection: the lookup fell through to a listener */
+	return r;
+}
+
+/* Our probe socket, checked; a new one if it was taken from us. One end of
+ * a Unix stream socketpair (the other end closed at once): a connected
+ * stream socket, non-blocking. */
+static int probe_socket(void)
+{
+	struct stat st;
+	int sv[2];
+
+	if (probe_fd >= 0 && fstat(probe_fd, &st) == 0 && st.st_ino == probe_ino)
+		return probe_fd;
+	if (probe_fd >= 0) /* not ours any more: the number is someone else's */
+		lf__fd_unhide(probe_fd);
+	probe_fd = -1;
+	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv))
+		return -1;
+	lf__sys_close(sv[1]);
+	if (fstat(sv[0], &st)) {
+		lf__sys_close(sv[0]);
+		return -1;
+	}
+	probe_ino = st.st_ino;
+	lf__fd_hide(sv[0], &probe_fd);
+	return probe_fd;
+}
+
+/* Whether anything listens on the abstract name: 1 yes, 0 no, -errno when
+ * the probe could not ask. connect() on a Unix stream socket that is
+ * already connected looks the name up before it looks at its own state:
+ * ECONNREFUSED when no socket has the name, EISCONN when one listens
+ * there (EAGAIN: one whose backlog is full). No connection is made, so the
+ * rendezvous's owner sees nothing: one system call, and no hello that the
+ * server would have to take and drop. */
+int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len)
+{
+	int r;
+
+	pthread_mutex_lock(&nl_lock);
+	int p = probe_socket();
+	if (p < 0)
+		r = -errno;
+	else if (lf__sys_connect(p, (const struct sockaddr *)name, len) == 0)
+		r = 1; /* cannot happen on a connected socket: say yes, negotiation decides */
+	else
+		r = errno == ECONNREFUSED ? 0 : errno == EISCONN || errno == EAGAIN ? 1 : -errno;
+	pthread_mutex_unlock(&nl_lock);
 	return r;
 }

@@ -77,6 +77,9 @@ int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct 
  * (established or closing; TIME_WAIT entries report uid 0 and inode 0):
  * 0, -ENOENT or -errno. */
 int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out);
+/* Whether a Unix stream socket listens on the abstract name: 1, 0, or
+ * -errno (one system call; nothing reaches the name's owner). */
+int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len);
 
 /* ---- sys: raw system calls that bypass any interposer (ours included) */
 
@@ -338,6 +341,11 @@ int lf__bell_epoll_filter(struct epoll_event *ev, int n);
 /* Sets up (or adopts, after exec or in another process) the rendezvous of
  * a listening socket. 0 (fast path served), or -errno (plain TCP only). */
 int lf__listen_optin(int fd);
+/* Before the kernel's listen(): opts in a socket bound to its port (true),
+ * so that its rendezvous exists before its listener; false: unbound, opt
+ * it in after. lf__listen_undo: listen() failed, back to `flags`. */
+bool lf__listen_early(int fd);
+void lf__listen_undo(int fd, unsigned flags);
 void lf__listener_put(struct lf_listener *l);
 /* At start-up: rendezvous for the listening sockets the process inherited. */
 void lf__adopt_inherited(void);

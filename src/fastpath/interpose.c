@@ -77,12 +77,19 @@ LF_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 	return r;
 }
 
+/* An opted-in socket gets its rendezvous before the kernel's listen when
+ * it is bound to its port already (listener.c, lf__listen_early). */
 LF_EXPORT int listen(int fd, int backlog)
 {
-	int r = REAL(listen)(fd, backlog), e = errno;
 	struct lf_fd *f = lf__fd(fd);
+	unsigned fl = f ? atomic_load(&f->flags) : 0;
+	bool optin = f && !f->lst && (lf__global_optin || (fl & LF_F_OPTIN));
+	bool early = optin && lf__listen_early(fd);
+	int r = REAL(listen)(fd, backlog), e = errno;
 
-	if (r == 0 && f && (lf__global_optin || (atomic_load(&f->flags) & LF_F_OPTIN)))
+	if (r && early)
+		lf__listen_undo(fd, fl);
+	else if (r == 0 && optin && !early)
 		lf__listen_optin(fd);
 	errno = e;
 	return r;

@@ -632,6 +632,46 @@ int lf__listen_optin(int fd)
 	return 0;
 }
 
+/* listen() on an opted-in socket bound to its port: the rendezvous is made
+ * before the kernel's listen, so that a client that finds the listener
+ * through sock_diag always finds its rendezvous too. Made after, a client
+ * arriving in between (one that retried until the server listened) would
+ * be told "no rendezvous" for this very listener, and the first of its
+ * connections to succeed would be plain TCP. A socket that listen() binds
+ * itself has no port before it, and nobody can know the port before
+ * listen() returns it: it gets its rendezvous just after (false here).
+ * The rendezvous is named after the socket's inode, which listen() does
+ * not change; nobody can reach it before the listener exists. */
+bool lf__listen_early(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct lf_ep ep;
+
+	if (lf__sys_getsockname(fd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || !ep.port)
+		return false;
+	lf__listen_optin(fd);
+	return true;
+}
+
+/* The kernel's listen() failed after lf__listen_early: the socket is as it
+ * was before (flags: its flags then), without the rendezvous. */
+void lf__listen_undo(int fd, unsigned flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_listener *l = f ? f->lst : NULL;
+
+	if (!f)
+		return;
+	if (l && l->shm && lf__listener_marks(l)) {
+		int off = 0; /* loopfast turned it on */
+		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &off, sizeof(off));
+	}
+	f->lst = NULL;
+	lf__listener_put(l);
+	atomic_store(&f->flags, flags);
+}
+
 /* At start-up (LOOPFAST_ENABLE): listening sockets this process inherited
  * get their rendezvous now, before the program forks workers, so that
  * every worker shares it. */

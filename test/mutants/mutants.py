@@ -319,15 +319,22 @@ MUTANTS = [
         "a destination remembered for a second (rendezvous full, squatted, no listener) is counted as "
         "\"peer not opted in\" on the later connects",
         [("src/fastpath/connect.c",
-          "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, false);\n",
-          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);\n")],
+          "\tif (cached >= 0) /* counted under the reason it was remembered for */\n"
+          "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, NULL);\n",
+          "\tif (cached >= 0) /* counted under the reason it was remembered for */\n"
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, NULL);\n"),
+         ("src/fastpath/connect.c",
+          "\tif ((cached = neg_cached(&dst, &lst)) >= 0)\n"
+          "\t\treturn plain((enum lf_event)cached, NULL, fd, &dst, NULL);\n",
+          "\tif ((cached = neg_cached(&dst, &lst)) >= 0)\n"
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, NULL);\n")],
         ["e2e:test_status.py -k 'count_rendezvous_full or count_no_listener or count_rendezvous_not'"]),
     Mutant(
         "status-excluded-counted-not-opted-in",
         "an excluded destination is counted as \"peer not opted in\"",
         [("src/fastpath/connect.c",
-          "\t\treturn plain(LF_EV_EXCLUDED, NULL, fd, &dst, false);\n",
-          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, false);\n")],
+          "\t\treturn plain(LF_EV_EXCLUDED, NULL, fd, &dst, NULL);\n",
+          "\t\treturn plain(LF_EV_NO_RENDEZVOUS, NULL, fd, &dst, NULL);\n")],
         ["e2e:test_status.py -k 'count_excluded'"]),
     # ---- issue 17: sockopt answers, exec, fdtab, benches (bench)
     Mutant(
@@ -449,4 +456,41 @@ MUTANTS += [
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
         ["e2e:test_compare.py -k 'names-lo2-v4'"]),
+    # ---- issue 18: listeners that appear (life)
+    Mutant(
+        "life-refused-connect-remembered",
+        "a refused connect (no listener) is remembered for the address, whatever listener appears there "
+        "within the second",
+        [("src/fastpath/connect.c",
+          "\t\treturn plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, NULL);\n",
+          "\t\treturn lst.inode = 0, plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, &lst);\n"),
+         ("src/fastpath/connect.c",
+          "\treturn i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;\n",
+          "\treturn i >= 0 && (neg[i].ev == LF_EV_NO_LISTENER || lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS) "
+          "? (int)neg[i].ev : -1;\n")],
+        ["e2e:test_lifecycle.py -k 'before_its_server or redis'"]),
+    Mutant(
+        "life-new-listener-inode-ignored",
+        "the memory of a listener without a usable rendezvous ignores its inode: a server restarted under "
+        "loopfast on the port where a squatted rendezvous was remembered gets plain TCP for a second",
+        [("src/fastpath/connect.c",
+          "\tif (neg[i].inode != lst->inode) {\n",
+          "\tif (0 && neg[i].inode != lst->inode) {\n")],
+        ["e2e:test_lifecycle.py -k rendezvous_was_taken"]),
+    Mutant(
+        "life-no-rendezvous-not-rechecked",
+        "a remembered \"no rendezvous\" is not checked again: a listener whose socket survives (socket "
+        "activation) gets plain TCP for a second after its new server made the rendezvous",
+        [("src/fastpath/connect.c",
+          "\tif (neg[i].ev == LF_EV_NO_RENDEZVOUS) {\n",
+          "\tif (0 && neg[i].ev == LF_EV_NO_RENDEZVOUS) {\n")],
+        ["e2e:test_lifecycle.py -k handed_to_a_new_server"]),
+    Mutant(
+        "life-rendezvous-after-listen",
+        "a bound listener's rendezvous is made after the kernel's listen(): a client that retries until its "
+        "server listens can arrive in between and take plain TCP",
+        [("src/fastpath/listener.c",
+          "|| !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || !ep.port)\n\t\treturn false;\n",
+          "|| !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || ep.port || !ep.port)\n\t\treturn false;\n")],
+        ["e2e:test_lifecycle.py -k many_files"]),
 ]
