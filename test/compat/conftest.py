@@ -392,3 +392,20 @@ def await_rendezvous(server, port, timeout=30):
             pytest.fail(f"no rendezvous held by {server.pid} for its listener on port {port}: {sorted(names)}\n"
                         f"{tail(server)}")
         time.sleep(0.02)
+
+
+def await_established(client, port, timeout=60):
+    """Waits until client's process tree holds an established TCP
+    connection to port (inet_diag, established sockets only: fast however
+    many are in TIME_WAIT). For a plain-TCP client whose readiness nothing
+    else shows (wrk)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = kernel.socket_inodes(kernel.process_tree(client.pid))
+        for line in kernel._ss("-t", "-e", "state", "established"):
+            f, m = line.split(), re.search(r"\bino:(\d+)", line)  # Recv-Q Send-Q Local Peer ino:...
+            if m and len(f) > 3 and kernel._endpoint(f[3])[1] == port and int(m.group(1)) in held:
+                return
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.name} holds no connection to port {port}\n{tail(client)}")
+        time.sleep(0.02)

@@ -1,20 +1,34 @@
-"""Signals: every server of the compat suite, sent SIGTERM, SIGINT, SIGHUP
-or SIGQUIT, ends as it does without loopfast, or, where the signal means
-reload or dump, keeps serving, its new connections on the fast path.
+"""Signals: every server of the compat suite, and each long-running client,
+sent SIGTERM, SIGINT, SIGHUP or SIGQUIT, ends as it does without
+loopfast, or, where the signal means reload or dump, keeps serving, its
+new connections on the fast path; nothing segfaults.
 
 Each case starts the program twice at once: plainly, and under `loopfast
-run`. A client (progs/poke.py; under `loopfast run` with the second) makes
-one request and holds its connection, so that the server's connection
-handling has run and, under loopfast, a fast-path connection (proved from
-the kernel at both ends) is open when the signal comes. Both copies are
-signalled (the PID the test started: every program is kept in the
-foreground), their clients let go, and their endings (exit status or
-signal, Popen.returncode) must be equal. For a signal in the program's
-`stays` set, both copies must still be serving afterwards: a new client,
-started once the server listens (and, under loopfast, once its rendezvous
-exists), is served, and under loopfast its connection is on the fast path.
-The autouse fixture `endings` fails any case where a program died of a
-signal the test did not send or the kernel logged a segfault."""
+run`. A client (progs/poke.py, or the program's own client; under
+`loopfast run` with the second copy) is served one request and holds its
+connection, so that the server's connection handling has run and, under
+loopfast, a fast-path connection (proved from the kernel at both ends) is
+open when the signal comes. Both copies are signalled (the PID the test
+started: every program is kept in the foreground, and `loopfast run`
+execs it), their clients let go, and their endings (exit status or death
+by a signal, Popen.returncode) must be equal. For a signal in the
+program's `stays` set (sshd, nginx, php-fpm, haproxy, mosquitto and
+gunicorn on SIGHUP, memcached and redis which ignore it, Java and haproxy
+on SIGQUIT), both copies must log that they handled it (HANDLED), and
+still serve: a new client, started once the server listens again (sshd
+and php-fpm exec themselves) and, under loopfast, its rendezvous exists,
+is served, and under loopfast its connection is on the fast path at both
+ends. The autouse fixture `endings` fails a case where a program died of
+a signal the test did not send or the kernel logged a segfault (php-fpm's
+workers did, before the fix for SIG_DFL with SA_SIGINFO).
+
+Left out: the short-lived clients (curl, redis-cli, memccp, memccat,
+mosquitto_pub without -l: they end before a signal could matter), the
+node http client (it prints nothing before its stdin ends, so the plain
+copy's readiness has no sign; the node server is here), iperf3's client,
+mosquitto_pub -l and the kernel-TLS program (the same runtimes as iperf3's
+server, mosquitto_sub and the asyncio programs), and nginx with TLS or as
+a proxy (the same nginx master)."""
 import hashlib
 import os
 import resource
@@ -26,7 +40,7 @@ import time
 import pytest
 
 from conftest import (NGINX_CONF, await_fast, await_rendezvous, lf, listening, need, tail, tree,
-                      url_host, wait_line)
+                      await_established, finish, wait_line, wait_log)
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 PYTHON = "/usr/bin/python3"
@@ -59,12 +73,14 @@ def fcgi_request(script):
 
 def sshd(procs, d, run):
     need("/usr/sbin/sshd", "ssh-keygen")
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / "host_key"], check=True, timeout=30)
+    for key in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / key], check=True, timeout=30)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
 
     def argv(port):
         (d / "sshd_config").write_text(f"ListenAddress 127.0.0.1:{port}\nHostKey {d}/host_key\nPidFile none\n"
-                                       "UsePAM no\nPasswordAuthentication no\n")
+                                       f"AuthorizedKeysFile {d}/user_key.pub\nStrictModes no\n"
+                                       "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n")
         return run("/usr/sbin/sshd", "-D", "-e", "-f", d / "sshd_config")
     return procs.serve(f"sshd-{d.name}", argv)
 
@@ -77,7 +93,8 @@ def nginx(procs, d, run):
     def argv(port):
         (d / "nginx.conf").write_text(NGINX_CONF.format(tmp=d, listen=f"127.0.0.1:{port}", listen_opts="",
                                                         server=""))
-        return run("nginx", "-p", d, "-c", d / "nginx.conf", "-e", d / "nginx-error.log")
+        return run("nginx", "-p", d, "-c", d / "nginx.conf", "-e", d / "nginx-error.log",
+                   "-g", "error_log stderr notice;")  # its reload's notices
     return procs.serve(f"nginx-{d.name}", argv)
 
 
@@ -152,7 +169,8 @@ def mosquitto(procs, d, run):
     need("mosquitto")
 
     def argv(port):
-        (d / "mosquitto.conf").write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+        (d / "mosquitto.conf").write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+                                          "log_dest stderr\nlog_type all\n")
         return run("mosquitto", "-c", d / "mosquitto.conf")
     return procs.serve(f"mosquitto-{d.name}", argv)
 
@@ -179,6 +197,19 @@ def gunicorn(procs, d, run):
 
 MQTT_CONNECT = bytes([0x10, 16, 0, 4]) + b"MQTT" + bytes([4, 2, 0, 60, 0, 4]) + b"poke"
 IPERF3_COOKIE = b"loopfastsignalspoke234567890abcdefgh\0"
+
+# What each program logs when it handles a signal it stays up for (memcached
+# and redis say nothing on SIGHUP), in its output or its directory's logs.
+HANDLED = {
+    ("sshd", signal.SIGHUP): b"Received SIGHUP; restarting.",  # it execs itself again, same PID
+    ("nginx", signal.SIGHUP): b"reconfiguring",  # new workers
+    ("php-fpm", signal.SIGHUP): b"Reloading in progress",  # it execs itself again, same PID
+    ("java", signal.SIGQUIT): b"Full thread dump",
+    ("haproxy", signal.SIGHUP): b"SIGHUP received, dumping servers states",
+    ("haproxy", signal.SIGQUIT): b"Dumping pools usage",
+    ("mosquitto", signal.SIGHUP): b"Reloading config.",
+    ("gunicorn", signal.SIGHUP): b"Handling signal: hup",  # new workers
+}
 
 # name: (start, request, expected answer, the signals it stays up for, poke's extra idle connection)
 SERVERS = {
@@ -242,7 +273,8 @@ class Copy:
         if self.mode != "loopfast":
             return
         if self.prog == "haproxy":  # its first hop: plain TCP, proved in test_haproxy_redis.py
-            await_fast(self.srv.backend, self.srv, peer=f"127.0.0.1:{self.srv.backend_port}")
+            await_fast(self.srv.backend, self.srv, count=len(self.clients),  # one per client: a new one too
+                       peer=f"127.0.0.1:{self.srv.backend_port}")
         else:
             await_fast(self.srv, cli, peer=f"127.0.0.1:{self.port}")
 
@@ -256,6 +288,13 @@ class Copy:
             return self.srv.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return "still running"
+
+    def logged(self, marker, timeout=30):
+        """Waits until marker is in the server's output or a log in its directory."""
+        deadline = time.monotonic() + timeout
+        while not any(marker in f.read_bytes() for f in [self.srv.log, *self.dir.glob("*.log")]):
+            assert time.monotonic() < deadline, f"{self.mode} {self.prog} logged no {marker!r}\n{tail(self.srv)}"
+            time.sleep(0.02)
 
     def listens(self, timeout=30):
         """Waits until the server listens on its port again (sshd re-execs
@@ -301,6 +340,8 @@ def test_server_signalled(procs, tmp, prog, sig):
     if sig in copies[0].stays:
         for c in copies:
             delivered(c.srv.pid, sig)
+            if (prog, sig) in HANDLED:
+                c.logged(HANDLED[prog, sig])
             c.listens()
             c.served(c.poke())
             assert c.srv.poll() is None, f"{c.mode} {prog} ended on {sig.name}: {c.srv.returncode}\n{tail(c.srv)}"
@@ -311,3 +352,105 @@ def test_server_signalled(procs, tmp, prog, sig):
     assert endings["plain"] != "still running", f"plain {prog} still runs after {sig.name}: list it in stays"
     assert endings["loopfast"] == endings["plain"], \
         f"{prog} on {sig.name}: {endings}\n{tail(copies[1].srv)}"
+
+
+# --- the long-running clients: start(procs, dir, run) -> (server, port, client, ready) ---
+# ready(client) waits until the client has been served and holds its connection.
+
+def ssh(procs, d, run):
+    need("ssh")
+    srv, port = sshd(procs, d, run)
+    host_key = (d / "host_key.pub").read_text().split()
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    cli = procs.start(f"ssh-{d.name}", run("ssh", "-F", "/dev/null", "-p", port, "-i", d / "user_key",
+                                             "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={d}/known_hosts",
+                                             "root@127.0.0.1", "echo ready; cat"),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return srv, port, cli, lambda c: wait_line(c, b"ready\n")
+
+
+def socat_client(procs, d, run):
+    srv, port = socat(procs, d, run)
+    cli = procs.start(f"socat-client-{d.name}", run("socat", "-", f"TCP4:127.0.0.1:{port}"),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def ready(c):
+        c.stdin.write(b"ping\n")
+        c.stdin.flush()
+        wait_line(c, b"ping\n")
+    return srv, port, cli, ready
+
+
+def java_client(procs, d, run):
+    srv, port = java(procs, d, run)
+    cli = procs.start(f"java-client-{d.name}", run("java", "-cp", SHARED / "classes", "Echo", "client", port),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return srv, port, cli, lambda c: wait_line(c, b"round trips: 200\n")
+
+
+def wrk(procs, d, run):
+    need("wrk")
+    srv, port = nginx(procs, d, run)
+    cli = procs.start(f"wrk-{d.name}", run("wrk", "-t", 1, "-c", 2, "-d", "60s", f"http://127.0.0.1:{port}/ping"),
+                      stdout=subprocess.PIPE)
+    # wrk prints nothing until it ends: under loopfast, await_fast shows its connections.
+    return srv, port, cli, (lambda c: await_established(c, port)) if run is plain else (lambda c: None)
+
+
+def mosquitto_sub(procs, d, run):
+    need("mosquitto_sub")
+    srv, port = mosquitto(procs, d, run)
+    cli = procs.start(f"mosquitto_sub-{d.name}", run("mosquitto_sub", "-h", "127.0.0.1", "-p", port, "-t", "lf",
+                                                       "-i", "sub"), stdout=subprocess.PIPE)
+    return srv, port, cli, lambda c: wait_log(srv, b"Sending SUBACK to sub")
+
+
+def asyncio_client(procs, d, run):
+    srv, port = asyncio(procs, d, run)
+    cli = procs.start(f"asyncio-client-{d.name}", run(PYTHON, f"{PROGS}/aio.py", "client", port, 1),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    return srv, port, cli, lambda c: wait_line(c, b"connected 1\n")
+
+
+# name: (start, the signals it goes on after)
+CLIENTS = {
+    "ssh": (ssh, set()),
+    "socat-client": (socat_client, set()),
+    "java-client": (java_client, {signal.SIGQUIT}),
+    "wrk": (wrk, set()),
+    "mosquitto_sub": (mosquitto_sub, set()),
+    "asyncio-client": (asyncio_client, set()),
+}
+CLIENT_CASES = [pytest.param(prog, sig, id=f"{prog}-{sig.name}") for prog in CLIENTS for sig in SIGNALS]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("prog,sig", CLIENT_CASES)
+def test_client_signalled(procs, tmp, prog, sig):
+    start, stays = CLIENTS[prog]
+    copies = {}
+    for mode, run in (("plain", plain), ("loopfast", lf)):
+        (tmp / mode).mkdir()
+        copies[mode] = start(procs, tmp / mode, run)
+    for mode, (srv, port, cli, ready) in copies.items():
+        ready(cli)
+        if mode == "loopfast":
+            await_fast(srv, cli, peer=f"127.0.0.1:{port}")
+    for srv, port, cli, ready in copies.values():
+        cli.send_signal(sig)
+    if sig in stays:  # Java's thread dump: it goes on, prints the dump and finishes its work
+        for mode, (srv, port, cli, ready) in copies.items():
+            delivered(cli.pid, sig)
+            out = finish(cli, b"after the signal").decode()
+            assert "Full thread dump" in out and "sha256: " in out, f"{mode}: {out}"
+        return
+    endings = {}
+    for mode, (srv, port, cli, ready) in copies.items():
+        if cli.stdin:
+            cli.stdin.close()
+        try:
+            endings[mode] = cli.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            endings[mode] = "still running"
+    assert endings["plain"] != "still running", f"plain {prog} still runs after {sig.name}: list it in stays"
+    assert endings["loopfast"] == endings["plain"], f"{prog} on {sig.name}: {endings}\n{tail(copies['loopfast'][2])}"
