@@ -39,7 +39,7 @@ import time
 
 import pytest
 
-from conftest import (NGINX_CONF, await_fast, await_rendezvous, lf, listening, need, tail, tree,
+from conftest import (NGINX_CONF, _start_time, await_fast, await_rendezvous, lf, listening, need, tail, tree,
                       await_established, finish, wait_line, wait_log)
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
@@ -255,7 +255,7 @@ class Copy:
         if self.request is None:  # php-fpm: a FastCGI request for its directory's script
             self.request = fcgi_request(self.dir / "ping.php")
         self.srv, self.port = start(procs, self.dir, self.run)
-        self.clients = []
+        self.clients, self.seen = [], set()
 
     def poke(self):
         """Starts a client that makes one request and holds its connection."""
@@ -273,8 +273,16 @@ class Copy:
         if self.mode != "loopfast":
             return
         if self.prog == "haproxy":  # its first hop: plain TCP, proved in test_haproxy_redis.py
-            await_fast(self.srv.backend, self.srv, count=len(self.clients),  # one per client: a new one too
-                       peer=f"127.0.0.1:{self.srv.backend_port}")
+            # haproxy's own connection to redis for this client: one not seen before
+            deadline = time.monotonic() + 60
+            while True:
+                new = {p.server_ino for p in await_fast(self.srv.backend, self.srv,
+                                                        peer=f"127.0.0.1:{self.srv.backend_port}")} - self.seen
+                if new:
+                    self.seen |= new
+                    break
+                assert time.monotonic() < deadline, "no new fast-path connection from haproxy to redis"
+                time.sleep(0.02)
         else:
             await_fast(self.srv, cli, peer=f"127.0.0.1:{self.port}")
 
@@ -309,10 +317,19 @@ class Copy:
             await_rendezvous(self.srv, self.port, timeout=deadline - time.monotonic())
 
 
+def zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def delivered(pid, sig, timeout=30):
-    """Waits until sig is no longer pending for pid (it was delivered)."""
+    """Waits until sig is no longer pending for pid (it was delivered), or
+    pid is a zombie (which keeps its pending signals)."""
     bit, deadline = 1 << (int(sig) - 1), time.monotonic() + timeout
-    while True:
+    while not zombie(pid):
         try:
             with open(f"/proc/{pid}/status") as f:
                 fields = dict(line.split(":", 1) for line in f)
@@ -335,11 +352,20 @@ def test_server_signalled(procs, tmp, prog, sig):
         c.poke()
     for c in copies:
         c.served(c.clients[0])
+    children = [{(pid, _start_time(pid)) for pid in tree(c.srv.pid) - {c.srv.pid}} for c in copies]
     for c in copies:
         c.srv.send_signal(sig)
     if sig in copies[0].stays:
-        for c in copies:
+        for c, old in zip(copies, children):
+            c.let_go()
             delivered(c.srv.pid, sig)
+            # The processes of before (nginx's, gunicorn's and php-fpm's
+            # workers, the child sshd forked for the first client) are gone
+            # once they have finished with it: a new client meets the new ones.
+            deadline = time.monotonic() + 30
+            while any(_start_time(pid) == started and not zombie(pid) for pid, started in old):
+                assert time.monotonic() < deadline, f"{c.mode} {prog}: the processes of before still run: {old}"
+                time.sleep(0.02)
             if (prog, sig) in HANDLED:
                 c.logged(HANDLED[prog, sig])
             c.listens()
@@ -412,14 +438,17 @@ def asyncio_client(procs, d, run):
     return srv, port, cli, lambda c: wait_line(c, b"connected 1\n")
 
 
-# name: (start, the signals it goes on after)
+# name: (start, the signals it goes on after, whether it ends only once its stdin ends)
+# The others end by themselves: letting them go at once would race their
+# handlers (the Java client then finishes its work and exits 0 before the
+# JVM's exit on SIGHUP).
 CLIENTS = {
-    "ssh": (ssh, set()),
-    "socat-client": (socat_client, set()),
-    "java-client": (java_client, {signal.SIGQUIT}),
-    "wrk": (wrk, set()),
-    "mosquitto_sub": (mosquitto_sub, set()),
-    "asyncio-client": (asyncio_client, set()),
+    "ssh": (ssh, set(), False),
+    "socat-client": (socat_client, set(), False),
+    "java-client": (java_client, {signal.SIGQUIT}, False),
+    "wrk": (wrk, set(), False),
+    "mosquitto_sub": (mosquitto_sub, set(), False),
+    "asyncio-client": (asyncio_client, set(), True),  # its executor thread reads stdin; asyncio.run waits for it
 }
 CLIENT_CASES = [pytest.param(prog, sig, id=f"{prog}-{sig.name}") for prog in CLIENTS for sig in SIGNALS]
 
@@ -427,7 +456,7 @@ CLIENT_CASES = [pytest.param(prog, sig, id=f"{prog}-{sig.name}") for prog in CLI
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("prog,sig", CLIENT_CASES)
 def test_client_signalled(procs, tmp, prog, sig):
-    start, stays = CLIENTS[prog]
+    start, stays, release = CLIENTS[prog]
     copies = {}
     for mode, run in (("plain", plain), ("loopfast", lf)):
         (tmp / mode).mkdir()
@@ -446,7 +475,8 @@ def test_client_signalled(procs, tmp, prog, sig):
         return
     endings = {}
     for mode, (srv, port, cli, ready) in copies.items():
-        if cli.stdin:
+        if release:
+            delivered(cli.pid, sig)
             cli.stdin.close()
         try:
             endings[mode] = cli.wait(timeout=30)
