@@ -383,8 +383,8 @@ def await_rendezvous(server, port, timeout=30):
     while True:
         pids = kernel.process_tree(server.pid)
         held = kernel.socket_inodes(pids)
-        tcp = {int(m.group(2)) for m in (re.search(r":(\d+) .*\bino:(\d+)", line) for line in kernel._ss("-t", "-l", "-e"))
-               if m and int(m.group(1)) == port and int(m.group(2)) in held}
+        found = (re.search(r":(\d+) .*\bino:(\d+)", line) for line in kernel._ss("-t", "-l", "-e"))
+        tcp = {int(m.group(2)) for m in found if m and int(m.group(1)) == port and int(m.group(2)) in held}
         names = {f[4] for f in map(str.split, kernel._ss("-x", "-l")) if len(f) > 5 and int(f[5]) in held}
         if any(n.startswith("@loopfast/") and "/L/" in n and int(n.rsplit("/", 1)[1]) in tcp for n in names):
             return
