@@ -20,6 +20,7 @@ ran (the autouse fixture `endings`)."""
 import os
 import pathlib
 import random
+import re
 import shutil
 import signal
 import socket
@@ -124,8 +125,17 @@ def tcp_sockets(pids, state):
 
 
 def listening(pids):
-    """{(address, port)} of the TCP listeners held by pids."""
-    return {local for local, _ in tcp_sockets(pids, "0A")}
+    """{(address, port)} of the TCP listeners held by pids (inet_diag's
+    listeners only, `ss -t -l -e`: reading /proc/net/tcp takes half a
+    second where many connections are in TIME_WAIT)."""
+    inodes = kernel.socket_inodes(pids)
+    out = set()
+    for line in kernel._ss("-t", "-l", "-e"):
+        f, m = line.split(), re.search(r"\bino:(\d+)", line)
+        if len(f) >= 4 and m and int(m.group(1)) in inodes:
+            addr, port = kernel._endpoint(f[3])
+            out.add(("::" if addr == "*" else addr, port))  # ss prints a dual-stack [::] as *
+    return out
 
 
 def _dest(peer):
@@ -343,3 +353,59 @@ def start_nginx(procs, tmp, server="", listen_opts="", host="0.0.0.0"):
         return lf("nginx", "-p", tmp, "-c", conf, "-e", tmp / "nginx-error.log")
 
     return procs.serve("nginx", argv, host=host)
+
+
+# --- appended for test_signals.py ------------------------------------------
+
+def wait_line(p, line, timeout=60):
+    """Reads p's stdout (a pipe) until the line (bytes, with its newline)
+    has come; fails if p exits or the timeout passes first."""
+    import select
+    got, deadline = b"", time.monotonic() + timeout
+    while line not in got:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            pytest.fail(f"{p.name} did not print {line!r} within {timeout} s (got {got!r})\n{tail(p)}")
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            p.wait(timeout=timeout)
+            pytest.fail(f"{p.name} exited {p.returncode} before printing {line!r} (got {got!r})\n{tail(p)}")
+        got += chunk
+    return got
+
+
+def await_rendezvous(server, port, timeout=30):
+    """Waits until server's process tree holds, beside its TCP listener on
+    port, that listener's rendezvous: the abstract Unix listener
+    "@loopfast/<v>/L/.../<the TCP listener's inode>" (kernel state: /proc
+    fds, inet_diag and sock_diag)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = kernel.process_tree(server.pid)
+        held = kernel.socket_inodes(pids)
+        found = (re.search(r":(\d+) .*\bino:(\d+)", line) for line in kernel._ss("-t", "-l", "-e"))
+        tcp = {int(m.group(2)) for m in found if m and int(m.group(1)) == port and int(m.group(2)) in held}
+        names = {f[4] for f in map(str.split, kernel._ss("-x", "-l")) if len(f) > 5 and int(f[5]) in held}
+        if any(n.startswith("@loopfast/") and "/L/" in n and int(n.rsplit("/", 1)[1]) in tcp for n in names):
+            return
+        if server.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no rendezvous held by {server.pid} for its listener on port {port}: {sorted(names)}\n"
+                        f"{tail(server)}")
+        time.sleep(0.02)
+
+
+def await_established(client, port, timeout=60):
+    """Waits until client's process tree holds an established TCP
+    connection to port (inet_diag, established sockets only: fast however
+    many are in TIME_WAIT). For a plain-TCP client whose readiness nothing
+    else shows (wrk)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = kernel.socket_inodes(kernel.process_tree(client.pid))
+        for line in kernel._ss("-t", "-e", "state", "established"):
+            f, m = line.split(), re.search(r"\bino:(\d+)", line)  # Recv-Q Send-Q Local Peer ino:...
+            if m and len(f) > 3 and kernel._endpoint(f[3])[1] == port and int(m.group(1)) in held:
+                return
+        if client.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{client.name} holds no connection to port {port}\n{tail(client)}")
+        time.sleep(0.02)
