@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+import kernel
 from conftest import fast_path_pairs, process_tree, readline, stop
 from test_security import (ENDED, as_root, attacker, echo_server, result, run_clients,  # noqa: F401
                            steady_fd_count)
@@ -46,11 +47,7 @@ def netlink_inodes():
 
 
 def tcp_inodes():
-    inodes = set()
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(path) as f:
-            inodes |= {int(line.split()[9]) for line in list(f)[1:] if len(line.split()) > 9}
-    return inodes
+    return set(kernel.tcp_sockets())
 
 
 def counted_fds(pid, want=None, timeout=30):
