@@ -8,7 +8,12 @@ a TCP one: plain TCP), as the client finds its socket's inode in
 /proc/net/unix.
 
 usage: spin_loop.py [--build DIR] [--runs 10] [--spin-us 100] [--count 20000]
-                    [--size 64] [--no-loopfast]
+                    [--size 64] [--no-loopfast] [--no-pin]
+
+The client runs on CPU 0 and the server on CPU 1 (as `loopfast bench
+latency` pins its ends) unless --no-pin: left to itself, the scheduler
+often puts both on one CPU, where a blocking wake-up is cheap and a spin
+cannot pay.
 """
 import argparse
 import os
@@ -16,7 +21,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -27,13 +31,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def pinned(cpu):
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
 def one_run(pp, args):
     port = str(free_port())
-    pre = [] if args.no_loopfast else [os.path.join(args.build, "loopfast"), "run", "--spin-us", str(args.spin_us), "--"]
-    env = dict(os.environ)
+    pre = [] if args.no_loopfast else [os.path.join(args.build, "loopfast"), "run", "--spin-us",
+                                       str(args.spin_us), "--"]
+    pin = not args.no_pin and len(os.sched_getaffinity(0) & {0, 1}) == 2
     cli = subprocess.Popen(pre + [pp, "client", port, str(args.count), str(args.size)], stdout=subprocess.PIPE,
-                           text=True, env=env)
-    srv = subprocess.Popen(pre + [pp, "server", port], env=env)
+                           text=True, preexec_fn=pinned(0 if pin else None))
+    srv = subprocess.Popen(pre + [pp, "server", port], preexec_fn=pinned(1 if pin else None))
     out, _ = cli.communicate(timeout=120)
     srv.wait(timeout=30)
     if cli.returncode != 0 or not out.split():
@@ -50,10 +59,12 @@ def main():
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--no-loopfast", action="store_true")
+    ap.add_argument("--no-pin", action="store_true", help="leave placement to the scheduler")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         pp = os.path.join(d, "spin_pp")
-        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", pp, os.path.join(HERE, "spin_loop", "pp.c")], check=True)
+        src = os.path.join(HERE, "spin_loop", "pp.c")
+        subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", pp, src], check=True)
         runs = [one_run(pp, args) for _ in range(args.runs)]
     best = min(r[0] for r in runs)
     print(f"{'run':>3} {'p50_us':>8} {'p99_us':>8} {'p50/best':>8} client_socket")
