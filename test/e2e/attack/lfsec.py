@@ -5,6 +5,7 @@ connections to a port as /proc/net/tcp shows them to any uid."""
 import ctypes
 import os
 import socket
+import struct
 
 ADDR = {"4": "127.0.0.1", "6": "::1"}
 FAMILY = {"4": socket.AF_INET, "6": socket.AF_INET6}
@@ -67,15 +68,27 @@ def fds_in(ancillary):
 
 
 def tcp_clients(fam, sport):
-    """Local ports of the TCP sockets whose remote port is sport (any state):
-    what a watcher of another uid learns of the server's clients."""
-    path = "/proc/net/tcp" if fam == "4" else "/proc/net/tcp6"
-    want = ":%04X" % sport
-    ports = set()
-    with open(path) as f:
-        next(f)
-        for line in f:
-            parts = line.split(None, 4)
-            if len(parts) > 3 and parts[2].endswith(want):
-                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
+    """Local ports of the TCP sockets whose remote port is sport (any state
+    but TIME_WAIT): what a watcher of another uid learns of the server's
+    clients. Asked of inet_diag, as fast as an attacker can: with the
+    kernel leaving out TIME_WAIT (after a benchmark, tens of thousands of
+    sockets, and /proc/net/tcp took half a second to read)."""
+    sk = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)  # NETLINK_SOCK_DIAG
+    try:
+        states = 0xFFF & ~(1 << 6)  # every TCP state but TIME_WAIT
+        req = struct.pack("=BBBBI48x", FAMILY[fam], socket.IPPROTO_TCP, 0, 0, states)
+        sk.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, 1, 0) + req)  # SOCK_DIAG_BY_FAMILY, REQUEST|DUMP
+        ports = set()
+        while True:
+            buf = sk.recv(1 << 16)
+            off = 0
+            while off + 16 <= len(buf):
+                length, kind = struct.unpack_from("=IH", buf, off)
+                if kind in (2, 3):  # NLMSG_ERROR, NLMSG_DONE
+                    return ports
+                lport, rport = struct.unpack_from(">HH", buf, off + 16 + 4)  # inet_diag_msg.id
+                if rport == sport:
+                    ports.add(lport)
+                off += (length + 3) & ~3
+    finally:
+        sk.close()
