@@ -40,8 +40,12 @@ LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 	struct sigaction mine, prev;
 	int r;
 
+	/* SIG_DFL and SIG_IGN go to the kernel as they are, whatever the
+	 * flags: with SA_SIGINFO set (Go's runtime and PHP's zend_signal reset
+	 * a signal that way before they re-raise it) sa_sigaction is NULL or
+	 * 1, and a trampoline would call it. */
 	if (sig <= 0 || sig >= _NSIG || !lf__spin_used ||
-	    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) && !(act->sa_flags & SA_SIGINFO))) {
+	    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {
 		r = REAL(sigaction)(sig, act, old ? &prev : NULL);
 		if (r == 0 && old)
 			*old = wrapped(&prev) ? app[sig] : prev;
