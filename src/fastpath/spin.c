@@ -47,7 +47,7 @@ static bool backoff(void)
 	return on;
 }
 
-atomic_uint lf__sig_seen, lf__sig_interrupt;
+LF_SIG_TLS atomic_uint lf__sig_seen, lf__sig_interrupt;
 
 uint64_t lf__now_ns(void)
 {
