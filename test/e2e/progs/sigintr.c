@@ -2,7 +2,6 @@
  * glibc's signal() leaves SA_RESTART out for a signal siginterrupt marked,
  * so the read ends with EINTR after the handler ran. Prints
  * "EINTR handled=1" (or what happened instead) and exits 0. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
