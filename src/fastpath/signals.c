@@ -78,7 +78,7 @@ static void as_set(const struct sigaction *k, const struct sigaction *mine, bool
 	}
 }
 
-LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+static int set_action(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	struct sigaction mine, prev, saved;
 	int r;
@@ -111,6 +111,11 @@ LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 	return r;
 }
 
+LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return set_action(sig, act, old);
+}
+
 /* After glibc changed sig's action past the wrapper: wraps the handler it
  * installed (the same flags and mask), or keeps app[] in step with the
  * flags siginterrupt rewrote on the trampoline. */
@@ -123,9 +128,11 @@ static void resync(int sig)
 	if (wrapped(&k))
 		app[sig].sa_flags = (app[sig].sa_flags & ~SA_RESTART) | (k.sa_flags & SA_RESTART);
 	else if (is_handler(k.sa_handler))
-		sigaction(sig, &k, NULL);
-	else
-		added_siginfo[sig] = false;
+		set_action(sig, &k, NULL);
+	/* A SIG_DFL or SIG_IGN keeps added_siginfo: glibc's functions never
+	 * set SA_SIGINFO, and siginterrupt on a SIG_DFL that SA_RESETHAND left
+	 * behind keeps the trampoline's SA_SIGINFO, which must still read as
+	 * the application's flags. */
 }
 
 /* The old handler glibc returned, as the application installed it. */

@@ -396,8 +396,8 @@ MUTANTS = [
         "sig-signal-always-restart",
         "a handler set by signal()/sysv_signal()/sigset() is wrapped with SA_RESTART whatever glibc and siginterrupt chose",
         [("src/fastpath/signals.c",
-          "\telse if (is_handler(k.sa_handler))\n\t\tsigaction(sig, &k, NULL);\n",
-          "\telse if (is_handler(k.sa_handler)) {\n\t\tk.sa_flags |= SA_RESTART;\n\t\tsigaction(sig, &k, NULL);\n\t}\n")],
+          "\telse if (is_handler(k.sa_handler))\n\t\tset_action(sig, &k, NULL);\n",
+          "\telse if (is_handler(k.sa_handler)) {\n\t\tk.sa_flags |= SA_RESTART;\n\t\tset_action(sig, &k, NULL);\n\t}\n")],
         ["c:test-signals"]),
     Mutant(
         "sig-old-action-is-trampoline",
