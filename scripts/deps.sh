@@ -37,4 +37,10 @@ if ! python3 -c 'import pytest, pytest_timeout, matplotlib' 2>/dev/null; then
 fi
 python3 -c 'import pytest, pytest_timeout, matplotlib' ||
 	{ echo "deps: pytest/pytest-timeout/matplotlib unavailable for $(command -v python3)" >&2; exit 1; }
+# Go (test/e2e/test_signals.py builds a Go net/http server with cgo):
+# Debian's golang-go, unless a go is already on PATH.
+if ! command -v go >/dev/null && [ ! -x /usr/local/go/bin/go ]; then
+	echo "deps: installing golang-go"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go >/dev/null
+fi
 bash "$(dirname "$0")/compat-deps.sh"

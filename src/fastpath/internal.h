@@ -207,8 +207,12 @@ void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
 void lf__epoll_member(int epfd, int fd, int op);
 extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
-extern atomic_uint lf__sig_seen;      /* handlers that ran (signals.c) */
-extern atomic_uint lf__sig_interrupt; /* ... of which without SA_RESTART */
+/* Handlers that ran on this thread (signals.c), and those of them without
+ * SA_RESTART. Per thread: a signal handled on another thread interrupts no
+ * call of this one, as with TCP. Initial-exec: read in signal handlers. */
+#define LF_SIG_TLS __thread __attribute__((tls_model("initial-exec")))
+extern LF_SIG_TLS atomic_uint lf__sig_seen;
+extern LF_SIG_TLS atomic_uint lf__sig_interrupt;
 uint64_t lf__now_ns(void);           /* CLOCK_MONOTONIC */
 bool lf__may_spin(int fd);           /* a fast-path socket with a spin budget */
 bool lf__shut_rd(int fd);            /* the application shut its reading side */

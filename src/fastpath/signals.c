@@ -1,21 +1,47 @@
-/* Signals: the application's handlers are wrapped (sigaction, signal)
- * so that loopfast knows when one ran during a spin or another wait of its
- * own, and whether it asked for its system calls to restart (SA_RESTART):
- * such a wait then ends as the blocking call would have (EINTR, or a
- * restart). The application sees its own handlers, always. */
+/* Signals: the application's handlers are wrapped so that loopfast knows
+ * when one ran during a spin or another wait of its own, and whether it
+ * asked for its system calls to restart (SA_RESTART): such a wait then
+ * ends as the blocking call would have (EINTR, or a restart).
+ *
+ * Every disposition is kept exactly:
+ * - SIG_DFL and SIG_IGN go to the kernel as they are, whatever the flags
+ *   (Go's runtime and PHP's zend_signal reset a signal to SIG_DFL with
+ *   SA_SIGINFO set before they re-raise it: a trampoline would call a NULL
+ *   sa_sigaction).
+ * - A handler is installed as the trampoline with the application's own
+ *   flags and mask (plus SA_SIGINFO): the kernel masks, resets
+ *   (SA_RESETHAND), restarts (SA_RESTART) and picks the stack (SA_ONSTACK)
+ *   as it would for the handler itself.
+ * - What sigaction reads back is the kernel's action with the
+ *   application's handler and SA_SIGINFO bit put back, so that flags the C
+ *   library adds (SA_RESTORER) and masks the kernel trims read as without
+ *   loopfast; after an SA_RESETHAND delivery the kernel keeps the
+ *   trampoline's SA_SIGINFO on its SIG_DFL, which is taken off again.
+ * - signal(), bsd_signal(), sysv_signal(), sigset() and siginterrupt() are
+ *   glibc's own: each calls glibc's internal sigaction, past this wrapper,
+ *   and its flags depend on glibc's private state (the set siginterrupt
+ *   keeps). So the real function runs, then the kernel's resulting action
+ *   is read back; a handler it installed is installed again through the
+ *   wrapper with exactly the flags and mask glibc chose, and a trampoline
+ *   it returned as the old handler is replaced by the application's. Until
+ *   that second install (two system calls later) a signal runs the handler
+ *   directly: the handler runs as it should, only a spin does not see it.
+ *
+ * The counters are per thread: a handler runs on the thread that received
+ * the signal, which is the thread whose blocking call the kernel would
+ * have interrupted; another thread's spin goes on, as its read would.
+ *
+ * Caveat: app[] is updated without blocking the signal, so a handler that
+ * is being replaced while its signal arrives may run the old or the new
+ * one, as with the kernel's own race between two sigaction calls. */
 #include "internal.h"
 #include "syscalls.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 static struct sigaction app[_NSIG];
+static bool added_siginfo[_NSIG]; /* SA_SIGINFO is the trampoline's, not the application's */
 
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
@@ -26,63 +52,121 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		atomic_fetch_add(&lf__sig_interrupt, 1);
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, si, uc);
-	else if (a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL)
+	else
 		a->sa_handler(sig);
 }
 
-static bool wrapped(const struct sigaction *sa)
+static bool is_handler(sighandler_t h)
 {
-	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == trampoline;
+	return h != SIG_DFL && h != SIG_IGN;
+}
+
+static bool wrapped(const struct sigaction *k)
+{
+	return (k->sa_flags & SA_SIGINFO) && k->sa_sigaction == trampoline;
+}
+
+/* The kernel's action k as the application would read it without us. */
+static void as_set(const struct sigaction *k, const struct sigaction *mine, bool added, struct sigaction *old)
+{
+	*old = *k;
+	if (wrapped(k)) {
+		old->sa_sigaction = mine->sa_sigaction;
+		old->sa_flags = (k->sa_flags & ~SA_SIGINFO) | (mine->sa_flags & SA_SIGINFO);
+	} else if (k->sa_handler == SIG_DFL && (k->sa_flags & SA_RESETHAND) && added) {
+		old->sa_flags &= ~SA_SIGINFO;
+	}
+}
+
+static int set_action(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	struct sigaction mine, prev, saved;
+	int r;
+
+	if (sig <= 0 || sig >= _NSIG)
+		return REAL(sigaction)(sig, act, old);
+	saved = app[sig];
+	bool had_added = added_siginfo[sig];
+	if (!lf__spin_used || !act || !is_handler(act->sa_handler)) {
+		r = REAL(sigaction)(sig, act, old ? &prev : NULL);
+		if (r == 0 && old)
+			as_set(&prev, &saved, had_added, old);
+		if (r == 0 && act)
+			added_siginfo[sig] = false;
+		return r;
+	}
+	app[sig] = *act;
+	added_siginfo[sig] = !(act->sa_flags & SA_SIGINFO);
+	mine = *act;
+	mine.sa_sigaction = trampoline;
+	mine.sa_flags |= SA_SIGINFO;
+	r = REAL(sigaction)(sig, &mine, &prev);
+	if (r < 0) {
+		app[sig] = saved;
+		added_siginfo[sig] = had_added;
+		return r;
+	}
+	if (old)
+		as_set(&prev, &saved, had_added, old);
+	return r;
 }
 
 LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	struct sigaction mine, prev;
-	int r;
-
-	/* SIG_DFL and SIG_IGN go to the kernel as they are, whatever the
-	 * flags: with SA_SIGINFO set (Go's runtime and PHP's zend_signal reset
-	 * a signal that way before they re-raise it) sa_sigaction is NULL or
-	 * 1, and a trampoline would call it. */
-	if (sig <= 0 || sig >= _NSIG || !lf__spin_used ||
-	    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {
-		r = REAL(sigaction)(sig, act, old ? &prev : NULL);
-		if (r == 0 && old)
-			*old = wrapped(&prev) ? app[sig] : prev;
-		return r;
-	}
-	if (act) {
-		struct sigaction saved = app[sig];
-		app[sig] = *act;
-		mine = *act;
-		mine.sa_sigaction = trampoline;
-		mine.sa_flags |= SA_SIGINFO;
-		r = REAL(sigaction)(sig, &mine, &prev);
-		if (r < 0) {
-			app[sig] = saved;
-			return r;
-		}
-		if (old)
-			*old = wrapped(&prev) ? saved : prev;
-		return r;
-	}
-	r = REAL(sigaction)(sig, NULL, &prev);
-	if (r == 0 && old)
-		*old = wrapped(&prev) ? app[sig] : prev;
-	return r;
+	return set_action(sig, act, old);
 }
 
-/* glibc's signal() has BSD semantics (SA_RESTART) and calls sigaction
- * internally, past our wrapper: route it through ours. */
-LF_EXPORT sighandler_t signal(int sig, sighandler_t h)
+/* After glibc changed sig's action past the wrapper: wraps the handler it
+ * installed (the same flags and mask), or keeps app[] in step with the
+ * flags siginterrupt rewrote on the trampoline. */
+static void resync(int sig)
 {
-	struct sigaction act = { .sa_handler = h, .sa_flags = SA_RESTART }, old;
+	struct sigaction k;
 
-	if (!lf__spin_used)
-		return REAL(signal)(sig, h);
-	sigemptyset(&act.sa_mask);
-	sigaddset(&act.sa_mask, sig);
-	if (sigaction(sig, &act, &old) < 0)
-		return SIG_ERR;
-	return old.sa_handler;
+	if (!lf__spin_used || sig <= 0 || sig >= _NSIG || REAL(sigaction)(sig, NULL, &k) < 0)
+		return;
+	if (wrapped(&k))
+		app[sig].sa_flags = (app[sig].sa_flags & ~SA_RESTART) | (k.sa_flags & SA_RESTART);
+	else if (is_handler(k.sa_handler))
+		set_action(sig, &k, NULL);
+	/* A SIG_DFL or SIG_IGN keeps added_siginfo: glibc's functions never
+	 * set SA_SIGINFO, and siginterrupt on a SIG_DFL that SA_RESETHAND left
+	 * behind keeps the trampoline's SA_SIGINFO, which must still read as
+	 * the application's flags. */
+}
+
+/* The old handler glibc returned, as the application installed it. */
+static sighandler_t theirs(sighandler_t h, const struct sigaction *before)
+{
+	struct sigaction t = { .sa_sigaction = trampoline };
+
+	return h == t.sa_handler ? before->sa_handler : h;
+}
+
+#define LF_SIGNAL_LIKE(name)                                            \
+	LF_EXPORT sighandler_t name(int sig, sighandler_t h)             \
+	{                                                                \
+		struct sigaction before = app[sig > 0 && sig < _NSIG ? sig : 0]; \
+		sighandler_t r = REAL(name)(sig, h);                     \
+		int e = errno;                                           \
+		if (r == SIG_ERR)                                        \
+			return r;                                        \
+		resync(sig);                                             \
+		errno = e;                                               \
+		return theirs(r, &before);                               \
+	}
+LF_SIGNAL_LIKE(signal)
+LF_SIGNAL_LIKE(bsd_signal)
+LF_SIGNAL_LIKE(sysv_signal)
+LF_SIGNAL_LIKE(__sysv_signal)
+LF_SIGNAL_LIKE(sigset)
+
+LF_EXPORT int siginterrupt(int sig, int flag)
+{
+	int r = REAL(siginterrupt)(sig, flag), e = errno;
+
+	if (r == 0)
+		resync(sig);
+	errno = e;
+	return r;
 }

@@ -12,9 +12,10 @@
  *   than the mark);
  * - poll/select/epoll timeouts are honoured exactly: the spin stops at the
  *   timeout, and the blocking call gets the remaining time;
- * - signals: handlers are wrapped (sigaction, signal) so that a handler
- *   that runs during a spin interrupts it as it would the blocking call
- *   (EINTR, or a restart under SA_RESTART for reads).
+ * - signals: handlers are wrapped (signals.c) so that a handler that runs
+ *   on the spinning thread interrupts its spin as it would the blocking
+ *   call (EINTR, or a restart under SA_RESTART for reads); one that runs
+ *   on another thread does not, as it would not end a blocked call here.
  *
  * Back-off, so that spinning never costs more than it gains when cores are
  * scarce: no spin while more threads are runnable than the machine has
@@ -47,7 +48,7 @@ static bool backoff(void)
 	return on;
 }
 
-atomic_uint lf__sig_seen, lf__sig_interrupt;
+LF_SIG_TLS atomic_uint lf__sig_seen, lf__sig_interrupt;
 
 uint64_t lf__now_ns(void)
 {

@@ -41,7 +41,12 @@
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int timeout), (epfd, ev, max, timeout)) \
 	X(int, epoll_pwait, (int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask), (epfd, ev, max, timeout, mask)) \
 	X(int, sigaction, (int sig, const struct sigaction *act, struct sigaction *old), (sig, act, old)) \
-	X(sighandler_t, signal, (int sig, sighandler_t h), (sig, h))
+	X(sighandler_t, signal, (int sig, sighandler_t h), (sig, h))                                     \
+	X(sighandler_t, bsd_signal, (int sig, sighandler_t h), (sig, h))                                 \
+	X(sighandler_t, sysv_signal, (int sig, sighandler_t h), (sig, h))                                \
+	X(sighandler_t, __sysv_signal, (int sig, sighandler_t h), (sig, h))                              \
+	X(sighandler_t, sigset, (int sig, sighandler_t h), (sig, h))                                     \
+	X(int, siginterrupt, (int sig, int flag), (sig, flag))
 
 #define LF_REAL_EXTERN(ret, name, params, args) extern ret(*lf__real_##name) params;
 LF_SYSCALLS(LF_REAL_EXTERN)

@@ -398,6 +398,35 @@ MUTANTS = [
           "    if proof[\"kernel_fast\"] < conns:\n",
           "    if proof[\"server_conns\"] < conns:\n")],
         ["e2e:test_apps_proof.py"]),
+    # ---- issue 18: the signal wrapper (sig)
+    Mutant(
+        "sig-signal-always-restart",
+        "a handler set by signal()/sysv_signal()/sigset() is wrapped with SA_RESTART whatever glibc and siginterrupt chose",
+        [("src/fastpath/signals.c",
+          "\telse if (is_handler(k.sa_handler))\n\t\tset_action(sig, &k, NULL);\n",
+          "\telse if (is_handler(k.sa_handler)) {\n\t\tk.sa_flags |= SA_RESTART;\n\t\tset_action(sig, &k, NULL);\n\t}\n")],
+        ["c:test-signals"]),
+    Mutant(
+        "sig-old-action-is-trampoline",
+        "sigaction's old action reads back loopfast's trampoline instead of the application's handler",
+        [("src/fastpath/signals.c",
+          "\t\told->sa_sigaction = mine->sa_sigaction;\n",
+          "\t\t(void)mine;\n")],
+        ["c:test-signals"]),
+    Mutant(
+        "sig-counter-process-wide",
+        "the handler counters are process-wide again: a handler on one thread ends another thread's spin with EINTR",
+        [("src/fastpath/internal.h",
+          "#define LF_SIG_TLS __thread __attribute__((tls_model(\"initial-exec\")))\n",
+          "#define LF_SIG_TLS\n")],
+        ["c:test-signals"]),
+    Mutant(
+        "sig-dfl-siginfo-wrapped",
+        "SIG_DFL set with SA_SIGINFO (Go's runtime before it re-raises) gets the trampoline, which calls a NULL handler",
+        [("src/fastpath/signals.c",
+          "\tif (!lf__spin_used || !act || !is_handler(act->sa_handler)) {\n",
+          "\tif (!lf__spin_used || !act || (!is_handler(act->sa_handler) && !(act->sa_flags & SA_SIGINFO))) {\n")],
+        ["e2e:test_signals.py -k 'SIGTERM'"], limit_s=900),
 ]
 
 # ---- issue 17: kernel proofs and how programs end (pytests)
