@@ -435,9 +435,8 @@ MUTANTS += [
         "signal-trampoline-for-default",
         "a SIG_DFL or SIG_IGN set with SA_SIGINFO gets the signal trampoline, which calls address 0 or 1",
         [("src/fastpath/signals.c",
-          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL))) {\n",
-          "\t    (act && (act->sa_handler == SIG_IGN || act->sa_handler == SIG_DFL) &&\n"
-          "\t     !(act->sa_flags & SA_SIGINFO))) {\n")],
+          "\tif (!lf__spin_used || !act || !is_handler(act->sa_handler)) {\n",
+          "\tif (!lf__spin_used || !act || (!is_handler(act->sa_handler) && !(act->sa_flags & SA_SIGINFO))) {\n")],
         ["e2e:test_robust.py -k default_and_ignored", "compat:test_php_fpm.py -k signalled"]),
     # Under a flood that leaves room in a rendezvous of SOMAXCONN places,
     # a rendezvous of 64 is full: every legitimate client falls back to
