@@ -360,9 +360,11 @@ void lf__listener_unlock(struct lf_listener *l);
 /* The stash: hellos taken from the rendezvous by one accept for another.
  * Under the lock. put: 0, or -ENOSPC when the stash is full or, for a
  * hello the kernel has not vouched for, its sender's uid is over its share
- * (the caller drops the hello). take: the fd of a stashed hello for
- * `client` (its sender's uid in *uid), or -1. */
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched);
+ * (the caller drops the hello). `server` is the server end its name gives.
+ * take: the fd of a stashed hello for `client` (its sender's uid in *uid),
+ * or -1; the hellos it passes over that nobody will claim are dropped. */
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
+		  bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
 /* A hello whose client has closed it with nothing left to read: nobody
  * will ever want it (its client died before its connect, or gave the

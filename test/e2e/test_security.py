@@ -24,7 +24,7 @@ import time
 import pytest
 
 import kernel
-from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wrap
+from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wait_path, wrap
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 
@@ -242,10 +242,10 @@ def as_root(attacker, name, *args, loopfast=True, debug=False):
     return p
 
 
-def echo_server(attacker, fam, *opts, debug=False):
+def echo_server(attacker, fam, *opts, debug=False, loopfast=True):
     """attack/echo_server.py as root under loopfast: (process, port, listener
     inode, pid of the process that listens)."""
-    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug)
+    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug, loopfast=loopfast)
     port, ino, pid = map(int, readline(srv).split())
     if "--go" not in opts:
         assert readline(srv).strip() == "listening"
@@ -733,3 +733,40 @@ def test_worker_killed_between_accept_and_claim(build, attacker, fam, read):
         stop(srv)
         if victim:
             stop(victim)
+
+
+# ---- issue 19: a server after a privilege drop, a flood of marked
+# connections against a parked stash, the stash's descriptors
+
+@FAMS
+def test_server_after_a_privilege_drop_trusts_no_hello_of_its_new_uid(build, attacker, fam):
+    # A root server listens, then becomes the service account (the second
+    # user here, as nginx's workers become www-data). A process of that
+    # account (a CGI, a PHP script) queues 16 hellos naming a root
+    # client's bound, not yet connected endpoint, each with bytes on it;
+    # then the client connects. Its own connection must be served, by the
+    # server, as over plain TCP (the same server and client without
+    # loopfast, first), and the attacker must get nothing: the server has
+    # changed credentials, so being of its uid proves nothing (the kernel
+    # made it non-dumpable: its new account cannot ptrace it).
+    for mode in ("tcp", "loopfast"):
+        srv, port, ino, pid = echo_server(attacker, fam, "--drop", USER, loopfast=mode == "loopfast")
+        victim = as_root(attacker, "victim", fam, port, "--bound", 5, loopfast=mode == "loopfast")
+        forge = None
+        try:
+            vport = int(readline(victim))
+            if mode == "loopfast":
+                forge = attacker("forge", fam, port, ino, vport, "--count", 16, "--write", 7)
+                assert readline(forge).split() == ["queued", "16"]
+                assert queued_on(fam, ino) >= 16  # the attack is in place, ahead of the victim's hello
+            send_line(victim)
+            v = json.loads(readline(victim, 30))
+            assert v == {"outcome": "ok", "fast": mode == "loopfast"}, (mode, v, victim.errors())
+            wait_path(victim, pid, port, mode)  # both ends, from kernel state
+            if forge:
+                got = result(forge)
+                assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
+        finally:
+            for p in (victim, srv, forge):
+                if p:
+                    stop(p)

@@ -13,11 +13,15 @@ them) and, when stdin closes, prints {"fds": N} (single process only).
 --close-others: once listening, closes every other descriptor from 3 up
 with libc's close(), loopfast's own included, as a daemon that tidies up
 after binding does (its descriptor limit is lowered to 1024 first so that
-they are within reach)."""
+they are within reach).
+--drop USER: once listening, switches to USER (groups, real, effective and
+saved ids), as a daemon that listens as root and serves as a service
+account does (single process only)."""
 import argparse
 import ctypes
 import json
 import os
+import pwd
 import resource
 import signal
 import socket
@@ -36,6 +40,7 @@ ap.add_argument("--hold", action="store_true")
 ap.add_argument("--rogue", action="store_true")
 ap.add_argument("--recvmsg", action="store_true")
 ap.add_argument("--close-others", action="store_true")
+ap.add_argument("--drop")
 a = ap.parse_args()
 if a.close_others:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -53,6 +58,11 @@ if a.close_others:
                 os.close(fd)
             except OSError:
                 pass
+if a.drop:
+    pw = pwd.getpwnam(a.drop)
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
 
 
 received = [0]
