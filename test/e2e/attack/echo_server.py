@@ -14,6 +14,8 @@ them) and, when stdin closes, prints {"fds": N} (single process only).
 with libc's close(), loopfast's own included, as a daemon that tidies up
 after binding does (its descriptor limit is lowered to 1024 first so that
 they are within reach).
+A line "count" on stdin prints "accepted N" (the connections accepted so
+far; single process only).
 --drop USER: once listening, switches to USER (groups, real, effective and
 saved ids), as a daemon that listens as root and serves as a service
 account does (single process only)."""
@@ -85,12 +87,16 @@ def serve(c):
         c.close()
 
 
+accepted = [0]
+
+
 def accept_loop():
     while True:
         try:
             c, _ = s.accept()
         except OSError:
             continue  # ECONNABORTED and the like: as any server does
+        accepted[0] += 1
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
@@ -128,7 +134,9 @@ else:
     if a.hold:
         sys.stdin.readline()
     threading.Thread(target=accept_loop, daemon=True).start()
-    sys.stdin.read()
+    for line in sys.stdin:
+        if line.strip() == "count":
+            print("accepted", accepted[0], flush=True)
     if a.recvmsg:
         print(json.dumps({"fds": received[0]}), flush=True)
 os._exit(0)
