@@ -78,8 +78,7 @@ struct stash_msg {
 	uint32_t pad;
 	struct lf_ep client;
 	struct lf_ep server;  /* the server end its name gave (where sock_diag looks) */
-	uint64_t since;       /* when it was stashed (CLOCK_MONOTONIC) */
-	uint64_t checked;     /* when the kernel last said its connection exists */
+	uint64_t checked;     /* when stashed, or when the kernel last said its connection exists */
 	uint64_t accepted;    /* when its connection was first seen accepted (0: not yet) */
 };
 
@@ -334,7 +333,7 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, con
 	sm.vouched = vouched;
 	sm.client = *client;
 	sm.server = *server;
-	sm.since = sm.checked = lf__now_ns();
+	sm.checked = lf__now_ns();
 	if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		/* Too many descriptors in flight for this user: for an
 		 * unvouched hello, its uid's share is full; a vouched one takes
@@ -377,7 +376,7 @@ static bool still_wanted(struct stash_msg *sm, uint64_t now)
 {
 	struct lf_diag_sock d;
 
-	if (now - sm->since < STASH_GRACE_NS || now - sm->checked < STASH_GRACE_NS)
+	if (now - sm->checked < STASH_GRACE_NS)
 		return true;
 	if (lf__diag_socket(&sm->client, &sm->server, &d) || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE)
 		return false;
@@ -391,66 +390,80 @@ static bool still_wanted(struct stash_msg *sm, uint64_t now)
 	return true;
 }
 
+/* Takes the stash's oldest hello: 1 and its fd when it is the one for
+ * `client`; else puts it back at the end, or drops it when nobody will
+ * claim it (0), or -1 when the stash is empty or unreadable. Under the
+ * lock; *same counts those put back in bucket b. */
+static int next_hello(struct lf_listener *l, const struct lf_ep *client, unsigned b, uint64_t now, int *fdp,
+		      uint32_t *uid, unsigned *same)
+{
+	struct lf_shm *m = l->shm;
+	struct stash_msg sm;
+	int fd;
+	ssize_t r;
+
+	while ((r = recv_fd(l->chan, &sm, sizeof(sm), &fd)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -1;
+	if (fd < 0 || r != sizeof(sm) || sm.magic != STASH_MAGIC) {
+		/* Only holders write to the stash; a message without its
+		 * descriptor is one the kernel could not install (the process
+		 * at its descriptor limit): its hello is lost. */
+		if (fd >= 0)
+			lf__sys_close(fd);
+		if (r == sizeof(sm) && sm.magic == STASH_MAGIC)
+			index_del(m, &sm);
+		return 0;
+	}
+	if (lf__ep_equal(&sm.client, client)) {
+		index_del(m, &sm);
+		*uid = sm.uid;
+		*fdp = fd;
+		return 1;
+	}
+	if (lf__hello_dead(fd)) {
+		index_del(m, &sm);
+		lf__sys_close(fd);
+	} else if (!still_wanted(&sm, now)) {
+		drop(l, &sm, fd);
+	} else if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
+		index_del(m, &sm);
+		lf__sys_close(fd);
+	} else {
+		lf__sys_close(fd); /* the stash holds its own reference */
+		*same += bucket_of(m, &sm.client) == b;
+	}
+	return 0;
+}
+
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
-	unsigned b = bucket_of(m, client), n = m->total, same = 0;
-	bool complete = true;
-	struct stash_msg sm;
+	unsigned b = bucket_of(m, client), same = 0;
 	uint64_t now = lf__now_ns();
-	int fd;
+	int fd = -1, r = 0;
 
-	if (!m->keyed || !m->bucket[b])
+	if (!m->keyed || !m->total)
+		return -1;
+	/* Every take looks at the oldest hello, whatever its bucket: the
+	 * stash is tidied at the pace of the accepts, one hello each. */
+	if (next_hello(l, client, b, now, &fd, uid, &same) == 1)
+		return fd;
+	if (!m->bucket[b])
 		return -1;
 	/* The stash is FIFO: cycle it at most once round. Every hello passed
 	 * over is checked, so that what nobody will claim does not stay to be
 	 * cycled again. */
-	for (unsigned i = 0; i < n; i++) {
-		ssize_t r = recv_fd(l->chan, &sm, sizeof(sm), &fd);
-		if (r < 0 && errno == EINTR) {
-			i--;
-			continue;
-		}
-		if (r < 0) {
-			complete = false;
-			break;
-		}
-		if (fd < 0 || r != sizeof(sm) || sm.magic != STASH_MAGIC) {
-			/* Only holders write to the stash; a message without its
-			 * descriptor is one the kernel could not install (the
-			 * process at its descriptor limit): its hello is lost. */
-			if (fd >= 0)
-				lf__sys_close(fd);
-			if (r == sizeof(sm) && sm.magic == STASH_MAGIC)
-				index_del(m, &sm);
-			continue;
-		}
-		if (lf__ep_equal(&sm.client, client)) {
-			index_del(m, &sm);
-			*uid = sm.uid;
-			return fd;
-		}
-		if (lf__hello_dead(fd)) {
-			index_del(m, &sm);
-			lf__sys_close(fd);
-			continue;
-		}
-		if (!still_wanted(&sm, now)) {
-			drop(l, &sm, fd);
-			continue;
-		}
-		if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
-			index_del(m, &sm);
-			lf__sys_close(fd);
-			continue;
-		}
-		lf__sys_close(fd); /* the stash holds its own reference */
-		same += bucket_of(m, &sm.client) == b;
-	}
+	same = 0;
+	for (unsigned i = 0, n = m->total; i < n && (r = next_hello(l, client, b, now, &fd, uid, &same)) == 0; i++)
+		;
+	if (r == 1)
+		return fd;
 	/* Not found after a full round: the bucket counts what the round
 	 * saw of it (other clients share buckets). It was more when a
 	 * process died while it held a hello it had taken from the stash. */
-	if (complete && same < m->bucket[b])
+	if (r == 0 && same < m->bucket[b])
 		m->bucket[b] = (uint16_t)same;
 	return -1;
 }

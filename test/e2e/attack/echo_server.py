@@ -14,8 +14,8 @@ them) and, when stdin closes, prints {"fds": N} (single process only).
 with libc's close(), loopfast's own included, as a daemon that tidies up
 after binding does (its descriptor limit is lowered to 1024 first so that
 they are within reach).
-A line "count" on stdin prints "accepted N" (the connections accepted so
-far; single process only).
+A line "count" on stdin prints "accepted N bytes M" (the connections
+accepted and the bytes read so far; single process only).
 --drop USER: once listening, switches to USER (groups, real, effective and
 saved ids), as a daemon that listens as root and serves as a service
 account does (single process only)."""
@@ -80,6 +80,7 @@ def serve(c):
                 d = c.recv(65536)
             if not d:
                 break
+            received_bytes[0] += len(d)
             c.sendall(d)
     except OSError:
         pass
@@ -87,7 +88,7 @@ def serve(c):
         c.close()
 
 
-accepted = [0]
+accepted, received_bytes = [0], [0]
 
 
 def accept_loop():
@@ -136,7 +137,7 @@ else:
     threading.Thread(target=accept_loop, daemon=True).start()
     for line in sys.stdin:
         if line.strip() == "count":
-            print("accepted", accepted[0], flush=True)
+            print("accepted", accepted[0], "bytes", received_bytes[0], flush=True)
     if a.recvmsg:
         print(json.dumps({"fds": received[0]}), flush=True)
 os._exit(0)
