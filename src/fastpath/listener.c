@@ -45,7 +45,7 @@
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
 #define STASH_MAGIC 0x3453464cu /* "LFS4" */
-#define STASH_BUCKETS 16384
+#define STASH_BUCKETS 65536 /* counters: each hello counts in two */
 #define STASH_UIDS 256
 #define STASH_MAX 4096     /* all hellos together, at most: the stash's buffer may hold fewer */
 #define STASH_MSG_COST 1024 /* buffer bytes one stashed hello takes (measured: about 770) */
@@ -66,7 +66,7 @@ struct lf_shm {
 	uint32_t cap;                        /* hellos the stash's buffer holds (its creator measured) */
 	struct { uint32_t uid, count; } uids[STASH_UIDS];
 	struct { struct lf_ep client; uint32_t uid; } poison[POISON_RING];
-	uint16_t bucket[STASH_BUCKETS];      /* stashed hellos per keyed hash of their client endpoint */
+	uint16_t bucket[STASH_BUCKETS];      /* stashed hellos per slot of their client endpoint (two each) */
 	uint32_t keyed;                      /* key is set (under the lock, at the first put) */
 	uint64_t key[2];                     /* the buckets' hash key: no peer can aim at a bucket */
 };
@@ -146,11 +146,18 @@ void lf__listener_unlock(struct lf_listener *l)
 		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);               \
 	} while (0)
 
-/* The bucket of a client endpoint: SipHash-1-3 of family, port and address
- * under the listener's random key, so that no peer can choose endpoints
- * that share a bucket (every accept whose bucket holds something cycles
- * the stash). */
-static unsigned bucket_of(const struct lf_shm *m, const struct lf_ep *ep)
+/* The two slots of a client endpoint in the stash's index (a counting
+ * filter): SipHash-1-3 of family, port and address under the listener's
+ * random key, so that no peer can choose endpoints that share slots. An
+ * accept cycles the stash only when both its slots count something: with
+ * S hellos stashed, about (2S/65536)^2 of the accepts whose hello is not
+ * there (1 in 1700 at S = 800), instead of every accept whose one unkeyed
+ * bucket a peer had filled. */
+struct slots {
+	unsigned s[2];
+};
+
+static struct slots slots_of(const struct lf_shm *m, const struct lf_ep *ep)
 {
 	uint64_t w[3] = { (uint64_t)ep->family << 16 | ep->port, 0, 0 };
 	uint64_t v0 = m->key[0] ^ 0x736f6d6570736575ull, v1 = m->key[1] ^ 0x646f72616e646f6dull;
@@ -168,7 +175,13 @@ static unsigned bucket_of(const struct lf_shm *m, const struct lf_ep *ep)
 	v2 ^= 0xff;
 	for (int i = 0; i < 3; i++)
 		SIPROUND(v0, v1, v2, v3);
-	return (unsigned)((v0 ^ v1 ^ v2 ^ v3) % STASH_BUCKETS);
+	uint64_t h = v0 ^ v1 ^ v2 ^ v3;
+	return (struct slots){ { (unsigned)(h % STASH_BUCKETS), (unsigned)((h >> 32) % STASH_BUCKETS) } };
+}
+
+static bool slots_held(const struct lf_shm *m, struct slots k)
+{
+	return m->bucket[k.s[0]] && m->bucket[k.s[1]];
 }
 
 /* Under the lock: the key is drawn by the first put (no bucket holds
@@ -204,12 +217,13 @@ static uint32_t *uid_count(struct lf_shm *m, uint32_t uid, bool add)
 static void index_del(struct lf_shm *m, const struct stash_msg *sm)
 {
 	uint32_t *c = sm->vouched ? NULL : uid_count(m, sm->uid, false);
-	unsigned b = bucket_of(m, &sm->client);
+	struct slots k = slots_of(m, &sm->client);
 
 	if (c && *c)
 		(*c)--;
-	if (m->bucket[b])
-		m->bucket[b]--;
+	for (int i = 0; i < 2; i++)
+		if (m->bucket[k.s[i]])
+			m->bucket[k.s[i]]--;
 	if (m->total)
 		m->total--;
 }
@@ -345,7 +359,9 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, con
 	}
 	if (c)
 		(*c)++;
-	m->bucket[bucket_of(m, client)]++;
+	struct slots k = slots_of(m, client);
+	m->bucket[k.s[0]]++;
+	m->bucket[k.s[1]]++;
 	m->total++;
 	return 0;
 }
@@ -361,7 +377,7 @@ bool lf__hello_dead(int fd)
 
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
 {
-	return l->shm->keyed && l->shm->bucket[bucket_of(l->shm, client)] != 0;
+	return l->shm->keyed && slots_held(l->shm, slots_of(l->shm, client));
 }
 
 /* Is a stashed hello still wanted? Not once no TCP connection from its
@@ -393,9 +409,9 @@ static bool still_wanted(struct stash_msg *sm, uint64_t now)
 /* Takes the stash's oldest hello: 1 and its fd when it is the one for
  * `client`; else puts it back at the end, or drops it when nobody will
  * claim it (0), or -1 when the stash is empty or unreadable. Under the
- * lock; *same counts those put back in bucket b. */
-static int next_hello(struct lf_listener *l, const struct lf_ep *client, unsigned b, uint64_t now, int *fdp,
-		      uint32_t *uid, unsigned *same)
+ * lock; same[i] counts the slots of those put back that are k's i-th. */
+static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct slots k, uint64_t now, int *fdp,
+		      uint32_t *uid, unsigned same[2])
 {
 	struct lf_shm *m = l->shm;
 	struct stash_msg sm;
@@ -432,7 +448,9 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, unsigne
 		lf__sys_close(fd);
 	} else {
 		lf__sys_close(fd); /* the stash holds its own reference */
-		*same += bucket_of(m, &sm.client) == b;
+		struct slots o = slots_of(m, &sm.client);
+		for (int i = 0; i < 2; i++)
+			same[i] += (o.s[0] == k.s[i]) + (o.s[1] == k.s[i]);
 	}
 	return 0;
 }
@@ -440,7 +458,8 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, unsigne
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
-	unsigned b = bucket_of(m, client), same = 0;
+	struct slots k = slots_of(m, client);
+	unsigned same[2] = { 0, 0 };
 	uint64_t now = lf__now_ns();
 	int fd = -1, r = 0;
 
@@ -448,23 +467,24 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 		return -1;
 	/* Every take looks at the oldest hello, whatever its bucket: the
 	 * stash is tidied at the pace of the accepts, one hello each. */
-	if (next_hello(l, client, b, now, &fd, uid, &same) == 1)
+	if (next_hello(l, client, k, now, &fd, uid, same) == 1)
 		return fd;
-	if (!m->bucket[b])
+	if (!slots_held(m, k))
 		return -1;
 	/* The stash is FIFO: cycle it at most once round. Every hello passed
 	 * over is checked, so that what nobody will claim does not stay to be
 	 * cycled again. */
-	same = 0;
-	for (unsigned i = 0, n = m->total; i < n && (r = next_hello(l, client, b, now, &fd, uid, &same)) == 0; i++)
+	same[0] = same[1] = 0;
+	for (unsigned i = 0, n = m->total; i < n && (r = next_hello(l, client, k, now, &fd, uid, same)) == 0; i++)
 		;
 	if (r == 1)
 		return fd;
-	/* Not found after a full round: the bucket counts what the round
-	 * saw of it (other clients share buckets). It was more when a
+	/* Not found after a full round: the slots count what the round saw
+	 * of them (other clients share slots). They counted more when a
 	 * process died while it held a hello it had taken from the stash. */
-	if (r == 0 && same < m->bucket[b])
-		m->bucket[b] = (uint16_t)same;
+	for (int i = 0; r == 0 && i < 2; i++)
+		if (same[i] < m->bucket[k.s[i]])
+			m->bucket[k.s[i]] = (uint16_t)same[i];
 	return -1;
 }
 

@@ -5,7 +5,9 @@ server's accepts stash them (a hello with unread data is a client that
 wrote its request: it is kept). --close: each is closed at once (a closed
 hello with unread data is not dead; the attacker holds nothing). --bucket:
 the endpoints all fall in one stash bucket under protocol 3's unkeyed hash
-(FNV-1a of the address and port, 16384 buckets). Prints "queued N", then
+(FNV-1a of the address and port, 16384 buckets). --repark S: the same
+endpoints again every S seconds (new hellos, so that the stash never
+lacks young ones that no check can drop yet). Prints "queued N", then
 "held K" once a second (the hellos still open whose server end has not
 closed them: --close off), and, until stdin closes, with --flood RATE:
 RATE plain TCP connections a second (no hello) with MSS 89 in their SYN
@@ -31,6 +33,7 @@ ap.add_argument("count", type=int)
 ap.add_argument("--bucket", action="store_true")
 ap.add_argument("--close", action="store_true")
 ap.add_argument("--flood", type=int, default=0)
+ap.add_argument("--repark", type=float, default=0)
 a = ap.parse_args()
 
 P, BUCKETS = 16777619, 16384
@@ -64,26 +67,41 @@ def endpoints():
 
 
 eps = endpoints()
-hellos = []
-while len(hellos) < a.count:
-    addr, port = next(eps)
-    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.bind(client_name("4", port, a.sport, len(hellos) + 1, caddr=addr))
-    u.connect(rendezvous("4", a.ino))
-    u.send(b"x")
-    if a.close:
-        u.close()
-    else:
-        hellos.append(u)
-        continue
-    hellos.append(None)
-print("queued", len(hellos), flush=True)
+parked = [next(eps) for _ in range(a.count)]
+hellos, nonce = [], 0
+
+
+def park():
+    """Queues a hello for each parked endpoint (a new name each time)."""
+    global nonce
+    for addr, port in parked:
+        nonce += 1
+        u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        u.bind(client_name("4", port, a.sport, nonce, caddr=addr))
+        u.setblocking(False)
+        try:
+            u.connect(rendezvous("4", a.ino))
+            u.send(b"x")
+        except BlockingIOError:  # the rendezvous is full
+            u.close()
+            continue
+        if a.close:
+            u.close()
+        else:
+            hellos.append(u)
+
+
+park()
+print("queued", nonce, flush=True)
 flood, spare, pending = 0, [next(eps) for _ in range(2048)], {}
-start, last, made = time.monotonic(), 0.0, 0
+start, last, made, parked_at = time.monotonic(), 0.0, 0, time.monotonic()
 while True:
     if select.select([sys.stdin], [], [], 0)[0]:
         break
     now = time.monotonic()
+    if a.repark and now - parked_at >= a.repark:
+        parked_at = now
+        park()
     if not a.close and now - last >= 1:
         last = now
         p = select.poll()
@@ -122,4 +140,4 @@ while True:
         pending[t.fileno()] = t
     except OSError:
         t.close()
-print(json.dumps({"queued": len(hellos), "flood": flood, "seconds": time.monotonic() - start}), flush=True)
+print(json.dumps({"queued": nonce, "flood": flood, "seconds": time.monotonic() - start}), flush=True)
