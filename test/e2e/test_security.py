@@ -880,7 +880,7 @@ def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_m
     wmem_max(4 << 20)
     lf = mode == "loopfast"
     srv, port, ino, pid = echo_server(attacker, "4", loopfast=lf)
-    park = attacker("park", port, ino, 400 if lf else 0, "--bucket", "--close", "--flood", 1000, "--repark", 0.5)
+    park = attacker("park", port, ino, 400 if lf else 0, "--bucket", "--close", "--flood", 500, "--repark", 0.5)
     try:
         assert readline(park, 60).split() == ["queued", str(400 if lf else 0)]
         # The flood's accepts take the parked hellos into the stash.
@@ -891,7 +891,7 @@ def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_m
         send_line(srv, "count")
         cpu0, n0 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
         time.sleep(2)  # the flood alone, then with the clients
-        out = run_clients(attacker, "4", port, 300, "--conc", 20, "--bound", 5, timeout=280)
+        out = run_clients(attacker, "4", port, 300, "--conc", 20, "--bound", 10, timeout=280)
         send_line(srv, "count")
         cpu1, n1 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
         held = run_clients(attacker, "4", port, 20, server=srv.pid)
@@ -967,6 +967,34 @@ def test_stashed_hellos_of_no_connection_are_dropped(build, attacker):
         held = [int(readline(park).split()[1]) for _ in range(2)]
         print(f"parked hellos still held by the server: {held[-1]} of 50")
         assert held[-1] == 0, held
+    finally:
+        stop(srv)
+        stop(park)
+
+
+def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacker, wmem_max):
+    # The same privilege drop; now the process of the service account
+    # parks 2000 hellos naming the server's port (endpoints with no
+    # connection), more than a quarter of the stash (4096 with wmem_max
+    # raised), and a plain accept moves them to the stash: its uid is the
+    # server's, and gets no more than any uid's share. Root clients are
+    # then served, on the fast path.
+    wmem_max(4 << 20)
+    srv, port, ino, pid = echo_server(attacker, "4", "--drop", USER)
+    park = attacker("park", port, ino, 2000)
+    try:
+        assert readline(park, 60).split() == ["queued", "2000"]
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
+        deadline = time.monotonic() + 30
+        while queued_on("4", ino) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert queued_on("4", ino) == 0
+        readline(park)
+        stashed = int(readline(park).split()[1])
+        out = run_clients(attacker, "4", port, 100, "--conc", 10, server=None)
+        print(f"hellos of the server's new uid kept in its stash: {stashed} of 2000; clients {out['outcomes']}")
+        assert 0 < stashed <= 4096 // 4, stashed
+        assert out["outcomes"] == {"ok": 100} and out["fast"] == 100, out
     finally:
         stop(srv)
         stop(park)

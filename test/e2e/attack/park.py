@@ -82,7 +82,7 @@ def park():
         try:
             u.connect(rendezvous("4", a.ino))
             u.send(b"x")
-        except BlockingIOError:  # the rendezvous is full
+        except OSError:  # the rendezvous is full, or the server has dropped it already
             u.close()
             continue
         if a.close:
