@@ -44,8 +44,8 @@ MUTANTS = [
         "hello-unverified",
         "a hello is accepted without verification (vouched() always true)",
         [("src/fastpath/claim.c",
-          "\tif (uid == geteuid())\n\t\treturn true;\n",
-          "\tif (1 || uid == geteuid())\n\t\treturn true;\n")],
+          "\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid",
+          "\treturn 1 || lf__diag_socket(peer, local, &d) == 0 && d.uid == uid")],
         ["e2e:test_security.py -k 'watcher_race or junk_hellos_naming'"],),
     Mutant(
         "hello-from-another-uid",
@@ -87,8 +87,8 @@ MUTANTS = [
         "stash-unbounded",
         "the stash never refuses a hello (no per-uid share, no total)",
         [("src/fastpath/listener.c",
-          "\tif ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap)\n",
-          "\tif (0 && ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap))\n")],
+          "\tif ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap)\n",
+          "\tif (0 && ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap))\n")],
         ["e2e:test_security.py -k no_more_than_its_share"],),
     Mutant(
         "stash-keeps-dead",
@@ -413,4 +413,52 @@ MUTANTS += [
           "lf__sys_listen(out[0], SOMAXCONN))",
           "lf__sys_listen(out[0], 64))")],
         ["e2e:test_stress.py -k 'thousand and 4'"]),
+]
+
+# ---- issue 19: the three attacks (attack)
+MUTANTS += [
+    Mutant(
+        "vouched-same-uid",
+        "a hello from the server's own uid is accepted unasked (protocol 3's shortcut), after a privilege drop too",
+        [("src/fastpath/claim.c",
+          "\tstruct lf_diag_sock d;\n\n\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid",
+          "\tstruct lf_diag_sock d;\n\n\tif (uid == geteuid())\n\t\treturn true;\n"
+          "\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid")],
+        ["e2e:test_security.py -k trusts_no_hello_of_its_new_uid"]),
+    Mutant(
+        "stash-same-uid-exempt",
+        "hellos of the server's own uid count against no share (a service account after a drop fills the stash)",
+        [("src/fastpath/claim.c",
+          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, false);\n",
+          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, uid == geteuid());\n")],
+        ["e2e:test_security.py -k gives_its_uid_only_a_share"]),
+    Mutant(
+        "stash-unkeyed",
+        "the stash's index slots are protocol 3's unkeyed hash of the client endpoint: a peer aims at one",
+        [("src/fastpath/listener.c",
+          "\tuint64_t h = v0 ^ v1 ^ v2 ^ v3;\n",
+          "\tuint64_t h = 2166136261u ^ (uint32_t)ep->family;\n"
+          "\tfor (int i = 0; i < (ep->family == AF_INET ? 4 : 16); i++)\n"
+          "\t\th = (uint32_t)((h ^ ((const uint8_t *)&ep->addr)[i]) * 16777619u);\n"
+          "\th = (uint32_t)((h ^ ep->port) * 16777619u) % 16384;\n"
+          "\th |= h << 32;\n")],
+        ["e2e:test_security.py -k 'parked_hellos and loopfast'"]),
+    Mutant(
+        "stash-keeps-unconnected",
+        "a stashed hello whose endpoint has no TCP connection to the listener is kept (the stash never asks)",
+        [("src/fastpath/listener.c",
+          "\tif (now - sm->checked < STASH_GRACE_NS)\n\t\treturn true;\n",
+          "\tif (1 || now - sm->checked < STASH_GRACE_NS)\n\t\treturn true;\n")],
+        ["e2e:test_security.py -k no_connection_are_dropped"]),
+    Mutant(
+        "stash-fd-limit-ignored",
+        "the shares ignore RLIMIT_NOFILE and ETOOMANYREFS is a plain failure: one uid's hellos use up the "
+        "server user's descriptors in flight",
+        [("src/fastpath/listener.c",
+          "\tif (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&",
+          "\tif (0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&"),
+         ("src/fastpath/listener.c",
+          "\t\tif (errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n",
+          "\t\tif (1 || errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n")],
+        ["e2e:test_security.py -k descriptors_one_uid"]),
 ]
