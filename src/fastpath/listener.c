@@ -3,9 +3,9 @@
  * For a listening socket with inode I, loopfast holds three hidden
  * descriptors, shared by every process that accepts on the listener (a
  * fork family, or programs exec'd with the listener inherited):
- *   - the rendezvous: an abstract Unix stream listener "loopfast/3/L/I",
+ *   - the rendezvous: an abstract Unix stream listener "loopfast/4/L/I",
  *     where fast-path clients queue their hello connections;
- *   - the stash: a datagram socket bound to "loopfast/3/S/I" and connected
+ *   - the stash: a datagram socket bound to "loopfast/4/S/I" and connected
  *     to itself (so only holders can write to it), holding hellos one
  *     accept took from the rendezvous for another accept;
  *   - a memfd page: the claim lock (a robust process-shared mutex), an
