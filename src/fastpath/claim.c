@@ -64,9 +64,9 @@ static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *
  * cannot be anyone's: malformed, or from a uid over its share of
  * unvouched hellos (the server's own uid's included) and not vouched for
  * now either (remembered as poison, since its client may have committed).
- * A hello whose connection the kernel vouches for is never refused a place
- * for its uid's share (the listener's backlog bounds those). Under the claim lock; every call
- * is non-blocking. */
+ * A hello the kernel vouches for (its client has sent its SYN: a real
+ * connection waiting for its accept) is never refused a place for its
+ * uid's share. Under the claim lock; every call is non-blocking. */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max,
 		bool *released)
 {
