@@ -792,45 +792,60 @@ def wmem_max():
     set_to(old)
 
 
+def accept_queue(port):
+    """How many connections wait in a TCP listener's accept queue."""
+    out = subprocess.run(["ss", "-H", "-l", "-t", "-n", f"( sport = :{port} )"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout.split()
+    return int(out[1]) if len(out) > 1 else None
+
+
 @pytest.mark.parametrize("mode", ["tcp", "loopfast"])
 def test_stash_descriptors_one_uid_cannot_take_them_all(build, attacker, wmem_max, mode):
     # Stashed hellos are descriptors in flight, which the kernel counts
     # against the server user's RLIMIT_NOFILE (a server that is not root:
-    # the service account here, soft limit 1024, four prefork workers; the
-    # stash's buffer made room for 4096 hellos). The attacker parks 1100
-    # hellos, one byte written on each, naming the server's port; a plain
-    # connection makes the server drain them into its stash, up to the
-    # attacker's share. Then 1000 connections of the server's own user must
-    # all be served, none reset, as over plain TCP (the same run without
-    # loopfast); with loopfast, 20 more held at once are on the fast path
-    # at both ends (kernel state).
+    # the service account here, soft limit 1024; the stash's buffer made
+    # room for 4096 hellos). The server is busy (accepts nothing yet). The
+    # attacker parks 1100 hellos, one byte written on each, naming the
+    # server's port; then a plain client and 500 fast-path clients of the
+    # server's own user connect and wait. When the server accepts, the
+    # plain connection's accept moves the whole rendezvous to the stash:
+    # the attacker's share, then the 500 hellos of the server's own user.
+    # All 500 must be served, none reset, then 500 more, as over plain TCP
+    # (the same run without loopfast); with loopfast, 20 more held at once
+    # are on the fast path at both ends (kernel state).
     wmem_max(4 << 20)
     lf = mode == "loopfast"
-    srv = attacker("echo_server", "4", "--workers", 4, user=SVC, nofile=1024, preload_lib=lf)
-    park = None
+    srv = attacker("echo_server", "4", "--hold", "--backlog", 1024, user=SVC, nofile=1024, preload_lib=lf)
+    park, cl, plain = None, None, None
     try:
         port, ino, pid = map(int, readline(srv).split())
         assert readline(srv).strip() == "listening"
-        readline(srv)  # the workers' pids
         if lf:
             park = attacker("park", port, ino, 1100)
             assert readline(park, 60).split() == ["queued", "1100"]
-        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
+        plain = socket.create_connection(("127.0.0.1", port), timeout=10)
+        cl = attacker("clients", "4", port, 500, "--conc", 500, "--bound", 60, user=SVC, preload_lib=lf)
+        deadline = time.monotonic() + 60
+        while accept_queue(port) != 501 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert accept_queue(port) == 501
         if lf:
-            assert readline(park).split()[0] == "held"
-            deadline = time.monotonic() + 20
-            while queued_on("4", ino) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert queued_on("4", ino) == 0
-            stashed = int(readline(park).split()[1])
-            # The attack was in place: the stash holds the attacker's share.
-            assert stashed >= 200, stashed
-        cl = attacker("clients", "4", port, 1000, "--conc", 50, "--bound", 20, user=SVC, preload_lib=lf)
-        out = json.loads(readline(cl, 280))
+            assert queued_on("4", ino) == 1600  # the attacker's hellos, then the clients'
+        send_line(srv, "accept")
+        out = json.loads(readline(cl, 120))
         cl.wait(timeout=30)
-        print(f"{mode}: parked hellos stashed: {stashed if lf else '-'}; clients: {out['outcomes']}, "
-              f"{out['fast']} of 1000 on the fast path")
-        assert out["outcomes"] == {"ok": 1000}, out
+        if lf:
+            assert queued_on("4", ino) == 0
+            readline(park)
+            stashed = int(readline(park).split()[1])
+        more = attacker("clients", "4", port, 500, "--conc", 50, "--bound", 20, user=SVC, preload_lib=lf)
+        more_out = json.loads(readline(more, 120))
+        more.wait(timeout=30)
+        print(f"{mode}: parked hellos kept by the stash: {stashed if lf else '-'}; clients: {out['outcomes']} "
+              f"then {more_out['outcomes']}, {out['fast'] + more_out['fast']} of 1000 on the fast path")
+        assert out["outcomes"] == {"ok": 500} and more_out["outcomes"] == {"ok": 500}, (out, more_out)
+        if lf:
+            assert 0 < stashed <= 1024 // 4, stashed  # the attack was in place, within its share
         held = attacker("clients", "4", port, 20, "--phases", 2, user=SVC, preload_lib=lf)
         try:
             assert readline(held, 60).split()[0] == "phase1"
@@ -843,9 +858,11 @@ def test_stash_descriptors_one_uid_cannot_take_them_all(build, attacker, wmem_ma
         assert again["outcomes"] == {"ok": 20}, again
         assert (len(pairs), len(tcp)) == ((20, 0) if lf else (0, 20)), (pairs, tcp)
     finally:
-        stop(srv)
-        if park:
-            stop(park)
+        if plain:
+            plain.close()
+        for p in (cl, srv, park):
+            if p:
+                stop(p)
 
 
 def cpu_ticks(pids):

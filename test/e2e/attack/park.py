@@ -6,8 +6,9 @@ wrote its request: it is kept). --close: each is closed at once (a closed
 hello with unread data is not dead; the attacker holds nothing). --bucket:
 the endpoints all fall in one stash bucket under protocol 3's unkeyed hash
 (FNV-1a of the address and port, 16384 buckets). --repark S: the same
-endpoints again every S seconds (new hellos, so that the stash never
-lacks young ones that no check can drop yet). Prints "queued N", then
+endpoints again every S seconds (new hellos, closed, so that the stash
+never lacks young ones that no check can drop yet; --repark-count: only
+that many of them). Prints "queued N", then
 "held K" once a second (the hellos still open whose server end has not
 closed them: --close off), and, until stdin closes, with --flood RATE:
 RATE plain TCP connections a second (no hello) with MSS 89 in their SYN
@@ -34,6 +35,7 @@ ap.add_argument("--bucket", action="store_true")
 ap.add_argument("--close", action="store_true")
 ap.add_argument("--flood", type=int, default=0)
 ap.add_argument("--repark", type=float, default=0)
+ap.add_argument("--repark-count", type=int, default=0)
 a = ap.parse_args()
 
 P, BUCKETS = 16777619, 16384
@@ -71,10 +73,11 @@ parked = [next(eps) for _ in range(a.count)]
 hellos, nonce = [], 0
 
 
-def park():
-    """Queues a hello for each parked endpoint (a new name each time)."""
+def park(n, close):
+    """Queues a hello for each of the first n parked endpoints (a new name
+    each time)."""
     global nonce
-    for addr, port in parked:
+    for addr, port in parked[:n]:
         nonce += 1
         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         u.bind(client_name("4", port, a.sport, nonce, caddr=addr))
@@ -85,13 +88,13 @@ def park():
         except OSError:  # the rendezvous is full, or the server has dropped it already
             u.close()
             continue
-        if a.close:
+        if close:
             u.close()
         else:
             hellos.append(u)
 
 
-park()
+park(a.count, a.close)
 print("queued", nonce, flush=True)
 flood, spare, pending = 0, [next(eps) for _ in range(2048)], {}
 start, last, made, parked_at = time.monotonic(), 0.0, 0, time.monotonic()
@@ -101,7 +104,7 @@ while True:
     now = time.monotonic()
     if a.repark and now - parked_at >= a.repark:
         parked_at = now
-        park()
+        park(a.repark_count or a.count, True)
     if not a.close and now - last >= 1:
         last = now
         p = select.poll()
