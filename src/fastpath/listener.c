@@ -52,9 +52,11 @@
 /* Unvouched hellos one uid may keep in the stash: a quarter of it, and a
  * quarter of the descriptors the kernel lets this user have in flight. */
 #define STASH_SHARE(cap) ((cap) / 4)
-/* How long a stashed hello may name a connection that does not exist (its
- * client queues it before its SYN) or one that has been accepted (a claim
- * takes it right after its accept), and how often it is checked. */
+/* A hello the kernel has not vouched for is checked once it is 10 ms old
+ * (its client sends its SYN right after it); one vouched for, once a
+ * second: dropped once its connection has gone, or has been accepted for
+ * a second (a claim takes it right after its accept). */
+#define STASH_YOUNG_NS 10000000ull
 #define STASH_GRACE_NS 1000000000ull
 #define POISON_RING 256
 
@@ -381,20 +383,22 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
 }
 
 /* Is a stashed hello still wanted? Not once no TCP connection from its
- * client endpoint to the listener exists (sock_diag: its client never
- * connected, or has gone and the connection with it), nor once that
- * connection has been accepted and not claimed for a grace period (it was
- * served as plain TCP). A client that wrote and closed keeps its end, in
- * FIN_WAIT2, until its connection is accepted: still wanted. Asked at most
- * once per grace period per hello, and never in its first one (its client
- * queues it before its SYN). Under the lock. */
-static bool still_wanted(struct stash_msg *sm, uint64_t now)
+ * client endpoint to the listener, owned by its sender, exists (sock_diag:
+ * its client never connected, or has gone and the connection with it), nor
+ * once that connection has been accepted for a grace period without its
+ * claim (it was served as plain TCP). A client that wrote and closed keeps
+ * its end, in FIN_WAIT2, until its connection is accepted: still wanted.
+ * When the kernel finds the connection of a hello it had not vouched for,
+ * the hello leaves its uid's share (*vouch). Under the lock. */
+static bool still_wanted(struct stash_msg *sm, uint64_t now, bool *vouch)
 {
 	struct lf_diag_sock d;
 
-	if (now - sm->checked < STASH_GRACE_NS)
+	*vouch = false;
+	if (now - sm->checked < (sm->vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
 		return true;
-	if (lf__diag_socket(&sm->client, &sm->server, &d) || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE)
+	if (lf__diag_socket(&sm->client, &sm->server, &d) || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE ||
+	    d.uid != sm->uid)
 		return false;
 	if (lf__diag_socket(&sm->server, &sm->client, &d) == 0 && d.inode != 0) {
 		if (sm->accepted && now - sm->accepted >= STASH_GRACE_NS)
@@ -402,8 +406,21 @@ static bool still_wanted(struct stash_msg *sm, uint64_t now)
 		if (!sm->accepted)
 			sm->accepted = now;
 	}
+	*vouch = !sm->vouched;
 	sm->checked = now;
 	return true;
+}
+
+/* A stashed hello the kernel now vouches for leaves its uid's share.
+ * Always false (for the caller's chain). */
+static bool vouched_now(struct lf_shm *m, struct stash_msg *sm)
+{
+	uint32_t *c = uid_count(m, sm->uid, false);
+
+	if (c && *c)
+		(*c)--;
+	sm->vouched = 1;
+	return false;
 }
 
 /* Takes the stash's oldest hello: 1 and its fd when it is the one for
@@ -415,6 +432,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 {
 	struct lf_shm *m = l->shm;
 	struct stash_msg sm;
+	bool vouch;
 	int fd;
 	ssize_t r;
 
@@ -441,9 +459,9 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 	if (lf__hello_dead(fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);
-	} else if (!still_wanted(&sm, now)) {
+	} else if (!still_wanted(&sm, now, &vouch)) {
 		drop(l, &sm, fd);
-	} else if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
+	} else if ((vouch && vouched_now(m, &sm)) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);
 	} else {
@@ -453,6 +471,26 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 			same[i] += (o.s[0] == k.s[i]) + (o.s[1] == k.s[i]);
 	}
 	return 0;
+}
+
+/* Every take looks at the oldest hello (peeked: no descriptor comes with
+ * it), whatever its slots, and checks it when it is due: the stash is
+ * tidied at the pace of the accepts, whoever filled it. One not due stays
+ * where it is (in the order of its accept, most often next). */
+static void tidy(struct lf_listener *l, uint64_t now)
+{
+	static const struct lf_ep nobody; /* port 0: names no connection */
+	struct stash_msg sm;
+	struct iovec iov = { &sm, sizeof(sm) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	unsigned same[2] = { 0, 0 };
+	uint32_t uid;
+	int fd;
+
+	if (syscall(SYS_recvmsg, l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (long)sizeof(sm) && sm.magic == STASH_MAGIC &&
+	    now - sm.checked < (sm.vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
+		return;
+	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &uid, same);
 }
 
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
@@ -465,10 +503,7 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 
 	if (!m->keyed || !m->total)
 		return -1;
-	/* Every take looks at the oldest hello, whatever its bucket: the
-	 * stash is tidied at the pace of the accepts, one hello each. */
-	if (next_hello(l, client, k, now, &fd, uid, same) == 1)
-		return fd;
+	tidy(l, now);
 	if (!slots_held(m, k))
 		return -1;
 	/* The stash is FIFO: cycle it at most once round. Every hello passed
