@@ -294,11 +294,14 @@ static uint32_t share(const struct lf_shm *m)
 	return s;
 }
 
-static void drop(struct lf_listener *l, const struct stash_msg *sm, int fd)
+/* Drops a stashed hello its client may have committed to (poisoned).
+ * ev: LF_EV_DROPPED for its uid's share, LF_EV_UNVOUCHED when the kernel
+ * no longer finds its connection. */
+static void drop(struct lf_listener *l, const struct stash_msg *sm, int fd, enum lf_event ev)
 {
 	index_del(l->shm, sm);
 	lf__stash_poison(l, &sm->client, sm->uid);
-	lf__count(LF_EV_DROPPED);
+	lf__count(ev);
 	lf__sys_close(fd);
 }
 
@@ -319,7 +322,7 @@ static bool evict_one(struct lf_listener *l)
 		bool ours = r == sizeof(sm) && sm.magic == STASH_MAGIC;
 		if (fd < 0 || !ours || !sm.vouched) {
 			if (fd >= 0 && ours)
-				drop(l, &sm, fd);
+				drop(l, &sm, fd, LF_EV_DROPPED);
 			else if (fd >= 0)
 				lf__sys_close(fd);
 			else if (ours)
@@ -460,7 +463,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 		index_del(m, &sm);
 		lf__sys_close(fd);
 	} else if (!still_wanted(&sm, now, &vouch)) {
-		drop(l, &sm, fd);
+		drop(l, &sm, fd, LF_EV_UNVOUCHED);
 	} else if ((vouch && vouched_now(m, &sm)) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);

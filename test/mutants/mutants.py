@@ -88,7 +88,8 @@ MUTANTS = [
         "the stash never refuses a hello (no per-uid share, no total)",
         [("src/fastpath/listener.c",
           "\tif ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap)\n",
-          "\tif (0 && ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap))\n")],
+          "\tif (0 && ((!vouched && (!c || *c >= share(m))) ||"
+          " m->total >= m->cap))\n")],
         ["e2e:test_security.py -k no_more_than_its_share"],),
     Mutant(
         "stash-keeps-dead",
