@@ -53,9 +53,11 @@
  * quarter of the descriptors the kernel lets this user have in flight. */
 #define STASH_SHARE(cap) ((cap) / 4)
 /* A hello the kernel has not vouched for is checked once it is 10 ms old
- * (its client sends its SYN right after it); one vouched for, once a
- * second: dropped once its connection has gone, or has been accepted for
- * a second (a claim takes it right after its accept). */
+ * if its client has closed it (a client sends its SYN right after its
+ * hello, and keeps the hello open until its connect is done), else once
+ * it is a second old (a client stalled between the two); one vouched
+ * for, once a second: dropped once its connection has gone, or has been
+ * accepted for a second (a claim takes it right after its accept). */
 #define STASH_YOUNG_NS 10000000ull
 #define STASH_GRACE_NS 1000000000ull
 #define POISON_RING 256
@@ -389,16 +391,18 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
  * client endpoint to the listener, owned by its sender, exists (sock_diag:
  * its client never connected, or has gone and the connection with it), nor
  * once that connection has been accepted for a grace period without its
- * claim (it was served as plain TCP). A client that wrote and closed keeps
+ * claim (it was served as plain TCP); asked when due (above). A client that wrote and closed keeps
  * its end, in FIN_WAIT2, until its connection is accepted: still wanted.
  * When the kernel finds the connection of a hello it had not vouched for,
  * the hello leaves its uid's share (*vouch). Under the lock. */
-static bool still_wanted(struct stash_msg *sm, uint64_t now, bool *vouch)
+static bool still_wanted(struct stash_msg *sm, int fd, uint64_t now, bool *vouch)
 {
 	struct lf_diag_sock d;
+	uint64_t age = now - sm->checked;
 
 	*vouch = false;
-	if (now - sm->checked < (sm->vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
+	if (age < STASH_YOUNG_NS || (age < STASH_GRACE_NS && (sm->vouched ||
+	    !(lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0) & (POLLHUP | POLLRDHUP)))))
 		return true;
 	if (lf__diag_socket(&sm->client, &sm->server, &d) || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE ||
 	    d.uid != sm->uid)
@@ -462,7 +466,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 	if (lf__hello_dead(fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);
-	} else if (!still_wanted(&sm, now, &vouch)) {
+	} else if (!still_wanted(&sm, fd, now, &vouch)) {
 		drop(l, &sm, fd, LF_EV_UNVOUCHED);
 	} else if ((vouch && vouched_now(m, &sm)) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		index_del(m, &sm);

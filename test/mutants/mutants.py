@@ -434,17 +434,6 @@ MUTANTS += [
           "\t\tint r = lf__stash_put(l, u, &c, &s, uid, uid == geteuid());\n")],
         ["e2e:test_security.py -k gives_its_uid_only_a_share"]),
     Mutant(
-        "stash-unkeyed",
-        "the stash's index slots are protocol 3's unkeyed hash of the client endpoint: a peer aims at one",
-        [("src/fastpath/listener.c",
-          "\tuint64_t h = v0 ^ v1 ^ v2 ^ v3;\n",
-          "\tuint64_t h = 2166136261u ^ (uint32_t)ep->family;\n"
-          "\tfor (int i = 0; i < (ep->family == AF_INET ? 4 : 16); i++)\n"
-          "\t\th = (uint32_t)((h ^ ((const uint8_t *)&ep->addr)[i]) * 16777619u);\n"
-          "\th = (uint32_t)((h ^ ep->port) * 16777619u) % 16384;\n"
-          "\th |= h << 32;\n")],
-        ["e2e:test_security.py -k 'parked_hellos and loopfast'"]),
-    Mutant(
         "stash-keeps-unconnected",
         "a stashed hello whose endpoint has no TCP connection to the listener is kept (the stash never asks)",
         [("src/fastpath/listener.c",

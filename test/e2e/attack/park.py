@@ -8,7 +8,10 @@ the endpoints all fall in one stash bucket under protocol 3's unkeyed hash
 (FNV-1a of the address and port, 16384 buckets). --repark S: the same
 endpoints again every S seconds (new hellos, closed, so that the stash
 never lacks young ones that no check can drop yet; --repark-count: only
-that many of them). Prints "queued N", then
+that many of them). --connect: each hello comes after a plain TCP
+connection from its endpoint, held until the next round (so the kernel
+finds a connection for it: it stays stashed until that connection has
+been accepted for a while). Prints "queued N", then
 "held K" once a second (the hellos still open whose server end has not
 closed them: --close off), and, until stdin closes, with --flood RATE:
 RATE plain TCP connections a second (no hello) with MSS 89 in their SYN
@@ -36,6 +39,9 @@ ap.add_argument("--close", action="store_true")
 ap.add_argument("--flood", type=int, default=0)
 ap.add_argument("--repark", type=float, default=0)
 ap.add_argument("--repark-count", type=int, default=0)
+ap.add_argument("--connect", action="store_true")
+ap.add_argument("--skip", type=int, default=0, help="endpoints of the bucket left to another parker")
+ap.add_argument("--no-hellos", action="store_true", help="with --connect: the connections only (a plain TCP server)")
 a = ap.parse_args()
 
 P, BUCKETS = 16777619, 16384
@@ -69,16 +75,39 @@ def endpoints():
 
 
 eps = endpoints()
+for _ in range(a.skip):
+    next(eps)
 parked = [next(eps) for _ in range(a.count)]
 hellos, nonce = [], 0
 
 
+conns = {}
+
+
 def park(n, close):
     """Queues a hello for each of the first n parked endpoints (a new name
-    each time)."""
+    each time); with --connect, first a plain TCP connection from that
+    endpoint to the server (the previous one reset), so that the kernel
+    vouches for the hello."""
     global nonce
     for addr, port in parked[:n]:
+        if a.connect:
+            old = conns.pop((addr, port), None)
+            if old:
+                old.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                old.close()
+            t = socket.socket()
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            t.settimeout(5)
+            try:
+                t.bind((addr, port))
+                t.connect(("127.0.0.1", a.sport))
+                conns[(addr, port)] = t
+            except OSError:
+                t.close()
         nonce += 1
+        if a.no_hellos:
+            continue
         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         u.bind(client_name("4", port, a.sport, nonce, caddr=addr))
         u.setblocking(False)
@@ -95,7 +124,7 @@ def park(n, close):
 
 
 park(a.count, a.close)
-print("queued", nonce, flush=True)
+print("queued", 0 if a.no_hellos else nonce, flush=True)
 flood, spare, pending = 0, [next(eps) for _ in range(2048)], {}
 start, last, made, parked_at = time.monotonic(), 0.0, 0, time.monotonic()
 while True:
@@ -143,4 +172,4 @@ while True:
         pending[t.fileno()] = t
     except OSError:
         t.close()
-print(json.dumps({"queued": nonce, "flood": flood, "seconds": time.monotonic() - start}), flush=True)
+print(json.dumps({"queued": 0 if a.no_hellos else nonce, "flood": flood, "seconds": time.monotonic() - start}), flush=True)
