@@ -12,7 +12,7 @@
 static const char usage_text[] =
 	"usage: loopfast bench connect [--paths LIST] [--clients N[,N...]] [--time SEC]\n"
 	"         [--warmup SEC] [--repeat N] [--json FILE] [--plot FILE.png]\n"
-	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: all)\n"
+	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: these), tcp+park, fast+park\n"
 	"clients: concurrent connections in flight (default: 1,10,100,1000)\n";
 
 static int parse_seconds(const char *opt, const char *s, double lo, double hi, double *out)
@@ -47,7 +47,7 @@ static int parse_levels(const char *opt, const char *s, struct conn_opts *o)
 
 int cmd_bench_connect(int argc, char **argv)
 {
-	struct conn_opts o = { .paths = (1u << CONN_NPATHS) - 1,
+	struct conn_opts o = { .paths = CONN_DEFAULT_PATHS,
 			       .levels = { 1, 10, 100, 1000 }, .nlevels = 4, .time_s = 1, .warmup_s = 0.2, .repeat = 3 };
 	unsigned long long v;
 

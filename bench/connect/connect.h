@@ -12,9 +12,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_TCP_FLOOD, CONN_FAST_FLOOD, CONN_NPATHS };
+enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_TCP_FLOOD, CONN_FAST_FLOOD, CONN_TCP_PARK, CONN_FAST_PARK,
+       CONN_NPATHS };
+#define CONN_DEFAULT_PATHS ((1u << CONN_TCP_PARK) - 1) /* the +park rows only when asked */
 #define CONN_FLOODED(p) ((p) == CONN_TCP_FLOOD || (p) == CONN_FAST_FLOOD)
-#define CONN_OPTED_IN(p) ((p) == CONN_FAST || (p) == CONN_CLIENT_ONLY || (p) == CONN_FAST_FLOOD)
+#define CONN_PARKED(p) ((p) == CONN_TCP_PARK || (p) == CONN_FAST_PARK)
+#define CONN_FAST_SERVER(p) ((p) == CONN_FAST || (p) == CONN_FAST_FLOOD || (p) == CONN_FAST_PARK)
+#define CONN_OPTED_IN(p) ((p) == CONN_CLIENT_ONLY || CONN_FAST_SERVER(p))
 extern const char *const conn_path_names[CONN_NPATHS];
 
 #define CONN_MAX_CLIENTS 4096
@@ -28,7 +32,9 @@ struct conn_result {
 	uint64_t errors;      /* connections that failed (connect, I/O or bad byte) */
 	uint64_t sampled;     /* connections whose path was checked */
 	uint64_t fast;        /* ... of which were on the fast path (both ends) */
-	uint64_t flood;       /* junk hellos the flooder queued (flood rows) */
+	uint64_t flood;       /* junk hellos the flooder queued (flood rows), connections the parker made (park rows) */
+	uint64_t accepted;    /* connections the server accepted in the whole run */
+	uint64_t server_cpu_us; /* the server's CPU time (user + system) in the whole run */
 	int err;              /* -errno when the run itself failed */
 };
 
@@ -42,9 +48,10 @@ struct conn_opts {
 };
 
 /* One run: a server process and a client process (and, for the flood rows,
- * a flooder of another uid when run as root), all children of the caller.
- * The flooder runs in both flood rows, so that tcp+flood measures what its
- * CPU use alone costs plain TCP. */
+ * a flooder of another uid when run as root; for the park rows, a parker
+ * of another uid), all children of the caller. The flooder runs in both
+ * flood rows, so that tcp+flood measures what its CPU use alone costs
+ * plain TCP; the parker likewise. */
 int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_result *r);
 
 struct conn_row {

@@ -20,7 +20,7 @@ static int cmp_double(const void *a, const void *b)
 
 struct summary {
 	double median, min, max, fast_share;
-	uint64_t errors, flood;
+	uint64_t errors, flood, accepted, server_cpu_us;
 	int err;
 };
 
@@ -42,6 +42,8 @@ static struct summary summarize(const struct conn_row *row)
 		fast += r->fast;
 		s.errors += r->errors;
 		s.flood += r->flood;
+		s.accepted += r->accepted;
+		s.server_cpu_us += r->server_cpu_us;
 	}
 	if (!n)
 		return s;
@@ -65,7 +67,7 @@ static double tcp_median(const struct conn_row *rows, unsigned nrows, unsigned c
 /* The same path without the flood: what a flood row is compared with. */
 static double unflooded_median(const struct conn_row *rows, unsigned nrows, const struct conn_row *r)
 {
-	int want = r->path == CONN_FAST_FLOOD ? CONN_FAST : CONN_TCP;
+	int want = CONN_FAST_SERVER(r->path) ? CONN_FAST : CONN_TCP;
 	for (unsigned i = 0; i < nrows; i++)
 		if (rows[i].path == want && rows[i].clients == r->clients)
 			return summarize(&rows[i]).median;
@@ -96,18 +98,24 @@ void conn_report(const struct conn_row *rows, unsigned nrows, const struct conn_
 			snprintf(share, sizeof(share), "%.0f%%", 100 * s.fast_share);
 		fprintf(f, "%7u  %-12s %10.0f %-23s %7s %6s %7llu", rows[i].clients, conn_path_names[rows[i].path],
 			s.median, range, ratio, share, (unsigned long long)s.errors);
-		double quiet = CONN_FLOODED(rows[i].path) ? unflooded_median(rows, nrows, &rows[i]) : 0;
+		bool attacked = CONN_FLOODED(rows[i].path) || CONN_PARKED(rows[i].path);
+		double quiet = attacked ? unflooded_median(rows, nrows, &rows[i]) : 0;
 		if (quiet > 0)
 			fprintf(f, "  %.2f of unflooded", s.median / quiet);
 		if (s.flood)
-			fprintf(f, "  (%llu junk hellos)", (unsigned long long)s.flood);
+			fprintf(f, CONN_PARKED(rows[i].path) ? "  (%llu marked connections)" : "  (%llu junk hellos)",
+				(unsigned long long)s.flood);
+		if (s.accepted && rows[i].path != CONN_UNIX)
+			fprintf(f, "  server %.0f us CPU/accept", (double)s.server_cpu_us / (double)s.accepted);
 		fputc('\n', f);
 	}
 	fprintf(f, "\nfast: share of sampled connections (1 in 8, client and server ends) that took the fast path, "
 		   "from kernel state; "
 		   "client-only: the client opted in, the server did not (plain TCP expected); +flood: another uid "
 		   "floods the rendezvous with junk hellos from a CPU of its own (tcp+flood: what that CPU use costs "
-		   "plain TCP)\n");
+		   "plain TCP); +park: another uid parks hellos in one stash bucket of protocol 3's hash and makes "
+		   "1000 connections a second marked as having a hello, reset at once (issue 19); server us CPU/accept: "
+		   "the server's CPU time over the connections it accepted, the attacker's included\n");
 }
 
 int conn_write_json(const struct conn_row *rows, unsigned nrows, const struct conn_opts *o)
@@ -127,10 +135,11 @@ int conn_write_json(const struct conn_row *rows, unsigned nrows, const struct co
 		double base = tcp_median(rows, nrows, r->clients);
 		fprintf(f, "    {\"path\": \"%s\", \"clients\": %u, \"median\": %.1f, \"min\": %.1f, \"max\": %.1f, "
 			   "\"vs_tcp\": %.4f, \"vs_unflooded\": %.4f, \"fast_share\": %.4f, \"errors\": %llu, "
-			   "\"junk_hellos\": %llu, \"runs\": [",
+			   "\"junk_hellos\": %llu, \"server_cpu_us_per_accept\": %.1f, \"runs\": [",
 			conn_path_names[r->path], r->clients, s.median, s.min, s.max, base > 0 ? s.median / base : 0,
 			CONN_FLOODED(r->path) && unflooded_median(rows, nrows, r) > 0 ? s.median / unflooded_median(rows, nrows, r) : 0,
-			s.fast_share, (unsigned long long)s.errors, (unsigned long long)s.flood);
+			s.fast_share, (unsigned long long)s.errors, (unsigned long long)s.flood,
+			s.accepted ? (double)s.server_cpu_us / (double)s.accepted : 0);
 		for (unsigned k = 0; k < r->n; k++)
 			fprintf(f, "%s%.1f", k ? ", " : "", r->runs[k].rate);
 		fprintf(f, "]}%s\n", i + 1 < nrows ? "," : "");

@@ -2,7 +2,8 @@
  * that answers one byte per connection, an epoll client that keeps N
  * connections in flight (non-blocking connect, 1-byte request, 1-byte
  * response, close, again), and for the flood row a flooder that, as another
- * uid when run as root, keeps the server's rendezvous full of junk hellos.
+ * uid when run as root, keeps the server's rendezvous full of junk hellos;
+ * for the park row, issue 19's second attack (parker()).
  * Every TCP row counts, on both ends, how many connections really took
  * the fast path, asking the kernel (kpath_fast_end: a Unix stream whose
  * peer the other process holds), never loopfast itself, so that a silent
@@ -13,6 +14,7 @@
 #include "loopfast.h"
 
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -30,7 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *const conn_path_names[CONN_NPATHS] = { "tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood" };
+const char *const conn_path_names[CONN_NPATHS] = { "tcp",        "fast",       "client-only", "unix",
+						    "tcp+flood", "fast+flood", "tcp+park",    "fast+park" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
 
@@ -78,7 +82,7 @@ static void serve(int path, int report)
 		in->sin_family = AF_INET;
 		in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		sl = sizeof(*in);
-		if (path == CONN_FAST || path == CONN_FAST_FLOOD)
+		if (CONN_FAST_SERVER(path))
 			lf_enable_fast_path(l);
 	}
 	if (l < 0 || bind(l, (void *)&ss, sl) || listen(l, CONN_MAX_CLIENTS) ||
@@ -119,7 +123,11 @@ static void serve(int path, int report)
 				close(fd); /* leaves the epoll set with its last reference */
 		}
 	}
-	uint64_t out[3] = { accepted, sampled, fast };
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t out[4] = { accepted, sampled, fast,
+			    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + (uint64_t)ru.ru_utime.tv_usec +
+				    (uint64_t)ru.ru_stime.tv_usec };
 	if (write(report, out, sizeof(out)) != sizeof(out))
 		_exit(3);
 	_exit(0);
@@ -269,6 +277,91 @@ static void flood(int port, unsigned ino, int report)
 	_exit(0);
 }
 
+/* Parker (issue 19's second attack), as another uid (nobody) when root:
+ * every half second it queues 400 hellos naming the server's port, one
+ * byte written on each and closed at once (a closed hello with unread data
+ * is not dead), from endpoints across 127.0.0.0/8 that all fall in one
+ * bucket of protocol 3's unkeyed stash hash (FNV-1a, 16384 buckets); and it
+ * makes 1000 plain TCP connections a second with MSS 89 in their SYN (the
+ * "hello queued" mark) from other endpoints of that bucket, each reset once
+ * established. Reports how many such connections it made. */
+#define PARK_EPS 2448 /* 400 parked, the rest for the connections */
+static void parker(int port, unsigned ino, int report)
+{
+	struct lf_ep dst = { .family = AF_INET, .addr.v4.s_addr = htonl(INADDR_LOOPBACK), .port = (uint16_t)port };
+	static struct lf_ep eps[PARK_EPS];
+	static int pending[1024];
+	struct sockaddr_un rn, cn;
+	socklen_t rl = lf__name_listener(&rn, AF_INET, ino);
+	unsigned n = 0, npend = 0, target = 0;
+	uint64_t made = 0, tries = 0, nonce = 0;
+	double start = now_s(), parked = 0;
+
+	signal(SIGTERM, on_term);
+	if (getuid() == 0 && (setgid(65534) || setuid(65534)))
+		_exit(3);
+	for (unsigned x = 1; n < PARK_EPS && x < 65536; x++) {
+		uint32_t h = 2166136261u ^ AF_INET, a = htonl(0x7f000001u | x << 8);
+		for (int i = 0; i < 4; i++)
+			h = (h ^ ((uint8_t *)&a)[i]) * 16777619u;
+		if (x == 1)
+			target = (h ^ 20000) & 16383;
+		for (unsigned hi = 0; hi < 4 && n < PARK_EPS; hi++) {
+			unsigned p = ((h ^ target) & 16383) | hi << 14;
+			if (p >= 1024)
+				eps[n++] = (struct lf_ep){ .family = AF_INET, .addr.v4.s_addr = a, .port = (uint16_t)p };
+		}
+	}
+	while (!stop) {
+		double t = now_s();
+		if (t - parked >= 0.5) {
+			parked = t;
+			for (unsigned i = 0; i < 400; i++) {
+				socklen_t cl = lf__name_client(&cn, AF_INET, &eps[i], &dst, (unsigned long)++nonce);
+				int u = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+				if (u >= 0 && !bind(u, (void *)&cn, cl) && !connect(u, (void *)&rn, rl))
+					(void)!write(u, "x", 1);
+				if (u >= 0)
+					close(u);
+			}
+		}
+		for (unsigned i = 0; i < npend;) {
+			struct pollfd pf = { pending[i], POLLOUT, 0 };
+			if (poll(&pf, 1, 0) == 0) {
+				i++;
+				continue;
+			}
+			int e = 0;
+			socklen_t el = sizeof(e);
+			getsockopt(pending[i], SOL_SOCKET, SO_ERROR, &e, &el);
+			made += e == 0;
+			setsockopt(pending[i], SOL_SOCKET, SO_LINGER, &(struct linger){ 1, 0 }, sizeof(struct linger));
+			close(pending[i]);
+			pending[i] = pending[--npend];
+		}
+		if (tries >= (t - start) * 1000 || npend == 1024) {
+			usleep(500);
+			continue;
+		}
+		const struct lf_ep *e = &eps[400 + tries++ % (PARK_EPS - 400)];
+		int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1, mss = 89;
+		struct sockaddr_in from = { .sin_family = AF_INET, .sin_addr = e->addr.v4, .sin_port = htons(e->port) };
+		struct sockaddr_in to = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					  .sin_port = htons((uint16_t)port) };
+		if (c < 0)
+			continue;
+		setsockopt(c, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		setsockopt(c, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
+		if (bind(c, (void *)&from, sizeof(from)) || (connect(c, (void *)&to, sizeof(to)) && errno != EINPROGRESS))
+			close(c);
+		else
+			pending[npend++] = c;
+	}
+	if (write(report, &made, sizeof(made)) != sizeof(made))
+		_exit(3);
+	_exit(0);
+}
+
 static int read_full(int fd, void *buf, size_t len, int timeout_ms)
 {
 	size_t got = 0;
@@ -318,7 +411,7 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 {
 	int srd, crd, frd = -1, id[2], timeout = (int)((o->warmup_s + o->time_s) * 1000) + 20000;
 	pid_t server, cl, fl = -1;
-	uint64_t sv[3];
+	uint64_t sv[4];
 
 	memset(r, 0, sizeof(*r));
 	if (!client_pid) {
@@ -335,8 +428,11 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 		reap(server);
 		return r->err = -EIO;
 	}
-	if (CONN_FLOODED(path) && (fl = spawn(&frd)) == 0)
+	if ((CONN_FLOODED(path) || CONN_PARKED(path)) && (fl = spawn(&frd)) == 0) {
+		if (CONN_PARKED(path))
+			parker(id[0], (unsigned)id[1], frd);
 		flood(id[0], (unsigned)id[1], frd);
+	}
 	if (fl > 0)
 		usleep(200 * 1000); /* let the flood build up */
 	if ((cl = spawn(&crd)) == 0)
@@ -352,6 +448,8 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 		/* Both ends: the client's samples and the server's. */
 		r->sampled += sv[1];
 		r->fast += sv[2];
+		r->accepted = sv[0];
+		r->server_cpu_us = sv[3];
 	}
 	reap(cl);
 	reap(fl);

@@ -7,11 +7,12 @@
  * already in the rendezvous backlog or in the stash. The accept takes
  * candidates for X under the claim lock (everything else it meets goes to
  * the stash for its own accept), then, without the lock, keeps the first
- * candidate the kernel vouches for:
- *   - the hello's sender (SO_PEERCRED) is of this process's uid (it could
- *     ptrace us anyway), or
- *   - sock_diag reports that the TCP socket at the other end of X exists
- *     and belongs to that same uid.
+ * candidate the kernel vouches for: sock_diag reports that the TCP socket
+ * at the other end of X exists and belongs to the hello's sender
+ * (SO_PEERCRED). Asked for every hello, those of this process's own uid
+ * included: a server that changed credentials (root, then a service
+ * account) shares its uid with processes that cannot ptrace it, and a
+ * hello costs one exact lookup, no more than a check of our credentials.
  * Nothing the peer wrote is believed: the name only says where to look.
  * The winner replaces X under X's fd number, and X is closed after the
  * claim's mark (bell.c; the doorbell carried no data). No candidate: X
@@ -47,13 +48,25 @@ static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t
 	return true;
 }
 
+/* Does the kernel vouch that the sender of a hello (uid) is the owner of
+ * the client end of the connection (peer -> local)? */
+static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *local)
+{
+	struct lf_diag_sock d;
+
+	return lf__diag_socket(peer, local, &d) == 0 && d.uid == uid && d.state != TCP_TIME_WAIT &&
+	       d.state != TCP_CLOSE;
+}
+
 /* Candidates for the connection whose client end is `client`: from the
  * stash first, then from the rendezvous. Whatever else the rendezvous
  * holds on the way is stashed for its own accept, or dropped when it
  * cannot be anyone's: malformed, or from a uid over its share of
- * unvouched hellos and not vouched for now either (remembered as poison,
- * since its client may have committed). Under the claim lock; every call
- * is non-blocking. */
+ * unvouched hellos (the server's own uid's included) and not vouched for
+ * now either (remembered as poison, since its client may have committed).
+ * A hello the kernel vouches for (its client has sent its SYN: a real
+ * connection waiting for its accept) is never refused a place for its
+ * uid's share. Under the claim lock; every call is non-blocking. */
 static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max,
 		bool *released)
 {
@@ -92,7 +105,10 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 			uids[n++] = uid;
 			break;
 		}
-		if (lf__stash_put(l, u, &c, uid, uid == geteuid())) {
+		int r = lf__stash_put(l, u, &c, &s, uid, false);
+		if (r == -ENOSPC && (lf__ep_is_any(&l->ep) || lf__ep_equal(&s, &l->ep)) && vouched(uid, &c, &s))
+			r = lf__stash_put(l, u, &c, &s, uid, true);
+		if (r) {
 			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);
 			lf__count(LF_EV_DROPPED);
 			lf__stash_poison(l, &c, uid);
@@ -118,18 +134,6 @@ static void drain(struct lf_listener *l)
 		lf__sys_close(cand[0]);
 	if (released)
 		lf__listener_reserve(l, true);
-}
-
-/* Does the kernel vouch that the sender of a hello (uid) is the owner of
- * the client end of the accepted connection (peer -> local)? */
-static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *local)
-{
-	struct lf_diag_sock d;
-
-	if (uid == geteuid())
-		return true;
-	return lf__diag_socket(peer, local, &d) == 0 && d.uid == uid && d.state != TCP_TIME_WAIT &&
-	       d.state != TCP_CLOSE;
 }
 
 /* Did the SYN of the accepted connection say that its client queued a

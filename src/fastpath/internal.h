@@ -29,7 +29,7 @@ struct lf_ep {
 	uint16_t port; /* host order */
 };
 
-#define LF_NAME_PREFIX "loopfast/3/"
+#define LF_NAME_PREFIX "loopfast/4/"
 #define LF_NAME_MAX 108
 
 bool lf__ep_from_sockaddr(struct lf_ep *ep, const struct sockaddr *sa, socklen_t len);
@@ -41,9 +41,9 @@ bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
 int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
 
 /* The abstract names of the protocol (see docs/security.md):
- *   rendezvous of a TCP listener   "\0loopfast/3/L/<fam>/<listener inode>"
- *   stash of that listener         "\0loopfast/3/S/<fam>/<listener inode>"
- *   client end of a connection     "\0loopfast/3/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
+ *   rendezvous of a TCP listener   "\0loopfast/4/L/<fam>/<listener inode>"
+ *   stash of that listener         "\0loopfast/4/S/<fam>/<listener inode>"
+ *   client end of a connection     "\0loopfast/4/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
  * where fam is the family of the listener, or of the client's TCP socket,
  * and the nonce (the client's pid and a counter) keeps the name unique when
  * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
@@ -372,9 +372,11 @@ void lf__listener_unlock(struct lf_listener *l);
 /* The stash: hellos taken from the rendezvous by one accept for another.
  * Under the lock. put: 0, or -ENOSPC when the stash is full or, for a
  * hello the kernel has not vouched for, its sender's uid is over its share
- * (the caller drops the hello). take: the fd of a stashed hello for
- * `client` (its sender's uid in *uid), or -1. */
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, uint32_t uid, bool vouched);
+ * (the caller drops the hello). `server` is the server end its name gives.
+ * take: the fd of a stashed hello for `client` (its sender's uid in *uid),
+ * or -1; the hellos it passes over that nobody will claim are dropped. */
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
+		  bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
 /* A hello whose client has closed it with nothing left to read: nobody
  * will ever want it (its client died before its connect, or gave the

@@ -24,11 +24,12 @@ import time
 import pytest
 
 import kernel
-from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wrap
+from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wait_path, wrap
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 
 USER = "lfattacker"
+SVC = "lfsvc"  # a service account: a server that is not root, and its own clients
 
 # A server under loopfast that says its port and listener inode, then waits
 # for "go" on stdin before it listens (so that a squatter can get in first),
@@ -62,7 +63,7 @@ SQUATTER = textwrap.dedent("""
     for kind in ("L", "S"):
         t = socket.SOCK_STREAM if kind == "L" else socket.SOCK_DGRAM
         r = socket.socket(socket.AF_UNIX, t)
-        r.bind(b"\\0loopfast/3/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
+        r.bind(b"\\0loopfast/4/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
         if kind == "L":
             r.listen(16)
         socks.append(r)
@@ -98,8 +99,8 @@ HIJACKER = textwrap.dedent("""
     import json, socket, sys
     server_port, ino, victim_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.bind(b"\\0loopfast/3/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
-    u.connect(b"\\0loopfast/3/L/4/%d" % ino)
+    u.bind(b"\\0loopfast/4/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
+    u.connect(b"\\0loopfast/4/L/4/%d" % ino)
     print("sent", flush=True)
     u.settimeout(float(sys.argv[4]))
     got = b""
@@ -123,10 +124,12 @@ def attacker():
     directory every user can read; run_as.path(name) is a script's copy."""
     if os.geteuid() != 0:
         pytest.fail("the security tests create a user: run them as root")
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER], check=True)
+    for user in (USER, SVC):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                           check=True)
     py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")
     d = tempfile.mkdtemp(prefix="lf-sec-")
     os.chmod(d, 0o755)
@@ -146,9 +149,11 @@ def attacker():
     shutil.copy(BUILD / "libloopfast-preload.so", preload)
     os.chmod(preload, 0o755)
 
-    def run_as(name, *args, preload_lib=False):
+    def run_as(name, *args, preload_lib=False, user=USER, nofile=None):
+        """nofile: the soft RLIMIT_NOFILE it runs with."""
         env = dict(os.environ, LD_PRELOAD=preload, LOOPFAST_ENABLE="1") if preload_lib else None
-        return subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", py,
+        limit = ["prlimit", f"--nofile={nofile}:"] if nofile else []
+        return subprocess.Popen([*limit, "setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", py,
                                  scripts[name], *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, env=env)
     run_as.py = py
@@ -242,10 +247,10 @@ def as_root(attacker, name, *args, loopfast=True, debug=False):
     return p
 
 
-def echo_server(attacker, fam, *opts, debug=False):
+def echo_server(attacker, fam, *opts, debug=False, loopfast=True):
     """attack/echo_server.py as root under loopfast: (process, port, listener
     inode, pid of the process that listens)."""
-    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug)
+    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug, loopfast=loopfast)
     port, ino, pid = map(int, readline(srv).split())
     if "--go" not in opts:
         assert readline(srv).strip() == "listening"
@@ -295,7 +300,7 @@ def queued_on(fam, ino):
                          check=True).stdout
     for line in out.splitlines():
         f = line.split()
-        if len(f) >= 5 and f[4] == f"@loopfast/3/L/{fam}/{ino}":
+        if len(f) >= 5 and f[4] == f"@loopfast/4/L/{fam}/{ino}":
             return int(f[2])
     return None
 
@@ -733,3 +738,278 @@ def test_worker_killed_between_accept_and_claim(build, attacker, fam, read):
         stop(srv)
         if victim:
             stop(victim)
+
+
+# ---- issue 19: a server after a privilege drop, a flood of marked
+# connections against a parked stash, the stash's descriptors
+
+@FAMS
+def test_server_after_a_privilege_drop_trusts_no_hello_of_its_new_uid(build, attacker, fam):
+    # A root server listens, then becomes the service account (the second
+    # user here, as nginx's workers become www-data). A process of that
+    # account (a CGI, a PHP script) queues 16 hellos naming a root
+    # client's bound, not yet connected endpoint, each with bytes on it;
+    # then the client connects. Its own connection must be served, by the
+    # server, as over plain TCP (the same server and client without
+    # loopfast, first), and the attacker must get nothing: the server has
+    # changed credentials, so being of its uid proves nothing (the kernel
+    # made it non-dumpable: its new account cannot ptrace it).
+    for mode in ("tcp", "loopfast"):
+        srv, port, ino, pid = echo_server(attacker, fam, "--drop", USER, loopfast=mode == "loopfast")
+        victim = as_root(attacker, "victim", fam, port, "--bound", 5, loopfast=mode == "loopfast")
+        forge = None
+        try:
+            vport = int(readline(victim))
+            if mode == "loopfast":
+                forge = attacker("forge", fam, port, ino, vport, "--count", 16, "--write", 7)
+                assert readline(forge).split() == ["queued", "16"]
+                assert queued_on(fam, ino) >= 16  # the attack is in place, ahead of the victim's hello
+            send_line(victim)
+            v = json.loads(readline(victim, 30))
+            assert v == {"outcome": "ok", "fast": mode == "loopfast"}, (mode, v, victim.errors())
+            wait_path(victim, pid, port, mode)  # both ends, from kernel state
+            if forge:
+                got = result(forge)
+                assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
+        finally:
+            for p in (victim, srv, forge):
+                if p:
+                    stop(p)
+
+
+@pytest.fixture
+def wmem_max():
+    """Sets net.core.wmem_max (so that a stash's buffer holds its 4096
+    hellos for a server without CAP_NET_ADMIN), restored after the test."""
+    path = "/proc/sys/net/core/wmem_max"
+    with open(path) as f:
+        old = f.read().strip()
+
+    def set_to(v):
+        with open(path, "w") as f:
+            f.write(str(v))
+    yield set_to
+    set_to(old)
+
+
+def accept_queue(port):
+    """How many connections wait in a TCP listener's accept queue."""
+    out = subprocess.run(["ss", "-H", "-l", "-t", "-n", f"( sport = :{port} )"], capture_output=True, text=True,
+                         timeout=30, check=True).stdout.split()
+    return int(out[1]) if len(out) > 1 else None
+
+
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+def test_stash_descriptors_one_uid_cannot_take_them_all(build, attacker, wmem_max, mode):
+    # Stashed hellos are descriptors in flight, which the kernel counts
+    # against the server user's RLIMIT_NOFILE (a server that is not root:
+    # the service account here, soft limit 1024; the stash's buffer made
+    # room for 4096 hellos). The server is busy (accepts nothing yet). The
+    # attacker parks 1100 hellos, one byte written on each, naming the
+    # server's port; then a plain client and 500 fast-path clients of the
+    # server's own user connect and wait. When the server accepts, the
+    # plain connection's accept moves the whole rendezvous to the stash:
+    # the attacker's share, then the 500 hellos of the server's own user
+    # (the attacker's are dropped soon after: no connection of theirs
+    # exists; the attack is the moment the share is full). All 500 must be
+    # served, none reset, then 500 more, as over plain TCP
+    # (the same run without loopfast); with loopfast, 20 more held at once
+    # are on the fast path at both ends (kernel state).
+    wmem_max(4 << 20)
+    lf = mode == "loopfast"
+    srv = attacker("echo_server", "4", "--hold", "--backlog", 1024, user=SVC, nofile=1024, preload_lib=lf)
+    park, cl, plain = None, None, None
+    try:
+        port, ino, pid = map(int, readline(srv).split())
+        assert readline(srv).strip() == "listening"
+        if lf:
+            park = attacker("park", port, ino, 1100)
+            assert readline(park, 60).split() == ["queued", "1100"]
+        plain = socket.create_connection(("127.0.0.1", port), timeout=10)
+        cl = attacker("clients", "4", port, 500, "--conc", 500, "--bound", 60, user=SVC, preload_lib=lf)
+        deadline = time.monotonic() + 60
+        while accept_queue(port) != 501 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert accept_queue(port) == 501
+        if lf:
+            assert queued_on("4", ino) == 1600  # the attacker's hellos, then the clients'
+        send_line(srv, "accept")
+        out = json.loads(readline(cl, 120))
+        cl.wait(timeout=30)
+        if lf:
+            assert queued_on("4", ino) == 0  # the server met every parked hello
+        more = attacker("clients", "4", port, 500, "--conc", 50, "--bound", 20, user=SVC, preload_lib=lf)
+        more_out = json.loads(readline(more, 120))
+        more.wait(timeout=30)
+        print(f"{mode}: clients: {out['outcomes']} then {more_out['outcomes']}, "
+              f"{out['fast'] + more_out['fast']} of 1000 on the fast path")
+        assert out["outcomes"] == {"ok": 500} and more_out["outcomes"] == {"ok": 500}, (out, more_out)
+        held = attacker("clients", "4", port, 20, "--phases", 2, user=SVC, preload_lib=lf)
+        try:
+            assert readline(held, 60).split()[0] == "phase1"
+            pairs = fast_path_pairs(process_tree(held.pid), process_tree(pid), port)
+            tcp = kernel.tcp_pairs(process_tree(held.pid), process_tree(pid), port)
+            send_line(held)
+            again = json.loads(readline(held, 60))
+        finally:
+            stop(held)
+        assert again["outcomes"] == {"ok": 20}, again
+        assert (len(pairs), len(tcp)) == ((20, 0) if lf else (0, 20)), (pairs, tcp)
+    finally:
+        if plain:
+            plain.close()
+        for p in (cl, srv, park):
+            if p:
+                stop(p)
+
+
+def cpu_ticks(pids):
+    """User and system time of the processes (all their threads), in clock ticks."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_max, mode):
+    # The attacker parks 200 hellos, each with one byte written and closed
+    # (a closed hello with unread data is not dead), all in one stash
+    # bucket of protocol 3's unkeyed hash, and parks them again every half
+    # second (so that the stash always holds young ones, which no check may
+    # drop yet: their clients could be about to send their SYN); meanwhile
+    # it makes 500
+    # plain connections a second with MSS 89 in their SYN (loopfast's
+    # "hello queued" mark) from endpoints of that bucket, each reset at
+    # once. Under protocol 3 every such accept cycled the whole stash under
+    # the claim lock. 300 root clients must all be served within 10 s each,
+    # as over plain TCP (the same run without loopfast, where only the
+    # flood of connections is possible); with loopfast, 20 more held at once
+    # are on the fast path at both ends (kernel state). The server's CPU
+    # time per accepted connection is printed (a figure, not asserted).
+    wmem_max(4 << 20)
+    lf = mode == "loopfast"
+    srv, port, ino, pid = echo_server(attacker, "4", loopfast=lf)
+    park = attacker("park", port, ino, 200 if lf else 0, "--bucket", "--close", "--flood", 500, "--repark", 0.5)
+    try:
+        assert readline(park, 60).split() == ["queued", str(200 if lf else 0)]
+        # The flood's accepts take the parked hellos into the stash.
+        deadline = time.monotonic() + 30
+        while lf and queued_on("4", ino) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not lf or queued_on("4", ino) == 0, "the parked hellos were not taken from the rendezvous"
+        send_line(srv, "count")
+        cpu0, n0 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
+        time.sleep(2)  # the flood alone, then with the clients
+        out = run_clients(attacker, "4", port, 300, "--conc", 20, "--bound", 10, timeout=280)
+        send_line(srv, "count")
+        cpu1, n1 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
+        held = run_clients(attacker, "4", port, 20, server=srv.pid)
+        got = result(park, 60)
+    finally:
+        stop(srv)
+        stop(park)
+    cpu = (cpu1 - cpu0) / os.sysconf("SC_CLK_TCK")
+    print(f"{mode}: flood {got['flood']} connections in {got['seconds']:.1f} s; clients {out['outcomes']} "
+          f"({out['fast']} fast); server: {n1 - n0} accepted, CPU {cpu:.2f} s, "
+          f"{cpu / max(1, n1 - n0) * 1e3:.3f} ms per accepted connection")
+    assert got["flood"] > 500 and n1 - n0 > 800, (got, n1 - n0)  # the flood was in place
+    assert out["outcomes"] == {"ok": 300} and out["unfinished"] == 0, out
+    assert held["outcomes"] == {"ok": 20}, held
+    assert (held["kernel_fast"], held["kernel_tcp"]) == ((20, 0) if lf else (0, 20)), held
+
+
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+def test_client_that_wrote_and_closed_before_a_busy_server_accepted(build, attacker, mode):
+    # The server is busy (accepts nothing); a plain client connects, then
+    # 20 clients each write a 1000-byte request and close, and exit. More
+    # than two of the stash's grace periods later the server accepts: the
+    # plain connection first (whose accept moves the 20 hellos to the
+    # stash), then the 20, whose hellos the stash checks (the clients' ends
+    # wait in FIN_WAIT2: their connections still exist). Every request is
+    # read, as over plain TCP.
+    lf = mode == "loopfast"
+    srv, port, ino, pid = echo_server(attacker, "4", "--hold", loopfast=lf)
+    try:
+        plain = socket.create_connection(("127.0.0.1", port), timeout=10)
+        w = as_root(attacker, "writer", port, 20, 1000, loopfast=lf)
+        assert readline(w, 60).split() == ["done", "20"], w.errors()
+        w.wait(timeout=30)
+        if lf:
+            assert queued_on("4", ino) == 20  # their hellos wait, with their requests
+        time.sleep(2.5)
+        send_line(srv, "accept")
+        deadline = time.monotonic() + 30
+        while True:
+            send_line(srv, "count")
+            n, got = (int(x) for x in readline(srv).split()[1::2])
+            if got >= 20000 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        plain.close()
+        print(f"{mode}: accepted {n}, request bytes read {got} of 20000")
+        assert (n, got) == (21, 20000)
+    finally:
+        stop(srv)
+
+
+def test_stashed_hellos_of_no_connection_are_dropped(build, attacker):
+    # The attacker parks 50 hellos on the server's rendezvous, each naming
+    # the server's port from an endpoint with no TCP connection, and keeps
+    # them open; a plain accept moves them to the stash (its share holds
+    # them). Once no TCP connection from their endpoints has existed for the
+    # stash's grace period, the accepts of legitimate clients drop them, one
+    # an accept: the attacker sees each closed by the server, and its share
+    # is free again.
+    srv, port, ino, _ = echo_server(attacker, "4")
+    park = attacker("park", port, ino, 50)
+    try:
+        assert readline(park, 60).split() == ["queued", "50"]
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
+        deadline = time.monotonic() + 20
+        while queued_on("4", ino) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert queued_on("4", ino) == 0
+        assert int(readline(park).split()[1]) == 50  # stashed, not dropped
+        time.sleep(1.5)
+        out = run_clients(attacker, "4", port, 200, "--conc", 10, server=None)
+        assert out["outcomes"] == {"ok": 200} and out["fast"] == 200, out
+        held = [int(readline(park).split()[1]) for _ in range(2)]
+        print(f"parked hellos still held by the server: {held[-1]} of 50")
+        assert held[-1] == 0, held
+    finally:
+        stop(srv)
+        stop(park)
+
+
+def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacker, wmem_max):
+    # The same privilege drop; now the process of the service account
+    # parks 2000 hellos naming the server's port (endpoints with no
+    # connection), more than a quarter of the stash (4096 with wmem_max
+    # raised), and a plain accept moves them to the stash: its uid is the
+    # server's, and gets no more than any uid's share. Root clients are
+    # then served, on the fast path.
+    wmem_max(4 << 20)
+    srv, port, ino, pid = echo_server(attacker, "4", "--drop", USER)
+    park = attacker("park", port, ino, 2000)
+    try:
+        assert readline(park, 60).split() == ["queued", "2000"]
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
+        deadline = time.monotonic() + 30
+        while queued_on("4", ino) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert queued_on("4", ino) == 0
+        readline(park)
+        stashed = int(readline(park).split()[1])
+        out = run_clients(attacker, "4", port, 100, "--conc", 10, server=None)
+        print(f"hellos of the server's new uid kept in its stash: {stashed} of 2000; clients {out['outcomes']}")
+        assert 0 < stashed <= 4096 // 4, stashed
+        assert out["outcomes"] == {"ok": 100} and out["fast"] == 100, out
+    finally:
+        stop(srv)
+        stop(park)

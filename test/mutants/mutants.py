@@ -44,8 +44,8 @@ MUTANTS = [
         "hello-unverified",
         "a hello is accepted without verification (vouched() always true)",
         [("src/fastpath/claim.c",
-          "\tif (uid == geteuid())\n\t\treturn true;\n",
-          "\tif (1 || uid == geteuid())\n\t\treturn true;\n")],
+          "\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid",
+          "\treturn 1 || lf__diag_socket(peer, local, &d) == 0 && d.uid == uid")],
         ["e2e:test_security.py -k 'watcher_race or junk_hellos_naming'"],),
     Mutant(
         "hello-from-another-uid",
@@ -87,8 +87,9 @@ MUTANTS = [
         "stash-unbounded",
         "the stash never refuses a hello (no per-uid share, no total)",
         [("src/fastpath/listener.c",
-          "\tif ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap)\n",
-          "\tif (0 && ((!vouched && (!c || *c >= STASH_SHARE(m->cap))) || m->total >= m->cap))\n")],
+          "\tif ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap)\n",
+          "\tif (0 && ((!vouched && (!c || *c >= share(m))) ||"
+          " m->total >= m->cap))\n")],
         ["e2e:test_security.py -k no_more_than_its_share"],),
     Mutant(
         "stash-keeps-dead",
@@ -521,4 +522,41 @@ MUTANTS += [
           "|| !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || !ep.port)\n\t\treturn false;\n",
           "|| !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || ep.port || !ep.port)\n\t\treturn false;\n")],
         ["e2e:test_lifecycle.py -k many_files"]),
+]
+
+# ---- issue 19: the three attacks (attack)
+MUTANTS += [
+    Mutant(
+        "vouched-same-uid",
+        "a hello from the server's own uid is accepted unasked (protocol 3's shortcut), after a privilege drop too",
+        [("src/fastpath/claim.c",
+          "\tstruct lf_diag_sock d;\n\n\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid",
+          "\tstruct lf_diag_sock d;\n\n\tif (uid == geteuid())\n\t\treturn true;\n"
+          "\treturn lf__diag_socket(peer, local, &d) == 0 && d.uid == uid")],
+        ["e2e:test_security.py -k trusts_no_hello_of_its_new_uid"]),
+    Mutant(
+        "stash-same-uid-exempt",
+        "hellos of the server's own uid count against no share (a service account after a drop fills the stash)",
+        [("src/fastpath/claim.c",
+          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, false);\n",
+          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, uid == geteuid());\n")],
+        ["e2e:test_security.py -k gives_its_uid_only_a_share"]),
+    Mutant(
+        "stash-keeps-unconnected",
+        "a stashed hello whose endpoint has no TCP connection to the listener is kept (the stash never asks)",
+        [("src/fastpath/listener.c",
+          "\tif (age < STASH_YOUNG_NS || (age < STASH_GRACE_NS",
+          "\tif (1 || age < STASH_YOUNG_NS || (age < STASH_GRACE_NS")],
+        ["e2e:test_security.py -k no_connection_are_dropped"]),
+    Mutant(
+        "stash-fd-limit-ignored",
+        "the shares ignore RLIMIT_NOFILE and ETOOMANYREFS is a plain failure: one uid's hellos use up the "
+        "server user's descriptors in flight",
+        [("src/fastpath/listener.c",
+          "\tif (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&",
+          "\tif (0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&"),
+         ("src/fastpath/listener.c",
+          "\t\tif (errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n",
+          "\t\tif (1 || errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n")],
+        ["e2e:test_security.py -k descriptors_one_uid"]),
 ]

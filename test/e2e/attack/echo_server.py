@@ -13,11 +13,17 @@ them) and, when stdin closes, prints {"fds": N} (single process only).
 --close-others: once listening, closes every other descriptor from 3 up
 with libc's close(), loopfast's own included, as a daemon that tidies up
 after binding does (its descriptor limit is lowered to 1024 first so that
-they are within reach)."""
+they are within reach).
+A line "count" on stdin prints "accepted N bytes M" (the connections
+accepted and the bytes read so far; single process only).
+--drop USER: once listening, switches to USER (groups, real, effective and
+saved ids), as a daemon that listens as root and serves as a service
+account does (single process only)."""
 import argparse
 import ctypes
 import json
 import os
+import pwd
 import resource
 import signal
 import socket
@@ -36,6 +42,7 @@ ap.add_argument("--hold", action="store_true")
 ap.add_argument("--rogue", action="store_true")
 ap.add_argument("--recvmsg", action="store_true")
 ap.add_argument("--close-others", action="store_true")
+ap.add_argument("--drop")
 a = ap.parse_args()
 if a.close_others:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -53,6 +60,11 @@ if a.close_others:
                 os.close(fd)
             except OSError:
                 pass
+if a.drop:
+    pw = pwd.getpwnam(a.drop)
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
 
 
 received = [0]
@@ -68,11 +80,15 @@ def serve(c):
                 d = c.recv(65536)
             if not d:
                 break
+            received_bytes[0] += len(d)
             c.sendall(d)
     except OSError:
         pass
     finally:
         c.close()
+
+
+accepted, received_bytes = [0], [0]
 
 
 def accept_loop():
@@ -81,6 +97,7 @@ def accept_loop():
             c, _ = s.accept()
         except OSError:
             continue  # ECONNABORTED and the like: as any server does
+        accepted[0] += 1
         threading.Thread(target=serve, args=(c,), daemon=True).start()
 
 
@@ -118,7 +135,9 @@ else:
     if a.hold:
         sys.stdin.readline()
     threading.Thread(target=accept_loop, daemon=True).start()
-    sys.stdin.read()
+    for line in sys.stdin:
+        if line.strip() == "count":
+            print("accepted", accepted[0], "bytes", received_bytes[0], flush=True)
     if a.recvmsg:
         print(json.dumps({"fds": received[0]}), flush=True)
 os._exit(0)

@@ -1,6 +1,6 @@
 """Forged hellos for one endpoint (run as the attacker): queues COUNT
 hellos on the rendezvous, each bound to the client name of VPORT -> SPORT
-with a nonce of its own, prints "queued N", then reads whatever reaches
+with a nonce of its own (--write: and writes N bytes on each), prints "queued N", then reads whatever reaches
 them until stdin closes and prints one JSON line: hellos queued, bytes and
 descriptors received."""
 import argparse
@@ -20,6 +20,7 @@ ap.add_argument("sport", type=int)
 ap.add_argument("ino", type=int)
 ap.add_argument("vport", type=int)
 ap.add_argument("--count", type=int, default=16)
+ap.add_argument("--write", type=int, default=0)
 a = ap.parse_args()
 
 hellos = []
@@ -28,6 +29,10 @@ for i in range(a.count):
     u.bind(client_name(a.fam, a.vport, a.sport, random.getrandbits(48)))
     u.setblocking(False)
     u.connect(rendezvous(a.fam, a.ino))
+    if a.write:
+        u.setblocking(True)
+        u.sendall(b"x" * a.write)
+        u.setblocking(False)
     hellos.append(u)
 print("queued", len(hellos), flush=True)
 got, fds, open_ = 0, 0, set(hellos)

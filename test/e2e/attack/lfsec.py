@@ -44,12 +44,12 @@ def claim(c):
 
 
 def rendezvous(fam, ino):
-    return b"\0loopfast/3/L/%s/%d" % (fam.encode(), ino)
+    return b"\0loopfast/4/L/%s/%d" % (fam.encode(), ino)
 
 
 def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
     caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
-    return b"\0loopfast/3/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
+    return b"\0loopfast/4/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
 
 
 def fds_in(ancillary):
