@@ -28,8 +28,8 @@ demo: deps
 #                    fuzz smoke run (5 s per target): at most 10 minutes on
 #                    2 vCPUs (8 min 20 s on a busy machine, 580 tests).
 #   make test-extra  what make test leaves out: the long fuzz (30 s per
-#                    target) and the mutants (about 13 minutes of both
-#                    cores). .ci/run runs it after make test.
+#                    target), every compat program sent every signal, and
+#                    the mutants. .ci/run runs it after make test.
 #   make test-all    both in one run, one summary (the long fuzz in place of
 #                    the smoke).
 #   make test-mutants  the mutants alone.

@@ -26,8 +26,9 @@ The suites:
 Which run (floors in test/floor.txt apply to the suites it runs):
   (default) c, e2e, e2e-spin, compat, asan and the fuzz smoke: `make test`
             (at most 10 minutes on 2 vCPUs)
-  --extra   the long fuzz and the mutants: `make test-extra`, which .ci/run
-            runs after `make test`
+  --extra   the long fuzz, every compat program sent every signal
+            (compat-signals) and the mutants: `make test-extra`, which
+            .ci/run runs after `make test`
   --all     both in one run (the long fuzz instead of the smoke):
             `make test-all`
 
@@ -452,6 +453,10 @@ def main():
             timed(suite("fuzz"), run_fuzz, FUZZ_SMOKE_S)
     if a.extra or a.all:
         timed(suite("fuzz"), run_fuzz, FUZZ_LONG_S)
+        # Every compat program with every signal (make test sends each the
+        # signals that tell its handlers apart: test/compat/test_signals.py).
+        timed(suite("compat-signals"), run_pytest, build, ["test_signals.py"], {"LF_COMPAT_ALL_SIGNALS": "1"},
+              cwd=COMPAT)
         timed(suite("mutants"), run_mutants)
     asan_built = None  # for --only asan:...: built once, or why not
     for spec in a.only:
