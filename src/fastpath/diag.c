@@ -43,9 +43,25 @@ static uint32_t portid_of(int fd)
 	return a.nl_pid;
 }
 
+/* After fork the child makes its own netlink socket: two processes on one
+ * socket share its port id, and each could read the other's answer. */
+static void nl_forget(void)
+{
+	if (nl_fd >= 0) {
+		lf__fd_unhide(nl_fd);
+		lf__sys_close(nl_fd);
+	}
+	nl_fd = -1;
+	nl_portid = 0;
+}
+
+static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
+static void nl_atfork(void) { pthread_atfork(NULL, NULL, nl_forget); }
+
 /* Our netlink socket, checked; a new one if it was taken from us. */
 static int nl_socket(void)
 {
+	pthread_once(&nl_once, nl_atfork);
 	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == nl_portid)
 		return nl_fd;
 	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == 0) {
@@ -156,6 +172,15 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	}
 	pthread_mutex_unlock(&nl_lock);
 	return r;
+}
+
+/* Makes the netlink socket now, for a listener: every hello its accepts
+ * take is checked through it, and a server may reach its descriptor limit
+ * before its first accept (then no socket could be made, and no hello be
+ * vouched for). Kept for the life of the process, as on first use. */
+void lf__diag_ready(void)
+{
+	(void)nl_socket();
 }
 
 int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct lf_diag_sock *out)

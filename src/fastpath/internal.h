@@ -77,6 +77,7 @@ int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct 
  * (established or closing; TIME_WAIT entries report uid 0 and inode 0):
  * 0, -ENOENT or -errno. */
 int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out);
+void lf__diag_ready(void);
 /* Whether a Unix stream socket listens on the abstract name: 1, 0, or
  * -errno (one system call; nothing reaches the name's owner). */
 int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len);

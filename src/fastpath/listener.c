@@ -855,6 +855,7 @@ int lf__listen_optin(int fd)
 			l->shm->marks = lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_SAVE_SYN, &on, sizeof(on)) == 0;
 		}
 	}
+	lf__diag_ready(); /* the claim asks sock_diag about every hello */
 	if (!(lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC))
 		lf__listener_cloexec(l, false);
 	f->lst = l;
