@@ -2,6 +2,7 @@
 `loopfast run` sets, status, installation for C consumers."""
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -130,13 +131,40 @@ def test_install_and_compile_against_it(build, tmp_path):
     assert not list(share.rglob("*.[ch]")), "benchmark C sources must not be installed"
 
 
+def tw_overflow():
+    """TcpExtTCPTimeWaitOverflow: connections that left no TIME_WAIT
+    socket because the kernel's table (tcp_max_tw_buckets) was full."""
+    with open("/proc/net/netstat") as f:
+        head, vals = [l.split() for l in f if l.startswith("TcpExt:")][:2]
+    return int(vals[head.index("TCPTimeWaitOverflow")])
+
+
+def room_for_time_wait(need, timeout=90):
+    """Waits until the TIME_WAIT table has room for `need` more (the suite's
+    benchmarks and floods fill it; each entry lasts 60 s)."""
+    with open("/proc/sys/net/ipv4/tcp_max_tw_buckets") as f:
+        limit = int(f.read())
+    deadline = time.monotonic() + timeout
+    while True:
+        n = len(subprocess.run(["ss", "-Htan", "state", "time-wait"], capture_output=True, text=True,
+                               check=True, timeout=30).stdout.splitlines())
+        if n + need <= limit:
+            return
+        assert time.monotonic() < deadline, f"{n} TIME_WAIT sockets of {limit} still after {timeout} s"
+        time.sleep(1)
+
+
 def churn_time_wait(mode):
     """Runs the probe's churn (1,000 connections to one port) and counts
     the TIME_WAIT sockets of exactly those connections, either end: never
     machine-wide, and not merely on the port either (on a machine busy with
     loopback traffic, others' ephemeral ports include the listener's)."""
+    room_for_time_wait(2000)
+    overflow = tw_overflow()
     p = subprocess.run(wrap(mode, [str(PROBE), "churn"]), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "1000 connect/echo/close cycles ok" in p.stdout, p.stdout + p.stderr
+    # A full TIME_WAIT table keeps none, and the count would prove nothing.
+    assert tw_overflow() == overflow, "the kernel's TIME_WAIT table overflowed during the churn"
     lines = p.stdout.splitlines()
     port = int(next(l.split()[1] for l in lines if l.startswith("#port ")))
     clients = {int(x) for l in lines if l.startswith("#client-ports ") for x in l.split()[1:]}
