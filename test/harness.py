@@ -90,7 +90,7 @@ FUZZ_LONG_S = 30     # each fuzz target's run in --extra, --all and --only fuzz
 FUZZ_MIN_RUNS = 10000  # the fewest inputs a fuzz target must run (test/fuzz/run.sh checks)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
 MUTANTS_LIMIT_S = 3600  # every mutant (each subset has its mutant's limit_s); CI allows 90 min in all
-SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "mutants")
+SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "compat-signals", "mutants")
 ISSUE = re.compile(r"\(issue \d+\)")  # what an expected failure's reason must name
 
 
