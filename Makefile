@@ -26,7 +26,7 @@ demo: deps
 #   make test        C unit tests, end-to-end tests (plain and spinning),
 #                    the compat suite, the C tests under ASan+UBSan and a
 #                    fuzz smoke run (5 s per target): at most 10 minutes on
-#                    2 vCPUs (8 min 20 s on a busy machine, 580 tests).
+#                    2 vCPUs (about 9 minutes with the build, 786 tests).
 #   make test-extra  what make test leaves out: the long fuzz (30 s per
 #                    target), every compat program sent every signal, and
 #                    the mutants. .ci/run runs it after make test.
