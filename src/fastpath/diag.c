@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -43,25 +44,60 @@ static uint32_t portid_of(int fd)
 	return a.nl_pid;
 }
 
-/* After fork the child makes its own netlink socket: two processes on one
- * socket share its port id, and each could read the other's answer. */
-static void nl_forget(void)
+/* fork: the lock is held across it (a child must not inherit it taken by
+ * a thread that does not exist there), and the child gets a netlink socket
+ * of its own on the same number (two processes on one socket share its
+ * port id and could read each other's answers; made here, while the
+ * child's descriptors are those of the parent, so that a worker that
+ * reaches its limit later still has it). Only a number that still holds
+ * our socket is touched: the application may have closed it and reused it. */
+static void nl_prepare(void) { pthread_mutex_lock(&nl_lock); }
+static void nl_parent(void) { pthread_mutex_unlock(&nl_lock); }
+
+static void nl_child(void)
 {
-	if (nl_fd >= 0) {
+	struct sockaddr_nl me = { .nl_family = AF_NETLINK };
+	uint32_t id = 0;
+	int fd = -1;
+
+	pthread_mutex_unlock(&nl_lock);
+	if (nl_fd < 0)
+		return;
+	if (!nl_portid || portid_of(nl_fd) != nl_portid) { /* the number is someone else's */
 		lf__fd_unhide(nl_fd);
-		lf__sys_close(nl_fd);
+		nl_fd = -1;
+		nl_portid = 0;
+		return;
 	}
+	fd = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd >= 0 && syscall(SYS_bind, fd, &me, sizeof(me)) == 0 && (id = portid_of(fd)) &&
+	    lf__sys_dup3(fd, nl_fd, O_CLOEXEC) == nl_fd) {
+		lf__sys_close(fd);
+		nl_portid = id;
+		return;
+	}
+	if (fd >= 0)
+		lf__sys_close(fd);
+	lf__fd_unhide(nl_fd);
+	lf__sys_close(nl_fd);
 	nl_fd = -1;
 	nl_portid = 0;
 }
 
 static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
-static void nl_atfork(void) { pthread_atfork(NULL, NULL, nl_forget); }
+static void nl_atfork(void) { pthread_atfork(nl_prepare, nl_parent, nl_child); }
+
+/* Every user of nl_lock takes it here, so that the fork handlers are in
+ * place before the lock is first held. */
+static void nl_take(void)
+{
+	pthread_once(&nl_once, nl_atfork);
+	pthread_mutex_lock(&nl_lock);
+}
 
 /* Our netlink socket, checked; a new one if it was taken from us. */
 static int nl_socket(void)
 {
-	pthread_once(&nl_once, nl_atfork);
 	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == nl_portid)
 		return nl_fd;
 	if (nl_fd >= 0 && nl_portid && portid_of(nl_fd) == 0) {
@@ -139,7 +175,7 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	put_addr(msg.req.id.idiag_dst, remote, family);
 	msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 
-	pthread_mutex_lock(&nl_lock);
+	nl_take();
 	msg.nlh.nlmsg_seq = ++seq;
 	int nl = nl_socket();
 	if (nl < 0) {
@@ -180,7 +216,9 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
  * vouched for). Kept for the life of the process, as on first use. */
 void lf__diag_ready(void)
 {
+	nl_take();
 	(void)nl_socket();
+	pthread_mutex_unlock(&nl_lock);
 }
 
 int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct lf_diag_sock *out)
@@ -237,7 +275,7 @@ int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len)
 {
 	int r;
 
-	pthread_mutex_lock(&nl_lock);
+	nl_take();
 	int p = probe_socket();
 	if (p < 0)
 		r = -errno;
