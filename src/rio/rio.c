@@ -17,7 +17,7 @@
 
 #define RIO_MAX_REGION (1ul << 30)
 
-LF_EXPORT int lf_rio_open(struct lf_rio **out)
+LF_RIO_EXPORT int lf_rio_open(struct lf_rio **out)
 {
 	struct lf_rio *rio;
 	struct io_uring probe;
@@ -38,7 +38,7 @@ LF_EXPORT int lf_rio_open(struct lf_rio **out)
 	return 0;
 }
 
-LF_EXPORT int lf_rio_close(struct lf_rio *rio)
+LF_RIO_EXPORT int lf_rio_close(struct lf_rio *rio)
 {
 	if (!rio)
 		return -EINVAL;
@@ -66,7 +66,7 @@ void lf__rio_set_fixed(struct lf_rio_cq *cq, int id, void *addr, size_t len)
 	cq->fixed[id] = io_uring_register_buffers_update_tag(&cq->ring, id, &iov, &tag, 1) == 1 && addr;
 }
 
-LF_EXPORT int lf_rio_register_buffer(struct lf_rio *rio, void *addr, size_t len)
+LF_RIO_EXPORT int lf_rio_register_buffer(struct lf_rio *rio, void *addr, size_t len)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	int id = -ENOSPC;
@@ -99,7 +99,7 @@ LF_EXPORT int lf_rio_register_buffer(struct lf_rio *rio, void *addr, size_t len)
 	return id;
 }
 
-LF_EXPORT int lf_rio_deregister_buffer(struct lf_rio *rio, int id)
+LF_RIO_EXPORT int lf_rio_deregister_buffer(struct lf_rio *rio, int id)
 {
 	int ret = 0;
 
@@ -134,7 +134,7 @@ void *lf__rio_slice(struct lf_rio *rio, const struct lf_rio_buf *buf)
 	return (char *)r->addr + buf->offset;
 }
 
-LF_EXPORT void *lf_rio_buf_ptr(struct lf_rio *rio, const struct lf_rio_buf *buf)
+LF_RIO_EXPORT void *lf_rio_buf_ptr(struct lf_rio *rio, const struct lf_rio_buf *buf)
 {
 	return rio ? lf__rio_slice(rio, buf) : NULL;
 }

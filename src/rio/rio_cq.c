@@ -78,7 +78,7 @@ static void cq_free(struct lf_rio_cq *cq)
  * when to do so. Event and port queues must not: their waiters sleep in
  * poll() or in another thread, and only a signalled task-work wakeup gets
  * the completions posted (see the notes in lf_rio(3)). */
-LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
+LF_RIO_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 			       const struct lf_rio_notify *notify, struct lf_rio_cq **out)
 {
 	struct io_uring_params p;
@@ -177,7 +177,7 @@ LF_EXPORT int lf_rio_cq_create(struct lf_rio *rio, unsigned size,
 	return 0;
 }
 
-LF_EXPORT int lf_rio_cq_close(struct lf_rio_cq *cq)
+LF_RIO_EXPORT int lf_rio_cq_close(struct lf_rio_cq *cq)
 {
 	struct lf_rio *rio;
 	struct lf_rio_cq **pp;
@@ -210,14 +210,14 @@ LF_EXPORT int lf_rio_cq_close(struct lf_rio_cq *cq)
 	return 0;
 }
 
-LF_EXPORT int lf_rio_cq_eventfd(struct lf_rio_cq *cq)
+LF_RIO_EXPORT int lf_rio_cq_eventfd(struct lf_rio_cq *cq)
 {
 	if (!cq || cq->type != LF_RIO_EVENT)
 		return -EINVAL;
 	return cq->efd;
 }
 
-LF_EXPORT int lf_rio_notify(struct lf_rio_cq *cq)
+LF_RIO_EXPORT int lf_rio_notify(struct lf_rio_cq *cq)
 {
 	uint64_t v;
 	bool ready;
@@ -273,7 +273,7 @@ static void cq_flush(struct lf_rio_cq *cq)
 		io_uring_get_events(&cq->ring);
 }
 
-LF_EXPORT int lf_rio_dequeue(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned max)
+LF_RIO_EXPORT int lf_rio_dequeue(struct lf_rio_cq *cq, struct lf_rio_result *res, unsigned max)
 {
 	unsigned n;
 
@@ -295,7 +295,7 @@ LF_EXPORT int lf_rio_dequeue(struct lf_rio_cq *cq, struct lf_rio_result *res, un
 	return (int)n;
 }
 
-LF_EXPORT int lf_rio_dequeue_wait(struct lf_rio_cq *cq, struct lf_rio_result *res,
+LF_RIO_EXPORT int lf_rio_dequeue_wait(struct lf_rio_cq *cq, struct lf_rio_result *res,
 				  unsigned max, int timeout_ms)
 {
 	struct __kernel_timespec ts;

@@ -9,13 +9,16 @@
 #ifndef LF_RIO_INTERNAL_H
 #define LF_RIO_INTERNAL_H
 
-#include "internal.h"
 #include "loopfast/rio.h"
 
 #include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+
+/* The public calls; everything else is hidden (-fvisibility=hidden), and
+ * src/rio/loopfast-rio.map lets out only lf_rio_*. */
+#define LF_RIO_EXPORT __attribute__((visibility("default")))
 
 #define LF_RIO_MAX_BUFS 64   /* registered regions per domain */
 #define LF_RIO_MAX_FILES 256 /* request queues per completion queue */

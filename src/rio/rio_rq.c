@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-LF_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
+LF_RIO_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
 			       struct lf_rio_cq *rcq, struct lf_rio_cq *scq,
 			       void *sock_ctx, struct lf_rio_rq **out)
 {
@@ -142,7 +142,7 @@ static void cq_collect(struct lf_rio_cq *cq)
  * cancellations to complete, parking other queues' completions in the
  * stash. If they do not (a completion-port callback that never returns),
  * the queue is freed by whoever reaps its last completion. */
-LF_EXPORT int lf_rio_rq_close(struct lf_rio_rq *rq)
+LF_RIO_EXPORT int lf_rio_rq_close(struct lf_rio_rq *rq)
 {
 	struct lf_rio *rio;
 	struct timespec t0, t;
@@ -304,25 +304,25 @@ static int rq_post(struct lf_rio_rq *rq, enum rio_kind kind, const struct lf_rio
 	return 0;
 }
 
-LF_EXPORT int lf_rio_receive(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
+LF_RIO_EXPORT int lf_rio_receive(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 			     unsigned flags, void *req_ctx)
 {
 	return rq_post(rq, RIO_RECV, buf, NULL, NULL, 0, flags, req_ctx);
 }
 
-LF_EXPORT int lf_rio_receive_from(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
+LF_RIO_EXPORT int lf_rio_receive_from(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 				  const struct lf_rio_buf *addr, unsigned flags, void *req_ctx)
 {
 	return rq_post(rq, RIO_RECV_FROM, buf, addr, NULL, 0, flags, req_ctx);
 }
 
-LF_EXPORT int lf_rio_send(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
+LF_RIO_EXPORT int lf_rio_send(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 			  unsigned flags, void *req_ctx)
 {
 	return rq_post(rq, RIO_SEND, buf, NULL, NULL, 0, flags, req_ctx);
 }
 
-LF_EXPORT int lf_rio_send_to(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
+LF_RIO_EXPORT int lf_rio_send_to(struct lf_rio_rq *rq, const struct lf_rio_buf *buf,
 			     const struct sockaddr *to, socklen_t tolen, unsigned flags, void *req_ctx)
 {
 	if (!to)
@@ -343,7 +343,7 @@ static int rq_check(struct lf_rio_rq *rq)
 	return 0;
 }
 
-LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
+LF_RIO_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
 {
 	struct rio_req *busy[256];
 	unsigned nbusy = 0, due = 0;
@@ -372,7 +372,7 @@ LF_EXPORT int lf_rio_cancel(struct lf_rio_rq *rq)
 	return (int)due;
 }
 
-LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
+LF_RIO_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 {
 	int ret = 0, r2 = 0;
 
@@ -390,7 +390,7 @@ LF_EXPORT int lf_rio_commit(struct lf_rio_rq *rq)
 	return ret < 0 ? ret : r2 < 0 ? r2 : 0;
 }
 
-LF_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio_buf *region,
+LF_RIO_EXPORT int lf_rio_receive_multishot(struct lf_rio_rq *rq, const struct lf_rio_buf *region,
 				       uint32_t slice_len, uint32_t count, void *req_ctx)
 {
 	struct rio_mshot *ms;
@@ -459,7 +459,7 @@ out:
 	return ret;
 }
 
-LF_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs, unsigned n)
+LF_RIO_EXPORT int lf_rio_recycle(struct lf_rio_rq *rq, const struct lf_rio_buf *bufs, unsigned n)
 {
 	struct rio_mshot *ms;
 	int mask, ret = 0;

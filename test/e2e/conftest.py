@@ -230,16 +230,17 @@ NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 @pytest.fixture(scope="session")
 def shared_build(build):
     """A copy of the command and its libraries (loopfast, libloopfast.so.0,
-    libloopfast-preload.so) in a fresh directory of mode 0755, for programs
-    a test runs as another user: the build may be in a directory only root
-    can enter (a clone in root's home, mode 0700). The command finds its
-    library through RUNPATH's $ORIGIN and the preload library next to
-    itself, so the copy needs nothing of the build; the fixture checks
-    that it runs as nobody, and removes it at the end of the session."""
+    libloopfast-rio.so.0, libloopfast-preload.so) in a fresh directory of
+    mode 0755, for programs a test runs as another user: the build may be
+    in a directory only root can enter (a clone in root's home, mode 0700).
+    The command finds its libraries through RUNPATH's $ORIGIN and the
+    preload library next to itself, so the copy needs nothing of the build;
+    the fixture checks that it runs as nobody, and removes it at the end of
+    the session."""
     d = pathlib.Path(tempfile.mkdtemp(prefix="lf-shared-build-"))
     try:
         d.chmod(0o755)
-        for name in ("loopfast", "libloopfast.so.0", "libloopfast-preload.so"):
+        for name in ("loopfast", "libloopfast.so.0", "libloopfast-rio.so.0", "libloopfast-preload.so"):
             shutil.copyfile(build / name, d / name)  # follows libloopfast.so.0's symlink
             (d / name).chmod(0o755)
         p = subprocess.run([*NOBODY, str(d / "loopfast"), "run", "--", "true"], capture_output=True, text=True,
