@@ -1,5 +1,6 @@
 /* `loopfast bench udp`: the seed's UDP servers (traditional and RIO) and its
- * traffic generator. bench_udp.c drives runs; udp_servers.c and
+ * traffic generator. bench_udp.c drives runs; udp_run.c holds the run
+ * helpers below (udp_now_ns() to udp_flush()); udp_servers.c and
  * udp_rio_servers.c hold the designs, and udp_designs.h their table;
  * udp_gen.c the generator and the kernel's drop counters. */
 #ifndef LF_CLI_UDP_H

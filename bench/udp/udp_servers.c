@@ -1,9 +1,7 @@
 /* The traditional servers of seed 002, on Linux system calls: a blocking
  * recv loop ("simple polled"), recvmmsg batches, epoll with one thread (the
  * IOCP analog) and epoll with N threads (IOCP MT). Each waits at most
- * 100 ms at a time so that a run can always be stopped. The run helpers
- * every server and the generator share (udp_now_ns(), udp_started(),
- * udp_flush()) are at the top. */
+ * 100 ms at a time so that a run can always be stopped. */
 #include "udp.h"
 
 #include <errno.h>
@@ -13,53 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
-
-__thread volatile unsigned udp_sink;
-
-uint64_t udp_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void udp_started(struct udp_run *run)
-{
-	uint64_t now = udp_now_ns(), old = atomic_load(&run->t_start);
-
-	while ((!old || now < old) && !atomic_compare_exchange_weak(&run->t_start, &old, now))
-		;
-}
-
-bool udp_flush(struct udp_run *run, struct udp_tally *t)
-{
-	uint64_t old;
-
-	if (t->first && !t->merged) {
-		old = atomic_load(&run->t_first);
-		while ((!old || t->first < old) &&
-		       !atomic_compare_exchange_weak(&run->t_first, &old, t->first))
-			;
-		t->merged = true;
-	}
-	if (t->count) {
-		uint64_t now = udp_now_ns();
-
-		old = atomic_load(&run->t_last);
-		while (now > old && !atomic_compare_exchange_weak(&run->t_last, &old, now))
-			;
-		atomic_fetch_add(&run->count, t->count);
-		t->count = 0;
-	}
-	if (t->stop) {
-		atomic_store(&run->marker, true);
-		atomic_store(&run->stop, true);
-	}
-	return !atomic_load(&run->stop);
-}
 
 static int set_timeout(int fd)
 {

@@ -175,7 +175,8 @@ def test_install_rio_alone_and_with_the_fast_path(build, tmp_path):
     libloopfast-rio and keeps libc's connect; one built with `pkg-config
     loopfast` (which requires loopfast-rio) gets both."""
     prefix = tmp_path / "prefix"
-    subprocess.run(["cmake", "--install", str(BUILD), "--prefix", str(prefix)], check=True, capture_output=True)
+    p = subprocess.run(["cmake", "--install", str(BUILD), "--prefix", str(prefix)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
     assert (prefix / "include" / "loopfast" / "rio.h").exists()
     assert list(prefix.rglob("man3/lf_rio_dequeue.3"))
     pc = next(prefix.rglob("loopfast-rio.pc"))

@@ -559,4 +559,29 @@ MUTANTS += [
           "\t\tif (errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n",
           "\t\tif (1 || errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n")],
         ["e2e:test_security.py -k descriptors_one_uid"]),
+
+    # ---- issue 20: Registered I/O is a library of its own
+    Mutant(
+        "rio-lib-carries-the-fast-path",
+        "libloopfast-rio is built as libloopfast was (the fast path's sources and export list with RIO's): "
+        "a program that links it for RIO gets its socket calls interposed",
+        [("CMakeLists.txt",
+          "add_library(loopfast-rio SHARED ${LF_RIO_SOURCES})\n"
+          "target_include_directories(loopfast-rio PUBLIC ${CMAKE_SOURCE_DIR}/include)\n",
+          "add_library(loopfast-rio SHARED ${LF_RIO_SOURCES} ${LF_SOURCES})\n"
+          "target_include_directories(loopfast-rio PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src/fastpath)\n"),
+         ("CMakeLists.txt",
+          "-Wl,--version-script=${CMAKE_SOURCE_DIR}/src/rio/loopfast-rio.map -Wl,-z,defs)",
+          "-Wl,--version-script=${CMAKE_SOURCE_DIR}/src/loopfast.map -Wl,-z,defs)")],
+        # Not the install test: the mutants' build makes only the targets
+        # the subsets need, so `cmake --install` has no unit tests to copy.
+        ["e2e:test_rio_lib.py -k 'not install'"]),
+    Mutant(
+        "rio-lib-not-a-dependency",
+        "libloopfast no longer depends on libloopfast-rio: programs linked with -lloopfast when it held "
+        "lf_rio_* stop finding them",
+        [("CMakeLists.txt",
+          "target_link_libraries(loopfast PRIVATE -Wl,--push-state,--no-as-needed loopfast-rio -Wl,--pop-state)\n",
+          "")],
+        ["e2e:test_rio_lib.py -k old_library"]),
 ]
