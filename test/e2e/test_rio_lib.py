@@ -3,8 +3,8 @@ lf_rio_* calls and nothing else, so a program that links it for RIO keeps
 libc's socket calls (checked with dlsym/dladdr in the program itself, and
 from the kernel: its TCP connection to a loopfast server stays plain TCP at
 both ends, while the same program linked with libloopfast and opted in is
-on the fast path). Programs built against 0.1.0's libloopfast.so.0, which
-held lf_rio_* itself, still find them, and `make install` installs the
+on the fast path). Programs built against libloopfast.so.0 when it held
+lf_rio_* itself still find them, and `make install` installs the
 library, its header, loopfast-rio.pc and a man page per call."""
 import os
 import re
@@ -146,7 +146,7 @@ def test_rio_program_talks_plain_tcp_to_a_loopfast_server(build, tmp_path, fast)
 
 
 def test_programs_built_against_the_old_library_find_rio(build, tmp_path):
-    """0.1.0's libloopfast.so.0 defined lf_rio_*: a program linked against
+    """libloopfast.so.0 used to define lf_rio_*: a program linked against
     it (here against a stand-in of that soname whose calls fail with -42)
     and run with today's build gets the real calls, through libloopfast's
     dependency on libloopfast-rio."""
