@@ -41,6 +41,15 @@
 
 atomic_int lf__unconfirmed;
 bool lf__bells_used;
+bool lf__bell_resets;
+
+/* The error a fast-path socket reports once (a reset seen on its bell, a
+ * pending connect's failure): read and cleared in one step, so that of
+ * two threads asking (SO_ERROR, a read) only one gets it, as over TCP. */
+int lf__err_take(struct lf_fd *f)
+{
+	return __atomic_exchange_n(&f->pend_err, 0, __ATOMIC_ACQ_REL);
+}
 
 void lf__bell_keep(int fd, int bell)
 {
@@ -128,6 +137,44 @@ bool lf__claim_marked(int tcp)
 	return r;
 }
 
+/* The last fds whose bell saw a reset, for epoll (whose events name the
+ * application's data, not an fd): each is looked at only while its error
+ * is unread. */
+#define RESET_FDS 16
+static int reset_fds[RESET_FDS];
+static unsigned reset_next;
+
+/* A reset reports POLLERR until its error is read (SO_ERROR, a read), as
+ * TCP's does; the Unix socket, shut down, says only POLLHUP. */
+void lf__bell_err_poll(struct pollfd *fds, nfds_t n)
+{
+	struct lf_fd *f;
+
+	if (!__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+		return;
+	for (nfds_t i = 0; i < n; i++)
+		if (fds[i].revents && (f = lf__fd(fds[i].fd)) && __atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE))
+			fds[i].revents |= POLLERR;
+}
+
+/* The same for epoll: an event whose data is that of a registration of a
+ * socket with an unread reset in this epoll set (interpose.c records them). */
+void lf__bell_err_epoll(int epfd, struct epoll_event *ev, int n)
+{
+	if (!__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+		return;
+	for (int r = 0; r < RESET_FDS; r++) {
+		struct lf_fd *f = lf__fd(__atomic_load_n(&reset_fds[r], __ATOMIC_RELAXED));
+		if (!f || !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE))
+			continue;
+		for (int i = 0; i < LF_EPOLL_MAX; i++)
+			if (f->ep[i].epfd1 == epfd + 1)
+				for (int k = 0; k < n; k++)
+					if (ev[k].data.u64 == f->ep[i].ev.data.u64)
+						ev[k].events |= EPOLLERR;
+	}
+}
+
 /* The bell rang with events ev (poll's bits; epoll's are the same). */
 static void rang(int fd, int ev)
 {
@@ -146,7 +193,12 @@ static void rang(int fd, int ev)
 		/* A reset is reported once, as TCP reports it; then EOF. */
 		if (reset)
 			atomic_fetch_or(&f->flags, LF_F_RESET);
-		f->pend_err = reset;
+		__atomic_store_n(&f->pend_err, reset, __ATOMIC_RELEASE);
+		if (reset) {
+			unsigned i = __atomic_fetch_add(&reset_next, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
+			__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
+		}
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
 	}
 	/* Claimed: the mark is still unread, so closing the bell resets the
@@ -317,11 +369,12 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 void lf__bell_epoll_add(int epfd, int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+		return;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
 				  .data.u64 = BELL_TAG | (uint64_t)f->bell_gen << 16 | (uint16_t)fd };
-
-	if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
-		lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
+	lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
 }
 
 int lf__bell_epoll_filter(struct epoll_event *ev, int n)

@@ -199,11 +199,13 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING))
 		lf__finalize(fd, false);
-	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int)) {
-		/* The error of a pending connect that failed (we read it). */
-		memcpy(val, &f->pend_err, sizeof(int));
+	int err;
+	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int) &&
+	    (err = lf__err_take(f))) {
+		/* The error of a pending connect that failed (we read it), or
+		 * of a reset seen on the bell. */
+		memcpy(val, &err, sizeof(int));
 		*len = sizeof(int);
-		f->pend_err = 0;
 		errno = e0;
 		return 0;
 	}

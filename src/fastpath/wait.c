@@ -102,8 +102,10 @@ static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const s
 /* Pending connects (connect.c) whose handshake a wait reported done are
  * switched before the caller sees the result, so that its next call goes
  * to the fast-path socket. */
-static void settle_polled(const struct pollfd *fds, nfds_t n, int r)
+static void settle_polled(struct pollfd *fds, nfds_t n, int r)
 {
+	if (r > 0)
+		lf__bell_err_poll(fds, n);
 	for (nfds_t i = 0; r > 0 && i < n; i++)
 		if (fds[i].revents && lf__pending(fds[i].fd))
 			lf__finalize(fds[i].fd, false);
@@ -308,6 +310,7 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 			return r;
 		int k = lf__bell_epoll_filter(ev, r);
 		if (k > 0 || timeout == 0) {
+			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);
 			return k;
 		}
@@ -348,6 +351,7 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 			return r;
 		int k = lf__bell_epoll_filter(ev, r);
 		if (k > 0 || left == 0) {
+			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);
 			return k;
 		}

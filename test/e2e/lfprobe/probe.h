@@ -77,6 +77,7 @@ void write_all(int fd, const void *buf, size_t n);
 /* Scenarios. */
 void sc_backpressure(void);
 void sc_bulk(void);
+void sc_mmsg(void);
 void sc_churn(void);
 void sc_connect_again(void);
 void sc_connect_eintr(void);
