@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -45,15 +46,64 @@ bool lf__bell_resets;
 
 /* The error a fast-path socket reports once (a reset seen on its bell, a
  * pending connect's failure): read and cleared in one step, so that of
- * two threads asking (SO_ERROR, a read) only one gets it, as over TCP. */
-int lf__err_take(struct lf_fd *f)
+ * two threads asking (SO_ERROR, a read) only one gets it, as over TCP.
+ * The socket's own error goes with it: a rendezvous closed with the hello
+ * in its queue resets the client's Unix socket too, and the one reset
+ * must be reported once. */
+int lf__err_take(int fd)
 {
-	return __atomic_exchange_n(&f->pend_err, 0, __ATOMIC_ACQ_REL);
+	struct lf_fd *f = lf__fd(fd);
+	int e = f ? __atomic_exchange_n(&f->pend_err, 0, __ATOMIC_ACQ_REL) : 0;
+
+	if (e) {
+		int own, saved = errno;
+		socklen_t l = sizeof(own);
+		lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &own, &l);
+		errno = saved;
+	}
+	return e;
+}
+
+/* Bells kept across a fork (see internal.h: lf__bell_slicing), and the
+ * highest fd that ever kept one (what a sweep looks through). */
+static bool bells_shared;
+static int bells_max = -1;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void bells_fork(void)
+{
+	if (atomic_load(&lf__unconfirmed))
+		__atomic_store_n(&bells_shared, true, __ATOMIC_RELAXED);
+}
+
+static void bells_atfork(void) { pthread_atfork(bells_fork, NULL, NULL); }
+
+bool lf__bell_slicing(void)
+{
+	if (!__atomic_load_n(&bells_shared, __ATOMIC_RELAXED))
+		return false;
+	if (atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed))
+		return true;
+	__atomic_store_n(&bells_shared, false, __ATOMIC_RELAXED); /* until a fork with one kept */
+	return false;
+}
+
+void lf__bell_sweep(void)
+{
+	int max = __atomic_load_n(&bells_max, __ATOMIC_RELAXED);
+
+	for (int fd = 0; fd <= max && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed); fd++)
+		lf__bell_check(fd);
 }
 
 void lf__bell_keep(int fd, int bell)
 {
 	struct lf_fd *f = lf__fd(fd);
+
+	pthread_once(&fork_once, bells_atfork);
+	for (int m = __atomic_load_n(&bells_max, __ATOMIC_RELAXED); m < fd;)
+		if (__atomic_compare_exchange_n(&bells_max, &m, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
 
 	lf__fd_hide(bell, &f->bell);
 	f->bell_gen++;

@@ -49,7 +49,7 @@ static int settle(int fd, int flags, bool reading)
 	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & MSG_DONTWAIT) &&
 	    lf__bell_wait(fd, POLLIN) < 0)
 		return -1;
-	int err = lf__err_take(f);
+	int err = lf__err_take(fd);
 	if (err) {
 		errno = err;
 		return -1;
@@ -262,7 +262,7 @@ LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, str
 	}
 	int e0 = errno, err = 0;
 	struct lf_fd *f = lf__fd(fd);
-	if (!(flags & MSG_ERRQUEUE) && (err = lf__err_take(f))) {
+	if (!(flags & MSG_ERRQUEUE) && (err = lf__err_take(fd))) {
 		errno = err;
 		return -1;
 	}
