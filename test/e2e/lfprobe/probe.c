@@ -573,6 +573,8 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "sigkill", sc_sigkill }, { "fork-after-accept", sc_fork_after_accept }, { "prefork", sc_prefork },
 	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "exec-listener", sc_exec_listener }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },
 	{ "many", sc_many }, { "bulk", sc_bulk },
+	{ "prefork-fd-limit", sc_prefork_fd_limit }, { "fork-while-connecting", sc_fork_while_connecting },
+	{ "close-range-fork", sc_close_range_fork },
 };
 
 int main(int argc, char **argv)
