@@ -23,7 +23,9 @@
  * (as a poll with the bells added) and epoll_wait, epoll_pwait (the bell is
  * registered, one-shot, with a tag in its data, in every epoll set the
  * fast-path socket is in; tagged events are taken out of what the
- * application gets). Reads check it without waiting; writes do not (a
+ * application gets; after a fork that one-shot event is shared with the
+ * other process, so waits are also cut in slices that look at the bells:
+ * lf__bell_slicing). Reads check it without waiting; writes do not (a
  * write to an unclaimed hello waits for nobody). A connection is unconfirmed for about one server wake-up; the
  * waits above cost nothing extra when no connection of the process is. */
 #include "internal.h"
