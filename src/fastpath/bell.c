@@ -23,7 +23,9 @@
  * (as a poll with the bells added) and epoll_wait, epoll_pwait (the bell is
  * registered, one-shot, with a tag in its data, in every epoll set the
  * fast-path socket is in; tagged events are taken out of what the
- * application gets). Reads check it without waiting; writes do not (a
+ * application gets; after a fork that one-shot event is shared with the
+ * other process, so waits are also cut in slices that look at the bells:
+ * lf__bell_slicing). Reads check it without waiting; writes do not (a
  * write to an unclaimed hello waits for nobody). A connection is unconfirmed for about one server wake-up; the
  * waits above cost nothing extra when no connection of the process is. */
 #include "internal.h"
@@ -31,6 +33,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -41,10 +44,68 @@
 
 atomic_int lf__unconfirmed;
 bool lf__bells_used;
+bool lf__bell_resets;
+
+/* The error a fast-path socket reports once (a reset seen on its bell, a
+ * pending connect's failure): read and cleared in one step, so that of
+ * two threads asking (SO_ERROR, a read) only one gets it, as over TCP.
+ * The socket's own error goes with it: a rendezvous closed with the hello
+ * in its queue resets the client's Unix socket too, and the one reset
+ * must be reported once. */
+int lf__err_take(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int e = f ? __atomic_exchange_n(&f->pend_err, 0, __ATOMIC_ACQ_REL) : 0;
+
+	if (e) {
+		int own, saved = errno;
+		socklen_t l = sizeof(own);
+		lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &own, &l);
+		errno = saved;
+	}
+	return e;
+}
+
+/* Bells kept across a fork (see internal.h: lf__bell_slicing), and the
+ * highest fd that ever kept one (what a sweep looks through). */
+static bool bells_shared;
+static int bells_max = -1;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void bells_fork(void)
+{
+	if (atomic_load(&lf__unconfirmed))
+		__atomic_store_n(&bells_shared, true, __ATOMIC_RELAXED);
+}
+
+static void bells_atfork(void) { pthread_atfork(bells_fork, NULL, NULL); }
+
+bool lf__bell_slicing(void)
+{
+	if (!__atomic_load_n(&bells_shared, __ATOMIC_RELAXED))
+		return false;
+	if (atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed))
+		return true;
+	__atomic_store_n(&bells_shared, false, __ATOMIC_RELAXED); /* until a fork with one kept */
+	return false;
+}
+
+void lf__bell_sweep(void)
+{
+	int max = __atomic_load_n(&bells_max, __ATOMIC_RELAXED);
+
+	for (int fd = 0; fd <= max && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed); fd++)
+		lf__bell_check(fd);
+}
 
 void lf__bell_keep(int fd, int bell)
 {
 	struct lf_fd *f = lf__fd(fd);
+
+	pthread_once(&fork_once, bells_atfork);
+	for (int m = __atomic_load_n(&bells_max, __ATOMIC_RELAXED); m < fd;)
+		if (__atomic_compare_exchange_n(&bells_max, &m, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
 
 	lf__fd_hide(bell, &f->bell);
 	f->bell_gen++;
@@ -128,6 +189,44 @@ bool lf__claim_marked(int tcp)
 	return r;
 }
 
+/* The last fds whose bell saw a reset, for epoll (whose events name the
+ * application's data, not an fd): each is looked at only while its error
+ * is unread. */
+#define RESET_FDS 16
+static int reset_fds[RESET_FDS];
+static unsigned reset_next;
+
+/* A reset reports POLLERR until its error is read (SO_ERROR, a read), as
+ * TCP's does; the Unix socket, shut down, says only POLLHUP. */
+void lf__bell_err_poll(struct pollfd *fds, nfds_t n)
+{
+	struct lf_fd *f;
+
+	if (!__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+		return;
+	for (nfds_t i = 0; i < n; i++)
+		if (fds[i].revents && (f = lf__fd(fds[i].fd)) && __atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE))
+			fds[i].revents |= POLLERR;
+}
+
+/* The same for epoll: an event whose data is that of a registration of a
+ * socket with an unread reset in this epoll set (interpose.c records them). */
+void lf__bell_err_epoll(int epfd, struct epoll_event *ev, int n)
+{
+	if (!__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+		return;
+	for (int r = 0; r < RESET_FDS; r++) {
+		struct lf_fd *f = lf__fd(__atomic_load_n(&reset_fds[r], __ATOMIC_RELAXED));
+		if (!f || !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE))
+			continue;
+		for (int i = 0; i < LF_EPOLL_MAX; i++)
+			if (f->ep[i].epfd1 == epfd + 1)
+				for (int k = 0; k < n; k++)
+					if (ev[k].data.u64 == f->ep[i].ev.data.u64)
+						ev[k].events |= EPOLLERR;
+	}
+}
+
 /* The bell rang with events ev (poll's bits; epoll's are the same). */
 static void rang(int fd, int ev)
 {
@@ -146,7 +245,12 @@ static void rang(int fd, int ev)
 		/* A reset is reported once, as TCP reports it; then EOF. */
 		if (reset)
 			atomic_fetch_or(&f->flags, LF_F_RESET);
-		f->pend_err = reset;
+		__atomic_store_n(&f->pend_err, reset, __ATOMIC_RELEASE);
+		if (reset) {
+			unsigned i = __atomic_fetch_add(&reset_next, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
+			__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
+		}
 		syscall(SYS_shutdown, fd, SHUT_RDWR);
 	}
 	/* Claimed: the mark is still unread, so closing the bell resets the
@@ -317,11 +421,12 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 void lf__bell_epoll_add(int epfd, int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_load(&f->flags) & LF_F_UNCONFIRMED))
+		return;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
 				  .data.u64 = BELL_TAG | (uint64_t)f->bell_gen << 16 | (uint16_t)fd };
-
-	if (f && (atomic_load(&f->flags) & LF_F_UNCONFIRMED))
-		lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
+	lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
 }
 
 int lf__bell_epoll_filter(struct epoll_event *ev, int n)

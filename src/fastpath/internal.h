@@ -315,6 +315,9 @@ void lf__no_rights(int unx);
 
 extern atomic_int lf__unconfirmed; /* connections of this process still unconfirmed */
 extern bool lf__bells_used;        /* this process ever kept a bell (epoll tags) */
+extern bool lf__bell_resets;       /* a bell of this process saw a reset (waits add POLLERR) */
+/* Takes the error fd reports once (pend_err), atomically: 0 if none. */
+int lf__err_take(int fd);
 /* After the client's switch: bell (a hidden dup of the TCP socket) is
  * watched for fd, also in the epoll sets fd is registered in. */
 void lf__bell_keep(int fd, int bell);
@@ -340,6 +343,19 @@ int lf__bell_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_ns, 
 void lf__bell_epoll_add(int epfd, int fd);
 /* Takes the bells' events out of what epoll_wait returned; the new count. */
 int lf__bell_epoll_filter(struct epoll_event *ev, int n);
+/* Adds POLLERR / EPOLLERR to what a wait returned for sockets whose reset
+ * is not read yet. */
+void lf__bell_err_poll(struct pollfd *fds, nfds_t n);
+void lf__bell_err_epoll(int epfd, struct epoll_event *ev, int n);
+/* After a fork with a bell kept, an epoll set and its bells' one-shot
+ * events are shared with another process, which may take an event it
+ * cannot act on (it closed its copy of the socket): while such a bell is
+ * kept (lf__bell_slicing), epoll waits are cut in slices of
+ * LF_BELL_SLICE_MS, after each of which lf__bell_sweep looks at every
+ * bell of the process directly. */
+#define LF_BELL_SLICE_MS 50
+bool lf__bell_slicing(void);
+void lf__bell_sweep(void);
 
 /* ---- listener.c: rendezvous, stash and shared page of a listener */
 

@@ -199,11 +199,13 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING))
 		lf__finalize(fd, false);
-	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int)) {
-		/* The error of a pending connect that failed (we read it). */
-		memcpy(val, &f->pend_err, sizeof(int));
+	int err;
+	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int) &&
+	    (err = lf__err_take(fd))) {
+		/* The error of a pending connect that failed (we read it), or
+		 * of a reset seen on the bell. */
+		memcpy(val, &err, sizeof(int));
 		*len = sizeof(int);
-		f->pend_err = 0;
 		errno = e0;
 		return 0;
 	}
@@ -412,7 +414,8 @@ LF_EXPORT int fcntl64(int fd, int cmd, ...)
 	return r;
 }
 
-/* epoll registrations of a socket that has not connected yet are recorded:
+/* epoll registrations of a socket that has not connected yet, and of a
+ * fast-path socket (for EPOLLERR after a reset, bell.c), are recorded:
  * the fast path replaces the socket's file, which drops them, so connect
  * makes them again on the new file. */
 LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -427,7 +430,7 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
 	if (r == 0 && (fl & LF_F_PENDING) && op != EPOLL_CTL_MOD && lf__fd(epfd))
 		lf__fd(epfd)->pending_members += op == EPOLL_CTL_ADD ? 1 : -1;
-	if (r == 0 && (fl & (LF_F_OPTIN | LF_F_PENDING))) {
+	if (r == 0 && (fl & (LF_F_OPTIN | LF_F_PENDING | LF_F_FAST))) {
 		int slot = -1;
 		for (int i = 0; i < LF_EPOLL_MAX && slot < 0; i++)
 			if (f->ep[i].epfd1 == epfd + 1)

@@ -49,9 +49,9 @@ static int settle(int fd, int flags, bool reading)
 	    !(fl & (LF_F_NONBLOCK | LF_F_RCVTIMEO)) && !(flags & MSG_DONTWAIT) &&
 	    lf__bell_wait(fd, POLLIN) < 0)
 		return -1;
-	if (f->pend_err) {
-		errno = f->pend_err;
-		f->pend_err = 0;
+	int err = lf__err_take(fd);
+	if (err) {
+		errno = err;
 		return -1;
 	}
 	return 0;
@@ -228,6 +228,105 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
 	return REAL(sendmsg)(fd, &copy, flags);
+}
+
+/* recvmmsg and sendmmsg on a fast-path socket: one recvmsg or sendmsg
+ * above per message, as the kernel loops over its own (net/socket.c), so
+ * that each answers as TCP's (no source address, no ancillary data, no
+ * destination refused). The kernel's rules: a socket error pending is
+ * reported first; EOF counts as a message of 0 bytes; MSG_WAITFORONE
+ * stops waiting after the first; the timeout is looked at after each
+ * message and gets what is left; an error after some messages is kept for
+ * the next call (the socket's error), except EAGAIN; at most UIO_MAXIOV
+ * messages. A send stops at the first message sent in part. */
+static bool mmsg_ours(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	return f && ((atomic_load_explicit(&f->flags, memory_order_relaxed) & (LF_F_FAST | LF_F_PENDING | LF_F_UNCONFIRMED)) ||
+		     f->pend_err);
+}
+
+#define MMSG_MAX 1024 /* UIO_MAXIOV */
+
+LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *ts)
+{
+	if (!mmsg_ours(fd))
+		return REAL(recvmmsg)(fd, v, n, flags, ts);
+	uint64_t end = 0;
+	if (ts) {
+		if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000) {
+			errno = EINVAL;
+			return -1;
+		}
+		end = lf__now_ns() + (uint64_t)ts->tv_sec * 1000000000 + (uint64_t)ts->tv_nsec;
+	}
+	int e0 = errno, err = 0;
+	struct lf_fd *f = lf__fd(fd);
+	if (!(flags & MSG_ERRQUEUE) && (err = lf__err_take(fd))) {
+		errno = err;
+		return -1;
+	}
+	unsigned k = 0;
+	if (n > MMSG_MAX)
+		n = MMSG_MAX;
+	while (k < n) {
+		ssize_t r = recvmsg(fd, &v[k].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r < 0) {
+			err = errno;
+			break;
+		}
+		v[k++].msg_len = (unsigned)r;
+		if (flags & MSG_WAITFORONE)
+			flags |= MSG_DONTWAIT;
+		if (ts) {
+			uint64_t now = lf__now_ns();
+			uint64_t left = now < end ? end - now : 0;
+			ts->tv_sec = (time_t)(left / 1000000000);
+			ts->tv_nsec = (long)(left % 1000000000);
+			if (!left)
+				break;
+		}
+		if (v[k - 1].msg_hdr.msg_flags & MSG_OOB)
+			break;
+	}
+	if (!k && err) {
+		errno = err;
+		return -1;
+	}
+	if (err && err != EAGAIN)
+		__atomic_store_n(&f->pend_err, err, __ATOMIC_RELEASE);
+	errno = e0;
+	return (int)k;
+}
+
+LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	if (!mmsg_ours(fd))
+		return REAL(sendmmsg)(fd, v, n, flags);
+	int e0 = errno, err = 0;
+	unsigned k = 0;
+	if (n > MMSG_MAX)
+		n = MMSG_MAX;
+	while (k < n) {
+		ssize_t r = sendmsg(fd, &v[k].msg_hdr, flags);
+		if (r < 0) {
+			err = errno;
+			break;
+		}
+		v[k].msg_len = (unsigned)r;
+		size_t want = 0;
+		for (size_t i = 0; i < v[k].msg_hdr.msg_iovlen; i++)
+			want += v[k].msg_hdr.msg_iov[i].iov_len;
+		k++;
+		if ((size_t)r < want)
+			break;
+	}
+	if (!k && err) {
+		errno = err;
+		return -1;
+	}
+	errno = e0;
+	return (int)k;
 }
 
 /* The plain writes are interposed only for a connect still pending on

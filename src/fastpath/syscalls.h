@@ -34,6 +34,8 @@
 	X(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags))            \
 	X(ssize_t, sendto, (int fd, const void *buf, size_t n, int flags, const struct sockaddr *sa, socklen_t sl), (fd, buf, n, flags, sa, sl)) \
 	X(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags), (fd, m, flags))                 \
+	X(int, recvmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *ts), (fd, v, n, flags, ts)) \
+	X(int, sendmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags), (fd, v, n, flags))     \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))                     \
 	X(int, ppoll, (struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask), (fds, n, ts, mask)) \
 	X(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv), (n, r, w, e, tv))   \

@@ -102,8 +102,10 @@ static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const s
 /* Pending connects (connect.c) whose handshake a wait reported done are
  * switched before the caller sees the result, so that its next call goes
  * to the fast-path socket. */
-static void settle_polled(const struct pollfd *fds, nfds_t n, int r)
+static void settle_polled(struct pollfd *fds, nfds_t n, int r)
 {
+	if (r > 0)
+		lf__bell_err_poll(fds, n);
 	for (nfds_t i = 0; r > 0 && i < n; i++)
 		if (fds[i].revents && lf__pending(fds[i].fd))
 			lf__finalize(fds[i].fd, false);
@@ -294,20 +296,26 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, int timeout, 
 }
 
 /* A wait that only a bell's event ended (bell.c) goes on for the time the
- * caller had left: the application never sees those events. */
+ * caller had left: the application never sees those events. While a bell
+ * another process may take the event of is kept, the wait is cut in
+ * slices, after each of which the bells are looked at (bell.c). */
 static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	uint64_t start = lf__now_ns();
 
 	for (;;) {
 		bool handled;
-		int r = epoll_common(epfd, ev, max, timeout, mask, &handled);
+		int slice = lf__bell_slicing() && (timeout < 0 || timeout > LF_BELL_SLICE_MS) ? LF_BELL_SLICE_MS : timeout;
+		int r = epoll_common(epfd, ev, max, slice, mask, &handled);
 		if (!handled)
-			r = REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-		if (r <= 0)
+			r = REAL(epoll_pwait)(epfd, ev, max, slice, mask);
+		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
-		int k = lf__bell_epoll_filter(ev, r);
+		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
+		if (slice != timeout)
+			lf__bell_sweep();
 		if (k > 0 || timeout == 0) {
+			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);
 			return k;
 		}
@@ -342,12 +350,18 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__now_ns() - start);
 		if (total >= 0 && left < 0)
 			left = 0;
-		struct timespec t = ns_ts(left);
-		int r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, left < 0 ? NULL : &t, mask, _NSIG / 8);
-		if (r <= 0)
+		int64_t slice = lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)
+					? LF_BELL_SLICE_MS * 1000000ll
+					: left;
+		struct timespec t = ns_ts(slice);
+		int r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, slice < 0 ? NULL : &t, mask, _NSIG / 8);
+		if (r < 0 || (r == 0 && slice == left))
 			return r;
-		int k = lf__bell_epoll_filter(ev, r);
+		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
+		if (slice != left)
+			lf__bell_sweep();
 		if (k > 0 || left == 0) {
+			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);
 			return k;
 		}

@@ -585,3 +585,40 @@ MUTANTS += [
           "")],
         ["e2e:test_rio_lib.py -k old_library"]),
 ]
+
+MUTANTS += [
+    # ---- what the negotiation issue left open (bell.c, listener.c; test-bell, test-stash)
+    Mutant(
+        "bell-reset-no-pollerr",
+        "after a reset before its claim, poll and epoll say POLLHUP without POLLERR (TCP says POLLERR until the "
+        "error is read)",
+        [("src/fastpath/bell.c",
+          "\t\t\tfds[i].revents |= POLLERR;\n",
+          "\t\t\tfds[i].revents |= 0;\n"),
+         ("src/fastpath/bell.c",
+          "\t\t\t\t\t\tev[k].events |= EPOLLERR;\n",
+          "\t\t\t\t\t\tev[k].events |= 0;\n")],
+        ["c:test-bell:reset_by_bell_pollerr_until_so_error,reset_by_bell_pollerr_until_read"]),
+    Mutant(
+        "error-taken-twice",
+        "the error a fast-path socket reports once is read, then cleared (two threads can both get it)",
+        [("src/fastpath/bell.c",
+          "\tint e = f ? __atomic_exchange_n(&f->pend_err, 0, __ATOMIC_ACQ_REL) : 0;\n",
+          "\tint e = f ? f->pend_err : 0;\n\tif (e)\n\t\tf->pend_err = 0;\n")],
+        ["c:test-bell:error_taken_once"]),
+    Mutant(
+        "stash-unkeyed",
+        "the stash index's key is zero: every listener puts an endpoint in the same slots, which a peer can compute",
+        [("src/fastpath/listener.c",
+          "\tm->keyed = 1;\n",
+          "\tm->key[0] = m->key[1] = 0;\n\tm->keyed = 1;\n")],
+        ["c:test-stash"]),
+    Mutant(
+        "bell-epoll-no-slices",
+        "after a fork, epoll waits are not cut in slices: a child that closed its copy takes the bell's one-shot "
+        "event and the parent never hears its connection end",
+        [("src/fastpath/bell.c",
+          "\tif (!__atomic_load_n(&bells_shared, __ATOMIC_RELAXED))\n\t\treturn false;\n",
+          "\tif (1)\n\t\treturn false;\n")],
+        ["c:test-bell:fork_epoll_child_closed"]),
+]

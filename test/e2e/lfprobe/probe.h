@@ -77,6 +77,10 @@ void write_all(int fd, const void *buf, size_t n);
 /* Scenarios. */
 void sc_backpressure(void);
 void sc_bulk(void);
+void sc_mmsg(void);
+void sc_prefork_fd_limit(void);
+void sc_fork_while_connecting(void);
+void sc_close_range_fork(void);
 void sc_churn(void);
 void sc_connect_again(void);
 void sc_connect_eintr(void);

@@ -343,3 +343,152 @@ void client_echo(int port)
 	expect_echo(c, "mixed ends");
 	out("echo ok");
 }
+
+/* A prefork worker at its descriptor limit, with one slot left for
+ * accept, as over TCP: the listener was made (and opted in) by its parent
+ * before the fork, and the worker's claim still checks the hello with the
+ * kernel. (A child that had to make its own sock_diag socket at its first
+ * claim could not: every hello was dropped, its client got EPIPE.) */
+void sc_prefork_fd_limit(void)
+{
+	struct rlimit rl, saved;
+	int ready[2], port;
+	CHECK(pipe(ready) == 0);
+	CHECK(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+	rl = saved;
+	rl.rlim_cur = 64;
+	CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+	int l = listener(&port);
+	pid_t p = fork_child();
+	if (p == 0) {
+		int fd, last = -1;
+		while ((fd = open("/dev/null", O_RDONLY)) >= 0)
+			last = fd;
+		close(last);
+		write_all(ready[1], "r", 1);
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0);
+		echo(s);
+		_exit(0);
+	}
+	close(l);
+	CHECK(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+	char b;
+	CHECK(read(ready[0], &b, 1) == 1);
+	int c = connect_to(port);
+	path("client", c);
+	expect_echo(c, "a worker at its limit");
+	close(c);
+	out("echo from a prefork worker at its fd limit ok; worker %d", wait_child(p));
+}
+
+static volatile int asking = 1;
+
+/* A thread that connects in a loop to a port nobody listens on (each
+ * connect asks sock_diag under loopfast). */
+static void *ask_loop(void *arg)
+{
+	int port = (int)(intptr_t)arg;
+	while (asking) {
+		int c = socket(fam, SOCK_STREAM, 0);
+		struct sockaddr_storage ss;
+		socklen_t sl = loopback(&ss, port);
+		connect(c, (struct sockaddr *)&ss, sl);
+		close(c);
+	}
+	return NULL;
+}
+
+/* Forks while another thread connects in a loop: each child connects
+ * once itself and exits; none may hang (a child that inherited a lock its
+ * parent's other thread held would wait for it forever). Each child has
+ * 5 s. */
+void sc_fork_while_connecting(void)
+{
+	int c, s;
+	pair(&c, &s);
+	path("client", c);
+	expect_echo_pair(c, s);
+	int dead, l = listener(&dead);
+	close(l); /* a port nobody listens on */
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, ask_loop, (void *)(intptr_t)dead) == 0);
+	int forks = 300, hung = 0, refused = 0;
+	for (int i = 0; i < forks && !hung; i++) {
+		pid_t p = fork_child();
+		if (p == 0) {
+			int k = socket(fam, SOCK_STREAM, 0);
+			struct sockaddr_storage ss;
+			socklen_t sl = loopback(&ss, dead);
+			int r = connect(k, (struct sockaddr *)&ss, sl);
+			_exit(r < 0 && errno == ECONNREFUSED ? 0 : 1);
+		}
+		uint64_t t0 = now_us();
+		int st;
+		pid_t w;
+		while ((w = waitpid(p, &st, WNOHANG)) == 0 && now_us() - t0 < 5000000)
+			usleep(1000);
+		if (w == 0) {
+			hung++;
+			kill(p, SIGKILL);
+			waitpid(p, &st, 0);
+		} else
+			refused += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	asking = 0;
+	pthread_join(t, NULL);
+	out("children that did not exit within 5 s: %d; connect refused in %d of %d", hung, refused, hung ? refused : forks);
+	close(c);
+	close(s);
+}
+
+/* A daemon that closes every descriptor (close_range), puts a file of its
+ * own on a number loopfast had used (its sock_diag socket's, if there is
+ * one), and forks: the child must find that file intact. */
+void sc_close_range_fork(void)
+{
+	int c, s, n = 40;
+	pair(&c, &s);
+	path("client", c);
+	expect_echo_pair(c, s);
+	/* The highest netlink socket's number, as the daemon would find it
+	 * by chance. */
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	CHECK(d);
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name), dom = 0;
+		socklen_t dl = sizeof(dom);
+		if (fd > 2 && fd != dirfd(d) && syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 &&
+		    dom == AF_NETLINK)
+			n = fd;
+	}
+	closedir(d);
+	CHECK(syscall(SYS_close_range, 3, ~0u, 0) == 0);
+	char name[] = "/tmp/lfprobe-daemon-XXXXXX";
+	int f = mkstemp(name);
+	CHECK(f >= 0);
+	unlink(name);
+	write_all(f, "the daemon's own file", 21);
+	CHECK(dup2(f, n) == n);
+	close(f);
+	int res[2];
+	CHECK(pipe(res) == 0);
+	pid_t p = fork_child();
+	if (p == 0) {
+		char buf[64] = "";
+		ssize_t r = pread(n, buf, sizeof(buf) - 1, 0);
+		char line[128];
+		int len = snprintf(line, sizeof(line), "%zd %s '%s'", r, ename(r < 0 ? errno : 0), r > 0 ? buf : "");
+		write_all(res[1], line, (size_t)len);
+		_exit(0);
+	}
+	close(res[1]);
+	char line[128] = "";
+	ssize_t r = read_full(res[0], line, sizeof(line) - 1);
+	line[r > 0 ? r : 0] = 0;
+	out("the child reads the daemon's file on the reused number: %s; child %d", line, wait_child(p));
+	char buf[64] = "";
+	r = pread(n, buf, sizeof(buf) - 1, 0);
+	out("and the parent: %zd '%s'", r, r > 0 ? buf : "");
+}

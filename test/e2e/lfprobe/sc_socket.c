@@ -817,3 +817,101 @@ void sc_rcvlowat(void)
 	out("a blocking read with 3 queued, then 8 more: %zd", recv(s, buf, sizeof(buf), 0));
 	out("writer %d", wait_child(p));
 }
+
+/* recvmmsg and sendmmsg on a connected stream: what each message reports
+ * (its length, no source address, no ancillary data), MSG_WAITFORONE, a
+ * timeout, EOF (each message 0 bytes), and a destination given to
+ * sendmmsg (TCP ignores it). */
+static void mmsg_show(const char *what, int r, struct mmsghdr *v, char bufs[][16])
+{
+	out("%s: %d %s", what, r, ename(r < 0 ? errno : 0));
+	for (int i = 0; i < r; i++)
+		out("  message %d: len %u '%.*s' namelen %u controllen %zu flags %#x", i, v[i].msg_len, (int)v[i].msg_len,
+		    bufs[i], (unsigned)v[i].msg_hdr.msg_namelen, (size_t)v[i].msg_hdr.msg_controllen, v[i].msg_hdr.msg_flags);
+}
+
+static void mmsg_prepare(struct mmsghdr *v, struct iovec *iov, char bufs[][16], struct sockaddr_storage *names,
+			 char ctl[][64], int n)
+{
+	memset(v, 0, sizeof(*v) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		iov[i] = (struct iovec){ bufs[i], 16 };
+		v[i].msg_hdr = (struct msghdr){ .msg_name = &names[i], .msg_namelen = sizeof(names[i]), .msg_iov = &iov[i],
+						.msg_iovlen = 1, .msg_control = ctl[i], .msg_controllen = 64 };
+	}
+}
+
+void sc_mmsg(void)
+{
+	int c, s, port;
+	char bufs[4][16], ctl[4][64];
+	struct iovec iov[4];
+	struct mmsghdr v[4];
+	struct sockaddr_storage names[4], dst;
+	int r;
+	pair(&c, &s);
+	path("client", c);
+	path("server", s);
+
+	write_all(c, "onetwothree", 11);
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 4, MSG_WAITFORONE, NULL);
+	mmsg_show("recvmmsg MSG_WAITFORONE", r, v, bufs);
+
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 4, MSG_DONTWAIT, NULL);
+	mmsg_show("recvmmsg MSG_DONTWAIT, nothing queued", r, v, bufs);
+
+	/* Two messages' worth, one after the other: the second waits. */
+	pid_t p = fork_child();
+	if (p == 0) {
+		write_all(c, "first", 5);
+		usleep(100000);
+		write_all(c, "second", 6);
+		_exit(0);
+	}
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 2, 0, NULL);
+	mmsg_show("recvmmsg of 2, blocking", r, v, bufs);
+	wait_child(p);
+
+	/* A timeout, looked at after each message: one message, then the
+	 * second waits until data comes, past the timeout. */
+	p = fork_child();
+	if (p == 0) {
+		write_all(c, "a", 1);
+		usleep(300000);
+		write_all(c, "b", 1);
+		_exit(0);
+	}
+	struct timespec ts = { 0, 100000000 };
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 2, 0, &ts);
+	mmsg_show("recvmmsg of 2, timeout 100 ms", r, v, bufs);
+	out("  timeout left: %s", ts.tv_sec == 0 && ts.tv_nsec == 0 ? "0" : "some");
+	wait_child(p);
+
+	/* Three messages, each with a destination (another port). */
+	socklen_t dl = loopback(&dst, 9);
+	struct iovec siov[3] = { { "one", 3 }, { "two", 3 }, { "three", 5 } };
+	struct mmsghdr sv[3];
+	memset(sv, 0, sizeof(sv));
+	for (int i = 0; i < 3; i++)
+		sv[i].msg_hdr = (struct msghdr){ .msg_name = &dst, .msg_namelen = dl, .msg_iov = &siov[i], .msg_iovlen = 1 };
+	r = sendmmsg(c, sv, 3, 0);
+	out("sendmmsg with destinations: %d %s, lens %u %u %u", r, ename(r < 0 ? errno : 0), sv[0].msg_len,
+	    sv[1].msg_len, sv[2].msg_len);
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	usleep(50000); /* all three queued */
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 1, 0, NULL);
+	mmsg_show("recvmmsg of what sendmmsg sent", r, v, bufs);
+	/* EOF: every message of 0 bytes. */
+	close(c);
+	mmsg_prepare(v, iov, bufs, names, ctl, 4);
+	r = recvmmsg(s, v, 3, 0, NULL);
+	mmsg_show("recvmmsg after the peer closed", r, v, bufs);
+	close(s);
+	(void)port;
+}
