@@ -21,9 +21,10 @@ struct cmd {
 static const struct cmd bench_cmds[] = {
 	CMD("latency", cmd_bench_latency, "[OPTIONS]",
 	    "round-trip latency, completion styles x transports (loopfast-bench-latency(1))"),
-	CMD("udp", cmd_bench_udp, "[OPTIONS]", "UDP receive designs, plain sockets and Registered I/O"),
+	CMD("udp", cmd_bench_udp, "[OPTIONS]",
+	    "UDP receive designs, plain sockets and Registered I/O (loopfast-bench-udp(1))"),
 	CMD("app", cmd_bench_app, "APP [OPTIONS]",
-	    "real servers and their clients over TCP, the fast path and Unix sockets"),
+	    "real servers and their clients: TCP, fast path, Unix sockets (loopfast-bench-app(1))"),
 	CMD("connect", cmd_bench_connect, "[OPTIONS]", "connection setup rate per path (loopfast-bench-connect(1))"),
 	{ .name = NULL },
 };
