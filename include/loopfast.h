@@ -14,8 +14,12 @@
 extern "C" {
 #endif
 
+/* loopfast's version, written here only: CMakeLists.txt reads it for the
+ * project's version (the libraries' file names, the pkg-config files) and
+ * `loopfast --version` prints it. */
 #define LF_VERSION_MAJOR 0
 #define LF_VERSION_MINOR 1
+#define LF_VERSION_PATCH 0
 
 /* Opts a TCP socket in. Returns 0, -EOPNOTSUPP (not TCP over IPv4/IPv6),
  * -EISCONN (already connected), -EBADF or -ENOTSOCK. */

@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "cmdline.h"
 
 #include <errno.h>
 #include <limits.h>

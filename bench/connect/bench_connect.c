@@ -1,6 +1,6 @@
 /* `loopfast bench connect`: options and the interleaved runs. See
  * connect.h for the files and man/loopfast-bench-connect.1 for the method. */
-#include "cli.h"
+#include "cmdline.h"
 #include "connect.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * plain TCP at the same number of clients (measured in the same run), and
  * for every TCP row the share of sampled connections (both ends) that
  * really took the fast path, as the kernel shows them. */
-#include "cli.h"
+#include "cmdline.h"
 #include "connect.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
  * script. See latency.h for the other files and
  * man/loopfast-bench-latency.1 for the method.
  */
-#include "cli.h"
+#include "cmdline.h"
 #include "latency.h"
 
 #include <errno.h>
@@ -25,51 +25,6 @@ static const char usage_text[] =
 	"         [--plot FILE.png]\n"
 	"styles: block, epoll, spin, uring, uring-poll (default: all)\n"
 	"transports: tcp, fastpath, fastpath-spin, uds, shm (default: all)\n";
-
-/* Parses a whole unsigned decimal number within [lo, hi]. */
-static int parse_uint(const char *opt, const char *s, unsigned long long lo, unsigned long long hi,
-		      unsigned long long *out)
-{
-	char *end;
-
-	errno = 0;
-	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
-		return lf_cli_error("%s needs a number from %llu to %llu, got '%s'", opt, lo, hi, s ? s : "");
-	unsigned long long v = strtoull(s, &end, 10);
-
-	if (errno || *end || v < lo || v > hi)
-		return lf_cli_error("%s needs a number from %llu to %llu, got '%s'", opt, lo, hi, s);
-	*out = v;
-	return 0;
-}
-
-static int parse_list(const char *opt, const char *what, const char *s, const char *const *names, unsigned n,
-		      unsigned *mask)
-{
-	char buf[256], *save = NULL;
-
-	if (!s || !*s || strlen(s) >= sizeof(buf))
-		return lf_cli_error("%s needs a comma-separated list", opt);
-	strcpy(buf, s);
-	*mask = 0;
-	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned i;
-
-		for (i = 0; i < n && strcmp(tok, names[i]); i++)
-			;
-		if (i == n) {
-			char all[128] = "";
-
-			for (unsigned k = 0; k < n; k++)
-				snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", k ? ", " : "", names[k]);
-			return lf_cli_error("unknown %s '%s' in %s (one of: %s)", what, tok, opt, all);
-		}
-		*mask |= 1u << i;
-	}
-	if (!*mask)
-		return lf_cli_error("%s needs at least one name", opt);
-	return 0;
-}
 
 /* The first two CPUs this process may run on; pinning is off with fewer. */
 static void pick_cpus(struct lat_opts *o)
@@ -136,21 +91,21 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 		if (!val)
 			return lf_cli_error("%s needs a value", name);
 		if (!strcmp(name, "--styles"))
-			err = parse_list(name, "style", val, lat_style_names, LAT_NSTYLES, &o->styles);
+			err = lf_cli_parse_list(name, "style", val, lat_style_names, LAT_NSTYLES, &o->styles);
 		else if (!strcmp(name, "--transports"))
-			err = parse_list(name, "transport", val, lat_transport_names, LAT_NTRANSPORTS, &o->transports);
+			err = lf_cli_parse_list(name, "transport", val, lat_transport_names, LAT_NTRANSPORTS, &o->transports);
 		else if (!strcmp(name, "--size"))
-			err = parse_uint(name, val, 8, LAT_MAX_SIZE, &v) ?: (o->size = v, 0);
+			err = lf_cli_parse_uint(name, val, 8, LAT_MAX_SIZE, &v) ?: (o->size = v, 0);
 		else if (!strcmp(name, "--count"))
-			err = parse_uint(name, val, 1, LAT_MAX_COUNT, &v) ?: (o->count = (unsigned)v, 0);
+			err = lf_cli_parse_uint(name, val, 1, LAT_MAX_COUNT, &v) ?: (o->count = (unsigned)v, 0);
 		else if (!strcmp(name, "--warmup"))
-			err = parse_uint(name, val, 0, LAT_MAX_COUNT, &v) ?: (o->warmup = (unsigned)v, 0);
+			err = lf_cli_parse_uint(name, val, 0, LAT_MAX_COUNT, &v) ?: (o->warmup = (unsigned)v, 0);
 		else if (!strcmp(name, "--repeat"))
-			err = parse_uint(name, val, 1, LAT_MAX_REPEAT, &v) ?: (o->repeat = (unsigned)v, 0);
+			err = lf_cli_parse_uint(name, val, 1, LAT_MAX_REPEAT, &v) ?: (o->repeat = (unsigned)v, 0);
 		else if (!strcmp(name, "--timeout"))
-			err = parse_uint(name, val, 1, 3600, &v) ?: (o->timeout_s = (unsigned)v, 0);
+			err = lf_cli_parse_uint(name, val, 1, 3600, &v) ?: (o->timeout_s = (unsigned)v, 0);
 		else if (!strcmp(name, "--spin-us"))
-			err = parse_uint(name, val, 1, 1000000, &v) ?: (o->spin_us = (unsigned)v, 0);
+			err = lf_cli_parse_uint(name, val, 1, 1000000, &v) ?: (o->spin_us = (unsigned)v, 0);
 		else if (!strcmp(name, "--json"))
 			o->json_path = val, err = 0;
 		else if (!strcmp(name, "--plot"))

@@ -12,7 +12,7 @@
  * This file parses the options and makes the runs; udp_report.c turns the
  * samples into the table, the JSON and the plot.
  */
-#include "cli.h"
+#include "cmdline.h"
 #include "udp.h"
 #include "udp_designs.h"
 #include "udp_report.h"

@@ -2,7 +2,7 @@
  * of one mode, size and design become medians with their spread, printed
  * as a table with rates relative to epoll and recvmmsg, written as JSON
  * (summaries and every run), and plotted by plot_udp.py. */
-#include "cli.h"
+#include "cmdline.h"
 #include "udp_designs.h"
 #include "udp_report.h"
 

@@ -185,3 +185,63 @@ def test_fast_path_connections_leave_no_time_wait(build):
     assert tw == 0
     out, tw = churn_time_wait("tcp")
     assert "#path churn tcp" in out and tw > 0, (out, tw)
+
+
+def entry_points():
+    """Every command the source defines an entry point for (`int
+    cmd_NAME(int argc, ...)` in src/cli or a bench), as the words a user
+    types: cmd_run is "run", cmd_bench_connect "bench connect"."""
+    from conftest import ROOT
+    import re
+    found = set()
+    for src in [*(ROOT / "src" / "cli").glob("*.c"), *(ROOT / "bench").glob("*/*.c")]:
+        for name in re.findall(r"^int cmd_(\w+)\(int argc", src.read_text(), re.M):
+            found.add(" ".join(name.split("_", 1)) if name.startswith("bench_") else name)
+    assert {"run", "status", "bench connect"} <= found, found
+    return found
+
+
+def listed(args):
+    """The commands a help lists: its indented lines that start with a
+    command (their arguments and the line below them left out)."""
+    p = subprocess.run([str(LOOPFAST), *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stderr == "", p.stdout + p.stderr
+    return {" ".join(w for w in l.split()[:2] if w[0].isalpha()) for l in p.stdout.splitlines()
+            if l.startswith("  ") and not l.startswith("      ")}
+
+
+def test_help_lists_every_command_and_each_has_help(build):
+    """`loopfast --help` is printed from the dispatch table: it lists every
+    command that has an entry point (`bench connect` too, which the help
+    once left out), `loopfast bench --help` every benchmark, and each listed
+    command runs its own `--help` (status 0, a usage line naming it), so
+    none is listed that the table cannot dispatch."""
+    commands = entry_points()
+    assert listed(["--help"]) == commands
+    assert listed(["bench", "--help"]) == {c for c in commands if c.startswith("bench ")}
+    for c in sorted(commands):
+        p = subprocess.run([str(LOOPFAST), *c.split(), "--help"], capture_output=True, text=True, timeout=30)
+        first = p.stdout.splitlines()[0] if p.stdout else ""
+        assert p.returncode == 0 and first.startswith("usage: loopfast"), (c, p.stdout, p.stderr)
+        assert " " + c + " " in first.replace(" [--json]", "") + " ", (c, first)
+
+
+def test_version_is_the_one_version(build):
+    """`loopfast --version` prints one version, the same as CMake's project
+    version (from the build's cache), the pkg-config files' Version, the
+    libraries' file names and the public header's LF_VERSION_* (its one
+    source)."""
+    from conftest import ROOT
+    import re
+    p = subprocess.run([str(LOOPFAST), "--version"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and re.fullmatch(r"loopfast \d+\.\d+\.\d+\n", p.stdout), p.stdout + p.stderr
+    version = p.stdout.split()[1]
+    cache = (BUILD / "CMakeCache.txt").read_text()
+    assert re.search(r"^CMAKE_PROJECT_VERSION:STATIC=(.*)$", cache, re.M)[1] == version
+    for pc in ("loopfast.pc", "loopfast-rio.pc"):
+        assert re.search(r"^Version: (.*)$", (BUILD / pc).read_text(), re.M)[1] == version, pc
+    for lib in ("libloopfast.so", "libloopfast-rio.so"):
+        assert (BUILD / f"{lib}.{version}").exists(), f"{lib}.{version}"
+    header = (ROOT / "include" / "loopfast.h").read_text()
+    parts = [re.search(rf"^#define LF_VERSION_{k} (\d+)$", header, re.M)[1] for k in ("MAJOR", "MINOR", "PATCH")]
+    assert ".".join(parts) == version

@@ -584,6 +584,23 @@ MUTANTS += [
           "target_link_libraries(loopfast PRIVATE -Wl,--push-state,--no-as-needed loopfast-rio -Wl,--pop-state)\n",
           "")],
         ["e2e:test_rio_lib.py -k old_library"]),
+    # ---- issue 20: the command's one dispatch table and one version
+    Mutant(
+        "cli-help-omits-last-of-group",
+        "`loopfast --help` and `loopfast bench --help` leave out a group's last command (`bench connect`, "
+        "as the help once did) though the table still runs it",
+        [("src/cli/main.c",
+          "\tfor (const struct cmd *c = tab; c->name; c++)\n\t\tif (c->sub)\n",
+          "\tfor (const struct cmd *c = tab; c->name && (!group || c[1].name); c++)\n\t\tif (c->sub)\n")],
+        ["e2e:test_cli.py -k help_lists_every_command"]),
+    Mutant(
+        "version-second-source",
+        "CMake's project version is written in CMakeLists.txt again instead of read from loopfast.h: the "
+        "pkg-config files and the libraries' names say 0.2.0 while `loopfast --version` says the header's",
+        [("CMakeLists.txt",
+          "project(loopfast VERSION ${LF_VERSION_MAJOR}.${LF_VERSION_MINOR}.${LF_VERSION_PATCH} LANGUAGES C)\n",
+          "project(loopfast VERSION 0.2.0 LANGUAGES C)\n")],
+        ["e2e:test_cli.py -k version_is_the_one"]),
 ]
 
 MUTANTS += [

@@ -1,7 +1,8 @@
-/* What every subcommand shares: the global --json flag, the one error
- * printer that honours it, and where the running executable lives. Nothing
- * here calls a subcommand, so subcommands and benchmarks can call it. */
-#include "cli.h"
+/* What the command and the benchmarks share (cmdline.h): the global --json
+ * flag, the one error printer that honours it, the option parsers, where
+ * the running executable and the benchmarks' scripts live. Nothing here
+ * calls a subcommand or a benchmark, so both can call it. */
+#include "cmdline.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,7 +14,6 @@
 #include <unistd.h>
 
 bool lf_cli_json;
-const char *lf_cli_argv0 = "loopfast";
 
 int lf_cli_error(const char *fmt, ...)
 {
