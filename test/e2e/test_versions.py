@@ -122,26 +122,33 @@ EXPECT = hashlib.sha256(bytes(range(256)) * (PAYLOAD // 256) + bytes(PAYLOAD % 2
 
 
 class Server:
-    """A server under one build ("old"/"new"), optionally with a second
-    one of another build started on its listener (inherit=that build)."""
+    """A server started with argv, whose processes each say where they
+    listen: one per entry of versions (the version each runs)."""
 
-    def __init__(self, builds, version, inherit=None):
-        argv = run_under(builds[version], [sys.executable, "-c", SERVER, "listen"])
-        if inherit:
-            argv += run_under(builds[inherit], [sys.executable, "-c", SERVER])
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=clean_env())
-        _, port, pid = readline(self.proc).split()
-        self.port, self.pids = int(port), {int(pid): version}
-        if inherit:
-            _, port2, pid2 = readline(self.proc).split()
-            assert int(port2) == self.port, "the inherited listener has another port"
-            self.pids[int(pid2)] = inherit
+    def __init__(self, argv, versions, pass_fds=()):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=clean_env(), pass_fds=pass_fds)
+        self.pids, ports = {}, set()
+        for v in versions:
+            _, port, pid = readline(self.proc).split()
+            self.pids[int(pid)] = v
+            ports.add(int(port))
+        assert len(ports) == 1, f"the processes listen on different ports: {ports}"
+        self.port = ports.pop()
 
     def tree(self):
         return process_tree(self.proc.pid)
 
     def stop(self):
         stop(self.proc)
+
+
+def server(builds, version, inherit=None):
+    """A server under one build ("old"/"new"), optionally with a second
+    one of another build started on its listener (inherit: that build)."""
+    argv = run_under(builds[version], [sys.executable, "-c", SERVER, "listen"])
+    if inherit:
+        argv += run_under(builds[inherit], [sys.executable, "-c", SERVER])
+    return Server(argv, [version, inherit] if inherit else [version])
 
 
 def paths(clients, server):
@@ -201,7 +208,7 @@ def check(rows, want):
 
 @pytest.mark.parametrize("server_v,client_v", [("old", "new"), ("new", "old")])
 def test_mixed_versions_end_on_plain_tcp(builds, server_v, client_v):
-    srv = Server(builds, server_v)
+    srv = server(builds, server_v)
     try:
         rows = round_(builds, srv, [client_v, server_v, client_v, "plain"])
 
@@ -228,7 +235,7 @@ def test_inherited_listener_across_versions(builds, first, second):
     master); both accept at once. Every connection, whichever version its
     client is and whichever process accepts it, must be on one path with
     all its bytes: plain TCP, since two versions serve the listener."""
-    srv = Server(builds, first, inherit=second)
+    srv = server(builds, first, inherit=second)
     try:
         rows = []
         for _ in range(4):
@@ -253,7 +260,7 @@ PAGE_MAGIC = 0x6770464C  # "LFpg" (src/fastpath/listener.c)
 def proto_version(build):
     """LF_PROTO_VERSION of the build, from the rendezvous name its listener
     gets (read from the kernel, not from loopfast)."""
-    srv = Server({"new": build}, "new")
+    srv = server({"new": build}, "new")
     try:
         ino = kernel.socket_inodes([srv.proc.pid])
         out = subprocess.run(["ss", "-H", "-x", "-l", "-n"], capture_output=True, text=True, timeout=30).stdout
@@ -292,17 +299,10 @@ def test_forged_page_is_never_used(build, header):
     fds = [lst.fileno(), rdv.fileno(), stash.fileno(), page]
     for fd in fds:
         os.set_inheritable(fd, True)
-    proc = subprocess.Popen(run_under(build, [sys.executable, "-c", SERVER, "fd", str(lst.fileno())]),
-                            stdout=subprocess.PIPE, text=True, env=clean_env(), pass_fds=fds)
+    srv = Server(run_under(build, [sys.executable, "-c", SERVER, "fd", str(lst.fileno())]), ["new"], pass_fds=fds)
     for s in (lst, rdv, stash):
         s.close()
     os.close(page)
-
-    class Srv(Server):
-        def __init__(self):
-            self.proc, self.port = proc, int(readline(proc).split()[1])
-
-    srv = Srv()
     try:
         rows = round_({"new": build}, srv, ["new"])
 
