@@ -9,16 +9,22 @@ Mixed versions end on plain TCP; each test also runs its same-version
 control, which must be on the fast path (so that "plain TCP" is the
 versions' doing, not a build that never worked).
 
-Scenarios: old server and new client; new server and old client; a
-listener made by one version's process and inherited by the other's
-(nginx's binary upgrade: the new master is exec'd with the listener while
-the old one keeps accepting on it, both at once), both ways round; and a
-shared page of the right name but another layout (a forged header: the
-wrong magic, or the right magic and another version), which the server
-must not use."""
+The next version is this tree built with LF_PROTO_VERSION one higher:
+every constant of the protocol must follow it (its own clients and
+servers meet on the fast path, and never this version's), and this
+version must already keep the rule for inherited listeners against it.
+
+Scenarios: old server and new client; new server and old client (and the
+same against the next version); a listener made by one version's process
+and inherited by the other's (nginx's binary upgrade: the new master is
+exec'd with the listener while the old one keeps accepting on it, both at
+once), both ways round; and a shared page of the right name but another
+layout (a forged header: the wrong magic, or the right magic and another
+version), which the server must not use."""
 import hashlib
 import mmap
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -40,8 +46,9 @@ PAYLOAD = 200_000
 
 @pytest.fixture(scope="session")
 def builds(build):
-    """{"new": this tree's build, "old": bea563d's}, each a directory with
-    the loopfast command and its libraries. The old one is built from git
+    """{"new": this tree's build, "old": bea563d's, "next": this tree as
+    the next protocol version}, each a directory with the loopfast command
+    and its libraries. The old one is built from git
     history (the tree's own repository, or LOOPFAST_GIT's) into
     BUILD/versions/bea563d once, and kept; a tree without that history
     fails here, saying so."""
@@ -62,7 +69,17 @@ def builds(build):
                             f"exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}\n(the tests need the "
                             f"repository's git history: a clone with history, not an export)")
         (d / "built").write_text("")
-    return {"new": BUILD, "old": out}
+    # The next version: this tree with LF_PROTO_VERSION one higher (a
+    # build dir of its own, brought up to date at each session).
+    v = int(re.search(r"#define LF_PROTO_VERSION (\d+)", (ROOT / "src/fastpath/internal.h").read_text()).group(1))
+    nxt = BUILD / "versions" / "next"
+    for cmd in (["cmake", "-S", str(ROOT), "-B", str(nxt), f"-DCMAKE_C_FLAGS=-DLF_PROTO_VERSION={v + 1}"],
+                ["cmake", "--build", str(nxt), "-j2", "--target", "loopfast-cli", "loopfast-preload"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode:
+            pytest.fail(f"cannot build this tree as protocol {v + 1}: {' '.join(cmd)}:\n{r.stdout[-2000:]}\n"
+                        f"{r.stderr[-2000:]}")
+    return {"new": BUILD, "old": out, "next": nxt}
 
 
 def clean_env():
@@ -206,7 +223,7 @@ def check(rows, want):
     return table
 
 
-@pytest.mark.parametrize("server_v,client_v", [("old", "new"), ("new", "old")])
+@pytest.mark.parametrize("server_v,client_v", [("old", "new"), ("new", "old"), ("next", "new"), ("new", "next")])
 def test_mixed_versions_end_on_plain_tcp(builds, server_v, client_v):
     srv = server(builds, server_v)
     try:
@@ -222,6 +239,7 @@ def test_mixed_versions_end_on_plain_tcp(builds, server_v, client_v):
 
 @pytest.mark.parametrize("first,second", [
     ("old", "new"),
+    ("new", "next"),
     pytest.param("new", "old", marks=pytest.mark.xfail(strict=True, reason=(
         "a listener this version made, inherited by an older build's process that accepts on it too: the older "
         "one makes its own rendezvous and serves every connection it accepts without a hello of its version "
@@ -239,9 +257,9 @@ def test_inherited_listener_across_versions(builds, first, second):
     try:
         rows = []
         for _ in range(4):
-            rows += round_(builds, srv, ["old", "new"])
-            rows += round_(builds, srv, ["new", "plain"])
-            rows += round_(builds, srv, ["old", "plain"])
+            rows += round_(builds, srv, [first, second])
+            rows += round_(builds, srv, [second, "plain"])
+            rows += round_(builds, srv, [first, "plain"])
 
         def want(v, spid):
             """plain TCP: two versions serve the listener"""
