@@ -57,36 +57,36 @@ static enum lf_name_kind parse_str(const char *name)
 
 static void rejects_garbage(void)
 {
-	ASSERT_EQ(parse_str("loopfast/4/L/4/1234"), LF_NAME_LISTENER);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/1/127.0.0.1/2/ff"), LF_NAME_CLIENT);
-	ASSERT_EQ(parse_str("loopfast/4/C/6/::1/1/::1/2/0"), LF_NAME_CLIENT);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/1/127.0.0.1/2"), LF_NAME_NONE); /* no nonce */
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/1/127.0.0.1/2/zz"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/1/127.0.0.1/2/ff/x"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/01/127.0.0.1/2/ff"), LF_NAME_NONE); /* leading zero */
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/-1/127.0.0.1/2/ff"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/fe80::1%lo/1/127.0.0.1/2/ff"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/L/4/1234/extra"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/L/5/1234"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/L/4/"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/L/4/12x"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/L/4/99999999999999999999999"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.256/1/127.0.0.1/2/ff"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/C/4/127.0.0.1/65536/127.0.0.1/2/ff"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/X/4/1234"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/4/1234"), LF_NAME_LISTENER);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/1/127.0.0.1/2/ff"), LF_NAME_CLIENT);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/6/::1/1/::1/2/0"), LF_NAME_CLIENT);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/1/127.0.0.1/2"), LF_NAME_NONE); /* no nonce */
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/1/127.0.0.1/2/zz"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/1/127.0.0.1/2/ff/x"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/01/127.0.0.1/2/ff"), LF_NAME_NONE); /* leading zero */
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/-1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/fe80::1%lo/1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/4/1234/extra"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/5/1234"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/4/"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/4/12x"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "L/4/99999999999999999999999"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.256/1/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "C/4/127.0.0.1/65536/127.0.0.1/2/ff"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX "X/4/1234"), LF_NAME_NONE);
 	ASSERT_EQ(parse_str("loopfast/L/4/127.0.0.1/80"), LF_NAME_NONE); /* the first protocol's names */
 	ASSERT_EQ(parse_str("other/2/L/4/1"), LF_NAME_NONE);
-	ASSERT_EQ(parse_str("loopfast/4/"), LF_NAME_NONE);
+	ASSERT_EQ(parse_str(LF_NAME_PREFIX ""), LF_NAME_NONE);
 	ASSERT_EQ(parse_str(""), LF_NAME_NONE);
 	/* A filesystem path, not an abstract name. */
-	struct sockaddr_un sun = { .sun_family = AF_UNIX, .sun_path = "loopfast/4/L/4/1234" };
+	struct sockaddr_un sun = { .sun_family = AF_UNIX, .sun_path = LF_NAME_PREFIX "L/4/1234" };
 	struct lf_ep a, b;
 	unsigned long ino;
 	int fam;
 	ASSERT_EQ(lf__name_parse(&sun, sizeof(sun), &ino, &fam, &a, &b), LF_NAME_NONE);
 	/* An embedded NUL. */
 	struct sockaddr_un z = { .sun_family = AF_UNIX };
-	memcpy(z.sun_path + 1, "loopfast/4/L/4/1\0002", 18);
+	memcpy(z.sun_path + 1, LF_NAME_PREFIX "L/4/1\0002", 18);
 	ASSERT_EQ(lf__name_parse(&z, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 19), &ino, &fam, &a, &b), LF_NAME_NONE);
 }
 

@@ -104,23 +104,28 @@ static socklen_t name_finish(int n)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-static socklen_t name_server(struct sockaddr_un *sun, char kind, int family, unsigned long ino)
+static socklen_t name_server(struct sockaddr_un *sun, int version, char kind, int family, unsigned long ino)
 {
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_PREFIX "%c/%c/%lu", kind,
+	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "loopfast/%d/%c/%c/%lu", version, kind,
 			 family == AF_INET ? '4' : '6', ino);
 	return name_finish(n);
 }
 
+socklen_t lf__name_listener_of(struct sockaddr_un *sun, int version, int family, unsigned long ino)
+{
+	return name_server(sun, version, 'L', family, ino);
+}
+
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino)
 {
-	return name_server(sun, 'L', family, ino);
+	return name_server(sun, LF_PROTO_VERSION, 'L', family, ino);
 }
 
 socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino)
 {
-	return name_server(sun, 'S', family, ino);
+	return name_server(sun, LF_PROTO_VERSION, 'S', family, ino);
 }
 
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,

@@ -147,7 +147,8 @@ void lf__bell_drop(int fd)
 
 /* "LFclaim" and the protocol's version: no TCP server that is not
  * loopfast writes it first (and only the server's end can write there). */
-static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '3' };
+_Static_assert(LF_PROTO_VERSION > 0 && LF_PROTO_VERSION < 75, "the mark's last byte is '0' + the version");
+static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '0' + LF_PROTO_VERSION };
 
 void lf__claim_mark(int tcp)
 {

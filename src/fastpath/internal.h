@@ -29,7 +29,23 @@ struct lf_ep {
 	uint16_t port; /* host order */
 };
 
-#define LF_NAME_PREFIX "loopfast/4/"
+/* The protocol's version. Every constant two loopfast processes must agree
+ * on reads it: the abstract names (so that processes of two versions never
+ * meet on the fast path: each finds no rendezvous of the other's), the
+ * claim's mark, the stash's message magic, and the listener's shared page
+ * (its memfd's name, and its header, checked before a page is adopted).
+ * Any change to one of those bumps it. Protocol 3 is main bea563d; a build
+ * may set another (-DLF_PROTO_VERSION=N: test_versions.py). */
+#ifndef LF_PROTO_VERSION
+#define LF_PROTO_VERSION 5
+#endif
+/* The oldest version whose rendezvous a listener looks for (listener.c:
+ * a listener that another version's process serves is served as plain
+ * TCP by this one). */
+#define LF_PROTO_OLDEST 3
+#define LF_STR_(x) #x
+#define LF_STR(x) LF_STR_(x)
+#define LF_NAME_PREFIX "loopfast/" LF_STR(LF_PROTO_VERSION) "/"
 #define LF_NAME_MAX 108
 
 bool lf__ep_from_sockaddr(struct lf_ep *ep, const struct sockaddr *sa, socklen_t len);
@@ -41,13 +57,16 @@ bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
 int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
 
 /* The abstract names of the protocol (see docs/security.md):
- *   rendezvous of a TCP listener   "\0loopfast/4/L/<fam>/<listener inode>"
- *   stash of that listener         "\0loopfast/4/S/<fam>/<listener inode>"
- *   client end of a connection     "\0loopfast/4/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
+ *   rendezvous of a TCP listener   "\0loopfast/<version>/L/<fam>/<listener inode>"
+ *   stash of that listener         "\0loopfast/<version>/S/<fam>/<listener inode>"
+ *   client end of a connection     "\0loopfast/<version>/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
  * where fam is the family of the listener, or of the client's TCP socket,
  * and the nonce (the client's pid and a counter) keeps the name unique when
  * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino);
+/* The rendezvous name protocol `version` gives the listener (the same
+ * format since protocol 3). */
+socklen_t lf__name_listener_of(struct sockaddr_un *sun, int version, int family, unsigned long ino);
 socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
 			  const struct lf_ep *s, unsigned long nonce);

@@ -3,15 +3,20 @@
  * For a listening socket with inode I, loopfast holds three hidden
  * descriptors, shared by every process that accepts on the listener (a
  * fork family, or programs exec'd with the listener inherited):
- *   - the rendezvous: an abstract Unix stream listener "loopfast/4/L/I",
+ *   - the rendezvous: an abstract Unix stream listener "loopfast/V/L/I"
+ *     (V: the protocol's version, LF_PROTO_VERSION),
  *     where fast-path clients queue their hello connections;
- *   - the stash: a datagram socket bound to "loopfast/4/S/I" and connected
+ *   - the stash: a datagram socket bound to "loopfast/V/S/I" and connected
  *     to itself (so only holders can write to it), holding hellos one
  *     accept took from the rendezvous for another accept;
  *   - a memfd page: the claim lock (a robust process-shared mutex), an
  *     index of what the stash holds (so that an accept cycles the stash
  *     only when its own hello is there), per-uid counts (no uid may hold
- *     more than its share of the stash) and a ring of poisoned endpoints.
+ *     more than its share of the stash) and a ring of poisoned endpoints;
+ *     named "loopfast:V:I", it starts with a magic and the version, which
+ *     its creator writes before the rendezvous exists and every process
+ *     checks before it maps the rest: a page that does not match is never
+ *     used, and the listener is then plain TCP in that process.
  * A spare descriptor per listener is kept so that a claim still works when
  * the server is at its descriptor limit (a claim holds one hello at a
  * time).
@@ -21,7 +26,16 @@
  * socket activation, SCM_RIGHTS) adopts the existing rendezvous: from its
  * own descriptors when they came along, else from the process that created
  * the rendezvous (pidfd_getfd, same uid). A process that can do neither
- * serves the listener as plain TCP and says so under LOOPFAST_DEBUG. */
+ * serves the listener as plain TCP and says so under LOOPFAST_DEBUG.
+ *
+ * Versions: processes of two versions never meet on the fast path (each
+ * finds no rendezvous of the other's). A listener both serve (an inherited
+ * listener: nginx's binary upgrade) must then be plain TCP in both, or a
+ * client's hello could sit in one version's rendezvous while its doorbell
+ * is accepted by the other's process: a process that finds an older
+ * version's rendezvous on its listener makes none of its own and shuts the
+ * older one (shutdown(SHUT_RD): connects to it are refused, so older
+ * clients go plain TCP too). */
 #include "internal.h"
 
 #include <dirent.h>
@@ -44,7 +58,8 @@
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
-#define STASH_MAGIC 0x3453464cu /* "LFS4" */
+#define STASH_MAGIC (0x0053464cu | (uint32_t)('0' + LF_PROTO_VERSION) << 24) /* "LFS" and the version */
+#define PAGE_MAGIC 0x6770464cu /* "LFpg", then the version */
 #define STASH_BUCKETS 65536 /* counters: each hello counts in two */
 #define STASH_UIDS 256
 #define STASH_MAX 4096     /* all hellos together, at most: the stash's buffer may hold fewer */
@@ -63,6 +78,8 @@
 #define POISON_RING 256
 
 struct lf_shm {
+	uint32_t magic;                      /* PAGE_MAGIC */
+	uint32_t version;                    /* LF_PROTO_VERSION */
 	pthread_mutex_t lock;
 	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
 	uint32_t total;                      /* hellos in the stash */
@@ -90,7 +107,7 @@ struct stash_msg {
 
 static void shm_name(char *buf, size_t len, unsigned long ino)
 {
-	snprintf(buf, len, "loopfast:%lu", ino);
+	snprintf(buf, len, "loopfast:" LF_STR(LF_PROTO_VERSION) ":%lu", ino);
 }
 
 static struct lf_shm *shm_create(unsigned long ino, int *fdp)
@@ -113,19 +130,31 @@ static struct lf_shm *shm_create(unsigned long ino, int *fdp)
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&p->lock, &a);
 	pthread_mutexattr_destroy(&a);
+	p->magic = PAGE_MAGIC;
+	p->version = LF_PROTO_VERSION;
 	*fdp = fd;
 	return p;
 }
 
+/* Another process's page (found by its name, which anyone of our uid can
+ * give a memfd): used only if it is of this version's layout. */
 static struct lf_shm *shm_map(int fd)
 {
 	struct stat st;
-	void *p;
+	struct lf_shm *p;
 
-	if (fstat(fd, &st) || (size_t)st.st_size < SHM_SIZE)
+	if (fstat(fd, &st) || (size_t)st.st_size < SHM_SIZE ||
+	    (p = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
 		return NULL;
-	p = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	return p == MAP_FAILED ? NULL : p;
+	bool ours = p->magic == PAGE_MAGIC;
+	ours = ours && p->version == LF_PROTO_VERSION;
+	if (!ours) {
+		DEBUG("shared page: magic %#x version %u, not this version's (%d): not used", p->magic, p->version,
+		      LF_PROTO_VERSION);
+		munmap(p, SHM_SIZE);
+		return NULL;
+	}
+	return p;
 }
 
 void lf__listener_lock(struct lf_listener *l)
@@ -622,7 +651,7 @@ static int listener_finish(struct lf_listener *l, int rdv, int chan, int shmfd)
 		lf__sys_close(rdv);
 		lf__sys_close(chan);
 		lf__sys_close(shmfd);
-		return -ENOMEM;
+		return -EPROTO;
 	}
 	lf__fd_hide(rdv, &l->rdv);
 	lf__fd_hide(chan, &l->chan);
@@ -699,22 +728,91 @@ static int find_fds(pid_t pid, int family, unsigned long ino, int out[3])
  * (SO_PEERCRED of a connection to it) and, when that process is of our uid
  * and the listener's, take copies of its descriptors. The probe connection
  * carries no name: whoever meets it drops it. */
+static pid_t creator(const struct sockaddr_un *rn, socklen_t rl, uint32_t listener_uid)
+{
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int probe = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	pid_t pid = -1;
+
+	if (probe < 0)
+		return -1;
+	if (lf__sys_connect(probe, (void *)rn, rl) == 0 &&
+	    lf__sys_getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.uid == listener_uid &&
+	    cr.uid == geteuid())
+		pid = cr.pid;
+	lf__sys_close(probe);
+	return pid;
+}
+
 static int adopt_from_creator(int family, unsigned long ino, uint32_t listener_uid, int out[3])
 {
 	struct sockaddr_un rn;
 	socklen_t rl = lf__name_listener(&rn, family, ino);
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	int probe = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), r = -EPERM;
+	pid_t pid = creator(&rn, rl, listener_uid);
 
-	if (probe < 0)
-		return -errno;
-	if (lf__sys_connect(probe, (void *)&rn, rl) == 0 &&
-	    lf__sys_getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0 && cr.uid == listener_uid &&
-	    cr.uid == geteuid())
-		r = find_fds(cr.pid, family, ino, out);
-	lf__sys_close(probe);
-	return r;
+	return pid > 0 ? find_fds(pid, family, ino, out) : -EPERM;
+}
+
+/* The descriptor bound to name n in process pid (0: ours; else a copy,
+ * pidfd_getfd), or -1. */
+static int named_fd(pid_t pid, const struct sockaddr_un *n, socklen_t nl)
+{
+	char dir[64], link[96], target[64];
+	int pidfd = pid ? (int)syscall(SYS_pidfd_open, pid, 0) : -1, found = -1;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(dir, sizeof(dir), pid ? "/proc/%d/fd" : "/proc/self/fd", (int)pid);
+	if ((pid && pidfd < 0) || !(d = opendir(dir))) {
+		if (pidfd >= 0)
+			lf__sys_close(pidfd);
+		return -1;
+	}
+	while (found < 0 && (e = readdir(d))) {
+		int fd = atoi(e->d_name), mine;
+		snprintf(link, sizeof(link), "%s/%d", dir, fd);
+		ssize_t k = readlink(link, target, sizeof(target) - 1);
+		if (k <= 0 || strncmp(target, "socket:", 7) || (!pid && fd == dirfd(d)))
+			continue;
+		mine = pid ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, O_CLOEXEC) : fd;
+		if (mine >= 0 && has_name(mine, n, nl))
+			found = mine;
+		else if (pid && mine >= 0)
+			lf__sys_close(mine);
+	}
+	closedir(d);
+	if (pidfd >= 0)
+		lf__sys_close(pidfd);
+	return found;
+}
+
+/* An older version's rendezvous on this listener (see "Versions" above):
+ * true if there is one. Each is shut, through our own descriptor when it
+ * came along with the listener, else through a copy of its creator's
+ * (same uid as us and the listener, as for adoption). */
+static bool other_version(int family, unsigned long ino, uint32_t listener_uid)
+{
+	bool found = false;
+
+	for (int v = LF_PROTO_OLDEST; v < LF_PROTO_VERSION; v++) {
+		struct sockaddr_un n;
+		socklen_t nl = lf__name_listener_of(&n, v, family, ino);
+		if (lf__diag_rendezvous(&n, nl) != 1)
+			continue;
+		found = true;
+		int fd = named_fd(0, &n, nl);
+		pid_t pid = fd < 0 ? creator(&n, nl, listener_uid) : 0;
+		if (pid > 0)
+			fd = named_fd(pid, &n, nl);
+		DEBUG("listener inode %lu: served by protocol %d too (rendezvous %s): plain TCP", ino, v,
+		      fd >= 0 ? "shut" : "out of reach");
+		if (fd >= 0)
+			syscall(SYS_shutdown, fd, SHUT_RD);
+		if (fd >= 0 && pid > 0)
+			lf__sys_close(fd);
+	}
+	return found;
 }
 
 static bool tcp_family(int fd, int *family)
@@ -828,6 +926,11 @@ int lf__listen_optin(int fd)
 	 * made is still served (adopted below): refusing it would split its
 	 * connections. */
 	bool excluded = r && lf__excluded(&ep);
+	if (r && !excluded && other_version(family, l->ino, st.st_uid)) {
+		free(l);
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+		return 0;
+	}
 	if (r && st.st_uid == geteuid()) {
 		r = excluded ? -EADDRINUSE : create_fds(family, l->ino, fds, &shm);
 		l->shm = shm;

@@ -63,7 +63,7 @@ SQUATTER = textwrap.dedent("""
     for kind in ("L", "S"):
         t = socket.SOCK_STREAM if kind == "L" else socket.SOCK_DGRAM
         r = socket.socket(socket.AF_UNIX, t)
-        r.bind(b"\\0loopfast/4/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
+        r.bind(b"\\0loopfast/5/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
         if kind == "L":
             r.listen(16)
         socks.append(r)
@@ -99,8 +99,8 @@ HIJACKER = textwrap.dedent("""
     import json, socket, sys
     server_port, ino, victim_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.bind(b"\\0loopfast/4/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
-    u.connect(b"\\0loopfast/4/L/4/%d" % ino)
+    u.bind(b"\\0loopfast/5/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
+    u.connect(b"\\0loopfast/5/L/4/%d" % ino)
     print("sent", flush=True)
     u.settimeout(float(sys.argv[4]))
     got = b""
@@ -300,7 +300,7 @@ def queued_on(fam, ino):
                          check=True).stdout
     for line in out.splitlines():
         f = line.split()
-        if len(f) >= 5 and f[4] == f"@loopfast/4/L/{fam}/{ino}":
+        if len(f) >= 5 and f[4] == f"@loopfast/5/L/{fam}/{ino}":
             return int(f[2])
     return None
 

@@ -639,3 +639,30 @@ MUTANTS += [
           "\tif (1)\n\t\treturn false;\n")],
         ["c:test-bell:fork_epoll_child_closed"]),
 ]
+
+# Versions (issue 19): the shared page's header, and a listener that an
+# older version's process serves too.
+MUTANTS += [
+    Mutant(
+        "page-magic-unchecked",
+        "a shared page of this version's name is adopted whatever its magic (a forged or foreign page is used)",
+        [("src/fastpath/listener.c",
+          "\tbool ours = p->magic == PAGE_MAGIC;\n",
+          "\tbool ours = true;\n")],
+        ["e2e:test_versions.py -k forged"]),
+    Mutant(
+        "page-version-unchecked",
+        "a shared page with this version's magic is adopted whatever its version (another layout is used)",
+        [("src/fastpath/listener.c",
+          "\tours = ours && p->version == LF_PROTO_VERSION;\n",
+          "\tours = ours && (p->version == LF_PROTO_VERSION || 1);\n")],
+        ["e2e:test_versions.py -k forged"]),
+    Mutant(
+        "versions-other-rendezvous-ignored",
+        "a listener inherited from an older version's process gets this version's rendezvous too: each "
+        "version's clients lose the connections the other version's process accepts",
+        [("src/fastpath/listener.c",
+          "\tif (r && !excluded && other_version(family, l->ino, st.st_uid)) {\n",
+          "\tif (0 && r && !excluded && other_version(family, l->ino, st.st_uid)) {\n")],
+        ["e2e:test_versions.py -k 'inherited and not new-old'"]),
+]

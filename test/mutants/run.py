@@ -196,7 +196,9 @@ class Run:
         argv = ["bash", os.path.join(self.src, "scripts", "test.sh"), self.build]
         for s in specs:
             argv += ["--only", s]
-        e = dict(os.environ, **env)
+        # The copy has no git history: tests that build an old version
+        # from it (test_versions.py) read it from the tree copied.
+        e = dict(os.environ, LOOPFAST_GIT=os.environ.get("LOOPFAST_GIT", ROOT), **env)
         rc, secs, timed_out = run_quiet(argv, log, limit, e)
         return rc, secs, timed_out, verdict(log)
 

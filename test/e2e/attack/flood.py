@@ -44,7 +44,7 @@ def junk():
     u.setblocking(False)
     try:
         if kind == 1:
-            u.bind(b"\0loopfast/4/C/4/not/an/endpoint/%x" % random.getrandbits(40))
+            u.bind(b"\0loopfast/5/C/4/not/an/endpoint/%x" % random.getrandbits(40))
         elif kind >= 2:
             u.bind(client_name(a.fam, random.randint(1, 65535), a.sport if kind >= 3 else random.randint(1, 65535),
                                random.getrandbits(48)))

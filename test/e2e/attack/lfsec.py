@@ -33,7 +33,7 @@ def raw(nr, *args):
     return -ctypes.get_errno() if r < 0 else r
 
 
-CLAIM_MARK = b"LFclaim3"  # what a server writes on the doorbell before its close (src/fastpath/bell.c)
+CLAIM_MARK = b"LFclaim5"  # what a server writes on the doorbell before its close (src/fastpath/bell.c)
 
 
 def claim(c):
@@ -44,12 +44,12 @@ def claim(c):
 
 
 def rendezvous(fam, ino):
-    return b"\0loopfast/4/L/%s/%d" % (fam.encode(), ino)
+    return b"\0loopfast/5/L/%s/%d" % (fam.encode(), ino)
 
 
 def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
     caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
-    return b"\0loopfast/4/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
+    return b"\0loopfast/5/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
 
 
 def fds_in(ancillary):
