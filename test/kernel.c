@@ -41,7 +41,7 @@ static void diag(const void *req, size_t len, bool dump,
 		long n = syscall(SYS_recvfrom, nl, buf, sizeof(buf), 0, NULL, NULL);
 		int left = (int)n;
 		ASSERT_GT(n, 0);
-		for (const struct nlmsghdr *h = (void *)buf; !done && NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+		for (const struct nlmsghdr *h = (void *)buf; !done && NLMSG_OK(h, (size_t)left); h = NLMSG_NEXT(h, left)) {
 			if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
 				ASSERT(!dump || h->nlmsg_type == NLMSG_DONE);
 				done = true;

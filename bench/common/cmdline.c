@@ -59,10 +59,11 @@ const char *lf_cli_selfdir(void)
  * (<selfdir>/../share/loopfast/bench/). Returns 0 or -ENOENT. */
 int lf_cli_find_script(const char *rel, char *path, size_t len)
 {
-	static const char *const where[] = { "%s/../bench/%s", "%s/../share/loopfast/bench/%s" };
+	static const char *const where[] = { "../bench", "../share/loopfast/bench" };
 
 	for (unsigned i = 0; i < sizeof(where) / sizeof(where[0]); i++)
-		if (snprintf(path, len, where[i], lf_cli_selfdir(), rel) < (int)len && access(path, R_OK) == 0)
+		if (snprintf(path, len, "%s/%s/%s", lf_cli_selfdir(), where[i], rel) < (int)len &&
+		    access(path, R_OK) == 0)
 			return 0;
 	path[0] = '\0';
 	return -ENOENT;

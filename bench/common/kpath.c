@@ -46,7 +46,7 @@ static int64_t unix_peer(uint32_t ino)
 		return -EIO;
 	long n = syscall(SYS_recvfrom, nl, buf, sizeof(buf), 0, NULL, NULL);
 	const struct nlmsghdr *h = (const void *)buf;
-	if (n <= 0 || !NLMSG_OK(h, (int)n) || h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+	if (n <= 0 || !NLMSG_OK(h, (size_t)n) || h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
 		return -ENOTCONN; /* an error reply: the kernel knows no such Unix socket */
 	const struct unix_diag_msg *m = NLMSG_DATA(h);
 	int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));

@@ -21,9 +21,9 @@ struct udp_run {
 	int fd;
 	unsigned size, work, threads;
 	atomic_bool stop;
-	atomic_ullong count;
-	atomic_ullong t_start;         /* CLOCK_MONOTONIC ns when receiving began (udp_started) */
-	atomic_ullong t_first, t_last; /* ... of the first and last datagram */
+	_Atomic uint64_t count;
+	_Atomic uint64_t t_start;        /* CLOCK_MONOTONIC ns when receiving began (udp_started) */
+	_Atomic uint64_t t_first, t_last; /* ... of the first and last datagram */
 	atomic_bool marker;            /* the end marker was seen */
 	int err;                       /* -errno from the server, 0 if fine */
 };

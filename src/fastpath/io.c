@@ -174,6 +174,9 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 
 /* _FORTIFY_SOURCE's checked reads (Debian builds with it): the same reads. */
 extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *sa, socklen_t *sl);
 
 LF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {

@@ -155,6 +155,8 @@ static sighandler_t theirs(sighandler_t h, const struct sigaction *before)
 		errno = e;                                               \
 		return theirs(r, &before);                               \
 	}
+/* glibc declares it only for X/Open before POSIX 2008. */
+__sighandler_t bsd_signal(int sig, __sighandler_t handler);
 LF_SIGNAL_LIKE(signal)
 LF_SIGNAL_LIKE(bsd_signal)
 LF_SIGNAL_LIKE(sysv_signal)

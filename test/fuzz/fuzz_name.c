@@ -42,6 +42,8 @@ static int same(const struct parsed *x, const struct parsed *y)
 	return 1;
 }
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sockaddr_un lo, hi, re;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry */
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *exact = malloc(size ? size : 1), *big = malloc(size + 64);
