@@ -461,8 +461,12 @@ def main():
     asan_built = None  # for --only asan:...: built once, or why not
     for spec in a.only:
         kind, _, rest = spec.partition(":")
-        if kind in ("c", "asan"):
+        if kind == "c" and not rest:  # the whole C suite, as make test runs it
+            timed(suite(kind), run_c_suite, build)
+        elif kind in ("c", "asan"):
             prog, _, tests = rest.partition(":")
+            if not prog:
+                raise SystemExit(f"--only {spec}: name a program (c:test-api, asan:test-api)")
             d = build if kind == "c" else asan
             if kind == "asan":
                 if asan_built is None:
