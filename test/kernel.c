@@ -2,6 +2,8 @@
  * getsockopt and sock_diag (unix_diag by inode, inet_diag dumps). */
 #include "kernel.h"
 #include "runner.h"
+#include "loopfast.h"
+#include <arpa/inet.h>
 
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
@@ -151,4 +153,32 @@ int k_path(int c, int s)
 	    same_ep(&kc.local, &ks.remote) && same_ep(&kc.remote, &ks.local))
 		return K_TCP;
 	return K_NEITHER;
+}
+
+int k_listener(int optin, int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ASSERT_EQ(listen(fd, 16), 0);
+	if (optin)
+		ASSERT_EQ(lf_enable_fast_path(fd), 0);
+	ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+int k_client(int optin, int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ASSERT_GE(fd, 0);
+	if (optin)
+		ASSERT_EQ(lf_enable_fast_path(fd), 0);
+	ASSERT_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
 }

@@ -37,4 +37,11 @@ void k_sock(int fd, struct k_sock *k);
 enum { K_NEITHER = -1, K_TCP = 0, K_FAST = 1 };
 int k_path(int c, int s);
 
+/* The sockets the proofs are made on: a listener on 127.0.0.1, an
+ * ephemeral port (*port), opted in if optin (lf_enable_fast_path after
+ * listen); a client connected to 127.0.0.1:port, opted in before its
+ * connect if optin. Either fails the test on any error. */
+int k_listener(int optin, int *port);
+int k_client(int optin, int port);
+
 #endif

@@ -15,34 +15,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int listener(int optin, int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ASSERT_GE(fd, 0);
-	ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ASSERT_EQ(listen(fd, 16), 0);
-	if (optin)
-		ASSERT_EQ(lf_enable_fast_path(fd), 0);
-	ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
-static int client(int optin, int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ASSERT_GE(fd, 0);
-	if (optin)
-		ASSERT_EQ(lf_enable_fast_path(fd), 0);
-	ASSERT_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	return fd;
-}
-
 /* The kernel's verdict on the connection c-s (K_FAST or K_TCP, never
  * neither), after checking that lf_fast_path_active() gives the same
  * answer at both ends. */
@@ -58,7 +30,7 @@ static int path(int c, int s)
 
 static void check_pair(int client_optin, int server_optin, int want)
 {
-	int port, l = listener(server_optin, &port), c = client(client_optin, port);
+	int port, l = k_listener(server_optin, &port), c = k_client(client_optin, port);
 	int s = accept(l, NULL, NULL);
 	char buf[6] = { 0 };
 
@@ -79,9 +51,9 @@ static void neither_opted_in(void) { check_pair(0, 0, K_TCP); }
 
 static void accepted_sockets_inherit(void)
 {
-	int port, l = listener(1, &port);
+	int port, l = k_listener(1, &port);
 	for (int i = 0; i < 3; i++) {
-		int c = client(1, port), s = accept(l, NULL, NULL);
+		int c = k_client(1, port), s = accept(l, NULL, NULL);
 		ASSERT_EQ(path(c, s), K_FAST);
 		close(c);
 		close(s);
@@ -103,7 +75,7 @@ static void errors(void)
 	ASSERT_EQ(lf_enable_fast_path(sv[0]), -EOPNOTSUPP);
 	ASSERT_EQ(lf_fast_path_active(sv[0]), -EOPNOTSUPP);
 
-	int port, l = listener(0, &port), c = client(0, port);
+	int port, l = k_listener(0, &port), c = k_client(0, port);
 	ASSERT_EQ(lf_enable_fast_path(c), -EISCONN);
 	int fresh = socket(AF_INET6, SOCK_STREAM, 0);
 	ASSERT_EQ(lf_fast_path_active(fresh), -ENOTCONN);
@@ -116,7 +88,7 @@ static void errors(void)
 
 static void fast_path_socket_is_connected(void)
 {
-	int port, l = listener(1, &port), c = client(1, port), s = accept(l, NULL, NULL);
+	int port, l = k_listener(1, &port), c = k_client(1, port), s = accept(l, NULL, NULL);
 
 	ASSERT_EQ(path(c, s), K_FAST);
 	ASSERT_EQ(lf_enable_fast_path(c), -EISCONN);
@@ -155,10 +127,10 @@ static void excluded_listener_stays_tcp(void)
 	snprintf(env, sizeof(env), "%u", ntohs(a.sin_port));
 	ASSERT_EQ(setenv("LOOPFAST_EXCLUDE", env, 1), 0);
 	ASSERT_EQ(lf_enable_fast_path(ex), 0);
-	int c = client(1, ntohs(a.sin_port)), s = accept(ex, NULL, NULL);
+	int c = k_client(1, ntohs(a.sin_port)), s = accept(ex, NULL, NULL);
 	ASSERT_GE(s, 0);
 	ASSERT_EQ(path(c, s), K_TCP);
-	int other = listener(1, &port2), c2 = client(1, port2), s2 = accept(other, NULL, NULL);
+	int other = k_listener(1, &port2), c2 = k_client(1, port2), s2 = accept(other, NULL, NULL);
 	ASSERT_GE(s2, 0);
 	ASSERT_EQ(path(c2, s2), K_FAST);
 	close(c), close(s), close(ex), close(c2), close(s2), close(other);
@@ -166,7 +138,7 @@ static void excluded_listener_stays_tcp(void)
 
 static void spin_setting(void)
 {
-	int port, l = listener(1, &port), c = client(1, port), u = socket(AF_INET, SOCK_DGRAM, 0);
+	int port, l = k_listener(1, &port), c = k_client(1, port), u = socket(AF_INET, SOCK_DGRAM, 0);
 
 	ASSERT_EQ(lf_set_spin(c, 50), 0);
 	ASSERT_EQ(lf_set_spin(-1, 50), -EBADF);
@@ -179,10 +151,10 @@ static void spin_setting(void)
  * order TCP queued them, and each carries its own client's bytes. */
 static void each_accept_joins_its_own_client(void)
 {
-	int port, l = listener(1, &port), c[3], s[3];
+	int port, l = k_listener(1, &port), c[3], s[3];
 
 	for (int i = 0; i < 3; i++)
-		c[i] = client(1, port);
+		c[i] = k_client(1, port);
 	for (int i = 0; i < 3; i++) {
 		s[i] = accept(l, NULL, NULL);
 		ASSERT_GE(s[i], 0);
@@ -204,15 +176,15 @@ static void each_accept_joins_its_own_client(void)
  * different connections, and Unix from TCP. */
 static void kernel_verdict_can_fail(void)
 {
-	int u1[2], u2[2], port, l = listener(0, &port);
+	int u1[2], u2[2], port, l = k_listener(0, &port);
 
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, u1), 0);
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, u2), 0);
 	ASSERT_EQ(k_path(u1[0], u1[1]), K_FAST);
 	ASSERT_EQ(k_path(u1[1], u1[0]), K_FAST);
 	ASSERT_EQ(k_path(u1[0], u2[1]), K_NEITHER);
-	int c1 = client(0, port), s1 = accept(l, NULL, NULL);
-	int c2 = client(0, port), s2 = accept(l, NULL, NULL);
+	int c1 = k_client(0, port), s1 = accept(l, NULL, NULL);
+	int c2 = k_client(0, port), s2 = accept(l, NULL, NULL);
 	ASSERT_EQ(k_path(c1, s1), K_TCP);
 	ASSERT_EQ(k_path(s2, c2), K_TCP);
 	ASSERT_EQ(k_path(c1, s2), K_NEITHER);

@@ -27,28 +27,12 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-static int listener(int optin, int *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t l = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	ASSERT_GE(fd, 0);
-	ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ASSERT_EQ(listen(fd, 16), 0);
-	if (optin)
-		ASSERT_EQ(lf_enable_fast_path(fd), 0);
-	ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &l), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
 /* A client connected to a listener that will never accept it: on the
  * fast path (optin) the kernel must show a Unix stream, else TCP. */
 static int unclaimed(int optin, int *l)
 {
 	int port;
-	*l = listener(optin, &port);
+	*l = k_listener(optin, &port);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port) };
 	int c = socket(AF_INET, SOCK_STREAM, 0);
 	struct k_sock k;
