@@ -439,7 +439,8 @@ static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *
 
 	lf__count(ev);
 	if (why)
-		DEBUG("connect fd %d to port %u: %s (%s): plain TCP", fd, dst->port, why, strerror(e));
+		DEBUG("connect fd %d to port %u: %s%s%s%s: plain TCP", fd, dst->port, why, e ? " (" : "",
+		      e ? strerror(e) : "", e ? ")" : "");
 	if (lst)
 		neg_add(dst, lst, ev);
 	errno = e;

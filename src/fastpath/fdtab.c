@@ -29,8 +29,10 @@ unsigned lf__global_spin_us;
 
 static struct lf_fd *table;
 
-/* LOOPFAST_DEBUG=1 works in both flavours of the library. */
-__attribute__((constructor)) static void debug_init(void)
+/* Start-up, stage 1 of 2, in both flavours of the library: LOOPFAST_DEBUG.
+ * Stage 2 is the preload's (src/preload/preload.c); the priorities order
+ * the two whatever the link order. */
+__attribute__((constructor(101))) static void debug_init(void)
 {
 	const char *d = getenv("LOOPFAST_DEBUG");
 	lf__debug_on = d && d[0] == '1';
@@ -49,11 +51,12 @@ void lf__debug(const char *fmt, ...)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	int e = errno;
-	(void)!write(2, buf, (size_t)n);
+	(void)!lf__sys_write(2, buf, (size_t)n);
 	errno = e;
 }
 
 int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+ssize_t lf__sys_write(int fd, const void *buf, size_t len) { return syscall(SYS_write, fd, buf, len); }
 int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
 int lf__sys_listen(int fd, int backlog) { return (int)syscall(SYS_listen, fd, backlog); }
 int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_connect, fd, sa, len); }

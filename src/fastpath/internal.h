@@ -118,6 +118,7 @@ int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t le
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
+ssize_t lf__sys_write(int fd, const void *buf, size_t len);
 ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
 
 /* ---- fdtab.c: per-fd state, an array indexed by fd */
@@ -389,6 +390,9 @@ void lf__listen_undo(int fd, unsigned flags);
 void lf__listener_put(struct lf_listener *l);
 /* At start-up: rendezvous for the listening sockets the process inherited. */
 void lf__adopt_inherited(void);
+/* The preload's exec wrappers (src/preload/exec.c): their next
+ * definitions, looked up at start-up. */
+void lf__exec_init(void);
 /* Makes a listener's own descriptors follow the listener across exec. */
 void lf__listener_cloexec(struct lf_listener *l, bool cloexec);
 /* How many rendezvous of this process are left open across exec (their
@@ -419,7 +423,7 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
  * connect up). One that still carries data is a client that wrote and
  * closed: its connection is served. */
 bool lf__hello_dead(int fd);
-/* False when the stash surely holds no hello for `client` (no lock). */
+/* False when the stash surely holds no hello for `client` (no lock; test-stash's view of the index). */
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while
  * its client may already have committed (the accept then resets the TCP

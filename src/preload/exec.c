@@ -41,12 +41,13 @@ static int (*real_execvpe)(const char *, char *const[], char *const[]);
 static int (*real_fexecve)(int, char *const[], char *const[]);
 static spawn_fn *real_posix_spawn, *real_posix_spawnp;
 
-/* Everything is looked up here, once: a vfork child must not call dlsym. */
-__attribute__((constructor)) static void exec_init(void)
+/* Everything is looked up here, once, at start-up (preload.c): a vfork
+ * child must not call dlsym. */
+void lf__exec_init(void)
 {
 	Dl_info di;
 
-	if (dladdr((void *)exec_init, &di) && di.dli_fname && di.dli_fname[0] == '/' &&
+	if (dladdr((void *)lf__exec_init, &di) && di.dli_fname && di.dli_fname[0] == '/' &&
 	    strlen(di.dli_fname) < sizeof(self))
 		strcpy(self, di.dli_fname);
 	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");

@@ -11,8 +11,12 @@
 
 #include <stdlib.h>
 
-__attribute__((constructor)) static void preload_init(void)
+/* Start-up, stage 2 of 2 (stage 1: fdtab.c's, LOOPFAST_DEBUG): exec's
+ * wrappers, then the environment. The only other constructor of the
+ * preload. */
+__attribute__((constructor(102))) static void preload_init(void)
 {
+	lf__exec_init();
 	const char *e = getenv("LOOPFAST_ENABLE"), *s = getenv("LOOPFAST_SPIN_US");
 
 	lf__global_optin = e && e[0] == '1';
