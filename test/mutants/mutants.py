@@ -559,4 +559,12 @@ MUTANTS += [
           "\t\tif (errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n",
           "\t\tif (1 || errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n")],
         ["e2e:test_security.py -k descriptors_one_uid"]),
+    Mutant(
+        "claim-spare-not-given-up-at-emfile",
+        "a server at its descriptor limit does not give up its spare descriptor when the hello's accept says "
+        "EMFILE (the spare is kept across claims and given up only then)",
+        [("src/fastpath/claim.c",
+          "\t\tif (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n",
+          "\t\tif (0 && u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n")],
+        ["e2e:test_compare.py -k fd-limit"]),
 ]
