@@ -567,4 +567,12 @@ MUTANTS += [
           "\t\tif (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n",
           "\t\tif (0 && u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n")],
         ["e2e:test_compare.py -k fd-limit"]),
+    Mutant(
+        "claim-ignores-listener-linger",
+        "a linger set on the listener where loopfast cannot see it is not noticed when the listener is opted in: "
+        "the claim closes the doorbell with a reset, which drops the claim's mark",
+        [("src/fastpath/listener.c",
+          "\tif (lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n",
+          "\tif (0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n")],
+        ["e2e:test_compare.py -k listener-linger"]),
 ]
