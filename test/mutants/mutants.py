@@ -575,4 +575,12 @@ MUTANTS += [
           "\tif (lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n",
           "\tif (0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n")],
         ["e2e:test_compare.py -k listener-linger"]),
+    Mutant(
+        "switch-nonblock-from-any-answer",
+        "the switch takes every connect as non-blocking (not only one that answered EINPROGRESS without a send "
+        "timeout): a blocking client's fast-path socket reads EAGAIN",
+        [("src/fastpath/connect.c",
+          "\tif (e == EINPROGRESS && !(f->sockset & 2u) /* lf__carried[1] is SO_SNDTIMEO */)\n",
+          "\tif (1 || (e == EINPROGRESS && !(f->sockset & 2u)))\n")],
+        ["e2e:test_compare.py -k 'fd-limit-v4 or prefork-v4 or exec-v4'"]),
 ]
