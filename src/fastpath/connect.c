@@ -93,11 +93,13 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	 * TCP delivers after it (bell.c; the client then resets it). The
 	 * client's doorbell too must end with a FIN, whatever linger the
 	 * application set: a connection reset before it is accepted vanishes
-	 * from the accept queue, with its hello. */
+	 * from the accept queue, with its hello. A linger is only ever on when
+	 * set through us, or (an accepted socket's) inherited from a listener
+	 * that had it when it was opted in (listener.c counts that as set). */
 	struct linger lg = { 0, 0 };
 	if (server)
 		lf__claim_mark(fd);
-	if (server || (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */)
+	if (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */
 		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
 	/* epoll registrations are on the file that goes away: move them. */
@@ -313,9 +315,14 @@ static int handshake(int fd, int timeout_ms, int *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss), el = sizeof(*err);
-	int ev = lf__sys_poll1(fd, POLLOUT, timeout_ms);
+	int ev;
 
 	*err = 0;
+	/* Connected already (loopback's usual case): one call, not two. */
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0)
+		return 1;
+	sl = sizeof(ss);
+	ev = lf__sys_poll1(fd, POLLOUT, timeout_ms);
 	if (ev < 0) {
 		*err = errno;
 		return errno == EINTR ? -2 : -1;
@@ -427,6 +434,21 @@ static unsigned long nonce(void)
 		pid = getpid();
 	}
 	return ((unsigned long)pid << 32) | (atomic_fetch_add(&counter, 1) & 0xffffffffu);
+}
+
+/* Was fd non-blocking at its connect (e: what the connect said)? A
+ * non-blocking TCP connect answers EINPROGRESS before its handshake can
+ * have completed, and a blocking one waits for it, unless SO_SNDTIMEO
+ * bounds the wait (then it too can answer EINPROGRESS): TCP's answer says
+ * so without a system call when the application set no send timeout
+ * through us. A blocking connect's 0 is not taken as proof (a connect
+ * deferred by TCP_FASTOPEN_CONNECT also answers 0): asked. */
+static bool was_nonblock(int fd, const struct lf_fd *f, int e)
+{
+	if (e == EINPROGRESS && !(f->sockset & 2u) /* lf__carried[1] is SO_SNDTIMEO */)
+		return true;
+	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
 /* The connect goes on as plain TCP: count why (`loopfast status`), say it
@@ -588,8 +610,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	}
 
 	/* 4. The switch. */
-	int fdfl = lf__sys_fcntl(fd, F_GETFL, 0);
-	bool nonblock = fdfl >= 0 && (fdfl & O_NONBLOCK);
+	bool nonblock = was_nonblock(fd, f, e);
 	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
 	lf__count(LF_EV_FAST_CLIENT);
 	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {

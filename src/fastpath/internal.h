@@ -418,6 +418,8 @@ void lf__listener_unlock(struct lf_listener *l);
 int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
 		  bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
+/* Does the stash hold any hello (a take may receive one)? Under the lock. */
+bool lf__stash_holds(const struct lf_listener *l);
 /* A hello whose client has closed it with nothing left to read: nobody
  * will ever want it (its client died before its connect, or gave the
  * connect up). One that still carries data is a client that wrote and

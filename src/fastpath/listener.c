@@ -529,6 +529,11 @@ static void tidy(struct lf_listener *l, uint64_t now)
 	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &uid, same);
 }
 
+bool lf__stash_holds(const struct lf_listener *l)
+{
+	return l->shm->keyed && l->shm->total;
+}
+
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
@@ -906,6 +911,14 @@ int lf__listen_optin(int fd)
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return 0;
 	}
+	/* A linger the listener has, its accepted sockets inherit: known
+	 * here, once, as if set through us, the claim turns it off on each
+	 * (bell.c: the claim's mark must go out ahead of a FIN, never a
+	 * reset) and carries it to the fast-path socket. */
+	struct linger lg;
+	socklen_t ll = sizeof(lg);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)
+		f->sockset |= lf__carried_bit(SO_LINGER);
 	struct lf_listener *l = listener_new(family, (unsigned long)st.st_ino, &ep);
 	if (!l)
 		return -ENOMEM;

@@ -665,4 +665,28 @@ MUTANTS += [
           "\tif (r && !excluded && other_version(family, l->ino, st.st_uid)) {\n",
           "\tif (0 && r && !excluded && other_version(family, l->ino, st.st_uid)) {\n")],
         ["e2e:test_versions.py -k 'inherited and not new-old'"]),
+    Mutant(
+        "claim-spare-not-given-up-at-emfile",
+        "a server at its descriptor limit does not give up its spare descriptor when the hello's accept says "
+        "EMFILE (the spare is kept across claims and given up only then)",
+        [("src/fastpath/claim.c",
+          "\t\tif (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n",
+          "\t\tif (0 && u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n")],
+        ["e2e:test_compare.py -k fd-limit"]),
+    Mutant(
+        "claim-ignores-listener-linger",
+        "a linger set on the listener where loopfast cannot see it is not noticed when the listener is opted in: "
+        "the claim closes the doorbell with a reset, which drops the claim's mark",
+        [("src/fastpath/listener.c",
+          "\tif (lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n",
+          "\tif (0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n")],
+        ["e2e:test_compare.py -k listener-linger"]),
+    Mutant(
+        "switch-nonblock-from-any-answer",
+        "the switch takes every connect as non-blocking (not only one that answered EINPROGRESS without a send "
+        "timeout): a blocking client's fast-path socket reads EAGAIN",
+        [("src/fastpath/connect.c",
+          "\tif (e == EINPROGRESS && !(f->sockset & 2u) /* lf__carried[1] is SO_SNDTIMEO */)\n",
+          "\tif (1 || (e == EINPROGRESS && !(f->sockset & 2u)))\n")],
+        ["e2e:test_compare.py -k 'fd-limit-v4 or prefork-v4 or exec-v4'"]),
 ]

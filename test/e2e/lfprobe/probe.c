@@ -561,6 +561,7 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "names", sc_names }, { "sockopts", sc_sockopts }, { "sockopts-before", sc_sockopts_before },
 	{ "sockopt-table", sc_sockopt_table }, { "tcp-info", sc_tcp_info }, { "sockopt-pin", sc_sockopt_pin },
 	{ "sockopt-shared", sc_sockopt_shared },
+	{ "listener-linger", sc_listener_linger },
 	{ "oob", sc_oob }, { "shut-rd", sc_shut_rd }, { "rcvlowat", sc_rcvlowat },
 	{ "connect-nonblock", sc_connect_nonblock }, { "connect-refused", sc_connect_refused },
 	{ "connect-eintr", sc_connect_eintr }, { "connect-eintr-reconnect", sc_connect_eintr_reconnect },

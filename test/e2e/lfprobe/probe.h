@@ -119,6 +119,7 @@ void sc_sockopt_table(void);
 void sc_tcp_info(void);
 void sc_sockopt_pin(void);
 void sc_sockopt_shared(void);
+void sc_listener_linger(void);
 void sc_oob(void);
 void sc_shut_rd(void);
 void sc_rcvlowat(void);

@@ -586,3 +586,29 @@ void sc_sockopt_shared(void)
 	out("child %d", wait_child(p));
 	out("a set in the child, read by the parent: %d", keepidle(c));
 }
+
+/* A listener whose SO_LINGER {1, 0} was set where loopfast cannot see it
+ * (a raw system call, as on a listener inherited from a program without
+ * loopfast): its accepted sockets inherit it. Over TCP it only matters at
+ * their close; on the fast path the claim must still end the doorbell with
+ * a FIN, not a reset that would take the claim's mark with it (the client
+ * would then take its connection for dead). Two exchanges: the client
+ * hears its bell during the first. */
+void sc_listener_linger(void)
+{
+	struct linger lg = { 1, 0 };
+	int port, c, s, l = listen_socket(0, 0);
+	CHECK(syscall(SYS_setsockopt, l, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+	CHECK(listen(l, 8) == 0);
+	port = port_of(l, 0);
+	c = connect_to(port);
+	s = accept(l, NULL, NULL);
+	CHECK(s >= 0);
+	path("client", c);
+	path("server", s);
+	expect_echo_pair(c, s);
+	expect_echo_pair(c, s);
+	close(c);
+	close(s);
+	close(l);
+}
