@@ -49,7 +49,7 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 	}
 	f->family = family;
 	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
-	lf__spin_used = true; /* handlers installed from now on are wrapped (signals.c) */
+	lf__signals_wrap(); /* a wait of loopfast's own must see the application's handlers */
 	return 0;
 }
 
@@ -76,7 +76,89 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 	f->spin_us = usec;
 	f->spin_fail = f->spin_skip = 0;
 	if (usec)
-		lf__spin_used = true;
+		lf__signals_wrap();
+	return 0;
+}
+
+/* The fast path as a socket option (loopfast.h: SOL_LOOPFAST): one int,
+ * the C calls' rules and errors. 0 or -errno. */
+static int opt_int(const void *val, socklen_t len, int *v)
+{
+	if (len < sizeof(int))
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	memcpy(v, val, sizeof(int));
+	return 0;
+}
+
+/* Opting out is for a socket whose path is not chosen yet: it is kept off
+ * the fast path whatever the process mode (whole-process opt-in, a
+ * listener's opt-in at its first accept). */
+static int opt_out(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	int family, r = classify(fd, &family);
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r < 0)
+		return r;
+	if (r == 1 || lf__sys_getpeername(fd, (void *)&ss, &l) == 0 || (f && f->lst))
+		return -EISCONN;
+	if (f) {
+		atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+	}
+	return 0;
+}
+
+int lf__api_setopt(int fd, int opt, const void *val, socklen_t len)
+{
+	int v, r = opt_int(val, len, &v);
+
+	if (r < 0)
+		return r;
+	if (opt == LOOPFAST_FAST_PATH)
+		return v ? lf_enable_fast_path(fd) : opt_out(fd);
+	if (opt == LOOPFAST_SPIN)
+		return v < 0 || v > 1000000 ? -EINVAL : lf_set_spin(fd, (unsigned)v);
+	return -ENOPROTOOPT;
+}
+
+/* getsockopt answers 1 or 0: connected, whether on the fast path;
+ * listening, whether it serves it (has its rendezvous); otherwise,
+ * whether it is opted in. */
+int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int v = 0, family, r;
+
+	if (!len)
+		return -EFAULT;
+	if ((int)*len < (int)sizeof(int))
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN)
+		return -ENOPROTOOPT;
+	if ((r = classify(fd, &family)) < 0)
+		return r;
+	if (opt == LOOPFAST_SPIN) {
+		v = f ? (int)f->spin_us : 0;
+	} else if ((r = lf_fast_path_active(fd)) >= 0) {
+		v = r;
+	} else if (r != -ENOTCONN) {
+		return r;
+	} else if (f) {
+		socklen_t l = sizeof(v);
+		if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
+			v = f->lst != NULL;
+		else
+			v = (atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) != 0;
+	}
+	memcpy(val, &v, sizeof(v));
+	*len = sizeof(v);
 	return 0;
 }
 
