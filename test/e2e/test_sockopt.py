@@ -160,3 +160,20 @@ def test_ctrl_c_interrupts_blocking_recv(build, case):
         assert out.strip() == "KeyboardInterrupt" and cl.returncode == 0, (out, cl.returncode)
     finally:
         stop(srv)
+
+
+def test_per_socket_environment(build):
+    """--per-socket loads the interposer and says so in the environment
+    children inherit; the default mode stays whole-process."""
+    def env_of(args):
+        p = subprocess.run([str(LOOPFAST), "run", *args, "--", "env"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        return dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    per, whole = env_of(["--per-socket"]), env_of([])
+    assert per["LOOPFAST_ENABLE"] == "per-socket" and "libloopfast-preload.so" in per["LD_PRELOAD"], per
+    assert whole["LOOPFAST_ENABLE"] == "1", whole
+
+
+def test_per_socket_needs_a_program(build):
+    p = subprocess.run([str(LOOPFAST), "run", "--per-socket"], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and p.stderr.count("\n") == 1 and "needs a program" in p.stderr, p.stderr
