@@ -18,7 +18,7 @@ extern "C" {
 #define LF_VERSION_MINOR 1
 
 /* Opts a TCP socket in. Returns 0, -EOPNOTSUPP (not TCP over IPv4/IPv6),
- * -EISCONN (already connected), -EBADF or -ENOTSOCK. */
+ * -EISCONN (connected, or its connect in progress), -EBADF or -ENOTSOCK. */
 int lf_enable_fast_path(int fd);
 
 /* Returns 1 if the connected socket uses the fast path, 0 if plain TCP, or -errno. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
 /* Classifies fd: 1 fast-path socket, 0 TCP socket (family in *family),
@@ -28,16 +29,31 @@ static int classify(int fd, int *family)
 	return 0;
 }
 
-LF_EXPORT int lf_enable_fast_path(int fd)
+/* Whether a TCP socket's path is chosen already: connected, or a connect
+ * in progress (SYN_SENT: getpeername still says ENOTCONN, and an opt-in
+ * now would answer success for nothing). A listener is not. */
+static bool chosen(int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t l = sizeof(ss);
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+
+	if (lf__sys_getpeername(fd, (void *)&ss, &l) == 0)
+		return true;
+	return lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && tl >= 1 &&
+	       ti.tcpi_state != TCP_CLOSE && ti.tcpi_state != TCP_LISTEN;
+}
+
+LF_EXPORT int lf_enable_fast_path(int fd)
+{
+	socklen_t l;
 	int family, v = 0, r = classify(fd, &family);
 	struct lf_fd *f = lf__fd(fd);
 
 	if (r < 0)
 		return r;
-	if (r == 1 || lf__sys_getpeername(fd, (void *)&ss, &l) == 0)
+	if (r == 1 || chosen(fd))
 		return -EISCONN;
 	if (!f)
 		return -EOPNOTSUPP;
@@ -97,14 +113,12 @@ static int opt_int(const void *val, socklen_t len, int *v)
  * listener's opt-in at its first accept). */
 static int opt_out(int fd)
 {
-	struct sockaddr_storage ss;
-	socklen_t l = sizeof(ss);
 	int family, r = classify(fd, &family);
 	struct lf_fd *f = lf__fd(fd);
 
 	if (r < 0)
 		return r;
-	if (r == 1 || lf__sys_getpeername(fd, (void *)&ss, &l) == 0 || (f && f->lst))
+	if (r == 1 || chosen(fd) || (f && f->lst))
 		return -EISCONN;
 	if (f) {
 		atomic_fetch_and(&f->flags, ~LF_F_OPTIN);

@@ -56,6 +56,7 @@ def test_per_socket_answers_and_paths(build):
         assert a["unconnected_before"] == 0 and a["unconnected_set"] == 0 and a["unconnected_after"] == 1, a
         assert (a["connected_fast"], a["accepted_fast"], a["connected_plain"], a["accepted_plain"]) == (1, 1, 0, 0), a
         assert a["connected_set"] == a["connected_out"] == a["plain_out_after"] == "EISCONN", a
+        assert a["syn_sent"] >= 1 and a["connecting_set"] == a["connecting_out"] == "EISCONN", a
         assert a["listener_out_before_listen"] == 0 and a["listener_out_get"] == 0 and a["out_connected"] == 0, a
         wait_paths(p.pid, a["ports"]["fast"], fast=1, plain=1)
         wait_paths(p.pid, a["ports"]["out"], fast=0, plain=1)

@@ -662,4 +662,12 @@ MUTANTS += [
           "\t\tfor (int sig = 1; sig < _NSIG; sig++)\n",
           "\t\tfor (int sig = 1; sig < 0; sig++)\n")],
         ["e2e:test_sockopt.py -k ctrl_c"]),
+    Mutant(
+        "optin-while-connecting",
+        "a connect in progress (SYN_SENT, getpeername ENOTCONN) counts as not connected: opting in answers success "
+        "and does nothing",
+        [("src/fastpath/api.c",
+          "\treturn lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && tl >= 1 &&\n",
+          "\treturn 0 && lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && tl >= 1 &&\n")],
+        ["e2e:test_sockopt.py -k per_socket_answers"]),
 ]

@@ -93,6 +93,22 @@ oa, _ = out_l.accept()
 held += [oc, oa, out_l]
 ask("out_connected", get(oc))
 
+# A connect in progress (SYN_SENT: the listener's queue is full, its SYN
+# dropped) has chosen its path: neither 1 nor 0 may answer success.
+full = socket.socket()
+full.bind(("127.0.0.1", 0))
+full.listen(0)
+for k in range(2):
+    q = socket.socket()
+    q.setblocking(False)
+    q.connect_ex(full.getsockname())
+    held.append(q)
+syn = [s for s in held[-2:] if s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == 2]
+out["syn_sent"] = len(syn)
+ask("connecting_set", put(syn[0], 1))
+ask("connecting_out", put(syn[0], 0))
+held.append(full)
+
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 ask("udp_set", put(u, 1))
 ask("udp_get", get(u))
