@@ -38,6 +38,7 @@
 #include "syscalls.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 static struct sigaction app[_NSIG];
@@ -123,19 +124,25 @@ LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
  * ends with EINTR as the blocking call would. Caveat: a handler the
  * application changes at this very moment from another thread may be
  * installed unwrapped, as before this call. */
-void lf__signals_wrap(void)
+static void wrap_all(void)
 {
-	static atomic_bool done;
 	struct sigaction k;
 
-	if (atomic_exchange(&done, true))
-		return;
-	if (!lf__spin_used) {
-		lf__spin_used = true;
-		for (int sig = 1; sig < _NSIG; sig++)
-			if (REAL(sigaction)(sig, NULL, &k) == 0 && is_handler(k.sa_handler) && !wrapped(&k))
-				set_action(sig, &k, NULL);
-	}
+	if (lf__spin_used)
+		return; /* whole-process mode: every handler was wrapped as it was set */
+	lf__spin_used = true;
+	for (int sig = 1; sig < _NSIG; sig++)
+		if (REAL(sigaction)(sig, NULL, &k) == 0 && is_handler(k.sa_handler) && !wrapped(&k))
+			set_action(sig, &k, NULL);
+}
+
+/* pthread_once: a second thread's first opt-in returns only once the
+ * handlers are wrapped. */
+void lf__signals_wrap(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, wrap_all);
 }
 
 /* After glibc changed sig's action past the wrapper: wraps the handler it
