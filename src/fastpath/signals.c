@@ -38,7 +38,6 @@
 #include "syscalls.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
 
 static struct sigaction app[_NSIG];
@@ -121,28 +120,22 @@ LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
  * lf_enable_fast_path, lf_set_spin) comes after its handlers were set:
  * Python's SIGINT handler is installed at start-up. They are wrapped now,
  * so that a wait of loopfast's own on that socket (a bell wait, a spin)
- * ends with EINTR as the blocking call would. Caveat: a handler the
+ * ends with EINTR as the blocking call would. Caveats: a handler the
  * application changes at this very moment from another thread may be
- * installed unwrapped, as before this call. */
-static void wrap_all(void)
+ * installed unwrapped, as before this call; another thread's opt-in in the
+ * same microseconds does not wait for the wrapping (a wait for it could
+ * never end in a child forked meanwhile). */
+void lf__signals_wrap(void)
 {
+	static atomic_bool done;
 	struct sigaction k;
 
-	if (lf__spin_used)
-		return; /* whole-process mode: every handler was wrapped as it was set */
+	if (lf__spin_used || atomic_exchange(&done, true))
+		return; /* whole-process mode wraps every handler as it is set */
 	lf__spin_used = true;
 	for (int sig = 1; sig < _NSIG; sig++)
 		if (REAL(sigaction)(sig, NULL, &k) == 0 && is_handler(k.sa_handler) && !wrapped(&k))
 			set_action(sig, &k, NULL);
-}
-
-/* pthread_once: a second thread's first opt-in returns only once the
- * handlers are wrapped. */
-void lf__signals_wrap(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, wrap_all);
 }
 
 /* After glibc changed sig's action past the wrapper: wraps the handler it
