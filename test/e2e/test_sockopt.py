@@ -178,3 +178,30 @@ def test_per_socket_environment(build):
 def test_per_socket_needs_a_program(build):
     p = subprocess.run([str(LOOPFAST), "run", "--per-socket"], capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and p.stderr.count("\n") == 1 and "needs a program" in p.stderr, p.stderr
+
+
+V6 = """
+import socket, sys
+ls = socket.socket(socket.AF_INET6)
+ls.bind(("::1", 0))
+ls.setsockopt(0x4c46, 1, 1)
+ls.listen(4)
+c = socket.socket(socket.AF_INET6)
+c.setsockopt(0x4c46, 1, 1)
+c.connect(ls.getsockname()[:2])
+a, _ = ls.accept()
+print(ls.getsockname()[1], c.getsockopt(0x4c46, 1), a.getsockopt(0x4c46, 1), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_ipv6(build):
+    """The option on IPv6 sockets (::1): the fast path, from the kernel."""
+    p = subprocess.Popen(PER_SOCKET + [sys.executable, "-c", V6], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        port, c, a = map(int, readline(p).split())
+        assert (c, a) == (1, 1)
+        wait_paths(p.pid, port, fast=1, plain=0)
+    finally:
+        stop(p)
