@@ -22,7 +22,7 @@ extern "C" {
 #define LF_VERSION_PATCH 0
 
 /* Opts a TCP socket in. Returns 0, -EOPNOTSUPP (not TCP over IPv4/IPv6),
- * -EISCONN (already connected), -EBADF or -ENOTSOCK. */
+ * -EISCONN (connected, or its connect in progress), -EBADF or -ENOTSOCK. */
 int lf_enable_fast_path(int fd);
 
 /* Returns 1 if the connected socket uses the fast path, 0 if plain TCP, or -errno. */
@@ -31,6 +31,20 @@ int lf_fast_path_active(int fd);
 /* Sets the user-space busy-poll budget (microseconds, 0 = off) of a socket.
  * Returns 0 or -errno. */
 int lf_set_spin(int fd, unsigned usec);
+
+/* The same calls as a socket option, for programs that cannot call C (a
+ * private level the kernel answers with ENOPROTOOPT, so a program run
+ * without loopfast gets that error and carries on over TCP). The value is
+ * an int. loopfast(3) says what each answers.
+ *   setsockopt LOOPFAST_FAST_PATH 1: lf_enable_fast_path (same errors);
+ *     0: opt out (stays plain TCP, also in whole-process mode), before
+ *     connect or listen, else EISCONN.
+ *   getsockopt LOOPFAST_FAST_PATH: connected: 1 fast path, 0 plain TCP;
+ *     listener: 1 if it serves the fast path; unconnected: 1 if opted in.
+ *   LOOPFAST_SPIN: lf_set_spin's budget in microseconds (set and get). */
+#define SOL_LOOPFAST 0x4c46
+#define LOOPFAST_FAST_PATH 1
+#define LOOPFAST_SPIN 2
 
 /* Returns a static description of a (negative or positive) errno value. */
 const char *lf_strerror(int err);

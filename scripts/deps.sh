@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=()
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
-for p in build-essential cmake pkg-config liburing-dev python3 python3-pip \
+for p in build-essential cmake pkg-config liburing-dev python3 python3-pip python3-venv \
 	 sockperf redis-server redis-tools python3-redis curl passwd util-linux iproute2 procps valgrind clang iptables systemd; do
 	need "$p"
 done

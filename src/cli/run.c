@@ -1,7 +1,10 @@
-/* loopfast run [--spin-us N] [--exclude LIST] [--] PROG [ARGS...]
+/* loopfast run [--per-socket] [--spin-us N] [--exclude LIST] [--] PROG [ARGS...]
  *
  * Runs PROG with the interposer preloaded and every loopback TCP socket
- * opted in (LOOPFAST_ENABLE=1); children inherit the environment.
+ * opted in (LOOPFAST_ENABLE=1); children inherit the environment. With
+ * --per-socket (LOOPFAST_ENABLE=per-socket) nothing is opted in by
+ * itself: only the sockets the program opts in (the SOL_LOOPFAST option,
+ * lf_enable_fast_path) take the fast path.
  * --exclude adds to LOOPFAST_EXCLUDE (listeners and destinations that stay
  * on plain TCP), checked here so that a typo is an error, not a warning
  * from every process of the tree. */
@@ -79,7 +82,7 @@ static bool is_static_elf(const char *path)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *spin = NULL, *lib;
+	const char *spin = NULL, *lib, *mode = "1";
 	char path[PATH_MAX], *end, *exclude = NULL;
 	int i = 1;
 
@@ -87,6 +90,8 @@ int cmd_run(int argc, char **argv)
 		if (!strcmp(argv[i], "--")) {
 			i++;
 			break;
+		} else if (!strcmp(argv[i], "--per-socket")) {
+			mode = "per-socket";
 		} else if (!strcmp(argv[i], "--spin-us")) {
 			if (++i == argc)
 				return lf_cli_error("--spin-us needs a number of microseconds");
@@ -111,7 +116,7 @@ int cmd_run(int argc, char **argv)
 			free(exclude);
 			exclude = more;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: loopfast run [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--] PROG [ARGS...]\n");
+			printf("usage: loopfast run [--per-socket] [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--] PROG [ARGS...]\n");
 			return 0;
 		} else {
 			return lf_cli_error("run: unknown option '%s'", argv[i]);
@@ -131,7 +136,7 @@ int cmd_run(int argc, char **argv)
 	if (asprintf(&preload, "%s%s%s", lib, old && *old ? " " : "", old && *old ? old : "") < 0)
 		return lf_cli_error("out of memory");
 	setenv("LD_PRELOAD", preload, 1);
-	setenv("LOOPFAST_ENABLE", "1", 1);
+	setenv("LOOPFAST_ENABLE", mode, 1);
 	if (spin)
 		setenv("LOOPFAST_SPIN_US", spin, 1);
 	if (exclude) {

@@ -38,10 +38,18 @@ static int tcp_state(int fd)
 	return lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_INFO, &st, &l) || l != sizeof(st) ? -1 : st;
 }
 
+/* Whether a TCP socket's path is chosen already (-1: not a TCP socket):
+ * connected, or a connect in progress (SYN_SENT: getpeername still says
+ * ENOTCONN, and an opt-in now would answer success for nothing). A
+ * listener is not. */
+static bool chosen(int fd, int *st)
+{
+	*st = tcp_state(fd);
+	return *st < 0 || (*st != TCP_CLOSE && *st != TCP_LISTEN);
+}
+
 /* The fast path's own check, three system calls on a TCP socket (its
- * domain, its protocol, its state): a socket that is not connecting or
- * connected is opted in (TCP_CLOSE: new, or its connect failed; TCP's
- * getpeername says ENOTCONN in exactly those states and SYN_SENT). */
+ * domain, its protocol, its state). */
 LF_EXPORT int lf_enable_fast_path(int fd)
 {
 	int family, r = classify(fd, &family), st;
@@ -49,7 +57,7 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 
 	if (r < 0)
 		return r;
-	if (r == 1 || (st = tcp_state(fd)) < 0 || (st != TCP_CLOSE && st != TCP_SYN_SENT && st != TCP_LISTEN))
+	if (r == 1 || chosen(fd, &st))
 		return -EISCONN;
 	if (!f)
 		return -EOPNOTSUPP;
@@ -60,7 +68,7 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 	}
 	f->family = family;
 	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
-	lf__spin_used = true; /* handlers installed from now on are wrapped (signals.c) */
+	lf__signals_wrap(); /* a wait of loopfast's own must see the application's handlers */
 	return 0;
 }
 
@@ -87,7 +95,87 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 	f->spin_us = usec;
 	f->spin_fail = f->spin_skip = 0;
 	if (usec)
-		lf__spin_used = true;
+		lf__signals_wrap();
+	return 0;
+}
+
+/* The fast path as a socket option (loopfast.h: SOL_LOOPFAST): one int,
+ * the C calls' rules and errors. 0 or -errno. */
+static int opt_int(const void *val, socklen_t len, int *v)
+{
+	if (len < sizeof(int))
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	memcpy(v, val, sizeof(int));
+	return 0;
+}
+
+/* Opting out is for a socket whose path is not chosen yet: it is kept off
+ * the fast path whatever the process mode (whole-process opt-in, a
+ * listener's opt-in at its first accept). */
+static int opt_out(int fd)
+{
+	int family, r = classify(fd, &family), st;
+	struct lf_fd *f = lf__fd(fd);
+
+	if (r < 0)
+		return r;
+	if (r == 1 || chosen(fd, &st) || (f && f->lst))
+		return -EISCONN;
+	if (f) {
+		atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
+		atomic_fetch_or(&f->flags, LF_F_NOFAST);
+	}
+	return 0;
+}
+
+int lf__api_setopt(int fd, int opt, const void *val, socklen_t len)
+{
+	int v, r = opt_int(val, len, &v);
+
+	if (r < 0)
+		return r;
+	if (opt == LOOPFAST_FAST_PATH)
+		return v ? lf_enable_fast_path(fd) : opt_out(fd);
+	if (opt == LOOPFAST_SPIN)
+		return v < 0 || v > 1000000 ? -EINVAL : lf_set_spin(fd, (unsigned)v);
+	return -ENOPROTOOPT;
+}
+
+/* getsockopt answers 1 or 0: connected, whether on the fast path;
+ * listening, whether it serves it (has its rendezvous); otherwise,
+ * whether it is opted in. */
+int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
+{
+	struct lf_fd *f = lf__fd(fd);
+	int v = 0, family, r;
+
+	if (!len)
+		return -EFAULT;
+	if ((int)*len < (int)sizeof(int))
+		return -EINVAL;
+	if (!val)
+		return -EFAULT;
+	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN)
+		return -ENOPROTOOPT;
+	if ((r = classify(fd, &family)) < 0)
+		return r;
+	if (opt == LOOPFAST_SPIN) {
+		v = f ? (int)f->spin_us : 0;
+	} else if ((r = lf_fast_path_active(fd)) >= 0) {
+		v = r;
+	} else if (r != -ENOTCONN) {
+		return r;
+	} else if (f) {
+		socklen_t l = sizeof(v);
+		if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v)
+			v = f->lst != NULL;
+		else
+			v = (atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) != 0;
+	}
+	memcpy(val, &v, sizeof(v));
+	*len = sizeof(v);
 	return 0;
 }
 

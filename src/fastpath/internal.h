@@ -228,6 +228,12 @@ void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
 void lf__epoll_member(int epfd, int fd, int op);
 extern bool lf__spin_used; /* some socket may spin: wrap signal handlers */
+/* Sets lf__spin_used; the first time, wraps the handlers already installed
+ * (signals.c). */
+void lf__signals_wrap(void);
+/* SOL_LOOPFAST options (api.c): 0 or -errno. */
+int lf__api_setopt(int fd, int opt, const void *val, socklen_t len);
+int lf__api_getopt(int fd, int opt, void *val, socklen_t *len);
 /* Handlers that ran on this thread (signals.c), and those of them without
  * SA_RESTART. Per thread: a signal handled on another thread interrupts no
  * call of this one, as with TCP. Initial-exec: read in signal handlers. */

@@ -3,6 +3,7 @@
  * loopfast has nothing to do with. The data path (read, write, send, recv)
  * is not interposed: a fast-path socket is a kernel Unix stream. */
 #include "internal.h"
+#include "loopfast.h"
 #include "syscalls.h"
 
 #include <dlfcn.h>
@@ -185,7 +186,15 @@ LF_EXPORT int getpeername(int fd, struct sockaddr *sa, socklen_t *len)
 	return name_common(fd, sa, len, true);
 }
 
-/* Socket options: the Unix socket answers the generic SOL_SOCKET options it
+/* A -errno result as libc's contract: -1 and errno, or 0 and errno as it was. */
+static int opt_result(int r, int e0)
+{
+	errno = r < 0 ? -r : e0;
+	return r < 0 ? -1 : 0;
+}
+
+/* SOL_LOOPFAST (loopfast.h) is answered by api.c, never by the kernel.
+ * Socket options: the Unix socket answers the generic SOL_SOCKET options it
  * handles as TCP does; everything else on a fast-path socket is answered
  * by sockopt.c (TCP's own answer, or an honest error). The Unix socket
  * refuses every level above SOL_SOCKET with EOPNOTSUPP, which is when a
@@ -199,6 +208,8 @@ LF_EXPORT int getsockopt(int fd, int level, int opt, void *val, socklen_t *len)
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_PENDING))
 		lf__finalize(fd, false);
+	if (level == SOL_LOOPFAST)
+		return opt_result(lf__api_getopt(fd, opt, val, len), e0);
 	int err;
 	if (f && f->pend_err && level == SOL_SOCKET && opt == SO_ERROR && val && len && *len >= sizeof(int) &&
 	    (err = lf__err_take(fd))) {
@@ -256,6 +267,8 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 {
 	int e0 = errno, r, e, family;
 
+	if (level == SOL_LOOPFAST)
+		return opt_result(lf__api_setopt(fd, opt, val, len), e0);
 	if (level != SOL_SOCKET || !lf__sopt_claimed(level, opt) || !lf__fast_family(fd, &family)) {
 		errno = e0;
 		r = REAL(setsockopt)(fd, level, opt, val, len);

@@ -116,6 +116,28 @@ LF_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 	return set_action(sig, act, old);
 }
 
+/* The first opt-in of a process not opted in as a whole (a socket option,
+ * lf_enable_fast_path, lf_set_spin) comes after its handlers were set:
+ * Python's SIGINT handler is installed at start-up. They are wrapped now,
+ * so that a wait of loopfast's own on that socket (a bell wait, a spin)
+ * ends with EINTR as the blocking call would. Caveats: a handler the
+ * application changes at this very moment from another thread may be
+ * installed unwrapped, as before this call; another thread's opt-in in the
+ * same microseconds does not wait for the wrapping (a wait for it could
+ * never end in a child forked meanwhile). */
+void lf__signals_wrap(void)
+{
+	static atomic_bool done;
+	struct sigaction k;
+
+	if (lf__spin_used || atomic_exchange(&done, true))
+		return; /* whole-process mode wraps every handler as it is set */
+	lf__spin_used = true;
+	for (int sig = 1; sig < _NSIG; sig++)
+		if (REAL(sigaction)(sig, NULL, &k) == 0 && is_handler(k.sa_handler) && !wrapped(&k))
+			set_action(sig, &k, NULL);
+}
+
 /* After glibc changed sig's action past the wrapper: wraps the handler it
  * installed (the same flags and mask), or keeps app[] in step with the
  * flags siginterrupt rewrote on the trampoline. */

@@ -2,6 +2,8 @@
  * `loopfast run` sets and opts in every TCP socket of the process.
  *
  *   LOOPFAST_ENABLE=1     opt in every TCP socket (clients and listeners)
+ *   LOOPFAST_ENABLE=per-socket (or unset)  opt in none: only the sockets
+ *                         the program opts in (SOL_LOOPFAST option, C API)
  *   LOOPFAST_SPIN_US=N    busy-poll budget for fast-path sockets
  *   LOOPFAST_DEBUG=1      say on stderr why a connection took plain TCP
  *   LOOPFAST_EXCLUDE=...  listeners and destinations kept on plain TCP

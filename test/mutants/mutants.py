@@ -690,3 +690,52 @@ MUTANTS += [
           "\tif (1 || (e == EINPROGRESS && !(f->sockset & 2u)))\n")],
         ["e2e:test_compare.py -k 'fd-limit-v4 or prefork-v4 or exec-v4'"]),
 ]
+
+MUTANTS += [
+    # ---- the SOL_LOOPFAST socket option and --per-socket (api.c, signals.c, run.c; issue 22)
+    Mutant(
+        "sockopt-yes-after-connect",
+        "LOOPFAST_FAST_PATH 1 on a connected socket answers success (nothing was done: the path was chosen)",
+        [("src/fastpath/api.c",
+          "\t\treturn v ? lf_enable_fast_path(fd) : opt_out(fd);\n",
+          "\t\treturn v ? (lf_enable_fast_path(fd) == -EISCONN ? 0 : lf_enable_fast_path(fd)) : opt_out(fd);\n")],
+        ["e2e:test_sockopt.py -k per_socket_answers"]),
+    Mutant(
+        "sockopt-opt-out-noop",
+        "LOOPFAST_FAST_PATH 0 answers success and changes nothing: under whole-process loopfast run the socket "
+        "still takes the fast path",
+        [("src/fastpath/api.c",
+          "\t\tatomic_fetch_and(&f->flags, ~LF_F_OPTIN);\n\t\tatomic_fetch_or(&f->flags, LF_F_NOFAST);\n",
+          "\t\t(void)0;\n")],
+        ["e2e:test_sockopt.py -k whole_process"]),
+    Mutant(
+        "sockopt-listener-always-yes",
+        "getsockopt on a listener answers 1 whether or not it serves the fast path",
+        [("src/fastpath/api.c",
+          "\t\t\tv = f->lst != NULL;\n",
+          "\t\t\tv = 1;\n")],
+        ["e2e:test_sockopt.py -k per_socket_answers"]),
+    Mutant(
+        "per-socket-opts-in-everything",
+        "loopfast run --per-socket opts every socket in, as the default mode does",
+        [("src/cli/run.c",
+          "\t\t\tmode = \"per-socket\";\n",
+          "\t\t\tmode = \"1\";\n")],
+        ["e2e:test_python_pkg.py -k blocking"]),
+    Mutant(
+        "optin-leaves-handlers-unwrapped",
+        "the first per-socket opt-in does not wrap the handlers installed before it: Python's SIGINT handler "
+        "runs, but loopfast's wait on the bell never sees it and the blocking recv goes on",
+        [("src/fastpath/signals.c",
+          "\tfor (int sig = 1; sig < _NSIG; sig++)\n",
+          "\tfor (int sig = 1; sig < 0; sig++)\n")],
+        ["e2e:test_sockopt.py -k ctrl_c"]),
+    Mutant(
+        "optin-while-connecting",
+        "a connect in progress (SYN_SENT, getpeername ENOTCONN) counts as not connected: opting in answers success "
+        "and does nothing",
+        [("src/fastpath/api.c",
+          "\treturn *st < 0 || (*st != TCP_CLOSE && *st != TCP_LISTEN);\n",
+          "\treturn *st < 0 || (*st != TCP_CLOSE && *st != TCP_LISTEN && *st != TCP_SYN_SENT);\n")],
+        ["e2e:test_sockopt.py -k per_socket_answers"]),
+]
