@@ -469,39 +469,164 @@ static int plain(enum lf_event ev, const char *why, int fd, const struct lf_ep *
 	return 0;
 }
 
-int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
+/* A connect again while the first is in progress (LF_F_PENDING): TCP's
+ * answers, EALREADY until the handshake is done, then 0 once. */
+static int connect_again(int fd, struct lf_fd *f, const struct sockaddr *sa, socklen_t len, int *ret)
 {
-	struct lf_fd *f = lf__fd(fd);
-	struct lf_diag_sock lst;
-	struct lf_ep dst, src, tmp;
+	/* Claimed, and then reset (a server's close under memory pressure)?
+	 * The kernel's connect would empty the queue first. */
+	int r = lf__claim_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
+	int e = r ? errno : 0;
+
+	if (r == 0 || e == EISCONN) {
+		conclude(fd, 1, 0);
+		/* This call is TCP's one 0 after EINPROGRESS: the next connect
+		 * says EISCONN. */
+		atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS);
+		*ret = 0;
+		errno = 0;
+		return 1;
+	}
+	if (e != EALREADY && e != EINPROGRESS && e != EINTR && e != EAGAIN)
+		conclude(fd, -1, 0); /* failed: connect itself reports it */
+	*ret = -1;
+	errno = e;
+	return 1;
+}
+
+/* Step 2, the hello: the Unix socket, connected to the listener's
+ * rendezvous under a name that says which TCP connection it is for, or
+ * -1 (counted and said: plain TCP). Our TCP endpoint must be known before
+ * the hello is queued (a socket already connected keeps its port; its
+ * connect then fails as the kernel says, and the server drops the hello). */
+static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, struct lf_diag_sock lst)
+{
 	struct sockaddr_un cname, rname;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	int family, unx, e;
+	struct lf_ep tmp;
+	int unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
-	if (!f)
-		return 0;
-	unsigned fl = atomic_load(&f->flags);
-	if (fl & LF_F_PENDING) { /* connect again while in progress */
-		/* Claimed, and then reset (a server's close under memory
-		 * pressure)? The kernel's connect would empty the queue first. */
-		int r = lf__claim_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
-		e = r ? errno : 0;
-		if (r == 0 || e == EISCONN) {
-			conclude(fd, 1, 0);
-			/* This call is TCP's one 0 after EINPROGRESS: the next
-			 * connect says EISCONN. */
-			atomic_fetch_and(&f->flags, ~LF_F_INPROGRESS);
-			*ret = 0;
-			errno = 0;
-			return 1;
+	if (unx < 0) {
+		plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
+		return -1;
+	}
+	lf__no_rights(unx);
+	if (src.port == 0) {
+		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
+		if (lf__sys_bind(fd, (void *)&ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
+		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
+			lf__sys_close(unx);
+			plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, NULL);
+			return -1;
 		}
-		if (e != EALREADY && e != EINPROGRESS && e != EINTR && e != EAGAIN)
-			conclude(fd, -1, 0); /* failed: connect itself reports it */
+		src.port = tmp.port;
+	}
+	socklen_t cl = lf__name_client(&cname, family, &src, &dst, nonce());
+	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	int ev = -1;
+	const char *why = NULL;
+	if (lf__sys_bind(unx, (void *)&cname, cl))
+		ev = LF_EV_FAILED, why = "bind the hello's name";
+	else if (lf__sys_connect(unx, (void *)&rname, rl))
+		ev = errno == EAGAIN ? LF_EV_BUSY : LF_EV_NO_RENDEZVOUS, why = "no rendezvous";
+	else if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid)
+		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
+	if (why) {
+		lf__sys_close(unx); /* the server sees no hello: plain TCP */
+		plain(ev, why, fd, &dst, ev != LF_EV_FAILED ? &lst : NULL);
+		return -1;
+	}
+	/* The SYN says our hello is queued. */
+	int mss = LF_HELLO_MSS;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
+	if (lst.uid != geteuid()) {
+		/* The server will ask sock_diag who owns our TCP socket; keep
+		 * it visible for two minutes after we let go of it. */
+		int linger2 = 120;
+		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
+	}
+	return unx;
+}
+
+/* Steps 3 and 4: the doorbell, TCP's connect in the application's mode,
+ * then the switch of fd to the hello's socket. *ret and errno: what
+ * connect answers. */
+static int ring(int fd, struct lf_fd *f, int family, int unx, const struct sockaddr *sa, socklen_t len, int *ret)
+{
+	int e;
+
+	f->family = family;
+	int r = lf__sys_connect(fd, sa, len);
+	e = r ? errno : 0;
+	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
+		/* On loopback the handshake has usually completed already (and
+		 * the server may even have claimed the hello). */
+		int err, h = handshake(fd, 0, &err);
+		if (h > 0) {
+			r = 0;
+		} else if (h == 0 && pending_add(fd, unx)) {
+			*ret = -1;
+			errno = e;
+			return 1;
+		} else if (h < 0) {
+			f->pend_err = err; /* what SO_ERROR would have said */
+		}
+		/* h == 0 here: no memory for the pending list. The connection
+		 * goes on as TCP without its hello (the server drops a hello
+		 * whose client has gone), with the small MSS of its SYN. */
+	}
+	if (r < 0) {
+		/* Refused, unreachable, or failed at once: TCP's answer. */
+		lf__sys_close(unx);
 		*ret = -1;
 		errno = e;
 		return 1;
 	}
+
+	/* The switch. */
+	bool nonblock = was_nonblock(fd, f, e);
+	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
+	lf__count(LF_EV_FAST_CLIENT);
+	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {
+		/* dup3 cannot fail for valid fds; if it did, the connection is
+		 * unusable on both paths: report it as reset. */
+		lf__sys_close(unx);
+		*ret = -1;
+		errno = ECONNRESET;
+		return 1;
+	}
+	if (e == EINPROGRESS || e == EINTR || e == EAGAIN) {
+		/* Answer as TCP did: the connection completes "in the
+		 * background", a second connect returns 0 once. */
+		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
+		*ret = -1;
+		errno = e;
+		return 1;
+	}
+	*ret = 0;
+	errno = 0;
+	return 1;
+}
+
+/* 1 when the connect was made here (*ret and errno: its answer), 0 when
+ * the caller makes the kernel's plain connect. */
+int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
+{
+	struct lf_fd *f = lf__fd(fd);
+	struct lf_diag_sock lst;
+	struct lf_ep dst, src;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int family, unx;
+
+	if (!f)
+		return 0;
+	unsigned fl = atomic_load(&f->flags);
+	if (fl & LF_F_PENDING)
+		return connect_again(fd, f, sa, len, ret);
 	if (!(fl & LF_F_OPTIN))
 		return 0;
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
@@ -537,101 +662,10 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if ((cached = neg_cached(&dst, &lst)) >= 0)
 		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 
-	/* 2. The hello. Our TCP endpoint must be known before it is queued
-	 * (a socket already connected keeps its port; its connect below then
-	 * fails as the kernel says, and the server drops the hello). */
-	unx = lf__sys_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (unx < 0)
-		return plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
-	lf__no_rights(unx);
-	if (src.port == 0) {
-		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
-		sl = sizeof(ss);
-		if (syscall(SYS_bind, fd, &ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
-		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
-			lf__sys_close(unx);
-			return plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, NULL);
-		}
-		src.port = tmp.port;
-	}
-	socklen_t cl = lf__name_client(&cname, family, &src, &dst, nonce());
-	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
-	struct ucred cr;
-	socklen_t crl = sizeof(cr);
-	int ev = -1;
-	const char *why = NULL;
-	if (syscall(SYS_bind, unx, &cname, cl))
-		ev = LF_EV_FAILED, why = "bind the hello's name";
-	else if (lf__sys_connect(unx, (void *)&rname, rl))
-		ev = errno == EAGAIN ? LF_EV_BUSY : LF_EV_NO_RENDEZVOUS, why = "no rendezvous";
-	else if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != lst.uid)
-		ev = LF_EV_NOT_OWNER, why = "the rendezvous is not the listener owner's";
-	if (why) {
-		lf__sys_close(unx); /* the server sees no hello: plain TCP */
-		return plain(ev, why, fd, &dst, ev != LF_EV_FAILED ? &lst : NULL);
-	}
-	/* The SYN says our hello is queued. */
-	int mss = LF_HELLO_MSS;
-	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	if (lst.uid != geteuid()) {
-		/* The server will ask sock_diag who owns our TCP socket; keep
-		 * it visible for a minute after we let go of it. */
-		int linger2 = 120;
-		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
-	}
-
-	/* 3. The doorbell, in the application's mode. */
-	f->family = family;
-	int r = lf__sys_connect(fd, sa, len);
-	e = r ? errno : 0;
-	if (r < 0 && (e == EINPROGRESS || e == EINTR || e == EAGAIN)) {
-		/* On loopback the handshake has usually completed already (and
-		 * the server may even have claimed the hello). */
-		int err, h = handshake(fd, 0, &err);
-		if (h > 0) {
-			r = 0;
-		} else if (h == 0 && pending_add(fd, unx)) {
-			*ret = -1;
-			errno = e;
-			return 1;
-		} else if (h < 0) {
-			f->pend_err = err; /* what SO_ERROR would have said */
-		}
-		/* h == 0 here: no memory for the pending list. The connection
-		 * goes on as TCP without its hello (the server drops a hello
-		 * whose client has gone), with the small MSS of its SYN. */
-	}
-	if (r < 0) {
-		/* Refused, unreachable, or failed at once: TCP's answer. */
-		lf__sys_close(unx);
-		*ret = -1;
-		errno = e;
-		return 1;
-	}
-
-	/* 4. The switch. */
-	bool nonblock = was_nonblock(fd, f, e);
-	bool cloexec = lf__sys_fcntl(fd, F_GETFD, 0) & FD_CLOEXEC;
-	lf__count(LF_EV_FAST_CLIENT);
-	if (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {
-		/* dup3 cannot fail for valid fds; if it did, the connection is
-		 * unusable on both paths: report it as reset. */
-		lf__sys_close(unx);
-		*ret = -1;
-		errno = ECONNRESET;
-		return 1;
-	}
-	if (e == EINPROGRESS || e == EINTR || e == EAGAIN) {
-		/* Answer as TCP did: the connection completes "in the
-		 * background", a second connect returns 0 once. */
-		atomic_fetch_or(&f->flags, LF_F_INPROGRESS);
-		*ret = -1;
-		errno = e;
-		return 1;
-	}
-	*ret = 0;
-	errno = 0;
-	return 1;
+	/* 2. The hello; 3. the doorbell; 4. the switch. */
+	if ((unx = queue_hello(fd, family, src, dst, lst)) < 0)
+		return 0;
+	return ring(fd, f, family, unx, sa, len, ret);
 }
 
 bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *peer)

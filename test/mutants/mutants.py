@@ -65,7 +65,7 @@ MUTANTS = [
         "hello-carries-tcp-socket",
         "the client sends its TCP socket in the hello (protocol 1's capability leak)",
         [("src/fastpath/connect.c",
-          "int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)\n{\n",
+          "static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, struct lf_diag_sock lst)\n{\n",
           "static void leak_fd(int unx, int fd)\n"
           "{\n"
           "\tchar c[CMSG_SPACE(sizeof(int))] = { 0 };\n"
@@ -78,7 +78,7 @@ MUTANTS = [
           "\tmemcpy(CMSG_DATA(cm), &fd, sizeof(int));\n"
           "\tsyscall(SYS_sendmsg, unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
           "}\n\n"
-          "int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)\n{\n"),
+          "static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, struct lf_diag_sock lst)\n{\n"),
          ("src/fastpath/connect.c",
           "\telse if (lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl)",
           "\telse if ((leak_fd(unx, fd), 0) || lf__sys_getsockopt(unx, SOL_SOCKET, SO_PEERCRED, &cr, &crl)")],
