@@ -1013,3 +1013,47 @@ def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacke
     finally:
         stop(srv)
         stop(park)
+
+
+# ---- adversarial review of protocol 4 (issue 19)
+
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker, mode):
+    # The server (four prefork workers, so that a worker often stashes
+    # another connection's hello on its way to its own) listens on
+    # 127.0.0.1:P. The attacker listens on P at 127.0.0.2-5, never accepts
+    # there, and parks hellos that each name a connection of its own to one
+    # of those decoys: the kernel finds each named connection, owned by the
+    # hello's sender, though none is a connection to the server. For 15 s
+    # it parks 1100 more every 2.5 s and makes 500 marked connections a
+    # second (their accepts move the hellos to the stash and check them).
+    # One uid must keep no more than its share of the stash (a quarter of
+    # its 4096 places), and 300 root clients must all be served, none
+    # reset, as over plain TCP (the same run without loopfast); with
+    # loopfast, 20 more held at once are on the fast path at both ends.
+    lf = mode == "loopfast"
+    srv, port, ino, pid = echo_server(attacker, "4", "--workers", 4, loopfast=lf)
+    dec = attacker("decoy", port, ino)
+    try:
+        readline(srv)  # the workers
+        queued = int(readline(dec, 60).split()[1])
+        assert queued == (1100 if lf else 0), queued
+        while (line := readline(dec, 60).split())[0] != "filled":
+            pass
+        held = int(line[1])
+        out = run_clients(attacker, "4", port, 300, "--conc", 20, "--bound", 30, timeout=280)
+        kept = run_clients(attacker, "4", port, 20, server=srv.pid)
+        dec.stdin.close()
+        while not (line := readline(dec, 60)).startswith("{"):
+            pass
+        got = json.loads(line)
+    finally:
+        stop(srv)
+        stop(dec)
+    print(f"{mode}: attacker's hellos held by the server after the fill: {held} (at the end {got['held']}); "
+          f"flood {got['flood']}; clients {out['outcomes']} ({out['fast']} fast); held: {kept['outcomes']}, "
+          f"{kept['kernel_fast']} fast and {kept['kernel_tcp']} plain at both ends")
+    assert held <= 4096 // 4, held
+    assert out["outcomes"] == {"ok": 300} and out["unfinished"] == 0, out
+    assert kept["outcomes"] == {"ok": 20}, kept
+    assert (kept["kernel_fast"], kept["kernel_tcp"]) == ((20, 0) if lf else (0, 20)), kept
