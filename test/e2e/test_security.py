@@ -1057,3 +1057,27 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
     assert out["outcomes"] == {"ok": 300} and out["unfinished"] == 0, out
     assert kept["outcomes"] == {"ok": 20}, kept
     assert (kept["kernel_fast"], kept["kernel_tcp"]) == ((20, 0) if lf else (0, 20)), kept
+
+
+@FAMS
+def test_client_that_made_its_socket_before_a_privilege_drop(build, attacker, fam):
+    # A root client makes and binds its socket, then becomes the service
+    # account (a daemon that prepares its sockets before it drops
+    # privileges), then connects to a root server: the kernel says the TCP
+    # socket is root's while its hello comes from the service account, so
+    # the server cannot vouch for the hello. Its connection must be served,
+    # on one path at both ends, as over plain TCP (the same run without
+    # loopfast first): plain TCP at both ends (kernel state).
+    for mode in ("tcp", "loopfast"):
+        lf = mode == "loopfast"
+        srv, port, ino, pid = echo_server(attacker, fam, loopfast=lf)
+        victim = as_root(attacker, "victim", fam, port, "--bound", 5, "--drop", SVC, loopfast=lf)
+        try:
+            readline(victim)
+            send_line(victim)
+            v = json.loads(readline(victim, 30))
+            assert v == {"outcome": "ok", "fast": False}, (mode, v, victim.errors())
+            wait_path(victim, pid, port, "tcp")  # both ends, from kernel state
+        finally:
+            stop(victim)
+            stop(srv)
