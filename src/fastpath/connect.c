@@ -502,6 +502,13 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
 
+	/* The server vouches for a hello only if its sender owns the TCP
+	 * socket: one made before a credential change (root, then a service
+	 * account), or by another process, is not ours to announce. */
+	struct stat st;
+	if (fstat(fd, &st) || st.st_uid != geteuid())
+		return plain(LF_EV_FAILED, "the socket is another uid's", fd, &dst, NULL);
+
 	/* 1. The listener that will get the connection. None (the connect
 	 * will be refused, or the server is not listening yet): plain TCP,
 	 * and nothing remembered, so that the connect that finds it
