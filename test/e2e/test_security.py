@@ -924,17 +924,20 @@ def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_m
     assert (held["kernel_fast"], held["kernel_tcp"]) == ((20, 0) if lf else (0, 20)), held
 
 
+@pytest.mark.parametrize("bound", ["loopback", "any"])
 @pytest.mark.parametrize("mode", ["tcp", "loopfast"])
-def test_client_that_wrote_and_closed_before_a_busy_server_accepted(build, attacker, mode):
+def test_client_that_wrote_and_closed_before_a_busy_server_accepted(build, attacker, mode, bound):
     # The server is busy (accepts nothing); a plain client connects, then
     # 20 clients each write a 1000-byte request and close, and exit. More
     # than two of the stash's grace periods later the server accepts: the
     # plain connection first (whose accept moves the 20 hellos to the
     # stash), then the 20, whose hellos the stash checks (the clients' ends
     # wait in FIN_WAIT2: their connections still exist). Every request is
-    # read, as over plain TCP.
+    # read, as over plain TCP. Bound "any": the server on 0.0.0.0, whose
+    # stash vouches for a hello once sock_diag finds the listener at the
+    # hello's named server end to be this one.
     lf = mode == "loopfast"
-    srv, port, ino, pid = echo_server(attacker, "4", "--hold", loopfast=lf)
+    srv, port, ino, pid = echo_server(attacker, "4", "--hold", *(["--any"] if bound == "any" else []), loopfast=lf)
     try:
         plain = socket.create_connection(("127.0.0.1", port), timeout=10)
         w = as_root(attacker, "writer", port, 20, 1000, loopfast=lf)
@@ -1017,13 +1020,15 @@ def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacke
 
 # ---- adversarial review of protocol 4 (issue 19)
 
+@pytest.mark.parametrize("bound", ["loopback", "any"])
 @pytest.mark.parametrize("mode", ["tcp", "loopfast"])
-def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker, mode):
+def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker, mode, bound):
     # The server (four prefork workers, so that a worker often stashes
     # another connection's hello on its way to its own) listens on
     # 127.0.0.1:P. The attacker listens on P at 127.0.0.2-5, never accepts
-    # there, and parks hellos that each name a connection of its own to one
-    # of those decoys: the kernel finds each named connection, owned by the
+    # there (bound "any": the server on 0.0.0.0:P, the decoy on [::1]:P,
+    # IPV6_V6ONLY), and parks hellos that each name a connection of its own
+    # to one of those decoys: the kernel finds each named connection, owned by the
     # hello's sender, though none is a connection to the server. For 15 s
     # it parks 1100 more every 2.5 s and makes 500 marked connections a
     # second (their accepts move the hellos to the stash and check them).
@@ -1032,8 +1037,9 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
     # reset, as over plain TCP (the same run without loopfast); with
     # loopfast, 20 more held at once are on the fast path at both ends.
     lf = mode == "loopfast"
-    srv, port, ino, pid = echo_server(attacker, "4", "--workers", 4, loopfast=lf)
-    dec = attacker("decoy", port, ino)
+    any_ = ["--any"] if bound == "any" else []
+    srv, port, ino, pid = echo_server(attacker, "4", "--workers", 4, *any_, loopfast=lf)
+    dec = attacker("decoy", port, ino, *(["--v6"] if any_ else []))
     try:
         readline(srv)  # the workers
         queued = int(readline(dec, 60).split()[1])
@@ -1081,3 +1087,38 @@ def test_client_that_made_its_socket_before_a_privilege_drop(build, attacker, fa
         finally:
             stop(victim)
             stop(srv)
+
+
+@pytest.mark.parametrize("mode", ["tcp", "loopfast"])
+def test_client_of_the_servers_uid_that_wrote_and_closed_before_a_busy_server_accepted(build, attacker, mode):
+    # As test_client_that_wrote_and_closed_before_a_busy_server_accepted,
+    # with the server and its 20 clients both of the service account (not
+    # root): every hello is checked with sock_diag, and a client's end that
+    # its program closed becomes, once orphaned in FIN_WAIT2, a kernel
+    # minisocket that sock_diag reports as uid 0, unless its client kept it
+    # whole (TCP_LINGER2). Every request must be read, as over plain TCP.
+    lf = mode == "loopfast"
+    srv = attacker("echo_server", "4", "--hold", user=SVC, preload_lib=lf)
+    try:
+        port, ino, pid = map(int, readline(srv).split())
+        assert readline(srv).strip() == "listening"
+        plain = socket.create_connection(("127.0.0.1", port), timeout=10)
+        w = attacker("writer", port, 20, 1000, user=SVC, preload_lib=lf)
+        assert readline(w, 60).split() == ["done", "20"]
+        w.wait(timeout=30)
+        if lf:
+            assert queued_on("4", ino) == 20  # their hellos wait, with their requests
+        time.sleep(2.5)
+        send_line(srv, "accept")
+        deadline = time.monotonic() + 30
+        while True:
+            send_line(srv, "count")
+            n, got = (int(x) for x in readline(srv).split()[1::2])
+            if got >= 20000 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        plain.close()
+        print(f"{mode}: accepted {n}, request bytes read {got} of 20000")
+        assert (n, got) == (21, 20000)
+    finally:
+        stop(srv)

@@ -13,7 +13,9 @@ takes the rendezvous to the stash and checks the stash's oldest hello),
 each reset at once. Prints "queued N" after the first batch, "held K"
 once a second (the hellos the server still holds: open, not closed by
 it), and after FILL seconds "filled K"; then only "held K" until stdin
-closes, and a JSON line: queued, held, flood connections made."""
+closes, and a JSON line: queued, held, flood connections made.
+--v6: the decoy is [::1]:SPORT (IPV6_V6ONLY), which a server bound to
+0.0.0.0 leaves free, and the hellos name connections to it."""
 import argparse
 import json
 import os
@@ -35,15 +37,20 @@ ap.add_argument("--round", type=float, default=2.5)
 ap.add_argument("--fill", type=float, default=15)
 ap.add_argument("--rate", type=int, default=500)
 ap.add_argument("--decoys", type=int, default=4)
+ap.add_argument("--v6", action="store_true")
 a = ap.parse_args()
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
+if a.v6:
+    a.decoys = 1
 decoys = []
 for i in range(a.decoys):
-    d = socket.socket()
-    d.bind(("127.0.0.%d" % (2 + i), a.sport))
+    d = socket.socket(socket.AF_INET6 if a.v6 else socket.AF_INET)
+    if a.v6:
+        d.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    d.bind(("::1" if a.v6 else "127.0.0.%d" % (2 + i), a.sport))
     d.listen(4096)
     decoys.append(d)
 
@@ -54,17 +61,19 @@ def park(n):
     """n hellos, each naming a connection of ours to a decoy."""
     global nonce
     for _ in range(n):
-        daddr = "127.0.0.%d" % (2 + nonce % a.decoys)
-        t = socket.socket()
-        t.bind(("127.0.0.1", 0))
+        daddr = "::1" if a.v6 else "127.0.0.%d" % (2 + nonce % a.decoys)
+        t = socket.socket(socket.AF_INET6 if a.v6 else socket.AF_INET)
+        t.bind((daddr if a.v6 else "127.0.0.1", 0))
+        t.settimeout(0.5)
         try:
             t.connect((daddr, a.sport))
         except OSError:  # a decoy's queue is full
             t.close()
-            continue
+            break
         nonce += 1
         u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        u.bind(client_name("4", t.getsockname()[1], a.sport, nonce, saddr=daddr))
+        u.bind(client_name("6", t.getsockname()[1], a.sport, nonce) if a.v6 else
+               client_name("4", t.getsockname()[1], a.sport, nonce, saddr=daddr))
         u.setblocking(False)
         try:
             u.connect(rendezvous("4", a.ino))
