@@ -21,11 +21,11 @@
  *     fd stays the TCP socket with TCP's error.
  * The hello is queued before the SYN, so when the server accepts the TCP
  * connection its hello is already there: the server's outcome is fixed
- * before our connect returns, and it never waits for us (claim.c). If the
- * server and this process are of different uids, the server checks with
- * sock_diag that our TCP socket is ours: TCP_LINGER2 keeps the socket
- * (and its owner) visible for a minute after we close it, should the
- * server accept late. */
+ * before our connect returns, and it never waits for us (claim.c). The
+ * server checks with sock_diag that our TCP socket is ours (so a socket
+ * made under another uid goes plain): TCP_LINGER2 keeps the socket (and
+ * its owner) visible for a minute after we close it, should the server
+ * accept late. */
 #include "internal.h"
 
 #include <errno.h>
@@ -557,12 +557,12 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
 	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	if (lst.uid != geteuid()) {
-		/* The server will ask sock_diag who owns our TCP socket; keep
-		 * it visible for a minute after we let go of it. */
-		int linger2 = 120;
-		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
-	}
+	/* The server will ask sock_diag who owns our TCP socket (every
+	 * hello is checked, whoever the server is): keep it whole for a
+	 * minute after we let go of it. Closed in FIN_WAIT2 without this, it
+	 * becomes a minisocket that sock_diag reports as uid 0. */
+	int linger2 = 120;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
 
 	/* 3. The doorbell, in the application's mode. */
 	f->family = family;
