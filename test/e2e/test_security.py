@@ -1134,9 +1134,11 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
     # sending its SYN (stopped by a signal, preempted on a loaded machine;
     # here strace delays its TCP connect, the first connect over TCP and
     # the second, after the hello's, under loopfast), while the server is
-    # busy with 3000 other clients (their accepts stash its hello and check
-    # it). Its connection must be served, as over plain TCP (the same run
-    # without loopfast), on one path at both ends (kernel state).
+    # busy: 300 connections a second marked "hello queued" (attack/park.py
+    # --flood; any busy server's other fast-path clients do the same), whose
+    # accepts take its hello to the stash and check it. Its connection must
+    # be served, as over plain TCP (the same run without loopfast), on one
+    # path at both ends (kernel state).
     assert shutil.which("strace"), "strace is needed to hold the client up"
     lf = mode == "loopfast"
     srv, port, ino, pid = echo_server(attacker, "4", loopfast=lf)
@@ -1144,18 +1146,26 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
              "-e", f"inject=connect:delay_enter=2000000:when={2 if lf else 1}"]
     victim = subprocess.Popen([*stall, *wrap(mode, [attacker.py, attacker.path("victim"), "4", str(port), "--bound",
                                                     "10"])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    cl = as_root(attacker, "clients", "4", port, 3000, "--conc", 3, loopfast=lf)
+    cl = attacker("park", port, ino, 0, "--flood", 300)
     try:
+        assert readline(cl, 60).split() == ["queued", "0"]
         readline(victim)
-        time.sleep(0.5)  # the clients are under way
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the flood is under way
+            send_line(srv, "count")
+            if int(readline(srv).split()[1]) >= 100:
+                break
+            time.sleep(0.05)
         t0 = time.monotonic()
         send_line(victim)
         v = json.loads(readline(victim, 60))
         held_up = time.monotonic() - t0
-        out = json.loads(readline(cl, 240))
-        print(f"{mode}: victim {v} after {held_up:.1f} s; clients {out['outcomes']}")
-        assert held_up >= 2, held_up  # the stall was in place
-        assert out["outcomes"] == {"ok": 3000}, out
+        cl.stdin.close()
+        while not (line := readline(cl, 60)).startswith("{"):
+            pass
+        out = json.loads(line)
+        print(f"{mode}: victim {v} after {held_up:.1f} s; flood {out['flood']} connections in {out['seconds']:.1f} s")
+        assert held_up >= 2 and out["flood"] >= 300, (held_up, out)  # the stall and the flood were in place
         assert v["outcome"] == "ok", v
         wait_path(victim, pid, port, "loopfast" if v["fast"] else "tcp")
     finally:
