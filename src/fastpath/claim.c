@@ -128,7 +128,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 			break;
 		}
 		int r = lf__stash_put(l, u, &c, &s, uid, false);
-		if (r == -ENOSPC && (lf__ep_is_any(&l->ep) || lf__ep_equal(&s, &l->ep)) && vouched(uid, &c, &s))
+		if (r == -ENOSPC && vouched(uid, &c, &s) && lf__listener_serves(l, &s))
 			r = lf__stash_put(l, u, &c, &s, uid, true);
 		if (r) {
 			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);

@@ -21,11 +21,11 @@
  *     fd stays the TCP socket with TCP's error.
  * The hello is queued before the SYN, so when the server accepts the TCP
  * connection its hello is already there: the server's outcome is fixed
- * before our connect returns, and it never waits for us (claim.c). If the
- * server and this process are of different uids, the server checks with
- * sock_diag that our TCP socket is ours: TCP_LINGER2 keeps the socket
- * (and its owner) visible for a minute after we close it, should the
- * server accept late. */
+ * before our connect returns, and it never waits for us (claim.c). The
+ * server checks with sock_diag that our TCP socket is ours (so a socket
+ * made under another uid goes plain): TCP_LINGER2 keeps the socket (and
+ * its owner) visible for a minute after we close it, should the server
+ * accept late. */
 #include "internal.h"
 
 #include <errno.h>
@@ -542,12 +542,12 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
 	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	if (lst.uid != geteuid()) {
-		/* The server will ask sock_diag who owns our TCP socket; keep
-		 * it visible for two minutes after we let go of it. */
-		int linger2 = 120;
-		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
-	}
+	/* The server will ask sock_diag who owns our TCP socket (every
+	 * hello is checked, whoever the server is): keep it whole for two
+	 * minutes after we let go of it. Closed in FIN_WAIT2 without this, it
+	 * becomes a minisocket that sock_diag reports as uid 0. */
+	int linger2 = 120;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
 	return unx;
 }
 
@@ -649,6 +649,13 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return 0;
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
+
+	/* The server vouches for a hello only if its sender owns the TCP
+	 * socket: one made before a credential change (root, then a service
+	 * account), or by another process, is not ours to announce. */
+	struct stat st;
+	if (fstat(fd, &st) || st.st_uid != geteuid())
+		return plain(LF_EV_FAILED, "the socket is another uid's", fd, &dst, NULL);
 
 	/* 1. The listener that will get the connection. None (the connect
 	 * will be refused, or the server is not listening yet): plain TCP,

@@ -431,6 +431,11 @@ bool lf__stash_holds(const struct lf_listener *l);
  * connect up). One that still carries data is a client that wrote and
  * closed: its connection is served. */
 bool lf__hello_dead(int fd);
+/* Whether a connection to `server` reaches this listener: its own
+ * address, or for a wildcard listener one the kernel would hand to it
+ * (sock_diag). A hello may name a connection of its sender's to a
+ * listener of its own on the same port elsewhere on loopback. */
+bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server);
 /* False when the stash surely holds no hello for `client` (no lock; test-stash's view of the index). */
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while

@@ -416,6 +416,18 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
 	return l->shm->keyed && slots_held(l->shm, slots_of(l->shm, client));
 }
 
+bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server)
+{
+	struct lf_diag_sock d;
+	struct lf_ep from = *server;
+
+	if (lf__ep_equal(server, &l->ep))
+		return true;
+	from.port = 0; /* no connection comes from port 0: the lookup reaches the listener */
+	return lf__ep_is_any(&l->ep) && server->port == l->ep.port && lf__diag_listener(server, &from, &d) == 0 &&
+	       d.inode == (uint32_t)l->ino;
+}
+
 /* Is a stashed hello still wanted? Not once no TCP connection from its
  * client endpoint to the listener, owned by its sender, exists (sock_diag:
  * its client never connected, or has gone and the connection with it), nor
@@ -424,7 +436,7 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
  * its end, in FIN_WAIT2, until its connection is accepted: still wanted.
  * When the kernel finds the connection of a hello it had not vouched for,
  * the hello leaves its uid's share (*vouch). Under the lock. */
-static bool still_wanted(struct stash_msg *sm, int fd, uint64_t now, bool *vouch)
+static bool still_wanted(const struct lf_listener *l, struct stash_msg *sm, int fd, uint64_t now, bool *vouch)
 {
 	struct lf_diag_sock d;
 	uint64_t age = now - sm->checked;
@@ -442,6 +454,11 @@ static bool still_wanted(struct stash_msg *sm, int fd, uint64_t now, bool *vouch
 		if (!sm->accepted)
 			sm->accepted = now;
 	}
+	/* Its connection must be to this listener to count as vouched for:
+	 * the sender's own connection to a listener of its own on our port
+	 * at another address (127.0.0.2, [::1] beside 0.0.0.0) is not. */
+	if (!sm->vouched && !lf__listener_serves(l, &sm->server))
+		return false;
 	*vouch = !sm->vouched;
 	sm->checked = now;
 	return true;
@@ -495,7 +512,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 	if (lf__hello_dead(fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);
-	} else if (!still_wanted(&sm, fd, now, &vouch)) {
+	} else if (!still_wanted(l, &sm, fd, now, &vouch)) {
 		drop(l, &sm, fd, LF_EV_UNVOUCHED);
 	} else if ((vouch && vouched_now(m, &sm)) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		index_del(m, &sm);

@@ -638,6 +638,31 @@ MUTANTS += [
           "\tif (!__atomic_load_n(&bells_shared, __ATOMIC_RELAXED))\n\t\treturn false;\n",
           "\tif (1)\n\t\treturn false;\n")],
         ["c:test-bell:fork_epoll_child_closed"]),
+    Mutant(
+        "stash-vouches-any-listener",
+        "a stashed hello counts as vouched for whatever listener its named connection goes to: one uid keeps the "
+        "whole stash with hellos naming its own connections to a decoy listener on the same port",
+        [("src/fastpath/listener.c",
+          "\tif (lf__ep_equal(server, &l->ep))\n\t\treturn true;\n",
+          "\tif (1)\n\t\treturn true;\n")],
+        ["e2e:test_security.py -k 'decoy and loopfast and loopback'"]),
+    Mutant(
+        "client-announces-foreign-socket",
+        "a client announces a TCP socket that another uid owns (made before a privilege drop): the server cannot "
+        "vouch for it and the client is reset",
+        [("src/fastpath/connect.c",
+          "\tif (fstat(fd, &st) || st.st_uid != geteuid())\n",
+          "\tif (fstat(fd, &st))\n")],
+        ["e2e:test_security.py -k 'before_a_privilege_drop'"]),
+    Mutant(
+        "linger2-only-across-uids",
+        "TCP_LINGER2 only when the server is of another uid: a same-uid client that wrote and closed leaves a "
+        "minisocket sock_diag reports as uid 0, and a non-root server drops its hello",
+        [("src/fastpath/connect.c",
+          "\tint linger2 = 120;\n\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n",
+          "\tint linger2 = 120;\n\tif (lst.uid != geteuid())\n"
+          "\t\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n")],
+        ["e2e:test_security.py -k 'servers_uid_that_wrote'"]),
 ]
 
 # Versions (issue 19): the shared page's header, and a listener that an

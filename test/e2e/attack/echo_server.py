@@ -18,7 +18,8 @@ A line "count" on stdin prints "accepted N bytes M" (the connections
 accepted and the bytes read so far; single process only).
 --drop USER: once listening, switches to USER (groups, real, effective and
 saved ids), as a daemon that listens as root and serves as a service
-account does (single process only)."""
+account does (single process only).
+--any: binds the wildcard address (0.0.0.0 or ::) instead of loopback."""
 import argparse
 import ctypes
 import json
@@ -43,12 +44,13 @@ ap.add_argument("--rogue", action="store_true")
 ap.add_argument("--recvmsg", action="store_true")
 ap.add_argument("--close-others", action="store_true")
 ap.add_argument("--drop")
+ap.add_argument("--any", action="store_true")
 a = ap.parse_args()
 if a.close_others:
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 s = socket.socket(FAMILY[a.fam])
-s.bind((ADDR[a.fam], 0))
+s.bind((("::" if a.fam == "6" else "0.0.0.0") if a.any else ADDR[a.fam], 0))
 print(s.getsockname()[1], os.fstat(s.fileno()).st_ino, os.getpid(), flush=True)
 if a.go:
     sys.stdin.readline()

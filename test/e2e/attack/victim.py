@@ -4,7 +4,9 @@ stdin, then connects to PORT, sends random bytes and checks the echo
 within BOUND seconds (--read: how it waits for it). --abandon: a non-blocking connect instead, closed
 after half a second, whatever its state (a client giving up). Prints one
 JSON line (outcome, whether the kernel says the socket is a Unix one),
-then holds the connection until stdin closes."""
+then holds the connection until stdin closes. --drop USER: once its socket
+is made and bound, switches to USER (groups, real, effective and saved
+ids), as a daemon that prepares its sockets before it drops privileges."""
 import argparse
 import json
 import os
@@ -22,6 +24,7 @@ ap.add_argument("sport", type=int)
 ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--bound", type=float, default=10.0)
 ap.add_argument("--abandon", action="store_true")
+ap.add_argument("--drop")
 ap.add_argument("--read", choices=["poll", "blocking", "peek"], default="poll",
                 help="how the echo is waited for: Python's timeout (poll), or a blocking recv, or a blocking "
                      "recv(MSG_PEEK) first, with SIGALRM after BOUND seconds as the watchdog")
@@ -29,6 +32,12 @@ a = ap.parse_args()
 
 s = socket.socket(FAMILY[a.fam])
 s.bind((ADDR[a.fam], a.port))
+if a.drop:
+    import pwd
+    pw = pwd.getpwnam(a.drop)
+    os.setgroups([])
+    os.setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid)
+    os.setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid)
 print(s.getsockname()[1], flush=True)
 sys.stdin.readline()
 if a.abandon:
