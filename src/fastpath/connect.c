@@ -21,11 +21,10 @@
  *     fd stays the TCP socket with TCP's error.
  * The hello is queued before the SYN, so when the server accepts the TCP
  * connection its hello is already there: the server's outcome is fixed
- * before our connect returns, and it never waits for us (claim.c). If the
- * server and this process are of different uids, the server checks with
- * sock_diag that our TCP socket is ours: TCP_LINGER2 keeps the socket
- * (and its owner) visible for a minute after we close it, should the
- * server accept late. */
+ * before our connect returns, and it never waits for us (claim.c). The
+ * server checks with sock_diag that our TCP socket is ours: TCP_LINGER2
+ * keeps the socket (and its owner) visible for a minute after we close
+ * it, should the server accept late. */
 #include "internal.h"
 
 #include <errno.h>
@@ -550,12 +549,14 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
 	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	if (lst.uid != geteuid()) {
-		/* The server will ask sock_diag who owns our TCP socket; keep
-		 * it visible for a minute after we let go of it. */
-		int linger2 = 120;
-		lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
-	}
+	/* The server asks sock_diag who owns our TCP socket (whatever our
+	 * uid): keep it a full socket for a minute after we let go of it.
+	 * Without this, an orphan's FIN_WAIT2 becomes a TIME_WAIT entry at
+	 * once, which reports uid 0, and none at all when the host's
+	 * TIME_WAIT table is full (tcp_max_tw_buckets): a client that wrote
+	 * and closed before the accept would lose its request. */
+	int linger2 = 120;
+	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
 
 	/* 3. The doorbell, in the application's mode. */
 	f->family = family;

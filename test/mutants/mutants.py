@@ -666,3 +666,18 @@ MUTANTS += [
           "\tif (0 && r && !excluded && other_version(family, l->ino, st.st_uid)) {\n")],
         ["e2e:test_versions.py -k 'inherited and not new-old'"]),
 ]
+
+# A client that wrote and closed before a busy server accepted (issue 19,
+# attack 2's last sentence): its closed TCP end must stay a full socket
+# that sock_diag reports with its owner, whatever the two ends' uids.
+MUTANTS += [
+    Mutant(
+        "linger2-other-uid-only",
+        "TCP_LINGER2 only for a server of another uid (as before the fix): a same-uid client's closed end "
+        "becomes a TIME_WAIT entry (uid 0) or nothing when the TIME_WAIT table is full, and its request is lost",
+        [("src/fastpath/connect.c",
+          "\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n",
+          "\tif (lst.uid != geteuid())\n"
+          "\t\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n")],
+        ["e2e:test_security.py -k 'wrote_and_closed and loopfast'"]),
+]
