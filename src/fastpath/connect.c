@@ -24,7 +24,7 @@
  * before our connect returns, and it never waits for us (claim.c). The
  * server checks with sock_diag that our TCP socket is ours (so a socket
  * made under another uid goes plain): TCP_LINGER2 keeps the socket (and
- * its owner) visible for a minute after we close it, should the server
+ * its owner) visible for two minutes after we close it, should the server
  * accept late. */
 #include "internal.h"
 
@@ -542,10 +542,12 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 	/* The SYN says our hello is queued. */
 	int mss = LF_HELLO_MSS;
 	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss));
-	/* The server will ask sock_diag who owns our TCP socket (every
-	 * hello is checked, whoever the server is): keep it whole for two
-	 * minutes after we let go of it. Closed in FIN_WAIT2 without this, it
-	 * becomes a minisocket that sock_diag reports as uid 0. */
+	/* The server asks sock_diag who owns our TCP socket (whatever our
+	 * uid): keep it a full socket for two minutes after we let go of it.
+	 * Without this, an orphan's FIN_WAIT2 becomes a TIME_WAIT entry at
+	 * once, which reports uid 0, and none at all when the host's
+	 * TIME_WAIT table is full (tcp_max_tw_buckets): a client that wrote
+	 * and closed before the accept would lose its request. */
 	int linger2 = 120;
 	lf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));
 	return unx;
