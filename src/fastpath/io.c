@@ -59,7 +59,7 @@ static int settle(int fd, int flags, bool reading)
 
 #define SETTLE_IO(fd, msgflags, reading)                                                               \
 	do {                                                                                           \
-		struct lf_fd *f_ = lf__fd(fd);                                                         \
+		struct lf_fd *f_ = lf__fd_peek(fd);                                                    \
 		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) &                   \
 			    (LF_F_PENDING | LF_F_UNCONFIRMED)) || f_->pend_err) &&                       \
 		    settle(fd, msgflags, reading))                                                     \
