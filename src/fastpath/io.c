@@ -80,7 +80,8 @@ static inline bool plain_io(int fd, bool reading)
 	if (!f)
 		return true;
 	unsigned fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | (reading ? LF_F_SHUT_RD : 0))) && !f->pend_err &&
+	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | (reading ? LF_F_SHUT_RD : 0))) &&
+	       !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE) &&
 	       !(reading && f->spin_us && (fl & LF_F_FAST));
 }
 
