@@ -177,30 +177,30 @@ static void test_compare_uds_per_repeat(void)
 	struct lat_figures fp[3] = { { .p50 = 10, .p99 = 100 }, { .p50 = 30, .p99 = 90 }, { .p50 = 20, .p99 = 400 } };
 	struct lat_figures ux[3] = { { .p50 = 10, .p99 = 50 }, { .p50 = 20, .p99 = 100 }, { .p50 = 40, .p99 = 200 } };
 	struct lat_figures tc[3] = { { .p50 = 1 }, { .p50 = 1 }, { .p50 = 1 } };
-	struct lat_row rows[3] = {
+	struct lat_row row3[3] = {
 		{ .style = LAT_BLOCK, .transport = LAT_FASTPATH, .status = LAT_OK, .nrep = 3, .rep = fp },
 		{ .style = LAT_EPOLL, .transport = LAT_TCP, .status = LAT_OK, .nrep = 3, .rep = tc },
 		{ .style = LAT_BLOCK, .transport = LAT_UDS, .status = LAT_OK, .nrep = 3, .rep = ux },
 	};
-	struct lat_report r = { .opts = &opts, .rows = rows, .nrows = 3 };
+	struct lat_report r3 = { .opts = &opts, .rows = row3, .nrows = 3 };
 
-	lat_compare_uds(&r);
+	lat_compare_uds(&r3);
 	/* p50: 1, 1.5, 0.5; p99: 2, 0.9, 2 (the ratio of the medians would be 1 and 1) */
-	ASSERT_NEAR(rows[0].uds_p50[0], 1);
-	ASSERT_NEAR(rows[0].uds_p50[1], 0.5);
-	ASSERT_NEAR(rows[0].uds_p50[2], 1.5);
-	ASSERT_NEAR(rows[0].uds_p99[0], 2);
-	ASSERT_NEAR(rows[0].uds_p99[1], 0.9);
-	ASSERT_NEAR(rows[0].uds_p99[2], 2);
-	ASSERT(isnan(rows[1].uds_p99[0]));
-	ASSERT(isnan(rows[2].uds_p99[0]));
+	ASSERT_NEAR(row3[0].uds_p50[0], 1);
+	ASSERT_NEAR(row3[0].uds_p50[1], 0.5);
+	ASSERT_NEAR(row3[0].uds_p50[2], 1.5);
+	ASSERT_NEAR(row3[0].uds_p99[0], 2);
+	ASSERT_NEAR(row3[0].uds_p99[1], 0.9);
+	ASSERT_NEAR(row3[0].uds_p99[2], 2);
+	ASSERT(isnan(row3[1].uds_p99[0]));
+	ASSERT(isnan(row3[2].uds_p99[0]));
 	ASSERT_NEAR(fp[1].p50, 30); /* the repeats are left as they were */
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	ASSERT(f != NULL);
-	lat_print_table(f, &r);
-	lat_print_json(f, &r);
+	lat_print_table(f, &r3);
+	lat_print_json(f, &r3);
 	fclose(f);
 	ASSERT_HAS(buf, "against uds (the same style), repeat by repeat: median ratio [min-max over 3 repeats]");
 	ASSERT_HAS(buf, "block       fastpath       p50 1.00 [0.50-1.50]  p99 2.00 [0.90-2.00]");
