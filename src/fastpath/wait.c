@@ -314,7 +314,8 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 		if (slice != timeout)
 			lf__bell_sweep();
 		if (k > 0 || timeout == 0) {
-			lf__bell_err_epoll(epfd, ev, k);
+			if (__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+				lf__bell_err_epoll(epfd, ev, k);
 			if (e && e->pending_members > 0)
 				lf__finalize_epoll(epfd);
 			return k;
