@@ -169,6 +169,47 @@ static char *render(void (*fn)(FILE *, const struct lat_report *))
 	return buf;
 }
 
+/* Each row against the uds row of its style, repeat by repeat: the
+ * median and range of the ratios, not the ratio of the medians; a style
+ * without a uds row, and the uds row itself, get none. */
+static void test_compare_uds_per_repeat(void)
+{
+	struct lat_figures fp[3] = { { .p50 = 10, .p99 = 100 }, { .p50 = 30, .p99 = 90 }, { .p50 = 20, .p99 = 400 } };
+	struct lat_figures ux[3] = { { .p50 = 10, .p99 = 50 }, { .p50 = 20, .p99 = 100 }, { .p50 = 40, .p99 = 200 } };
+	struct lat_figures tc[3] = { { .p50 = 1 }, { .p50 = 1 }, { .p50 = 1 } };
+	struct lat_row row3[3] = {
+		{ .style = LAT_BLOCK, .transport = LAT_FASTPATH, .status = LAT_OK, .nrep = 3, .rep = fp },
+		{ .style = LAT_EPOLL, .transport = LAT_TCP, .status = LAT_OK, .nrep = 3, .rep = tc },
+		{ .style = LAT_BLOCK, .transport = LAT_UDS, .status = LAT_OK, .nrep = 3, .rep = ux },
+	};
+	struct lat_report r3 = { .opts = &opts, .rows = row3, .nrows = 3 };
+
+	lat_compare_uds(&r3);
+	/* p50: 1, 1.5, 0.5; p99: 2, 0.9, 2 (the ratio of the medians would be 1 and 1) */
+	ASSERT_NEAR(row3[0].uds_p50[0], 1);
+	ASSERT_NEAR(row3[0].uds_p50[1], 0.5);
+	ASSERT_NEAR(row3[0].uds_p50[2], 1.5);
+	ASSERT_NEAR(row3[0].uds_p99[0], 2);
+	ASSERT_NEAR(row3[0].uds_p99[1], 0.9);
+	ASSERT_NEAR(row3[0].uds_p99[2], 2);
+	ASSERT(isnan(row3[1].uds_p99[0]));
+	ASSERT(isnan(row3[2].uds_p99[0]));
+	ASSERT_NEAR(fp[1].p50, 30); /* the repeats are left as they were */
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	ASSERT(f != NULL);
+	lat_print_table(f, &r3);
+	lat_print_json(f, &r3);
+	fclose(f);
+	ASSERT_HAS(buf, "against uds (the same style), repeat by repeat: median ratio [min-max over 3 repeats]");
+	ASSERT_HAS(buf, "block       fastpath       p50 1.00 [0.50-1.50]  p99 2.00 [0.90-2.00]");
+	ASSERT_HAS(buf, "\"vs_uds\": {\"p50\": {\"median\": 1, \"min\": 0.5, \"max\": 1.5}, "
+			"\"p99\": {\"median\": 2, \"min\": 0.9, \"max\": 2}}");
+	ASSERT(!strstr(buf, "epoll       tcp            p50"));
+	free(buf);
+}
+
 static void test_table(void)
 {
 	make_report();
@@ -327,6 +368,7 @@ int main(int argc, char **argv)
 		{ "median", test_median, 0 },
 		{ "aggregate_over_repeats", test_aggregate_over_repeats, 0 },
 		{ "compare_against_first_row_that_ran", test_compare_against_first_row_that_ran, 0 },
+		{ "compare_uds_per_repeat", test_compare_uds_per_repeat, 0 },
 		{ "cdf_monotone", test_cdf_monotone, 0 },
 		{ "table", test_table, 0 },
 		{ "table_sockperf", test_table_sockperf, 0 },

@@ -37,7 +37,22 @@ def summarize(result):
                 for row in by_path.values():
                     if base and "tps" in row:
                         row["ratio_tcp"] = row["tps"] / base
+                    _vs_unix(row, res["runs"])
         res["summary"] = rows
+
+
+def _vs_unix(row, runs):
+    """The ratio to the server's own Unix socket, repetition by repetition
+    (the paths of one repetition run back to back): median, min and max."""
+    if row["path"] == "unix":
+        return
+    unix = {r["rep"]: r["tps"] for r in runs if r["workload"] == row["workload"] and r["threads"] == row["threads"]
+            and r["path"] == "unix" and r.get("valid") and r.get("tps")}
+    rs = [r["tps"] / unix[r["rep"]] for r in runs if r["workload"] == row["workload"] and r["threads"] == row["threads"]
+          and r["path"] == row["path"] and r.get("valid") and r.get("rep") in unix]
+    if rs:
+        row.update(ratio_unix=statistics.median(rs), ratio_unix_min=min(rs), ratio_unix_max=max(rs),
+                   ratio_unix_n=len(rs))
 
 
 def _fmt(x):
@@ -54,23 +69,26 @@ def tables(result):
         if not res.get("workloads"):
             continue
         out.append(f"{res['unit']} and QPS are means over {m['repeat']} interleaved runs of {m['time']:g} s "
-                   f"(min–max in brackets); p95 in ms; ×TCP is the ratio of means.\n")
+                   f"(min–max in brackets); p95 in ms; ×TCP is the ratio of means; ×Unix is the median of the "
+                   f"ratios to the Unix socket run by run (min–max).\n")
         if res.get("fast_error") and res["fast_error"] != "not requested":
             out.append(f"loopfast path not measured: {res['fast_error']}\n")
         if m.get("spin_us") is not None:
             out.append(f"loopfast + spin: server and client under `loopfast run --spin-us {m['spin_us']}`.\n")
-        out.append(f"| workload | threads | path | {res['unit']} | QPS | p95 ms | ×TCP |")
-        out.append("|---|---:|---|---:|---:|---:|---:|")
+        out.append(f"| workload | threads | path | {res['unit']} | QPS | p95 ms | ×TCP | ×Unix |")
+        out.append("|---|---:|---|---:|---:|---:|---:|---:|")
         for r in res.get("summary", []):
             label = LABELS[r["path"]]
             if "tps" not in r:
-                out.append(f"| {r['workload']} | {r['threads']} | {label} | INVALID: {r['reason'][:90]} | | | |")
+                out.append(f"| {r['workload']} | {r['threads']} | {label} | INVALID: {r['reason'][:90]} | | | | |")
                 continue
             spread = f" ({_fmt(r['tps_min'])}–{_fmt(r['tps_max'])})" if r["n"] > 1 else ""
             bad = f", {r['of'] - r['n']} invalid" if r["n"] < r["of"] else ""
             ratio = f"{r['ratio_tcp']:.2f}" if "ratio_tcp" in r else "–"
+            vs_unix = (f"{r['ratio_unix']:.2f} ({r['ratio_unix_min']:.2f}–{r['ratio_unix_max']:.2f})"
+                       if "ratio_unix" in r else "–")
             out.append(f"| {r['workload']} | {r['threads']} | {label} | {_fmt(r['tps'])}{spread}{bad} | "
-                       f"{_fmt(r['qps'])} | {r['p95_ms']:.2f} | {ratio} |")
+                       f"{_fmt(r['qps'])} | {r['p95_ms']:.2f} | {ratio} | {vs_unix} |")
         means = _mean_ratios(res)
         if means:
             out.append("\nMean ratio to plain TCP over all rows: "

@@ -139,6 +139,20 @@ void lat_print_table(FILE *f, const struct lat_report *rep)
 		fprintf(f, "\nlat.red / jit.red: reduction of the mean round trip / of the jitter against %s %s%s.\n",
 			lat_style_names[rep->rows[rep->base].style], lat_transport_names[rep->rows[rep->base].transport],
 			rep->base ? " (the first row that ran)" : " (the first row)");
+	bool head = false;
+	for (unsigned r = 0; r < rep->nrows; r++) {
+		const struct lat_row *w = &rep->rows[r];
+
+		if (!(w->uds_p50[0] > 0)) /* NAN: no uds row to compare with */
+			continue;
+		if (!head)
+			fprintf(f, "\nagainst uds (the same style), repeat by repeat: median ratio [min-max over %u repeat%s]\n",
+				w->nrep, w->nrep == 1 ? "" : "s");
+		head = true;
+		fprintf(f, "%-11s %-14s p50 %.2f [%.2f-%.2f]  p99 %.2f [%.2f-%.2f]\n", lat_style_names[w->style],
+			lat_transport_names[w->transport], w->uds_p50[0], w->uds_p50[1], w->uds_p50[2], w->uds_p99[0],
+			w->uds_p99[1], w->uds_p99[2]);
+	}
 	for (unsigned r = 0; r < rep->nrows; r++) {
 		const struct lat_row *w = &rep->rows[r];
 
@@ -231,6 +245,20 @@ static void json_row(FILE *f, const struct lat_row *w)
 		json_num(f, w->jit_red_pct);
 		fprintf(f, ", \"p50_reduction_pct\": ");
 		json_num(f, w->p50_red_pct);
+		if (w->uds_p50[0] > 0) {
+			const char *name[] = { "median", "min", "max" };
+			fprintf(f, ",\n     \"vs_uds\": {\"p50\": {");
+			for (int i = 0; i < 3; i++) {
+				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
+				json_num(f, w->uds_p50[i]);
+			}
+			fprintf(f, "}, \"p99\": {");
+			for (int i = 0; i < 3; i++) {
+				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
+				json_num(f, w->uds_p99[i]);
+			}
+			fprintf(f, "}}");
+		}
 		fprintf(f, ",\n     \"repeats\": [");
 		for (unsigned i = 0; i < w->nrep; i++) {
 			fputs(i ? ",\n       " : "\n       ", f);

@@ -9,6 +9,7 @@
 #include "latency.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,44 @@ void lat_compare(struct lat_report *rep)
 		r->lat_red_pct = 100.0 * (1.0 - r->med.mean / b->med.mean);
 		r->jit_red_pct = 100.0 * (1.0 - r->med.jitter / b->med.jitter);
 		r->p50_red_pct = 100.0 * (1.0 - r->med.p50 / b->med.p50);
+	}
+}
+
+/* The median, min and max over repeats of a/b (a and b: the same figure
+ * of two rows, measured in the same repeats). */
+static void ratio_over_repeats(const struct lat_row *a, const struct lat_row *b, size_t off, double out[3])
+{
+	unsigned n = a->nrep < b->nrep ? a->nrep : b->nrep;
+	double v[n ? n : 1];
+
+	out[0] = out[1] = out[2] = NAN;
+	for (unsigned i = 0; i < n; i++)
+		v[i] = *(const double *)((const char *)&a->rep[i] + off) / *(const double *)((const char *)&b->rep[i] + off);
+	if (!n)
+		return;
+	out[0] = lat_median(v, n); /* sorts v */
+	out[1] = v[0];
+	out[2] = v[n - 1];
+}
+
+/* Every row against the uds row of its style: the kernel's own Unix
+ * socket, which the fast path's blocking rows are to match. */
+void lat_compare_uds(struct lat_report *rep)
+{
+	for (unsigned i = 0; i < rep->nrows; i++) {
+		struct lat_row *r = &rep->rows[i];
+		const struct lat_row *u = NULL;
+
+		for (unsigned j = 0; j < rep->nrows; j++)
+			if (rep->rows[j].style == r->style && rep->rows[j].transport == LAT_UDS &&
+			    rep->rows[j].status == LAT_OK)
+				u = &rep->rows[j];
+		r->uds_p50[0] = r->uds_p50[1] = r->uds_p50[2] = NAN;
+		r->uds_p99[0] = r->uds_p99[1] = r->uds_p99[2] = NAN;
+		if (!u || u == r || r->status != LAT_OK)
+			continue;
+		ratio_over_repeats(r, u, offsetof(struct lat_figures, p50), r->uds_p50);
+		ratio_over_repeats(r, u, offsetof(struct lat_figures, p99), r->uds_p99);
 	}
 }
 

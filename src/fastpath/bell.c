@@ -414,11 +414,6 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 
 /* ---- epoll */
 
-/* "LFBL" in the high half; in the low half the bell's generation (a
- * registration can outlive its bell: a forked child may hold the same
- * file) and the fd (fast-path sockets are below 65536). */
-#define BELL_TAG 0x4c46424c00000000ull
-
 void lf__bell_epoll_add(int epfd, int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -426,7 +421,7 @@ void lf__bell_epoll_add(int epfd, int fd)
 	if (!f || !(atomic_load(&f->flags) & LF_F_UNCONFIRMED))
 		return;
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT,
-				  .data.u64 = BELL_TAG | (uint64_t)f->bell_gen << 16 | (uint16_t)fd };
+				  .data.u64 = LF_BELL_TAG | (uint64_t)f->bell_gen << 16 | (uint16_t)fd };
 	lf__sys_epoll_ctl(epfd, EPOLL_CTL_ADD, f->bell, &ev);
 }
 
@@ -437,7 +432,7 @@ int lf__bell_epoll_filter(struct epoll_event *ev, int n)
 	if (!lf__bells_used)
 		return n;
 	for (int i = 0; i < n; i++) {
-		if ((ev[i].data.u64 & 0xffffffff00000000ull) == BELL_TAG) {
+		if ((ev[i].data.u64 & 0xffffffff00000000ull) == LF_BELL_TAG) {
 			int fd = (int)(ev[i].data.u64 & 0xffff);
 			struct lf_fd *f = lf__fd(fd);
 			if (f && f->bell_gen == (uint16_t)(ev[i].data.u64 >> 16))

@@ -27,7 +27,7 @@ bool lf__global_optin;
 bool lf__debug_on;
 unsigned lf__global_spin_us;
 
-static struct lf_fd *table;
+struct lf_fd *lf__fdtab;
 
 /* Start-up, stage 1 of 2, in both flavours of the library: LOOPFAST_DEBUG.
  * Stage 2 is the preload's (src/preload/preload.c); the priorities order
@@ -83,7 +83,7 @@ ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockad
 
 static struct lf_fd *table_get(void)
 {
-	struct lf_fd *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+	struct lf_fd *t = __atomic_load_n(&lf__fdtab, __ATOMIC_ACQUIRE);
 
 	if (t)
 		return t;
@@ -92,7 +92,7 @@ static struct lf_fd *table_get(void)
 	if (t == MAP_FAILED)
 		return NULL;
 	struct lf_fd *expected = NULL;
-	if (!__atomic_compare_exchange_n(&table, &expected, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_compare_exchange_n(&lf__fdtab, &expected, t, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		munmap(t, sizeof(struct lf_fd) * LF_FD_MAX);
 		return expected;
 	}
@@ -103,7 +103,7 @@ static struct lf_fd *table_get(void)
 	return t;
 }
 
-struct lf_fd *lf__fd(int fd)
+struct lf_fd *lf__fd_map(int fd)
 {
 	struct lf_fd *t;
 

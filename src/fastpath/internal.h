@@ -204,7 +204,30 @@ void lf__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool lf__global_optin; /* LOOPFAST_ENABLE=1: opt in every TCP socket */
 extern unsigned lf__global_spin_us;
 
-struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
+/* The entry of fd, NULL when fd is out of range. Inline: every interposed
+ * call asks it, and on the data path it is the whole cost of the call for
+ * a socket loopfast has nothing to do with (the table is mapped on first
+ * use, by lf__fd_map). */
+extern struct lf_fd *lf__fdtab;
+struct lf_fd *lf__fd_map(int fd);
+static inline struct lf_fd *lf__fd(int fd)
+{
+	struct lf_fd *t = __atomic_load_n(&lf__fdtab, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(t != NULL, 1) && (unsigned)fd < LF_FD_MAX)
+		return &t[fd];
+	return lf__fd_map(fd);
+}
+/* The same for a look that changes nothing: NULL also while no fd has any
+ * state (the table is not mapped yet), which such a look takes as nothing
+ * to do. It calls nothing, so that the data path's wrappers need no stack
+ * frame before they hand the call on. */
+static inline struct lf_fd *lf__fd_peek(int fd)
+{
+	struct lf_fd *t = __atomic_load_n(&lf__fdtab, __ATOMIC_ACQUIRE);
+
+	return t && (unsigned)fd < LF_FD_MAX ? &t[fd] : NULL;
+}
 void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
@@ -241,8 +264,20 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len);
 extern LF_SIG_TLS atomic_uint lf__sig_seen;
 extern LF_SIG_TLS atomic_uint lf__sig_interrupt;
 uint64_t lf__now_ns(void);           /* CLOCK_MONOTONIC */
-bool lf__may_spin(int fd);           /* a fast-path socket with a spin budget */
-bool lf__shut_rd(int fd);            /* the application shut its reading side */
+/* A fast-path socket with a spin budget. */
+static inline bool lf__may_spin(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+	return f && f->spin_us && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST);
+}
+
+/* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
+ * socket) TCP still returns what is queued, and 0 where it would wait. */
+static inline bool lf__shut_rd(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHUT_RD);
+}
 enum { LF_SPIN_DONE, LF_SPIN_BLOCK };
 /* Receives without blocking until data, an error, a signal or the end of
  * the budget. LF_SPIN_DONE: *ret (and errno) is the answer. */
@@ -367,6 +402,18 @@ int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset
 int lf__bell_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout_ns, const sigset_t *mask,
 		    bool *handled);
 void lf__bell_epoll_add(int epfd, int fd);
+/* A bell's epoll event: "LFBL" in the high half of its data; in the low
+ * half the bell's generation (a registration can outlive its bell: a
+ * forked child may hold the same file) and the fd (fast-path sockets are
+ * below 65536). */
+#define LF_BELL_TAG 0x4c46424c00000000ull
+static inline bool lf__bell_tagged(const struct epoll_event *ev, int n)
+{
+	for (int i = 0; i < n; i++)
+		if ((ev[i].data.u64 & 0xffffffff00000000ull) == LF_BELL_TAG)
+			return true;
+	return false;
+}
 /* Takes the bells' events out of what epoll_wait returned; the new count. */
 int lf__bell_epoll_filter(struct epoll_event *ev, int n);
 /* Adds POLLERR / EPOLLERR to what a wait returned for sockets whose reset

@@ -59,7 +59,7 @@ static int settle(int fd, int flags, bool reading)
 
 #define SETTLE_IO(fd, msgflags, reading)                                                               \
 	do {                                                                                           \
-		struct lf_fd *f_ = lf__fd(fd);                                                         \
+		struct lf_fd *f_ = lf__fd_peek(fd);                                                    \
 		if (f_ && ((atomic_load_explicit(&f_->flags, memory_order_relaxed) &                   \
 			    (LF_F_PENDING | LF_F_UNCONFIRMED)) || f_->pend_err) &&                       \
 		    settle(fd, msgflags, reading))                                                     \
@@ -67,6 +67,23 @@ static int settle(int fd, int flags, bool reading)
 	} while (0)
 #define SETTLE(fd, msgflags) SETTLE_IO(fd, msgflags, true)
 #define SETTLE_WRITE(fd, msgflags) SETTLE_IO(fd, msgflags, false)
+
+/* Nothing for loopfast to do on fd: no connect pending, no bell, no error
+ * kept, and for a read no SHUT_RD and no spin. The common case of the data
+ * path, decided from one entry without a call, so that read, recv, write
+ * and send are a jump to libc's for it (redis makes three such calls a
+ * request on each end). */
+static inline bool plain_io(int fd, bool reading)
+{
+	const struct lf_fd *f = lf__fd_peek(fd);
+
+	if (!f)
+		return true;
+	unsigned fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
+	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | (reading ? LF_F_SHUT_RD : 0))) &&
+	       !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE) &&
+	       !(reading && f->spin_us && (fl & LF_F_FAST));
+}
 
 static ssize_t shut_rd_recvmsg(int fd, struct msghdr *m, int flags)
 {
@@ -128,7 +145,7 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	return r;
 }
 
-LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
 	SETTLE(fd, flags);
 	if (!lf__may_spin(fd) && !lf__shut_rd(fd))
@@ -136,7 +153,14 @@ LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	return recvfrom(fd, buf, n, flags, NULL, NULL);
 }
 
-LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
+LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	if (plain_io(fd, true))
+		return REAL(recv)(fd, buf, n, flags);
+	return recv_io(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t read_io(int fd, void *buf, size_t n)
 {
 	ssize_t r;
 
@@ -153,6 +177,13 @@ LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 			return r;
 	}
 	return REAL(read)(fd, buf, n);
+}
+
+LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	if (plain_io(fd, true))
+		return REAL(read)(fd, buf, n);
+	return read_io(fd, buf, n);
 }
 
 LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
@@ -334,10 +365,17 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 
 /* The plain writes are interposed only for a connect still pending on
  * the fd (one array lookup otherwise). */
-LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+static __attribute__((noinline)) ssize_t write_io(int fd, const void *buf, size_t n)
 {
 	SETTLE_WRITE(fd, 0);
 	return REAL(write)(fd, buf, n);
+}
+
+LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	if (plain_io(fd, false))
+		return REAL(write)(fd, buf, n);
+	return write_io(fd, buf, n);
 }
 
 LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
@@ -346,8 +384,15 @@ LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	return REAL(writev)(fd, iov, n);
 }
 
-LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+static __attribute__((noinline)) ssize_t send_io(int fd, const void *buf, size_t n, int flags)
 {
 	SETTLE_WRITE(fd, flags);
 	return REAL(send)(fd, buf, n, flags);
+}
+
+LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	if (plain_io(fd, false))
+		return REAL(send)(fd, buf, n, flags);
+	return send_io(fd, buf, n, flags);
 }

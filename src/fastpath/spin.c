@@ -154,21 +154,6 @@ int lf__spin_recvmsg(int fd, struct msghdr *m, int flags, ssize_t *ret)
 	return LF_SPIN_BLOCK;
 }
 
-/* A connected TCP socket reports no source address; a Unix one would. */
-bool lf__may_spin(int fd)
-{
-	struct lf_fd *f = lf__fd(fd);
-	return f && f->spin_us && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST);
-}
-
-/* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
- * socket) TCP still returns what is queued, and 0 where it would wait. */
-bool lf__shut_rd(int fd)
-{
-	struct lf_fd *f = lf__fd(fd);
-	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHUT_RD);
-}
-
 int lf__spin_wait(struct lf_fd *f, const struct lf_waiter *w, int64_t timeout_ns, int64_t *left_ns, int *ret)
 {
 	unsigned us = timeout_ns == 0 ? 0 : budget(f, 0);

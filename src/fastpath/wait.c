@@ -272,18 +272,13 @@ static int try_epoll(void *arg)
 	return REAL(epoll_pwait)(a->epfd, a->ev, a->max, 0, a->mask);
 }
 
-static int epoll_common(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask, bool *handled)
+static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	struct lf_fd *f = lf__fd(epfd);
 	struct epoll_args a = { epfd, max, ev, mask };
 	struct lf_waiter w = { try_epoll, &a };
 	int64_t left;
 	int r;
 
-	*handled = false;
-	if (!f || f->spin_members <= 0 || !f->spin_us)
-		return 0;
-	*handled = true;
 	if (lf__spin_wait(f, &w, timeout < 0 ? -1 : (int64_t)timeout * 1000000, &left, &r) == LF_SPIN_DONE)
 		return r;
 	if (left < 0)
@@ -298,28 +293,36 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, int timeout, 
 /* A wait that only a bell's event ended (bell.c) goes on for the time the
  * caller had left: the application never sees those events. While a bell
  * another process may take the event of is kept, the wait is cut in
- * slices, after each of which the bells are looked at (bell.c). */
+ * slices, after each of which the bells are looked at (bell.c). The clock
+ * is read before the wait only while a connection of the process is
+ * unconfirmed (an event loop calls this once or twice per request); a
+ * bell's event that comes otherwise (a bell kept during the wait, or one
+ * a forked child still holds: one-shot, so once each) has the wait go on
+ * for the whole timeout again, from then. */
 static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	uint64_t start = lf__now_ns();
+	uint64_t start = timeout > 0 && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ? lf__now_ns() : 0;
+	struct lf_fd *e = lf__fd(epfd);
 
 	for (;;) {
-		bool handled;
 		int slice = lf__bell_slicing() && (timeout < 0 || timeout > LF_BELL_SLICE_MS) ? LF_BELL_SLICE_MS : timeout;
-		int r = epoll_common(epfd, ev, max, slice, mask, &handled);
-		if (!handled)
-			r = REAL(epoll_pwait)(epfd, ev, max, slice, mask);
+		int r = e && e->spin_members > 0 && e->spin_us ? epoll_spin(e, epfd, ev, max, slice, mask)
+							      : REAL(epoll_pwait)(epfd, ev, max, slice, mask);
 		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
-		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
+		int k = r && lf__bells_used && lf__bell_tagged(ev, r) ? lf__bell_epoll_filter(ev, r) : r;
 		if (slice != timeout)
 			lf__bell_sweep();
 		if (k > 0 || timeout == 0) {
-			lf__bell_err_epoll(epfd, ev, k);
-			lf__finalize_epoll(epfd);
+			if (__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
+				lf__bell_err_epoll(epfd, ev, k);
+			if (e && e->pending_members > 0)
+				lf__finalize_epoll(epfd);
 			return k;
 		}
-		if (timeout > 0) {
+		if (timeout > 0 && !start) {
+			start = lf__now_ns();
+		} else if (timeout > 0) {
 			int64_t spent = (int64_t)((lf__now_ns() - start) / 1000000);
 			if (spent >= timeout)
 				return 0;
@@ -329,13 +332,25 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 	}
 }
 
+/* A set with nothing to spin and nothing pending, in a process that never
+ * kept a bell (every server): the kernel's wait and nothing else. */
+static inline bool epoll_plain(int epfd)
+{
+	struct lf_fd *e = lf__fd_peek(epfd);
+	return !lf__bells_used && !(e && ((e->spin_members > 0 && e->spin_us) || e->pending_members > 0));
+}
+
 LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
+	if (epoll_plain(epfd))
+		return REAL(epoll_pwait)(epfd, ev, max, timeout, NULL);
 	return epoll_loop(epfd, ev, max, timeout, NULL);
 }
 
 LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
+	if (epoll_plain(epfd))
+		return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
 	return epoll_loop(epfd, ev, max, timeout, mask);
 }
 
