@@ -14,69 +14,9 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "protocol.h" /* the protocol: version, names, marks (src/protocol) */
+
 #define LF_EXPORT __attribute__((visibility("default")))
-
-/* ---- addrmap.c: loopback addresses and the abstract names that encode them */
-
-/* A TCP endpoint, always kept in its own family (v4-mapped v6 addresses are
- * turned into plain v4 by lf__ep_from_sockaddr). */
-struct lf_ep {
-	int family; /* AF_INET or AF_INET6 */
-	union {
-		struct in_addr v4;
-		struct in6_addr v6;
-	} addr;
-	uint16_t port; /* host order */
-};
-
-/* The protocol's version. Every constant two loopfast processes must agree
- * on reads it: the abstract names (so that processes of two versions never
- * meet on the fast path: each finds no rendezvous of the other's), the
- * claim's mark, the stash's message magic, and the listener's shared page
- * (its memfd's name, and its header, checked before a page is adopted).
- * Any change to one of those bumps it. Protocol 3 is main bea563d; a build
- * may set another (-DLF_PROTO_VERSION=N: test_versions.py). */
-#ifndef LF_PROTO_VERSION
-#define LF_PROTO_VERSION 5
-#endif
-/* The oldest version whose rendezvous a listener looks for (listener.c:
- * a listener that another version's process serves is served as plain
- * TCP by this one). */
-#define LF_PROTO_OLDEST 3
-#define LF_STR_(x) #x
-#define LF_STR(x) LF_STR_(x)
-#define LF_NAME_PREFIX "loopfast/" LF_STR(LF_PROTO_VERSION) "/"
-#define LF_NAME_MAX 108
-
-bool lf__ep_from_sockaddr(struct lf_ep *ep, const struct sockaddr *sa, socklen_t len);
-/* Writes ep as a sockaddr of the given family (v4 in v6 as v4-mapped). */
-socklen_t lf__ep_to_sockaddr(const struct lf_ep *ep, int family, struct sockaddr_storage *ss);
-bool lf__ep_is_loopback(const struct lf_ep *ep);
-bool lf__ep_is_any(const struct lf_ep *ep);
-bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
-int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
-
-/* The abstract names of the protocol (see docs/security.md):
- *   rendezvous of a TCP listener   "\0loopfast/<version>/L/<fam>/<listener inode>"
- *   stash of that listener         "\0loopfast/<version>/S/<fam>/<listener inode>"
- *   client end of a connection     "\0loopfast/<version>/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
- * where fam is the family of the listener, or of the client's TCP socket,
- * and the nonce (the client's pid and a counter) keeps the name unique when
- * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
-socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino);
-/* The rendezvous name protocol `version` gives the listener (the same
- * format since protocol 3). */
-socklen_t lf__name_listener_of(struct sockaddr_un *sun, int version, int family, unsigned long ino);
-socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino);
-socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s, unsigned long nonce);
-enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
-/* Parses an abstract name (never trusts it: any process can bind any free
- * name). Both kinds fill *family (of the listener, or of the client's TCP
- * socket); a listener name fills *ino; a client name fills the client
- * endpoint in *a and the server endpoint in *b. */
-enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, unsigned long *ino, int *family,
-				 struct lf_ep *a, struct lf_ep *b);
 
 /* ---- diag.c: sock_diag lookups (unprivileged, one netlink round trip) */
 
@@ -165,11 +105,6 @@ struct lf_listener {
 	uint64_t drained_ns; /* when a plain accept last drained the rendezvous (claim.c) */
 	atomic_bool inheritable; /* its descriptors stay open across exec */
 };
-
-/* The MSS a fast-path client advertises in its SYN: says "my hello is
- * queued". The doorbell never carries data, so its MSS costs nothing;
- * firewall rules that clamp the MSS lower it, never to this. */
-#define LF_HELLO_MSS 89
 
 #define LF_EPOLL_MAX 2
 struct lf_epreg {
@@ -452,12 +387,6 @@ bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint3
  * Returns 0, or -ECONNABORTED when the connection was reset because its
  * hello was lost (the caller then accepts again). */
 int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, socklen_t salen);
-
-/* ---- syn.c: the saved SYN's mark (peer input; fuzzed) */
-
-/* 1: the SYN (IP header onwards, len bytes) carries MSS LF_HELLO_MSS; 0: it
- * does not; -1: too short or malformed to tell. */
-int lf__syn_marked(const uint8_t *syn, size_t len);
 
 /* ---- connect.c: the client side of the negotiation */
 

@@ -58,8 +58,6 @@
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
-#define STASH_MAGIC (0x0053464cu | (uint32_t)('0' + LF_PROTO_VERSION) << 24) /* "LFS" and the version */
-#define PAGE_MAGIC 0x6770464cu /* "LFpg", then the version */
 #define STASH_BUCKETS 65536 /* counters: each hello counts in two */
 #define STASH_UIDS 256
 #define STASH_MAX 4096     /* all hellos together, at most: the stash's buffer may hold fewer */
@@ -78,7 +76,7 @@
 #define POISON_RING 256
 
 struct lf_shm {
-	uint32_t magic;                      /* PAGE_MAGIC */
+	uint32_t magic;                      /* LF_PAGE_MAGIC */
 	uint32_t version;                    /* LF_PROTO_VERSION */
 	pthread_mutex_t lock;
 	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
@@ -107,7 +105,7 @@ struct stash_msg {
 
 static void shm_name(char *buf, size_t len, unsigned long ino)
 {
-	snprintf(buf, len, "loopfast:" LF_STR(LF_PROTO_VERSION) ":%lu", ino);
+	snprintf(buf, len, LF_PAGE_NAME "%lu", ino);
 }
 
 static struct lf_shm *shm_create(unsigned long ino, int *fdp)
@@ -130,7 +128,7 @@ static struct lf_shm *shm_create(unsigned long ino, int *fdp)
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 	pthread_mutex_init(&p->lock, &a);
 	pthread_mutexattr_destroy(&a);
-	p->magic = PAGE_MAGIC;
+	p->magic = LF_PAGE_MAGIC;
 	p->version = LF_PROTO_VERSION;
 	*fdp = fd;
 	return p;
@@ -146,7 +144,7 @@ static struct lf_shm *shm_map(int fd)
 	if (fstat(fd, &st) || (size_t)st.st_size < SHM_SIZE ||
 	    (p = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
 		return NULL;
-	bool ours = p->magic == PAGE_MAGIC;
+	bool ours = p->magic == LF_PAGE_MAGIC;
 	ours = ours && p->version == LF_PROTO_VERSION;
 	if (!ours) {
 		DEBUG("shared page: magic %#x version %u, not this version's (%d): not used", p->magic, p->version,
@@ -350,7 +348,7 @@ static bool evict_one(struct lf_listener *l)
 		ssize_t r = recv_fd(l->chan, &sm, sizeof(sm), &fd);
 		if (r < 0)
 			return false;
-		bool ours = r == sizeof(sm) && sm.magic == STASH_MAGIC;
+		bool ours = r == sizeof(sm) && sm.magic == LF_STASH_MAGIC;
 		if (fd < 0 || !ours || !sm.vouched) {
 			if (fd >= 0 && ours)
 				drop(l, &sm, fd, LF_EV_DROPPED);
@@ -378,7 +376,7 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, con
 		return -ENOSPC;
 	key_set(m);
 	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding in the message */
-	sm.magic = STASH_MAGIC;
+	sm.magic = LF_STASH_MAGIC;
 	sm.uid = uid;
 	sm.vouched = vouched;
 	sm.client = *client;
@@ -493,13 +491,13 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 		;
 	if (r < 0)
 		return -1;
-	if (fd < 0 || r != sizeof(sm) || sm.magic != STASH_MAGIC) {
+	if (fd < 0 || r != sizeof(sm) || sm.magic != LF_STASH_MAGIC) {
 		/* Only holders write to the stash; a message without its
 		 * descriptor is one the kernel could not install (the process
 		 * at its descriptor limit): its hello is lost. */
 		if (fd >= 0)
 			lf__sys_close(fd);
-		if (r == sizeof(sm) && sm.magic == STASH_MAGIC)
+		if (r == sizeof(sm) && sm.magic == LF_STASH_MAGIC)
 			index_del(m, &sm);
 		return 0;
 	}
@@ -540,7 +538,7 @@ static void tidy(struct lf_listener *l, uint64_t now)
 	uint32_t uid;
 	int fd;
 
-	if (syscall(SYS_recvmsg, l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (long)sizeof(sm) && sm.magic == STASH_MAGIC &&
+	if (syscall(SYS_recvmsg, l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (long)sizeof(sm) && sm.magic == LF_STASH_MAGIC &&
 	    now - sm.checked < (sm.vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
 		return;
 	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &uid, same);

@@ -481,7 +481,7 @@ MUTANTS += [
     Mutant(
         "client-name-server-address",
         "a client's name carries its own address where the server's is due: getpeername says 127.0.0.1 for 127.0.0.2",
-        [("src/fastpath/addrmap.c",
+        [("src/protocol/addrmap.c",
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
         ["e2e:test_compare.py -k 'names-lo2-v4'"]),
@@ -663,7 +663,7 @@ MUTANTS += [
         "page-magic-unchecked",
         "a shared page of this version's name is adopted whatever its magic (a forged or foreign page is used)",
         [("src/fastpath/listener.c",
-          "\tbool ours = p->magic == PAGE_MAGIC;\n",
+          "\tbool ours = p->magic == LF_PAGE_MAGIC;\n",
           "\tbool ours = true;\n")],
         ["e2e:test_versions.py -k forged"]),
     Mutant(
