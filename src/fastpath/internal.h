@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -86,7 +87,27 @@ enum {
  * uint8 len, value}, about 28 int-valued ones per socket. */
 #define LF_OPTBYTES 256
 
-struct lf_shm;
+/* A listener's shared page (a memfd, mapped by every process that accepts
+ * on the listener): listener.c makes, checks and maps it and holds its
+ * lock; stash.c keeps the stash's index, shares and poison ring in it.
+ * Its layout is the protocol's: a change bumps LF_PROTO_VERSION. */
+#define LF_STASH_BUCKETS 65536 /* counters: each hello counts in two */
+#define LF_STASH_UIDS 256
+#define LF_STASH_POISON 256
+struct lf_shm {
+	uint32_t magic;                      /* LF_PAGE_MAGIC */
+	uint32_t version;                    /* LF_PROTO_VERSION */
+	pthread_mutex_t lock;
+	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
+	uint32_t total;                      /* hellos in the stash */
+	uint32_t poison_next;
+	uint32_t cap;                        /* hellos the stash's buffer holds (its creator measured) */
+	struct { uint32_t uid, count; } uids[LF_STASH_UIDS];
+	struct { struct lf_ep client; uint32_t uid; } poison[LF_STASH_POISON];
+	uint16_t bucket[LF_STASH_BUCKETS];   /* stashed hellos per slot of their client endpoint (two each) */
+	uint32_t keyed;                      /* key is set (under the lock, at the first put) */
+	uint64_t key[2];                     /* the buckets' hash key: no peer can aim at a bucket */
+};
 
 /* A TCP listener with a rendezvous. Shared between the fds that dup each
  * other in one process; every process that accepts on the listener has
@@ -318,7 +339,7 @@ void lf__bell_err_epoll(int epfd, struct epoll_event *ev, int n);
 bool lf__bell_slicing(void);
 void lf__bell_sweep(void);
 
-/* ---- listener.c: rendezvous, stash and shared page of a listener */
+/* ---- listener.c: rendezvous and shared page of a listener */
 
 /* Sets up (or adopts, after exec or in another process) the rendezvous of
  * a listening socket. 0 (fast path served), or -errno (plain TCP only). */
@@ -350,12 +371,23 @@ void lf__listener_reserve(struct lf_listener *l, bool hold);
  * accepts on it; only ever held across non-blocking calls). */
 void lf__listener_lock(struct lf_listener *l);
 void lf__listener_unlock(struct lf_listener *l);
-/* The stash: hellos taken from the rendezvous by one accept for another.
- * Under the lock. put: 0, or -ENOSPC when the stash is full or, for a
- * hello the kernel has not vouched for, its sender's uid is over its share
- * (the caller drops the hello). `server` is the server end its name gives.
- * take: the fd of a stashed hello for `client` (its sender's uid in *uid),
- * or -1; the hellos it passes over that nobody will claim are dropped. */
+/* Whether a connection to `server` reaches this listener: its own
+ * address, or for a wildcard listener one the kernel would hand to it
+ * (sock_diag). A hello may name a connection of its sender's to a
+ * listener of its own on the same port elsewhere on loopback. */
+bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server);
+
+/* ---- stash.c: hellos taken from the rendezvous by one accept for another */
+
+/* A new stash (its datagram socket `chan`, the page m): sizes its buffer
+ * and sets how many hellos it holds (m->cap). */
+void lf__stash_init(struct lf_shm *m, int chan);
+/* Under the listener's lock. put: 0, or -ENOSPC when the stash is full
+ * or, for a hello the kernel has not vouched for, its sender's uid is over
+ * its share (the caller drops the hello). `server` is the server end its
+ * name gives. take: the fd of a stashed hello for `client` (its sender's
+ * uid in *uid), or -1; the hellos it passes over that nobody will claim
+ * are dropped. */
 int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
 		  bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
@@ -365,12 +397,7 @@ bool lf__stash_holds(const struct lf_listener *l);
  * will ever want it (its client died before its connect, or gave the
  * connect up). One that still carries data is a client that wrote and
  * closed: its connection is served. */
-bool lf__hello_dead(int fd);
-/* Whether a connection to `server` reaches this listener: its own
- * address, or for a wildcard listener one the kernel would hand to it
- * (sock_diag). A hello may name a connection of its sender's to a
- * listener of its own on the same port elsewhere on loopback. */
-bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server);
+bool lf__stash_hello_dead(int fd);
 /* False when the stash surely holds no hello for `client` (no lock; test-stash's view of the index). */
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while

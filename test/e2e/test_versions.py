@@ -272,7 +272,7 @@ def test_inherited_listener_across_versions(builds, first, second):
         srv.stop()
 
 
-PAGE_MAGIC = 0x6770464C  # "LFpg" (src/fastpath/listener.c)
+PAGE_MAGIC = 0x6770464C  # "LFpg" (LF_PAGE_MAGIC, src/protocol/protocol.h)
 
 
 def proto_version(build):
