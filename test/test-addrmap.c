@@ -1,7 +1,7 @@
 /* Abstract names that carry TCP endpoints: round trips and rejection of
  * anything that is not exactly loopfast's. */
 #include "runner.h"
-#include "internal.h"
+#include "protocol.h"
 
 #include <arpa/inet.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* The stash's index (src/fastpath/listener.c): which two of its slots a
+/* The stash's index (src/fastpath/stash.c): which two of its slots a
  * client endpoint counts in is a keyed hash, drawn per listener, so that
  * no peer can choose endpoints that share slots with the ones it parks:
  * the endpoints that collide with a given set in one listener are not

@@ -9,7 +9,7 @@
  * peer the other process holds), never loopfast itself, so that a silent
  * fallback cannot pass for a measurement. */
 #include "connect.h"
-#include "internal.h"
+#include "protocol.h"
 #include "kpath.h"
 #include "loopfast.h"
 
@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -5,6 +5,7 @@
  * read through /proc/PID/fd: same uid or root). status.c decides what to
  * show. */
 #include "status.h"
+#include "protocol.h" /* LF_NAME_PREFIX: names of this version */
 
 #include <ctype.h>
 #include <dirent.h>

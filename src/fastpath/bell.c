@@ -145,10 +145,9 @@ void lf__bell_drop(int fd)
 		release(f);
 }
 
-/* "LFclaim" and the protocol's version: no TCP server that is not
- * loopfast writes it first (and only the server's end can write there). */
-_Static_assert(LF_PROTO_VERSION > 0 && LF_PROTO_VERSION < 75, "the mark's last byte is '0' + the version");
-static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '0' + LF_PROTO_VERSION };
+/* "LFclaim" and the protocol's version (protocol.h): no TCP server that is
+ * not loopfast writes it first (and only the server's end can write there). */
+static const char claim_mark[LF_CLAIM_MARK_LEN] = LF_CLAIM_MARK;
 
 void lf__claim_mark(int tcp)
 {

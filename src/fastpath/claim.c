@@ -227,7 +227,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		n = take(l, &peer, cand, uids, MAX_CAND, &released);
 		lf__listener_unlock(l);
 		for (int i = 0; i < n; i++) {
-			if (unx < 0 && lf__hello_dead(cand[i])) {
+			if (unx < 0 && lf__stash_hello_dead(cand[i])) {
 				/* Its client died before its connect, or gave it
 				 * up: the port has been used again since. */
 				DEBUG("accept fd %d: a dead hello for port %u: dropped", newfd, peer.port);

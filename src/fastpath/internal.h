@@ -8,75 +8,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "protocol.h" /* the protocol: version, names, marks (src/protocol) */
+
 #define LF_EXPORT __attribute__((visibility("default")))
-
-/* ---- addrmap.c: loopback addresses and the abstract names that encode them */
-
-/* A TCP endpoint, always kept in its own family (v4-mapped v6 addresses are
- * turned into plain v4 by lf__ep_from_sockaddr). */
-struct lf_ep {
-	int family; /* AF_INET or AF_INET6 */
-	union {
-		struct in_addr v4;
-		struct in6_addr v6;
-	} addr;
-	uint16_t port; /* host order */
-};
-
-/* The protocol's version. Every constant two loopfast processes must agree
- * on reads it: the abstract names (so that processes of two versions never
- * meet on the fast path: each finds no rendezvous of the other's), the
- * claim's mark, the stash's message magic, and the listener's shared page
- * (its memfd's name, and its header, checked before a page is adopted).
- * Any change to one of those bumps it. Protocol 3 is main bea563d; a build
- * may set another (-DLF_PROTO_VERSION=N: test_versions.py). */
-#ifndef LF_PROTO_VERSION
-#define LF_PROTO_VERSION 5
-#endif
-/* The oldest version whose rendezvous a listener looks for (listener.c:
- * a listener that another version's process serves is served as plain
- * TCP by this one). */
-#define LF_PROTO_OLDEST 3
-#define LF_STR_(x) #x
-#define LF_STR(x) LF_STR_(x)
-#define LF_NAME_PREFIX "loopfast/" LF_STR(LF_PROTO_VERSION) "/"
-#define LF_NAME_MAX 108
-
-bool lf__ep_from_sockaddr(struct lf_ep *ep, const struct sockaddr *sa, socklen_t len);
-/* Writes ep as a sockaddr of the given family (v4 in v6 as v4-mapped). */
-socklen_t lf__ep_to_sockaddr(const struct lf_ep *ep, int family, struct sockaddr_storage *ss);
-bool lf__ep_is_loopback(const struct lf_ep *ep);
-bool lf__ep_is_any(const struct lf_ep *ep);
-bool lf__ep_equal(const struct lf_ep *a, const struct lf_ep *b);
-int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:80", "[::1]:80" */
-
-/* The abstract names of the protocol (see docs/security.md):
- *   rendezvous of a TCP listener   "\0loopfast/<version>/L/<fam>/<listener inode>"
- *   stash of that listener         "\0loopfast/<version>/S/<fam>/<listener inode>"
- *   client end of a connection     "\0loopfast/<version>/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
- * where fam is the family of the listener, or of the client's TCP socket,
- * and the nonce (the client's pid and a counter) keeps the name unique when
- * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
-socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino);
-/* The rendezvous name protocol `version` gives the listener (the same
- * format since protocol 3). */
-socklen_t lf__name_listener_of(struct sockaddr_un *sun, int version, int family, unsigned long ino);
-socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino);
-socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s, unsigned long nonce);
-enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };
-/* Parses an abstract name (never trusts it: any process can bind any free
- * name). Both kinds fill *family (of the listener, or of the client's TCP
- * socket); a listener name fills *ino; a client name fills the client
- * endpoint in *a and the server endpoint in *b. */
-enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, unsigned long *ino, int *family,
-				 struct lf_ep *a, struct lf_ep *b);
 
 /* ---- diag.c: sock_diag lookups (unprivileged, one netlink round trip) */
 
@@ -146,7 +87,27 @@ enum {
  * uint8 len, value}, about 28 int-valued ones per socket. */
 #define LF_OPTBYTES 256
 
-struct lf_shm;
+/* A listener's shared page (a memfd, mapped by every process that accepts
+ * on the listener): listener.c makes, checks and maps it and holds its
+ * lock; stash.c keeps the stash's index, shares and poison ring in it.
+ * Its layout is the protocol's: a change bumps LF_PROTO_VERSION. */
+#define LF_STASH_BUCKETS 65536 /* counters: each hello counts in two */
+#define LF_STASH_UIDS 256
+#define LF_STASH_POISON 256
+struct lf_shm {
+	uint32_t magic;                      /* LF_PAGE_MAGIC */
+	uint32_t version;                    /* LF_PROTO_VERSION */
+	pthread_mutex_t lock;
+	uint32_t marks;                      /* the creator turned TCP_SAVE_SYN on */
+	uint32_t total;                      /* hellos in the stash */
+	uint32_t poison_next;
+	uint32_t cap;                        /* hellos the stash's buffer holds (its creator measured) */
+	struct { uint32_t uid, count; } uids[LF_STASH_UIDS];
+	struct { struct lf_ep client; uint32_t uid; } poison[LF_STASH_POISON];
+	uint16_t bucket[LF_STASH_BUCKETS];   /* stashed hellos per slot of their client endpoint (two each) */
+	uint32_t keyed;                      /* key is set (under the lock, at the first put) */
+	uint64_t key[2];                     /* the buckets' hash key: no peer can aim at a bucket */
+};
 
 /* A TCP listener with a rendezvous. Shared between the fds that dup each
  * other in one process; every process that accepts on the listener has
@@ -165,11 +126,6 @@ struct lf_listener {
 	uint64_t drained_ns; /* when a plain accept last drained the rendezvous (claim.c) */
 	atomic_bool inheritable; /* its descriptors stay open across exec */
 };
-
-/* The MSS a fast-path client advertises in its SYN: says "my hello is
- * queued". The doorbell never carries data, so its MSS costs nothing;
- * firewall rules that clamp the MSS lower it, never to this. */
-#define LF_HELLO_MSS 89
 
 #define LF_EPOLL_MAX 2
 struct lf_epreg {
@@ -430,7 +386,7 @@ void lf__bell_err_epoll(int epfd, struct epoll_event *ev, int n);
 bool lf__bell_slicing(void);
 void lf__bell_sweep(void);
 
-/* ---- listener.c: rendezvous, stash and shared page of a listener */
+/* ---- listener.c: rendezvous and shared page of a listener */
 
 /* Sets up (or adopts, after exec or in another process) the rendezvous of
  * a listening socket. 0 (fast path served), or -errno (plain TCP only). */
@@ -462,12 +418,23 @@ void lf__listener_reserve(struct lf_listener *l, bool hold);
  * accepts on it; only ever held across non-blocking calls). */
 void lf__listener_lock(struct lf_listener *l);
 void lf__listener_unlock(struct lf_listener *l);
-/* The stash: hellos taken from the rendezvous by one accept for another.
- * Under the lock. put: 0, or -ENOSPC when the stash is full or, for a
- * hello the kernel has not vouched for, its sender's uid is over its share
- * (the caller drops the hello). `server` is the server end its name gives.
- * take: the fd of a stashed hello for `client` (its sender's uid in *uid),
- * or -1; the hellos it passes over that nobody will claim are dropped. */
+/* Whether a connection to `server` reaches this listener: its own
+ * address, or for a wildcard listener one the kernel would hand to it
+ * (sock_diag). A hello may name a connection of its sender's to a
+ * listener of its own on the same port elsewhere on loopback. */
+bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server);
+
+/* ---- stash.c: hellos taken from the rendezvous by one accept for another */
+
+/* A new stash (its datagram socket `chan`, the page m): sizes its buffer
+ * and sets how many hellos it holds (m->cap). */
+void lf__stash_init(struct lf_shm *m, int chan);
+/* Under the listener's lock. put: 0, or -ENOSPC when the stash is full
+ * or, for a hello the kernel has not vouched for, its sender's uid is over
+ * its share (the caller drops the hello). `server` is the server end its
+ * name gives. take: the fd of a stashed hello for `client` (its sender's
+ * uid in *uid), or -1; the hellos it passes over that nobody will claim
+ * are dropped. */
 int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
 		  bool vouched);
 int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
@@ -477,12 +444,7 @@ bool lf__stash_holds(const struct lf_listener *l);
  * will ever want it (its client died before its connect, or gave the
  * connect up). One that still carries data is a client that wrote and
  * closed: its connection is served. */
-bool lf__hello_dead(int fd);
-/* Whether a connection to `server` reaches this listener: its own
- * address, or for a wildcard listener one the kernel would hand to it
- * (sock_diag). A hello may name a connection of its sender's to a
- * listener of its own on the same port elsewhere on loopback. */
-bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server);
+bool lf__stash_hello_dead(int fd);
 /* False when the stash surely holds no hello for `client` (no lock; test-stash's view of the index). */
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
 /* Remembers / asks whether a hello of uid for `client` was dropped while
@@ -499,12 +461,6 @@ bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint3
  * Returns 0, or -ECONNABORTED when the connection was reset because its
  * hello was lost (the caller then accepts again). */
 int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, socklen_t salen);
-
-/* ---- syn.c: the saved SYN's mark (peer input; fuzzed) */
-
-/* 1: the SYN (IP header onwards, len bytes) carries MSS LF_HELLO_MSS; 0: it
- * does not; -1: too short or malformed to tell. */
-int lf__syn_marked(const uint8_t *syn, size_t len);
 
 /* ---- connect.c: the client side of the negotiation */
 

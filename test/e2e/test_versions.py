@@ -71,7 +71,7 @@ def builds(build):
         (d / "built").write_text("")
     # The next version: this tree with LF_PROTO_VERSION one higher (a
     # build dir of its own, brought up to date at each session).
-    v = int(re.search(r"#define LF_PROTO_VERSION (\d+)", (ROOT / "src/fastpath/internal.h").read_text()).group(1))
+    v = int(re.search(r"#define LF_PROTO_VERSION (\d+)", (ROOT / "src/protocol/protocol.h").read_text()).group(1))
     nxt = BUILD / "versions" / "next"
     for cmd in (["cmake", "-S", str(ROOT), "-B", str(nxt), f"-DCMAKE_C_FLAGS=-DLF_PROTO_VERSION={v + 1}"],
                 ["cmake", "--build", str(nxt), "-j2", "--target", "loopfast-cli", "loopfast-preload"]):
@@ -272,7 +272,7 @@ def test_inherited_listener_across_versions(builds, first, second):
         srv.stop()
 
 
-PAGE_MAGIC = 0x6770464C  # "LFpg" (src/fastpath/listener.c)
+PAGE_MAGIC = 0x6770464C  # "LFpg" (LF_PAGE_MAGIC, src/protocol/protocol.h)
 
 
 def proto_version(build):

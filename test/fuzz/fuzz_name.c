@@ -9,7 +9,7 @@
  *   - a client name parses back to the same endpoints once re-made with
  *     lf__name_client, a listener name to the same inode with
  *     lf__name_listener (what is accepted is exactly what is produced). */
-#include "internal.h"
+#include "protocol.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * read past it. Checked: memory safety, an answer in {-1, 0, 1}, and the
  * same answer for the same bytes at the end of a larger buffer (the
  * parser never looks past `len`). */
-#include "internal.h"
+#include "protocol.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -86,15 +86,15 @@ MUTANTS = [
     Mutant(
         "stash-unbounded",
         "the stash never refuses a hello (no per-uid share, no total)",
-        [("src/fastpath/listener.c",
+        [("src/fastpath/stash.c",
           "\tif ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap)\n",
           "\tif (0 && ((!vouched && (!c || *c >= share(m))) ||"
           " m->total >= m->cap))\n")],
         ["e2e:test_security.py -k no_more_than_its_share"],),
     Mutant(
         "stash-keeps-dead",
-        "a hello whose client has gone is never dropped (lf__hello_dead() never true)",
-        [("src/fastpath/listener.c",
+        "a hello whose client has gone is never dropped (lf__stash_hello_dead() never true)",
+        [("src/fastpath/stash.c",
           "\treturn ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n",
           "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n")],
         ["e2e:test_security.py"],),
@@ -481,7 +481,7 @@ MUTANTS += [
     Mutant(
         "client-name-server-address",
         "a client's name carries its own address where the server's is due: getpeername says 127.0.0.1 for 127.0.0.2",
-        [("src/fastpath/addrmap.c",
+        [("src/protocol/addrmap.c",
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
         ["e2e:test_compare.py -k 'names-lo2-v4'"]),
@@ -544,7 +544,7 @@ MUTANTS += [
     Mutant(
         "stash-keeps-unconnected",
         "a stashed hello whose endpoint has no TCP connection to the listener is kept (the stash never asks)",
-        [("src/fastpath/listener.c",
+        [("src/fastpath/stash.c",
           "\tif (age < STASH_YOUNG_NS || (age < STASH_GRACE_NS",
           "\tif (1 || age < STASH_YOUNG_NS || (age < STASH_GRACE_NS")],
         ["e2e:test_security.py -k no_connection_are_dropped"]),
@@ -552,10 +552,10 @@ MUTANTS += [
         "stash-fd-limit-ignored",
         "the shares ignore RLIMIT_NOFILE and ETOOMANYREFS is a plain failure: one uid's hellos use up the "
         "server user's descriptors in flight",
-        [("src/fastpath/listener.c",
+        [("src/fastpath/stash.c",
           "\tif (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&",
           "\tif (0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 &&"),
-         ("src/fastpath/listener.c",
+         ("src/fastpath/stash.c",
           "\t\tif (errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n",
           "\t\tif (1 || errno != ETOOMANYREFS)\n\t\t\treturn -errno;\n")],
         ["e2e:test_security.py -k descriptors_one_uid"]),
@@ -626,7 +626,7 @@ MUTANTS += [
     Mutant(
         "stash-unkeyed",
         "the stash index's key is zero: every listener puts an endpoint in the same slots, which a peer can compute",
-        [("src/fastpath/listener.c",
+        [("src/fastpath/stash.c",
           "\tm->keyed = 1;\n",
           "\tm->key[0] = m->key[1] = 0;\n\tm->keyed = 1;\n")],
         ["c:test-stash"]),
@@ -663,7 +663,7 @@ MUTANTS += [
         "page-magic-unchecked",
         "a shared page of this version's name is adopted whatever its magic (a forged or foreign page is used)",
         [("src/fastpath/listener.c",
-          "\tbool ours = p->magic == PAGE_MAGIC;\n",
+          "\tbool ours = p->magic == LF_PAGE_MAGIC;\n",
           "\tbool ours = true;\n")],
         ["e2e:test_versions.py -k forged"]),
     Mutant(

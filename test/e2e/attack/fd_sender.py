@@ -26,7 +26,8 @@ if len(sys.argv) > 3:
     try:
         t.connect((ADDR[fam], port))
     except ConnectionResetError:
-        pass  # established, and reset by the claim before connect returned
+        pass  # established, then reset by the server before connect returned (an accept resets
+        #       the connection of a hello it dropped; a claim ends it with its mark and a FIN)
     s.settimeout(10)
 else:
     s = socket.create_connection((ADDR[fam], port), timeout=10)

@@ -34,7 +34,8 @@ for t, u in clients:
         try:
             t.connect((ADDR[fam], sport))
         except ConnectionResetError:
-            pass  # established, and reset by the claim before connect returned
+            pass  # established, then reset by the server before connect returned (an accept resets
+            #       the connection of a hello it dropped; a claim ends it with its mark and a FIN)
         data = os.urandom(500)
         u.sendall(data)
         got = b""

@@ -8,9 +8,11 @@ import struct
 import sys
 
 fam, ino = sys.argv[1], int(sys.argv[2])
-name = b"\0loopfast/5/S/%s/%d" % (fam.encode(), ino)
+VERSION = 5  # LF_PROTO_VERSION (src/protocol/protocol.h)
+name = b"\0loopfast/%d/S/%s/%d" % (VERSION, fam.encode(), ino)
 mine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-msg = struct.pack("=III", 0x3253464C, 0, 1) + bytes(32)  # magic "LFS2", uid 0, vouched
+magic = 0x0053464C | (ord("0") + VERSION) << 24  # LF_STASH_MAGIC: "LFS" and the version
+msg = struct.pack("=III", magic, 0, 1) + bytes(32)  # uid 0, vouched
 rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, mine.fileno().to_bytes(4, "little"))]
 out = {}
 d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

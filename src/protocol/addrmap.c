@@ -5,7 +5,7 @@
  * either end (after fork, exec or fd passing) can answer getsockname and
  * getpeername from the kernel's own state. Names are only ever read, never
  * trusted: any process can bind any free abstract name. */
-#include "internal.h"
+#include "protocol.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -108,7 +108,7 @@ static socklen_t name_server(struct sockaddr_un *sun, int version, char kind, in
 {
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "loopfast/%d/%c/%c/%lu", version, kind,
+	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, LF_NAME_ROOT "%d/%c/%c/%lu", version, kind,
 			 family == AF_INET ? '4' : '6', ino);
 	return name_finish(n);
 }

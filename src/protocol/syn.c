@@ -2,9 +2,7 @@
  * is queued (MSS LF_HELLO_MSS)? Peer input: every byte of the SYN is the
  * client's, so this parser is fuzzed (test/fuzz/fuzz_syn.c) and must stay
  * within `len` whatever the headers claim. */
-#include "internal.h"
-
-#include <stddef.h>
+#include "protocol.h"
 
 int lf__syn_marked(const uint8_t *syn, size_t len)
 {
