@@ -38,7 +38,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
@@ -157,7 +156,7 @@ void lf__claim_mark(int tcp)
 	 * segments through per-CPU queues), and TCP delivers the mark before
 	 * the end of stream: in one segment, as MSG_MORE holds the mark until
 	 * the close. */
-	syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE, NULL, 0);
+	lf__sys_sendto(tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE, NULL, 0);
 }
 
 /* Is what arrived on the bell the mark? Peeked, not read: after a fork
@@ -170,7 +169,7 @@ void lf__claim_mark(int tcp)
 static bool claim_seen(int bell, int *reset)
 {
 	char b[sizeof(claim_mark)];
-	long n = syscall(SYS_recvfrom, bell, b, sizeof(b), MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
+	long n = lf__sys_recvfrom(bell, b, sizeof(b), MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
 
 	*reset = n < 0 && (errno == ECONNRESET || errno == EPIPE) ? errno : 0;
 	if (n < 0 && errno == EAGAIN)
@@ -183,7 +182,7 @@ bool lf__claim_marked(int tcp)
 	int reset, inq = 0, e = errno;
 	/* Counted first: a peek with nothing queued would take the socket's
 	 * error, which TCP's answer needs. */
-	bool r = syscall(SYS_ioctl, tcp, FIONREAD, &inq) == 0 && inq >= (int)sizeof(claim_mark) &&
+	bool r = lf__sys_ioctl(tcp, FIONREAD, &inq) == 0 && inq >= (int)sizeof(claim_mark) &&
 		 claim_seen(tcp, &reset);
 
 	errno = e;
@@ -252,7 +251,7 @@ static void rang(int fd, int ev)
 			__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
 			__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
 		}
-		syscall(SYS_shutdown, fd, SHUT_RDWR);
+		lf__sys_shutdown(fd, SHUT_RDWR);
 	}
 	/* Claimed: the mark is still unread, so closing the bell resets the
 	 * doorbell, and neither end keeps it in TIME_WAIT (the server closed
@@ -283,7 +282,7 @@ int lf__bell_wait(int fd, short events)
 	while (lf__bell_check(fd)) {
 		struct pollfd p[2] = { { fd, events, 0 }, { f->bell, POLLIN | POLLRDHUP, 0 } };
 		unsigned i0 = atomic_load(&lf__sig_interrupt);
-		int r = (int)syscall(SYS_ppoll, p, 2, NULL, NULL, 8);
+		int r = lf__sys_ppoll(p, 2, NULL, NULL);
 		if (r < 0 && errno == EINTR) {
 			/* As the blocking call would: EINTR after a handler known
 			 * to interrupt (one without SA_RESTART); restarted after
@@ -341,7 +340,7 @@ int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset
 		}
 		int64_t left = left_of(timeout_ns, start);
 		struct timespec ts = { left / 1000000000, left % 1000000000 };
-		r = (int)syscall(SYS_ppoll, all, k, left < 0 ? NULL : &ts, mask, 8);
+		r = lf__sys_ppoll(all, k, left < 0 ? NULL : &ts, mask);
 		if (r < 0)
 			break;
 		r = 0;
@@ -390,7 +389,7 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 	r = lf__bell_poll(p, k, timeout_ns, mask, &inner);
 	if (!inner) { /* the bells were confirmed meanwhile: a plain wait */
 		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
-		r = (int)syscall(SYS_ppoll, p, k, timeout_ns < 0 ? NULL : &ts, mask, 8);
+		r = lf__sys_ppoll(p, k, timeout_ns < 0 ? NULL : &ts, mask);
 	}
 	if (r >= 0) {
 		r = 0;

@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
@@ -70,7 +69,7 @@ static void nl_child(void)
 		return;
 	}
 	fd = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd >= 0 && syscall(SYS_bind, fd, &me, sizeof(me)) == 0 && (id = portid_of(fd)) &&
+	if (fd >= 0 && lf__sys_bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0 && (id = portid_of(fd)) &&
 	    lf__sys_dup3(fd, nl_fd, O_CLOEXEC) == nl_fd) {
 		lf__sys_close(fd);
 		nl_portid = id;
@@ -113,7 +112,7 @@ static int nl_socket(void)
 	if (fd < 0)
 		return -1;
 	/* Bind now so that the port id (our identity) is fixed. */
-	if (syscall(SYS_bind, fd, &me, sizeof(me)) || !(nl_portid = portid_of(fd))) {
+	if (lf__sys_bind(fd, (struct sockaddr *)&me, sizeof(me)) || !(nl_portid = portid_of(fd))) {
 		lf__sys_close(fd);
 		return -1;
 	}
@@ -252,7 +251,7 @@ static int probe_socket(void)
 	if (probe_fd >= 0) /* not ours any more: the number is someone else's */
 		lf__fd_unhide(probe_fd);
 	probe_fd = -1;
-	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv))
+	if (lf__sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv))
 		return -1;
 	lf__sys_close(sv[1]);
 	if (fstat(sv[0], &st)) {

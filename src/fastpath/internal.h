@@ -101,25 +101,9 @@ void lf__diag_ready(void);
  * -errno (one system call; nothing reaches the name's owner). */
 int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len);
 
-/* ---- sys: raw system calls that bypass any interposer (ours included) */
+/* ---- sys.c: raw system calls that bypass any interposer (ours included) */
 
-int lf__sys_close(int fd);
-int lf__sys_socket(int domain, int type, int proto);
-int lf__sys_listen(int fd, int backlog);
-int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
-int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len);
-int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
-int lf__sys_dup3(int oldfd, int newfd, int flags);
-int lf__sys_fcntl(int fd, int cmd, long arg);
-int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
-int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len);
-int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len);
-int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len);
-int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
-int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
-ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
-ssize_t lf__sys_write(int fd, const void *buf, size_t len);
-ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
+#include "sys.h"
 
 /* ---- fdtab.c: per-fd state, an array indexed by fd */
 

@@ -34,7 +34,6 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Option numbers newer than some build machines' headers. */
@@ -412,7 +411,7 @@ static uint8_t tcp_state(int fd, struct lf_fd *f)
 	struct timespec zero = { 0, 0 };
 	bool wr = f && (atomic_load(&f->flags) & LF_F_SHUT_WR), rd;
 
-	if (syscall(SYS_ppoll, &p, 1, &zero, NULL, 0) != 1)
+	if (lf__sys_ppoll(&p, 1, &zero, NULL) != 1)
 		p.revents = 0;
 	if ((p.revents & POLLERR) && f)
 		atomic_fetch_or(&f->flags, LF_F_RESET);

@@ -76,7 +76,7 @@ MUTANTS = [
           "\tcm->cmsg_type = SCM_RIGHTS;\n"
           "\tcm->cmsg_len = CMSG_LEN(sizeof(int));\n"
           "\tmemcpy(CMSG_DATA(cm), &fd, sizeof(int));\n"
-          "\tsyscall(SYS_sendmsg, unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
+          "\tlf__sys_sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
           "}\n\n"
           "static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, struct lf_diag_sock lst)\n{\n"),
          ("src/fastpath/connect.c",
