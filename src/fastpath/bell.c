@@ -108,6 +108,7 @@ void lf__bell_keep(int fd, int bell)
 
 	lf__fd_hide(bell, &f->bell);
 	f->bell_gen++;
+	lf__fd_on_drop(LF_F_UNCONFIRMED, lf__bell_drop);
 	atomic_fetch_or(&f->flags, LF_F_UNCONFIRMED);
 	atomic_fetch_add(&lf__unconfirmed, 1);
 	lf__bells_used = true;

@@ -268,6 +268,7 @@ static bool pending_add(int fd, int unx)
 	if (!ok)
 		return false;
 	lf__fd_hide(unx, &f->pend);
+	lf__fd_on_drop(LF_F_PENDING, lf__pending_drop);
 	atomic_fetch_or(&f->flags, LF_F_PENDING);
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		if (f->ep[i].epfd1 && lf__fd(f->ep[i].epfd1 - 1))

@@ -99,6 +99,26 @@ uint32_t lf__carried_bit(int opt)
 
 static int dup_high(int fd);
 
+/* What must happen when an entry goes away, as the layers above register
+ * it (the table calls none of them by name): per state flag, the function
+ * that releases that state, and the one that drops a listener reference. */
+static void (*drop_fn[32])(int fd);
+static unsigned drop_flags;
+static void (*put_fn)(struct lf_listener *l);
+
+void lf__fd_on_drop(unsigned flag, void (*drop)(int fd))
+{
+	if (__atomic_load_n(&drop_flags, __ATOMIC_ACQUIRE) & flag)
+		return;
+	__atomic_store_n(&drop_fn[__builtin_ctz(flag)], drop, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&drop_flags, flag, __ATOMIC_RELEASE);
+}
+
+void lf__fd_on_put(void (*put)(struct lf_listener *l))
+{
+	__atomic_store_n(&put_fn, put, __ATOMIC_RELEASE);
+}
+
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -108,10 +128,12 @@ void lf__fd_reset(int fd)
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
-	if (atomic_load(&f->flags) & LF_F_PENDING)
-		lf__pending_drop(fd);
-	if (atomic_load(&f->flags) & LF_F_UNCONFIRMED)
-		lf__bell_drop(fd);
+	/* In the order of the flags' bits: a pending connect, then a bell. */
+	for (unsigned hooked = __atomic_load_n(&drop_flags, __ATOMIC_ACQUIRE); hooked; hooked &= hooked - 1) {
+		unsigned bit = hooked & -hooked;
+		if (atomic_load(&f->flags) & bit)
+			drop_fn[__builtin_ctz(bit)](fd);
+	}
 	atomic_store(&f->flags, 0);
 	f->pend_err = 0;
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
@@ -119,7 +141,9 @@ void lf__fd_reset(int fd)
 	f->optset = f->sockset = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
-	lf__listener_put(l);
+	void (*put)(struct lf_listener *) = __atomic_load_n(&put_fn, __ATOMIC_ACQUIRE);
+	if (l && put)
+		put(l);
 }
 
 void lf__fd_copy(int from, int to)

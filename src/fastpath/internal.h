@@ -189,7 +189,16 @@ extern bool lf__global_optin; /* LOOPFAST_ENABLE=1: opt in every TCP socket */
 extern unsigned lf__global_spin_us;
 
 struct lf_fd *lf__fd(int fd); /* NULL when fd is out of range */
-void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
+/* Forgets everything about fd (it was closed): first what the layers
+ * above registered for the state it holds. */
+void lf__fd_reset(int fd);
+/* Registered by the layer that sets `flag` (one bit) on an entry, before
+ * it first does: what lf__fd_reset calls, with the entry still in place,
+ * for an entry that has it (connect.c: LF_F_PENDING, bell.c:
+ * LF_F_UNCONFIRMED), in the order of the bits. put: drops the entry's
+ * reference to its listener (listener.c). */
+void lf__fd_on_drop(unsigned flag, void (*drop)(int fd));
+void lf__fd_on_put(void (*put)(struct lf_listener *l));
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
 extern const int lf__ncarried;

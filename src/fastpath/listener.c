@@ -910,6 +910,7 @@ int lf__listen_optin(int fd)
 		return 0;
 	if (atomic_load(&f->flags) & LF_F_NOFAST)
 		return -EADDRINUSE;
+	lf__fd_on_put(lf__listener_put); /* before any entry holds a listener */
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
 	if (!tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 	    !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || fstat(fd, &st)) {
