@@ -69,15 +69,13 @@ int lf__err_take(int fd)
  * highest fd that ever kept one (what a sweep looks through). */
 static bool bells_shared;
 static int bells_max = -1;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void bells_fork(void)
+/* fork's prepare (fork.c): are bells kept across it? */
+void lf__bell_fork_prepare(void)
 {
 	if (atomic_load(&lf__unconfirmed))
 		__atomic_store_n(&bells_shared, true, __ATOMIC_RELAXED);
 }
-
-static void bells_atfork(void) { pthread_atfork(bells_fork, NULL, NULL); }
 
 bool lf__bell_slicing(void)
 {
@@ -101,7 +99,7 @@ void lf__bell_keep(int fd, int bell)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	pthread_once(&fork_once, bells_atfork);
+	lf__fork_init();
 	for (int m = __atomic_load_n(&bells_max, __ATOMIC_RELAXED); m < fd;)
 		if (__atomic_compare_exchange_n(&bells_max, &m, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			break;

@@ -421,16 +421,14 @@ static void to_loopback(struct lf_ep *ep, int family)
 /* Keeps the client name unique when the kernel gives a live fast-path
  * connection's old port to a new one: the process and a counter. */
 static pid_t pid;
-static void forget_pid(void) { pid = 0; }
-static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
-static void pid_atfork(void) { pthread_atfork(NULL, NULL, forget_pid); }
+void lf__connect_fork_child(void) { pid = 0; } /* fork.c */
 
 static unsigned long nonce(void)
 {
 	static atomic_ulong counter;
 
 	if (!pid) {
-		pthread_once(&pid_once, pid_atfork);
+		lf__fork_init();
 		pid = getpid();
 	}
 	return ((unsigned long)pid << 32) | (atomic_fetch_add(&counter, 1) & 0xffffffffu);

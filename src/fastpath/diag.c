@@ -43,17 +43,17 @@ static uint32_t portid_of(int fd)
 	return a.nl_pid;
 }
 
-/* fork: the lock is held across it (a child must not inherit it taken by
+/* fork (fork.c): the lock is held across it (a child must not inherit it taken by
  * a thread that does not exist there), and the child gets a netlink socket
  * of its own on the same number (two processes on one socket share its
  * port id and could read each other's answers; made here, while the
  * child's descriptors are those of the parent, so that a worker that
  * reaches its limit later still has it). Only a number that still holds
  * our socket is touched: the application may have closed it and reused it. */
-static void nl_prepare(void) { pthread_mutex_lock(&nl_lock); }
-static void nl_parent(void) { pthread_mutex_unlock(&nl_lock); }
+void lf__diag_fork_prepare(void) { pthread_mutex_lock(&nl_lock); }
+void lf__diag_fork_parent(void) { pthread_mutex_unlock(&nl_lock); }
 
-static void nl_child(void)
+void lf__diag_fork_child(void)
 {
 	struct sockaddr_nl me = { .nl_family = AF_NETLINK };
 	uint32_t id = 0;
@@ -83,14 +83,11 @@ static void nl_child(void)
 	nl_portid = 0;
 }
 
-static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
-static void nl_atfork(void) { pthread_atfork(nl_prepare, nl_parent, nl_child); }
-
 /* Every user of nl_lock takes it here, so that the fork handlers are in
  * place before the lock is first held. */
 static void nl_take(void)
 {
-	pthread_once(&nl_once, nl_atfork);
+	lf__fork_init();
 	pthread_mutex_lock(&nl_lock);
 }
 

@@ -480,4 +480,20 @@ enum lf_switch { LF_SW_SERVER, LF_SW_CLIENT };
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
 		  enum lf_switch side);
 
+/* ---- fork.c: every fork handler, registered in one place */
+
+/* Registers the handlers below once (pthread_atfork), in fork.c's fixed
+ * order; called by each subsystem before it first holds what a fork must
+ * handle (a lock, a descriptor, a cached pid). */
+void lf__fork_init(void);
+void lf__bell_fork_prepare(void);
+void lf__sopt_fork_prepare(void);
+void lf__sopt_fork_parent(void);
+void lf__sopt_fork_child(void);
+void lf__diag_fork_prepare(void);
+void lf__diag_fork_parent(void);
+void lf__diag_fork_child(void);
+void lf__stats_fork_child(void);
+void lf__connect_fork_child(void);
+
 #endif
