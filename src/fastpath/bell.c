@@ -148,7 +148,7 @@ void lf__bell_drop(int fd)
 _Static_assert(LF_PROTO_VERSION > 0 && LF_PROTO_VERSION < 75, "the mark's last byte is '0' + the version");
 static const char claim_mark[8] = { 'L', 'F', 'c', 'l', 'a', 'i', 'm', '0' + LF_PROTO_VERSION };
 
-void lf__claim_mark(int tcp)
+void lf__bell_mark(int tcp)
 {
 	/* The server closes the connection right after, with a FIN (never a
 	 * reset, which loopback could deliver ahead of the mark: it hands
@@ -176,7 +176,7 @@ static bool claim_seen(int bell, int *reset)
 	return n == (long)sizeof(b) && memcmp(b, claim_mark, sizeof(b)) == 0;
 }
 
-bool lf__claim_marked(int tcp)
+bool lf__bell_marked(int tcp)
 {
 	int reset, inq = 0, e = errno;
 	/* Counted first: a peek with nothing queued would take the socket's

@@ -97,7 +97,7 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	 * that had it when it was opted in (listener.c counts that as set). */
 	struct linger lg = { 0, 0 };
 	if (server)
-		lf__claim_mark(fd);
+		lf__bell_mark(fd);
 	if (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */
 		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
@@ -329,7 +329,7 @@ static int handshake(int fd, int timeout_ms, int *err)
 	}
 	if (ev == 0)
 		return 0;
-	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0 || lf__claim_marked(fd))
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0 || lf__bell_marked(fd))
 		return 1;
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
 	return *err ? -1 : 0;
@@ -473,7 +473,7 @@ static int connect_again(int fd, struct lf_fd *f, const struct sockaddr *sa, soc
 {
 	/* Claimed, and then reset (a server's close under memory pressure)?
 	 * The kernel's connect would empty the queue first. */
-	int r = lf__claim_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
+	int r = lf__bell_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
 	int e = r ? errno : 0;
 
 	if (r == 0 || e == EISCONN) {

@@ -343,11 +343,11 @@ void lf__bell_keep(int fd, int bell);
 void lf__bell_drop(int fd);
 /* The claim's mark: the server writes it on the TCP connection before
  * closing it; the client's bell takes only the mark for the claim. */
-void lf__claim_mark(int tcp);
+void lf__bell_mark(int tcp);
 /* Is the claim's mark queued on this TCP socket (peeked)? A server's
  * close under memory pressure can follow it with a reset, which a pending
  * connect would otherwise take for TCP's error. */
-bool lf__claim_marked(int tcp);
+bool lf__bell_marked(int tcp);
 /* Looks at fd's bell without waiting: true while the claim is not seen; a
  * server that closed the TCP connection unclaimed shuts fd down. */
 bool lf__bell_check(int fd);
