@@ -770,3 +770,15 @@ MUTANTS += [
           "\t\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n")],
         ["e2e:test_security.py -k 'wrote_and_closed and loopfast'"]),
 ]
+
+# The fd table calls nothing above it (issue 20): what an entry's reset
+# must release is what the layers above registered.
+MUTANTS += [
+    Mutant(
+        "fdtab-reset-skips-drops",
+        "a closed fd's pending connect or bell is never released: lf__fd_reset ignores the registered hooks",
+        [("src/fastpath/fdtab.c",
+          "\t\tif (atomic_load(&f->flags) & bit)\n\t\t\tdrop_fn[__builtin_ctz(bit)](fd);\n",
+          "\t\tif (0 && (atomic_load(&f->flags) & bit))\n\t\t\tdrop_fn[__builtin_ctz(bit)](fd);\n")],
+        ["c:test-fdtab"], limit_s=60),
+]
