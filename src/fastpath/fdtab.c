@@ -9,8 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
