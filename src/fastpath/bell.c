@@ -38,7 +38,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 
 #define DEBUG(...) do { if (lf__debug_on) lf__debug(__VA_ARGS__); } while (0)
 
@@ -70,15 +69,13 @@ int lf__err_take(int fd)
  * highest fd that ever kept one (what a sweep looks through). */
 static bool bells_shared;
 static int bells_max = -1;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static void bells_fork(void)
+/* fork's prepare (fork.c): are bells kept across it? */
+void lf__bell_fork_prepare(void)
 {
 	if (atomic_load(&lf__unconfirmed))
 		__atomic_store_n(&bells_shared, true, __ATOMIC_RELAXED);
 }
-
-static void bells_atfork(void) { pthread_atfork(bells_fork, NULL, NULL); }
 
 bool lf__bell_slicing(void)
 {
@@ -102,13 +99,14 @@ void lf__bell_keep(int fd, int bell)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	pthread_once(&fork_once, bells_atfork);
+	lf__fork_init();
 	for (int m = __atomic_load_n(&bells_max, __ATOMIC_RELAXED); m < fd;)
 		if (__atomic_compare_exchange_n(&bells_max, &m, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			break;
 
 	lf__fd_hide(bell, &f->bell);
 	f->bell_gen++;
+	lf__fd_on_drop(LF_F_UNCONFIRMED, lf__bell_drop);
 	atomic_fetch_or(&f->flags, LF_F_UNCONFIRMED);
 	atomic_fetch_add(&lf__unconfirmed, 1);
 	lf__bells_used = true;
@@ -149,14 +147,14 @@ void lf__bell_drop(int fd)
  * not loopfast writes it first (and only the server's end can write there). */
 static const char claim_mark[LF_CLAIM_MARK_LEN] = LF_CLAIM_MARK;
 
-void lf__claim_mark(int tcp)
+void lf__bell_mark(int tcp)
 {
 	/* The server closes the connection right after, with a FIN (never a
 	 * reset, which loopback could deliver ahead of the mark: it hands
 	 * segments through per-CPU queues), and TCP delivers the mark before
 	 * the end of stream: in one segment, as MSG_MORE holds the mark until
 	 * the close. */
-	syscall(SYS_sendto, tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE, NULL, 0);
+	lf__sys_sendto(tcp, claim_mark, sizeof(claim_mark), MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE, NULL, 0);
 }
 
 /* Is what arrived on the bell the mark? Peeked, not read: after a fork
@@ -169,7 +167,7 @@ void lf__claim_mark(int tcp)
 static bool claim_seen(int bell, int *reset)
 {
 	char b[sizeof(claim_mark)];
-	long n = syscall(SYS_recvfrom, bell, b, sizeof(b), MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
+	long n = lf__sys_recvfrom(bell, b, sizeof(b), MSG_DONTWAIT | MSG_PEEK, NULL, NULL);
 
 	*reset = n < 0 && (errno == ECONNRESET || errno == EPIPE) ? errno : 0;
 	if (n < 0 && errno == EAGAIN)
@@ -177,12 +175,12 @@ static bool claim_seen(int bell, int *reset)
 	return n == (long)sizeof(b) && memcmp(b, claim_mark, sizeof(b)) == 0;
 }
 
-bool lf__claim_marked(int tcp)
+bool lf__bell_marked(int tcp)
 {
 	int reset, inq = 0, e = errno;
 	/* Counted first: a peek with nothing queued would take the socket's
 	 * error, which TCP's answer needs. */
-	bool r = syscall(SYS_ioctl, tcp, FIONREAD, &inq) == 0 && inq >= (int)sizeof(claim_mark) &&
+	bool r = lf__sys_ioctl(tcp, FIONREAD, &inq) == 0 && inq >= (int)sizeof(claim_mark) &&
 		 claim_seen(tcp, &reset);
 
 	errno = e;
@@ -251,7 +249,7 @@ static void rang(int fd, int ev)
 			__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
 			__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
 		}
-		syscall(SYS_shutdown, fd, SHUT_RDWR);
+		lf__sys_shutdown(fd, SHUT_RDWR);
 	}
 	/* Claimed: the mark is still unread, so closing the bell resets the
 	 * doorbell, and neither end keeps it in TIME_WAIT (the server closed
@@ -282,7 +280,7 @@ int lf__bell_wait(int fd, short events)
 	while (lf__bell_check(fd)) {
 		struct pollfd p[2] = { { fd, events, 0 }, { f->bell, POLLIN | POLLRDHUP, 0 } };
 		unsigned i0 = atomic_load(&lf__sig_interrupt);
-		int r = (int)syscall(SYS_ppoll, p, 2, NULL, NULL, 8);
+		int r = lf__sys_ppoll(p, 2, NULL, NULL);
 		if (r < 0 && errno == EINTR) {
 			/* As the blocking call would: EINTR after a handler known
 			 * to interrupt (one without SA_RESTART); restarted after
@@ -340,7 +338,7 @@ int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset
 		}
 		int64_t left = left_of(timeout_ns, start);
 		struct timespec ts = { left / 1000000000, left % 1000000000 };
-		r = (int)syscall(SYS_ppoll, all, k, left < 0 ? NULL : &ts, mask, 8);
+		r = lf__sys_ppoll(all, k, left < 0 ? NULL : &ts, mask);
 		if (r < 0)
 			break;
 		r = 0;
@@ -389,7 +387,7 @@ int lf__bell_select(int n, fd_set *rs, fd_set *ws, fd_set *es, int64_t timeout_n
 	r = lf__bell_poll(p, k, timeout_ns, mask, &inner);
 	if (!inner) { /* the bells were confirmed meanwhile: a plain wait */
 		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
-		r = (int)syscall(SYS_ppoll, p, k, timeout_ns < 0 ? NULL : &ts, mask, 8);
+		r = lf__sys_ppoll(p, k, timeout_ns < 0 ? NULL : &ts, mask);
 	}
 	if (r >= 0) {
 		r = 0;

@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,7 +97,7 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	 * that had it when it was opted in (listener.c counts that as set). */
 	struct linger lg = { 0, 0 };
 	if (server)
-		lf__claim_mark(fd);
+		lf__bell_mark(fd);
 	if (src->sockset & (1u << 2)) /* lf__carried[2] is SO_LINGER */
 		lf__sys_setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	set_nonblock(unx, nonblock);
@@ -269,6 +268,7 @@ static bool pending_add(int fd, int unx)
 	if (!ok)
 		return false;
 	lf__fd_hide(unx, &f->pend);
+	lf__fd_on_drop(LF_F_PENDING, lf__pending_drop);
 	atomic_fetch_or(&f->flags, LF_F_PENDING);
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		if (f->ep[i].epfd1 && lf__fd(f->ep[i].epfd1 - 1))
@@ -329,7 +329,7 @@ static int handshake(int fd, int timeout_ms, int *err)
 	}
 	if (ev == 0)
 		return 0;
-	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0 || lf__claim_marked(fd))
+	if (lf__sys_getpeername(fd, (void *)&ss, &sl) == 0 || lf__bell_marked(fd))
 		return 1;
 	lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &el);
 	return *err ? -1 : 0;
@@ -421,16 +421,14 @@ static void to_loopback(struct lf_ep *ep, int family)
 /* Keeps the client name unique when the kernel gives a live fast-path
  * connection's old port to a new one: the process and a counter. */
 static pid_t pid;
-static void forget_pid(void) { pid = 0; }
-static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
-static void pid_atfork(void) { pthread_atfork(NULL, NULL, forget_pid); }
+void lf__connect_fork_child(void) { pid = 0; } /* fork.c */
 
 static unsigned long nonce(void)
 {
 	static atomic_ulong counter;
 
 	if (!pid) {
-		pthread_once(&pid_once, pid_atfork);
+		lf__fork_init();
 		pid = getpid();
 	}
 	return ((unsigned long)pid << 32) | (atomic_fetch_add(&counter, 1) & 0xffffffffu);
@@ -475,7 +473,7 @@ static int connect_again(int fd, struct lf_fd *f, const struct sockaddr *sa, soc
 {
 	/* Claimed, and then reset (a server's close under memory pressure)?
 	 * The kernel's connect would empty the queue first. */
-	int r = lf__claim_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
+	int r = lf__bell_marked(fd) ? 0 : lf__sys_connect(fd, sa, len);
 	int e = r ? errno : 0;
 
 	if (r == 0 || e == EISCONN) {

@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
@@ -44,17 +43,17 @@ static uint32_t portid_of(int fd)
 	return a.nl_pid;
 }
 
-/* fork: the lock is held across it (a child must not inherit it taken by
+/* fork (fork.c): the lock is held across it (a child must not inherit it taken by
  * a thread that does not exist there), and the child gets a netlink socket
  * of its own on the same number (two processes on one socket share its
  * port id and could read each other's answers; made here, while the
  * child's descriptors are those of the parent, so that a worker that
  * reaches its limit later still has it). Only a number that still holds
  * our socket is touched: the application may have closed it and reused it. */
-static void nl_prepare(void) { pthread_mutex_lock(&nl_lock); }
-static void nl_parent(void) { pthread_mutex_unlock(&nl_lock); }
+void lf__diag_fork_prepare(void) { pthread_mutex_lock(&nl_lock); }
+void lf__diag_fork_parent(void) { pthread_mutex_unlock(&nl_lock); }
 
-static void nl_child(void)
+void lf__diag_fork_child(void)
 {
 	struct sockaddr_nl me = { .nl_family = AF_NETLINK };
 	uint32_t id = 0;
@@ -70,7 +69,7 @@ static void nl_child(void)
 		return;
 	}
 	fd = lf__sys_socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd >= 0 && syscall(SYS_bind, fd, &me, sizeof(me)) == 0 && (id = portid_of(fd)) &&
+	if (fd >= 0 && lf__sys_bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0 && (id = portid_of(fd)) &&
 	    lf__sys_dup3(fd, nl_fd, O_CLOEXEC) == nl_fd) {
 		lf__sys_close(fd);
 		nl_portid = id;
@@ -84,14 +83,11 @@ static void nl_child(void)
 	nl_portid = 0;
 }
 
-static pthread_once_t nl_once = PTHREAD_ONCE_INIT;
-static void nl_atfork(void) { pthread_atfork(nl_prepare, nl_parent, nl_child); }
-
 /* Every user of nl_lock takes it here, so that the fork handlers are in
  * place before the lock is first held. */
 static void nl_take(void)
 {
-	pthread_once(&nl_once, nl_atfork);
+	lf__fork_init();
 	pthread_mutex_lock(&nl_lock);
 }
 
@@ -113,7 +109,7 @@ static int nl_socket(void)
 	if (fd < 0)
 		return -1;
 	/* Bind now so that the port id (our identity) is fixed. */
-	if (syscall(SYS_bind, fd, &me, sizeof(me)) || !(nl_portid = portid_of(fd))) {
+	if (lf__sys_bind(fd, (struct sockaddr *)&me, sizeof(me)) || !(nl_portid = portid_of(fd))) {
 		lf__sys_close(fd);
 		return -1;
 	}
@@ -252,7 +248,7 @@ static int probe_socket(void)
 	if (probe_fd >= 0) /* not ours any more: the number is someone else's */
 		lf__fd_unhide(probe_fd);
 	probe_fd = -1;
-	if (syscall(SYS_socketpair, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv))
+	if (lf__sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv))
 		return -1;
 	lf__sys_close(sv[1]);
 	if (fstat(sv[0], &st)) {

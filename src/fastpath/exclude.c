@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 static struct lf_ep table[LF_EXCLUDE_MAX];
@@ -185,7 +184,7 @@ static void init(void)
 				   err.nbad > 1 ? " and other bad entries" : "");
 		if (len > (int)sizeof(line) - 1)
 			len = (int)sizeof(line) - 1;
-		(void)!syscall(SYS_write, 2, line, (size_t)len); /* raw: also built into the CLI, without fdtab.c */
+		(void)!lf__sys_write(2, line, (size_t)len);
 	}
 	errno = e;
 }

@@ -1,5 +1,5 @@
 /* Per-fd state: a flat array indexed by fd, mapped lazily (untouched pages
- * cost nothing), and raw system calls that bypass every interposer.
+ * cost nothing). Calls nothing of loopfast's but the raw-call layer (sys.c).
  *
  * The table is a cache, never the source of truth for what a socket is: a
  * fast-path socket is recognised by its abstract name (kernel state), so an
@@ -9,15 +9,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -54,32 +51,6 @@ void lf__debug(const char *fmt, ...)
 	(void)!lf__sys_write(2, buf, (size_t)n);
 	errno = e;
 }
-
-int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
-ssize_t lf__sys_write(int fd, const void *buf, size_t len) { return syscall(SYS_write, fd, buf, len); }
-int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
-int lf__sys_listen(int fd, int backlog) { return (int)syscall(SYS_listen, fd, backlog); }
-int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_connect, fd, sa, len); }
-int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_bind, fd, sa, len); }
-int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags) { return (int)syscall(SYS_accept4, fd, sa, len, flags); }
-int lf__sys_dup3(int oldfd, int newfd, int flags) { return (int)syscall(SYS_dup3, oldfd, newfd, flags); }
-int lf__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
-int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getsockname, fd, sa, len); }
-int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getpeername, fd, sa, len); }
-int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len) { return (int)syscall(SYS_getsockopt, fd, level, opt, val, len); }
-int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len) { return (int)syscall(SYS_setsockopt, fd, level, opt, val, len); }
-int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev); }
-
-int lf__sys_poll1(int fd, short events, int timeout_ms)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-	struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
-	int r = (int)syscall(SYS_ppoll, &p, 1, timeout_ms < 0 ? NULL : &ts, NULL, 8);
-
-	return r > 0 ? p.revents : r;
-}
-ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl) { return syscall(SYS_sendto, fd, buf, len, flags, sa, sl); }
-ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl) { return syscall(SYS_recvfrom, fd, buf, len, flags, sa, sl); }
 
 static struct lf_fd *table_get(void)
 {
@@ -126,6 +97,26 @@ uint32_t lf__carried_bit(int opt)
 
 static int dup_high(int fd);
 
+/* What must happen when an entry goes away, as the layers above register
+ * it (the table calls none of them by name): per state flag, the function
+ * that releases that state, and the one that drops a listener reference. */
+static void (*drop_fn[32])(int fd);
+static unsigned drop_flags;
+static void (*put_fn)(struct lf_listener *l);
+
+void lf__fd_on_drop(unsigned flag, void (*drop)(int fd))
+{
+	if (__atomic_load_n(&drop_flags, __ATOMIC_ACQUIRE) & flag)
+		return;
+	__atomic_store_n(&drop_fn[__builtin_ctz(flag)], drop, __ATOMIC_RELAXED);
+	__atomic_fetch_or(&drop_flags, flag, __ATOMIC_RELEASE);
+}
+
+void lf__fd_on_put(void (*put)(struct lf_listener *l))
+{
+	__atomic_store_n(&put_fn, put, __ATOMIC_RELEASE);
+}
+
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -135,10 +126,12 @@ void lf__fd_reset(int fd)
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
-	if (atomic_load(&f->flags) & LF_F_PENDING)
-		lf__pending_drop(fd);
-	if (atomic_load(&f->flags) & LF_F_UNCONFIRMED)
-		lf__bell_drop(fd);
+	/* In the order of the flags' bits: a pending connect, then a bell. */
+	for (unsigned hooked = __atomic_load_n(&drop_flags, __ATOMIC_ACQUIRE); hooked; hooked &= hooked - 1) {
+		unsigned bit = hooked & -hooked;
+		if (atomic_load(&f->flags) & bit)
+			drop_fn[__builtin_ctz(bit)](fd);
+	}
 	atomic_store(&f->flags, 0);
 	f->pend_err = 0;
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
@@ -146,7 +139,9 @@ void lf__fd_reset(int fd)
 	f->optset = f->sockset = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
-	lf__listener_put(l);
+	void (*put)(struct lf_listener *) = __atomic_load_n(&put_fn, __ATOMIC_ACQUIRE);
+	if (l && put)
+		put(l);
 }
 
 void lf__fd_copy(int from, int to)

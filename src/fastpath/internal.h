@@ -42,25 +42,9 @@ void lf__diag_ready(void);
  * -errno (one system call; nothing reaches the name's owner). */
 int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len);
 
-/* ---- sys: raw system calls that bypass any interposer (ours included) */
+/* ---- sys.c: raw system calls that bypass any interposer (ours included) */
 
-int lf__sys_close(int fd);
-int lf__sys_socket(int domain, int type, int proto);
-int lf__sys_listen(int fd, int backlog);
-int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
-int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len);
-int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
-int lf__sys_dup3(int oldfd, int newfd, int flags);
-int lf__sys_fcntl(int fd, int cmd, long arg);
-int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
-int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len);
-int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len);
-int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len);
-int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
-int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
-ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
-ssize_t lf__sys_write(int fd, const void *buf, size_t len);
-ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
+#include "sys.h"
 
 /* ---- fdtab.c: per-fd state, an array indexed by fd */
 
@@ -184,7 +168,16 @@ static inline struct lf_fd *lf__fd_peek(int fd)
 
 	return t && (unsigned)fd < LF_FD_MAX ? &t[fd] : NULL;
 }
-void lf__fd_reset(int fd);    /* forget everything about fd (it was closed) */
+/* Forgets everything about fd (it was closed): first what the layers
+ * above registered for the state it holds. */
+void lf__fd_reset(int fd);
+/* Registered by the layer that sets `flag` (one bit) on an entry, before
+ * it first does: what lf__fd_reset calls, with the entry still in place,
+ * for an entry that has it (connect.c: LF_F_PENDING, bell.c:
+ * LF_F_UNCONFIRMED), in the order of the bits. put: drops the entry's
+ * reference to its listener (listener.c). */
+void lf__fd_on_drop(unsigned flag, void (*drop)(int fd));
+void lf__fd_on_put(void (*put)(struct lf_listener *l));
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
 extern const int lf__ncarried;
@@ -341,11 +334,11 @@ void lf__bell_keep(int fd, int bell);
 void lf__bell_drop(int fd);
 /* The claim's mark: the server writes it on the TCP connection before
  * closing it; the client's bell takes only the mark for the claim. */
-void lf__claim_mark(int tcp);
+void lf__bell_mark(int tcp);
 /* Is the claim's mark queued on this TCP socket (peeked)? A server's
  * close under memory pressure can follow it with a reset, which a pending
  * connect would otherwise take for TCP's error. */
-bool lf__claim_marked(int tcp);
+bool lf__bell_marked(int tcp);
 /* Looks at fd's bell without waiting: true while the claim is not seen; a
  * server that closed the TCP connection unclaimed shuts fd down. */
 bool lf__bell_check(int fd);
@@ -489,5 +482,21 @@ bool lf__fast_endpoints(int fd, int *family, struct lf_ep *local, struct lf_ep *
 enum lf_switch { LF_SW_SERVER, LF_SW_CLIENT };
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
 		  enum lf_switch side);
+
+/* ---- fork.c: every fork handler, registered in one place */
+
+/* Registers the handlers below once (pthread_atfork), in fork.c's fixed
+ * order; called by each subsystem before it first holds what a fork must
+ * handle (a lock, a descriptor, a cached pid). */
+void lf__fork_init(void);
+void lf__bell_fork_prepare(void);
+void lf__sopt_fork_prepare(void);
+void lf__sopt_fork_parent(void);
+void lf__sopt_fork_child(void);
+void lf__diag_fork_prepare(void);
+void lf__diag_fork_parent(void);
+void lf__diag_fork_child(void);
+void lf__stats_fork_child(void);
+void lf__connect_fork_child(void);
 
 #endif

@@ -232,7 +232,7 @@ static int find_fds(pid_t pid, int family, unsigned long ino, int out[3])
 	shm_name(name, sizeof(name), ino);
 	snprintf(want, sizeof(want), "/memfd:%s (deleted)", name);
 	snprintf(dir, sizeof(dir), pid ? "/proc/%d/fd" : "/proc/self/fd", (int)pid);
-	if (pid && (pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+	if (pid && (pidfd = lf__sys_pidfd_open(pid, 0)) < 0)
 		return -errno;
 	if (!(d = opendir(dir))) {
 		if (pidfd >= 0)
@@ -251,7 +251,7 @@ static int find_fds(pid_t pid, int family, unsigned long ino, int out[3])
 			continue;
 		if (!pid)
 			mine = fd;
-		else if ((mine = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0)) < 0)
+		else if ((mine = lf__sys_pidfd_getfd(pidfd, fd, 0)) < 0)
 			continue;
 		int slot = memfd ? 2 : has_name(mine, &rn, rl) ? 0 : has_name(mine, &sn, sl) ? 1 : -1;
 		if (slot >= 0 && out[slot] < 0) {
@@ -308,7 +308,7 @@ static int adopt_from_creator(int family, unsigned long ino, uint32_t listener_u
 static int named_fd(pid_t pid, const struct sockaddr_un *n, socklen_t nl)
 {
 	char dir[64], link[96], target[64];
-	int pidfd = pid ? (int)syscall(SYS_pidfd_open, pid, 0) : -1, found = -1;
+	int pidfd = pid ? lf__sys_pidfd_open(pid, 0) : -1, found = -1;
 	DIR *d;
 	struct dirent *e;
 
@@ -324,7 +324,7 @@ static int named_fd(pid_t pid, const struct sockaddr_un *n, socklen_t nl)
 		ssize_t k = readlink(link, target, sizeof(target) - 1);
 		if (k <= 0 || strncmp(target, "socket:", 7) || (!pid && fd == dirfd(d)))
 			continue;
-		mine = pid ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, O_CLOEXEC) : fd;
+		mine = pid ? lf__sys_pidfd_getfd(pidfd, fd, O_CLOEXEC) : fd;
 		if (mine >= 0 && has_name(mine, n, nl))
 			found = mine;
 		else if (pid && mine >= 0)
@@ -357,7 +357,7 @@ static bool other_version(int family, unsigned long ino, uint32_t listener_uid)
 		DEBUG("listener inode %lu: served by protocol %d too (rendezvous %s): plain TCP", ino, v,
 		      fd >= 0 ? "shut" : "out of reach");
 		if (fd >= 0)
-			syscall(SYS_shutdown, fd, SHUT_RD);
+			lf__sys_shutdown(fd, SHUT_RD);
 		if (fd >= 0 && pid > 0)
 			lf__sys_close(fd);
 	}
@@ -391,8 +391,8 @@ static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm *
 	out[2] = -1;
 	if (out[0] < 0 || out[1] < 0 || !(*shm = shm_create(ino, &out[2])))
 		e = errno ? errno : ENOMEM;
-	else if (syscall(SYS_bind, out[1], &sn, sl) || lf__sys_connect(out[1], (void *)&sn, sl) ||
-		 syscall(SYS_bind, out[0], &rn, rl) || lf__sys_listen(out[0], SOMAXCONN))
+	else if (lf__sys_bind(out[1], (void *)&sn, sl) || lf__sys_connect(out[1], (void *)&sn, sl) ||
+		 lf__sys_bind(out[0], (void *)&rn, rl) || lf__sys_listen(out[0], SOMAXCONN))
 		e = errno;
 	if (e) {
 		for (int i = 0; i < 3; i++)
@@ -425,6 +425,7 @@ int lf__listen_optin(int fd)
 		return 0;
 	if (atomic_load(&f->flags) & LF_F_NOFAST)
 		return -EADDRINUSE;
+	lf__fd_on_put(lf__listener_put); /* before any entry holds a listener */
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
 	if (!tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 	    !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || fstat(fd, &st)) {

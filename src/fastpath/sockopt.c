@@ -34,7 +34,6 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Option numbers newer than some build machines' headers. */
@@ -184,10 +183,10 @@ struct ref {
 
 static struct ref refs[2];
 static pthread_mutex_t ref_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
 
-static void ref_prepare(void) { pthread_mutex_lock(&ref_lock); }
-static void ref_parent(void) { pthread_mutex_unlock(&ref_lock); }
+/* fork (fork.c): the lock is held across it. */
+void lf__sopt_fork_prepare(void) { pthread_mutex_lock(&ref_lock); }
+void lf__sopt_fork_parent(void) { pthread_mutex_unlock(&ref_lock); }
 
 /* Retires a reference: closes the ends that are still ours (a program
  * that closed every descriptor may have reused their numbers). */
@@ -206,14 +205,12 @@ static void ref_drop(struct ref *r)
 }
 
 /* A child makes its own references: sets on a shared one would race. */
-static void ref_child(void)
+void lf__sopt_fork_child(void)
 {
 	ref_drop(&refs[0]);
 	ref_drop(&refs[1]);
 	pthread_mutex_unlock(&ref_lock);
 }
-
-static void ref_atfork(void) { pthread_atfork(ref_prepare, ref_parent, ref_child); }
 
 static socklen_t loopback_any_port(int family, struct sockaddr_storage *ss)
 {
@@ -295,7 +292,7 @@ static int ref_get(int family, bool server)
 	struct ref *r = &refs[family == AF_INET6];
 	struct stat st;
 
-	pthread_once(&ref_once, ref_atfork);
+	lf__fork_init();
 	if (r->up && (fstat(server ? r->s : r->c, &st) || st.st_ino != r->ino[server]))
 		ref_drop(r); /* closed behind our back */
 	if (!r->up) {
@@ -412,7 +409,7 @@ static uint8_t tcp_state(int fd, struct lf_fd *f)
 	struct timespec zero = { 0, 0 };
 	bool wr = f && (atomic_load(&f->flags) & LF_F_SHUT_WR), rd;
 
-	if (syscall(SYS_ppoll, &p, 1, &zero, NULL, 0) != 1)
+	if (lf__sys_ppoll(&p, 1, &zero, NULL) != 1)
 		p.revents = 0;
 	if ((p.revents & POLLERR) && f)
 		atomic_fetch_or(&f->flags, LF_F_RESET);

@@ -11,9 +11,9 @@
 
 static struct lf_stats *stats;
 static int stats_fd = -1;
-static pthread_once_t child_once = PTHREAD_ONCE_INIT;
 
-static void forget(void)
+/* fork's child (fork.c). */
+void lf__stats_fork_child(void)
 {
 	/* The child's counts are its own: drop the parent's page and close
 	 * the child's copy of its descriptor, so that each page is held by
@@ -30,18 +30,13 @@ static void forget(void)
 	stats_fd = -1;
 }
 
-static void at_fork(void)
-{
-	pthread_atfork(NULL, NULL, forget);
-}
-
 static struct lf_stats *page(void)
 {
 	struct lf_stats *p = __atomic_load_n(&stats, __ATOMIC_ACQUIRE);
 
 	if (p)
 		return p;
-	pthread_once(&child_once, at_fork);
+	lf__fork_init();
 	int fd = memfd_create(LF_STATS_NAME, MFD_CLOEXEC);
 	if (fd < 0)
 		return NULL;

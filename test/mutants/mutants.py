@@ -76,7 +76,7 @@ MUTANTS = [
           "\tcm->cmsg_type = SCM_RIGHTS;\n"
           "\tcm->cmsg_len = CMSG_LEN(sizeof(int));\n"
           "\tmemcpy(CMSG_DATA(cm), &fd, sizeof(int));\n"
-          "\tsyscall(SYS_sendmsg, unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
+          "\tlf__sys_sendmsg(unx, &m, MSG_NOSIGNAL | MSG_DONTWAIT);\n"
           "}\n\n"
           "static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, struct lf_diag_sock lst)\n{\n"),
          ("src/fastpath/connect.c",
@@ -769,4 +769,16 @@ MUTANTS += [
           "\tif (lst.uid != geteuid())\n"
           "\t\tlf__sys_setsockopt(fd, IPPROTO_TCP, TCP_LINGER2, &linger2, sizeof(linger2));\n")],
         ["e2e:test_security.py -k 'wrote_and_closed and loopfast'"]),
+]
+
+# The fd table calls nothing above it (issue 20): what an entry's reset
+# must release is what the layers above registered.
+MUTANTS += [
+    Mutant(
+        "fdtab-reset-skips-drops",
+        "a closed fd's pending connect or bell is never released: lf__fd_reset ignores the registered hooks",
+        [("src/fastpath/fdtab.c",
+          "\t\tif (atomic_load(&f->flags) & bit)\n\t\t\tdrop_fn[__builtin_ctz(bit)](fd);\n",
+          "\t\tif (0 && (atomic_load(&f->flags) & bit))\n\t\t\tdrop_fn[__builtin_ctz(bit)](fd);\n")],
+        ["c:test-fdtab"], limit_s=60),
 ]

@@ -1,0 +1,43 @@
+/* fork: every handler of the fast path, registered in one place and run in
+ * one fixed order, so that the order does not depend on which subsystem a
+ * process happened to use first. Registered once, by the first subsystem
+ * that holds something a fork must handle (lf__fork_init); each handler
+ * does nothing for a subsystem the process never used.
+ *
+ * The two locks (sockopt.c's reference connections, diag.c's netlink
+ * socket) are never held together, so the order between them is free; the
+ * parent releases them in the reverse of the prepare's order. */
+#include "internal.h"
+
+#include <pthread.h>
+
+static void prepare(void)
+{
+	lf__bell_fork_prepare(); /* notes whether bells are kept across the fork (takes no lock) */
+	lf__sopt_fork_prepare(); /* takes the reference connections' lock */
+	lf__diag_fork_prepare(); /* takes the netlink socket's lock */
+}
+
+static void parent(void)
+{
+	lf__diag_fork_parent();
+	lf__sopt_fork_parent();
+}
+
+static void child(void)
+{
+	/* First: the child's own netlink socket is made while its
+	 * descriptors are still the parent's (diag.c). */
+	lf__diag_fork_child();
+	lf__sopt_fork_child();    /* the parent's reference connections closed */
+	lf__stats_fork_child();   /* the parent's counts page dropped */
+	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void register_handlers(void) { pthread_atfork(prepare, parent, child); }
+
+void lf__fork_init(void)
+{
+	pthread_once(&once, register_handlers);
+}

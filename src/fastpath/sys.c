@@ -1,0 +1,42 @@
+/* The raw-call layer (sys.h): system calls made with syscall(2), so that
+ * neither loopfast's interposer nor another library's sees them. The
+ * lowest layer: it calls nothing of loopfast's. */
+#include "sys.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+ssize_t lf__sys_write(int fd, const void *buf, size_t len) { return syscall(SYS_write, fd, buf, len); }
+int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
+int lf__sys_socketpair(int domain, int type, int proto, int sv[2]) { return (int)syscall(SYS_socketpair, domain, type, proto, sv); }
+int lf__sys_listen(int fd, int backlog) { return (int)syscall(SYS_listen, fd, backlog); }
+int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_connect, fd, sa, len); }
+int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len) { return (int)syscall(SYS_bind, fd, sa, len); }
+int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags) { return (int)syscall(SYS_accept4, fd, sa, len, flags); }
+int lf__sys_shutdown(int fd, int how) { return (int)syscall(SYS_shutdown, fd, how); }
+int lf__sys_dup3(int oldfd, int newfd, int flags) { return (int)syscall(SYS_dup3, oldfd, newfd, flags); }
+int lf__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
+int lf__sys_ioctl(int fd, unsigned long req, void *arg) { return (int)syscall(SYS_ioctl, fd, req, arg); }
+int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getsockname, fd, sa, len); }
+int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getpeername, fd, sa, len); }
+int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len) { return (int)syscall(SYS_getsockopt, fd, level, opt, val, len); }
+int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len) { return (int)syscall(SYS_setsockopt, fd, level, opt, val, len); }
+int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev); }
+int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) { return (int)syscall(SYS_ppoll, fds, n, ts, mask, 8); }
+
+int lf__sys_poll1(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	struct timespec ts = { timeout_ms / 1000, (timeout_ms % 1000) * 1000000L };
+	int r = lf__sys_ppoll(&p, 1, timeout_ms < 0 ? NULL : &ts, NULL);
+
+	return r > 0 ? p.revents : r;
+}
+
+ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl) { return syscall(SYS_sendto, fd, buf, len, flags, sa, sl); }
+ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl) { return syscall(SYS_recvfrom, fd, buf, len, flags, sa, sl); }
+ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags) { return syscall(SYS_sendmsg, fd, m, flags); }
+ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags) { return syscall(SYS_recvmsg, fd, m, flags); }
+int lf__sys_pidfd_open(pid_t pid, unsigned flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
+int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags); }

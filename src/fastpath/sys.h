@@ -1,0 +1,43 @@
+/* The raw-call layer: every system call loopfast makes on a socket goes
+ * through one of these, past any interposer (its own included), so that
+ * internal code never reaches a libc name that loopfast interposes.
+ * Each returns what the system call does (-1 and errno on failure).
+ * Compiled alone (sys.c) into the library, the CLI and the unit tests. */
+#ifndef LF_SYS_H
+#define LF_SYS_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+int lf__sys_close(int fd);
+ssize_t lf__sys_write(int fd, const void *buf, size_t len);
+int lf__sys_socket(int domain, int type, int proto);
+int lf__sys_socketpair(int domain, int type, int proto, int sv[2]);
+int lf__sys_listen(int fd, int backlog);
+int lf__sys_connect(int fd, const struct sockaddr *sa, socklen_t len);
+int lf__sys_bind(int fd, const struct sockaddr *sa, socklen_t len);
+int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags);
+int lf__sys_shutdown(int fd, int how);
+int lf__sys_dup3(int oldfd, int newfd, int flags);
+int lf__sys_fcntl(int fd, int cmd, long arg);
+int lf__sys_ioctl(int fd, unsigned long req, void *arg);
+int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len);
+int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len);
+int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len);
+int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len);
+int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+/* ppoll with the kernel's sigset size (mask may be NULL: none). */
+int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask);
+int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
+ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
+ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
+ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags);
+ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags);
+int lf__sys_pidfd_open(pid_t pid, unsigned flags);
+int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
+
+#endif
