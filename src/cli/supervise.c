@@ -44,6 +44,8 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
@@ -240,6 +242,16 @@ static int domain_of(int fd)
 	return syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &v, &l) ? -1 : v;
 }
 
+/* A process of the tree that has the preload too (a nested loopfast run)
+ * negotiates its connections itself: its doorbell, whose SYN carries the
+ * hello's MSS, is its own to connect (never negotiated twice). */
+static bool hello_sent(int fd)
+{
+	int mss = 0;
+	socklen_t l = sizeof(mss);
+	return syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss == LF_HELLO_MSS;
+}
+
 /* Whether fd of thread tid is close-on-exec (fdinfo's flags). */
 static bool cloexec_of(pid_t tid, int fd)
 {
@@ -318,6 +330,10 @@ static void on_connect(int lfd, int ep, const struct seccomp_notif *n)
 	    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return reply(lfd, n->id, 0, true);
 	int copy = grab(n->pid, fd), tcp = -1;
+	if (copy >= 0 && hello_sent(copy)) {
+		close(copy);
+		return reply(lfd, n->id, 0, true);
+	}
 	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy)) {
 		if (copy >= 0)
 			close(copy);

@@ -175,3 +175,31 @@ def test_detection(clients, tmp_path):
     assert not says("--", "true")
     assert says("--mode", "seccomp", "--", "true")
     assert not says("--mode", "preload", "--", clients["c"][0], "1", "1")
+
+
+def test_nested_preload_negotiates_once(clients, tmp_path):
+    """A dynamically linked client under the preload (an inner `loopfast
+    run`) in a supervised tree: the preload negotiates, the supervisor
+    leaves its doorbell alone (one hello, not two), and the connection is
+    on the fast path with its bytes intact. (Negotiated twice, it works
+    too, as the server takes the first hello: which of the two negotiated
+    is read from the supervisor's LOOPFAST_DEBUG lines.)"""
+    dyn = tmp_path / "svc-dyn"
+    out = subprocess.run(["cc", "-O2", "-o", str(dyn), str(PROGS / "sv_client.c")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    srv, port = server(True)
+    try:
+        c = subprocess.Popen([str(LOOPFAST), "run", "--supervise", "--", *lf_cmd([str(dyn), str(port), "100000", "wait"])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, LOOPFAST_DEBUG="1"))
+        read_client(c, port, 100000)
+        pairs = kernel.unix_pairs(kernel.process_tree(c.pid), kernel.process_tree(srv.pid), port)
+        assert len(pairs) == 1, pairs
+        c.send_signal(signal.SIGTERM)
+        err = c.communicate(timeout=30)[1]
+        assert c.returncode == -signal.SIGTERM
+        assert "supervised (seccomp" in err
+        assert "supervisor: connect fd" not in err, err
+    finally:
+        stop(srv)
