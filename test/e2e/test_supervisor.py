@@ -203,3 +203,28 @@ def test_nested_preload_negotiates_once(clients, tmp_path):
         assert "supervisor: connect fd" not in err, err
     finally:
         stop(srv)
+
+
+@pytest.mark.parametrize("kind", ["c", "go"])
+def test_server_dead_before_claim_is_eof(clients, kind):
+    """The server's worker dies between its accept and its claim (a child
+    of the server accepts with the raw system call and exits): over TCP
+    the client reads the end of its connection; under the supervisor the
+    supervisor's watch of the bell shuts the program's fast-path socket
+    down, so that it reads EOF too, and does not hang."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, str(PROGS.parent / "attack" / "echo_server.py"), "4", "--rogue"]),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(readline(srv).split()[0])
+        assert readline(srv).strip() == "listening"
+        assert readline(srv).split()[0] == "rogue"
+        c = start_client(clients[kind], kind, port, 100)
+        names = readline(c).split()
+        assert names[0] == "names", names
+        assert readline(srv).strip() == "rogue gone"
+        assert readline(c, 30).split()[:3] == ["echo", "BAD", "0"]
+        assert readline(c).strip() == "waiting"
+        end_by_sigterm(c)
+    finally:
+        srv.stdin.close()
+        stop(srv)
