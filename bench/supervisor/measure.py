@@ -8,7 +8,10 @@ blocking server, for four rows measured in interleaved rounds:
              (the supervisor: connect and getsockname/getpeername trapped)
   seccomp-tcp  the static client under the supervisor against a plain server
              (every connect is trapped, and goes plain)
-Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3]
+With --names, the same rows count getsockname calls a second on one
+connection (trapped under the supervisor: answered on the fast path,
+continued to the kernel on plain TCP).
+Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names]
 Prints each row's rate per round, its median and its ratio to the preload's."""
 import argparse
 import os
@@ -51,6 +54,18 @@ int main(int argc, char **argv)
 	sa.sin_port = htons((unsigned short)atoi(argv[1]));
 	double secs = atof(argv[2]), t0 = now();
 	long n = 0;
+	if (argc > 3) { /* "names": getsockname on one connection, in a loop */
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in la;
+		socklen_t ll;
+		if (connect(s, (void *)&sa, sizeof(sa))) { perror("connect"); return 1; }
+		for (t0 = now(); now() - t0 < secs; n++) {
+			ll = sizeof(la);
+			getsockname(s, (void *)&la, &ll);
+		}
+		printf("%.0f\n", n / (now() - t0));
+		return la.sin_family == AF_INET ? 0 : 1;
+	}
 	while (now() - t0 < secs) {
 		int s = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(s, (void *)&sa, sizeof(sa)) || write(s, &c, 1) != 1 || read(s, &c, 1) != 1) { perror("crr"); return 1; }
@@ -68,6 +83,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--time", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--names", action="store_true", help="getsockname calls a second instead of connections")
     a = ap.parse_args()
     lf = os.path.join(os.path.abspath(a.build), "loopfast")
     with tempfile.TemporaryDirectory(prefix="lf-svbench-") as d:
@@ -82,11 +98,15 @@ def main():
             servers[name] = (p, p.stdout.readline().strip())
         rows = {"tcp": ([sta], "plain"), "preload": ([lf, "run", "--", dyn], "lf"),
                 "seccomp": ([lf, "run", "--", sta], "lf"), "seccomp-tcp": ([lf, "run", "--", sta], "plain")}
+        if a.names:
+            rows = {"tcp": ([sta], "plain", "names"), "preload": ([lf, "run", "--", dyn], "lf", "names"),
+                    "seccomp": ([lf, "run", "--", sta], "lf", "names"),
+                    "seccomp-tcp": ([lf, "run", "--", sta], "plain", "names")}
         got = {r: [] for r in rows}
         try:
             for _ in range(a.rounds):
-                for r, (cmd, srv) in rows.items():
-                    out = subprocess.run([*cmd, servers[srv][1], str(a.time)], capture_output=True, text=True,
+                for r, (cmd, srv, *extra) in rows.items():
+                    out = subprocess.run([*cmd, servers[srv][1], str(a.time), *extra], capture_output=True, text=True,
                                          timeout=60 + a.time)
                     if out.returncode:
                         sys.exit(f"{r}: {out.stderr}")
@@ -96,7 +116,7 @@ def main():
                 p.kill()
                 p.wait()
     base = statistics.median(got["preload"])
-    print(f"{'row':12} {'conn/s per round':32} {'median':>8} {'/preload':>9}")
+    print(f"{'row':12} {'calls/s' if a.names else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
     for r, v in got.items():
         m = statistics.median(v)
         print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}")
