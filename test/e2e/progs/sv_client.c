@@ -3,12 +3,15 @@
  * "names LOCAL PEER" (getsockname, getpeername, as the kernel answers
  * them to this program), sends N bytes and reads them back, prints
  * "echo OK N" or "echo BAD", then with "wait" prints "waiting" and
- * sleeps until a signal ends it. */
+ * sleeps until a signal ends it. SIGPIPE is ignored, as Go does for
+ * sockets: a write to a connection already ended fails (docs/supervisor.md:
+ * under the supervisor a write after the bell's verdict fails at once). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +31,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 3)
 		return 2;
+	signal(SIGPIPE, SIG_IGN);
 	int port = atoi(argv[1]), n = atoi(argv[2]);
 	int nb = argc > 3 && !strcmp(argv[3], "nb"), wait = argc > 3 && !strcmp(argv[argc - 1], "wait");
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port) };
