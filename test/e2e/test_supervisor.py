@@ -228,3 +228,24 @@ def test_server_dead_before_claim_is_eof(clients, kind):
     finally:
         srv.stdin.close()
         stop(srv)
+
+
+def test_supervisor_killed_gives_enosys(clients):
+    """The supervisor killed: the program's next trapped call fails with
+    ENOSYS (the kernel's answer when no one listens), not a hang."""
+    srv, port = server(True)
+    try:
+        c = subprocess.Popen(lf_cmd([*clients["c"], str(port), "10", "late"]), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        prog = program_pid(c)
+        c.send_signal(signal.SIGKILL)
+        c.wait(timeout=30)
+        c.stdin.write("go\n")
+        c.stdin.flush()
+        assert readline(c).strip() == "connect Function not implemented"
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{prog}"):
+            assert time.monotonic() < deadline, "the program did not end"
+            time.sleep(0.05)
+    finally:
+        stop(srv)

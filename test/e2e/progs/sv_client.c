@@ -3,7 +3,8 @@
  * "names LOCAL PEER" (getsockname, getpeername, as the kernel answers
  * them to this program), sends N bytes and reads them back, prints
  * "echo OK N" or "echo BAD", then with "wait" prints "waiting" and
- * sleeps until a signal ends it. SIGPIPE is ignored, as Go does for
+ * sleeps until a signal ends it. With "late", waits for a line on stdin
+ * before it connects. SIGPIPE is ignored, as Go does for
  * sockets: a write to a connection already ended fails (docs/supervisor.md:
  * under the supervisor a write after the bell's verdict fails at once). */
 #include <arpa/inet.h>
@@ -36,6 +37,11 @@ int main(int argc, char **argv)
 	int nb = argc > 3 && !strcmp(argv[3], "nb"), wait = argc > 3 && !strcmp(argv[argc - 1], "wait");
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port) };
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (argc > 3 && !strcmp(argv[3], "late")) {
+		char line[16];
+		if (!fgets(line, sizeof(line), stdin))
+			return 2;
+	}
 	int fd = socket(AF_INET, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
 	int r = connect(fd, (void *)&sa, sizeof(sa));
 	if (r && errno == EINPROGRESS) {
