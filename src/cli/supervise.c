@@ -308,7 +308,7 @@ static void watch_add(int ep, int copy, int tcp)
 			watches[k].copy = watches[k].tcp = -1;
 		nwatches += 16;
 	}
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u32 = TAG_WATCH | (uint32_t)i };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = TAG_WATCH | (uint32_t)i };
 	watches[i] = (struct watch){ copy, tcp };
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, tcp, &ev) == 0)
 		return;
@@ -447,7 +447,7 @@ int lf_cli_supervise(const char *path, char **argv, const char *why)
 	close(sv[0]);
 	sfd = signalfd(-1, &block, SFD_CLOEXEC | SFD_NONBLOCK);
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	struct epoll_event e1 = { .events = EPOLLIN, .data.u32 = 1 }, e2 = { .events = EPOLLIN, .data.u32 = 2 };
+	struct epoll_event e1 = { .events = EPOLLIN, .data.u64 = 1 }, e2 = { .events = EPOLLIN, .data.u64 = 2 };
 	if (sfd < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &e2))
 		return lf_cli_error("run: cannot watch signals: %s", strerror(errno));
 	if (lfd >= 0)
@@ -467,7 +467,7 @@ int lf_cli_supervise(const char *path, char **argv, const char *why)
 		struct epoll_event ev[16];
 		int k = epoll_wait(ep, ev, 16, -1);
 		for (int i = 0; i < k; i++) {
-			uint32_t t = ev[i].data.u32;
+			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
 				serve(lfd, ep, n, nsize);
 			} else if (t == 1) { /* no process is left under the filter */
