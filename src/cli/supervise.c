@@ -4,7 +4,8 @@
  * does and what it does not.
  *
  * The child installs a seccomp filter before exec (with no_new_privs)
- * that sends connect, getsockname and getpeername to this process
+ * that sends connect, getsockname, getpeername and getsockopt(SO_DOMAIN,
+ * SO_PROTOCOL) to this process
  * (SECCOMP_RET_USER_NOTIF) and allows everything else; the filter holds
  * for every descendant. For a connect to a loopback address this process
  * takes a copy of the program's socket (pidfd_getfd), opts it in and
@@ -27,7 +28,8 @@
  * connection when the claim arrives, not before.
  *
  * getsockname and getpeername on a fast-path socket are answered with
- * TCP's addresses (the library's own answer, from the socket's names).
+ * TCP's addresses, getsockopt SO_DOMAIN and SO_PROTOCOL with TCP's values
+ * (the library's own answers, from the socket's names).
  *
  * Caveats: one thread serves every trapped call, so a connect that waits
  * (a full accept queue) holds up the others; socket options and
@@ -131,9 +133,19 @@ static int install_filter(void)
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockname, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getpeername, 1, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 9, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockname, 8, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getpeername, 7, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockopt, 0, 5),
+		/* getsockopt: only SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the
+		 * low halves of the arguments: little-endian), the two a Unix
+		 * socket answers otherwise than TCP; every other option is the
+		 * kernel's, untrapped. */
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_DOMAIN, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_PROTOCOL, 1, 0),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
 	};
@@ -401,6 +413,26 @@ static void on_name(int lfd, const struct seccomp_notif *n, bool peer)
 	reply(lfd, n->id, 0, false);
 }
 
+/* getsockopt SO_DOMAIN, SO_PROTOCOL (the only ones the filter traps): a
+ * fast-path socket answers TCP's (the library's getsockopt, from the
+ * socket's names); anything else is the kernel's. */
+static void on_opt(int lfd, const struct seccomp_notif *n)
+{
+	socklen_t room, l = sizeof(int);
+	int v, copy;
+
+	if (!read_mem(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = grab(n->pid, (int)n->data.args[0])) < 0)
+		return reply(lfd, n->id, 0, true);
+	int r = domain_of(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
+	close(copy);
+	if (r || l != sizeof(int) || (n->data.args[2] == SO_DOMAIN && v == AF_UNIX) || (int)room < (int)sizeof(int) ||
+	    !still_valid(lfd, n->id))
+		return reply(lfd, n->id, 0, true);
+	if (!write_mem(n->pid, n->data.args[3], &v, sizeof(v)) || !write_mem(n->pid, n->data.args[4], &l, sizeof(l)))
+		return reply(lfd, n->id, -EFAULT, false);
+	reply(lfd, n->id, 0, false);
+}
+
 static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 {
 	memset(n, 0, size);
@@ -410,6 +442,8 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 		on_connect(lfd, ep, n);
 	else if (n->data.nr == __NR_getsockname || n->data.nr == __NR_getpeername)
 		on_name(lfd, n, n->data.nr == __NR_getpeername);
+	else if (n->data.nr == __NR_getsockopt)
+		on_opt(lfd, n);
 	else
 		reply(lfd, n->id, 0, true);
 }

@@ -6,8 +6,9 @@ server.
 Against a server under loopfast the connection is on the fast path at both
 ends, from the kernel: the Unix stream that the client program itself
 holds (not the supervisor) is joined to one the server holds; the bytes
-come back intact; the program sees TCP's addresses (getsockname and
-getpeername are answered by the supervisor); once the server has claimed
+come back intact; the program sees TCP's addresses and SO_DOMAIN and
+SO_PROTOCOL (getsockname, getpeername and those two getsockopt calls are
+answered by the supervisor); once the server has claimed
 the connection the supervisor holds no copy of it. Against a plain server
 the same client is on plain TCP (both ends' TCP sockets) and works. A
 client stopped with SIGTERM ends as it does without loopfast."""
@@ -96,6 +97,8 @@ def read_client(c, port, n):
     names = readline(c).split()
     assert names[0] == "names" and names[2] == f"127.0.0.1:{port}", names
     assert names[1].startswith("127.0.0.1:") and names[1] != "127.0.0.1:0", names
+    if len(names) > 3:  # the C client: SO_DOMAIN and SO_PROTOCOL are TCP's (AF_INET, IPPROTO_TCP)
+        assert names[3:] == ["domain", "2", "protocol", "6"], names
     assert readline(c).split() == ["echo", "OK", str(n)]
     assert readline(c).strip() == "waiting"
     return int(names[1].rsplit(":", 1)[1])

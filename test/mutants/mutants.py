@@ -795,4 +795,11 @@ MUTANTS += [
           "== 0 && mss == LF_HELLO_MSS;\n",
           "== 0 && mss == LF_HELLO_MSS && 0;\n")],
         ["e2e:test_supervisor.py -k nested"]),
+    Mutant(
+        "supervisor-sockopt-unix",
+        "getsockopt SO_DOMAIN/SO_PROTOCOL on a supervised fast-path socket is the kernel's: AF_UNIX, 0",
+        [("src/cli/supervise.c",
+          "\tint r = domain_of(copy) == AF_UNIX ? getsockopt(",
+          "\tint r = domain_of(copy) == -2 ? getsockopt(")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]

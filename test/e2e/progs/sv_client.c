@@ -1,7 +1,8 @@
 /* A client for test_supervisor.py, built -static in the test: connects to
  * 127.0.0.1:PORT (non-blocking with "nb": EINPROGRESS, then poll), prints
  * "names LOCAL PEER" (getsockname, getpeername, as the kernel answers
- * them to this program), sends N bytes and reads them back, prints
+ * them to this program) and "domain D protocol P" (SO_DOMAIN,
+ * SO_PROTOCOL), sends N bytes and reads them back, prints
  * "echo OK N" or "echo BAD", then with "wait" prints "waiting" and
  * sleeps until a signal ends it. With "late", waits for a line on stdin
  * before it connects. SIGPIPE is ignored, as Go does for
@@ -65,7 +66,11 @@ int main(int argc, char **argv)
 	getpeername(fd, (void *)&pa, &pl);
 	name(&la, ls);
 	name(&pa, ps);
-	printf("names %s %s\n", ls, ps);
+	int dom = -1, proto = -1;
+	socklen_t dl = sizeof(dom), pl2 = sizeof(proto);
+	getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl);
+	getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl2);
+	printf("names %s %s domain %d protocol %d\n", ls, ps, dom, proto);
 	fflush(stdout);
 	char *out = malloc((size_t)n), *in = malloc((size_t)n);
 	for (int i = 0; i < n; i++)
