@@ -9,4 +9,8 @@
 int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
+/* supervise.c: the seccomp supervisor of `loopfast run`. */
+const char *lf_cli_supervise_why(const char *path);
+int lf_cli_supervise(const char *path, char **argv, const char *why);
+
 #endif

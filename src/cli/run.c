@@ -1,4 +1,4 @@
-/* loopfast run [--per-socket] [--spin-us N] [--exclude LIST] [--] PROG [ARGS...]
+/* loopfast run [--per-socket] [--spin-us N] [--exclude LIST] [--mode preload|seccomp] [--] PROG [ARGS...]
  *
  * Runs PROG with the interposer preloaded and every loopback TCP socket
  * opted in (LOOPFAST_ENABLE=1); children inherit the environment. With
@@ -7,7 +7,10 @@
  * lf_enable_fast_path) take the fast path.
  * --exclude adds to LOOPFAST_EXCLUDE (listeners and destinations that stay
  * on plain TCP), checked here so that a typo is an error, not a warning
- * from every process of the tree. */
+ * from every process of the tree.
+ * A static binary or a Go binary (which makes its socket calls itself)
+ * runs under the seccomp supervisor instead (supervise.c); --mode
+ * (--supervise is --mode seccomp) chooses either way. */
 #include "cli.h"
 #include "internal.h"
 
@@ -82,7 +85,7 @@ static bool is_static_elf(const char *path)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *spin = NULL, *lib, *mode = "1";
+	const char *spin = NULL, *lib, *mode = "1", *force = NULL;
 	char path[PATH_MAX], *end, *exclude = NULL;
 	int i = 1;
 
@@ -115,8 +118,14 @@ int cmd_run(int argc, char **argv)
 				return lf_cli_error("out of memory");
 			free(exclude);
 			exclude = more;
+		} else if (!strcmp(argv[i], "--supervise")) {
+			force = "seccomp";
+		} else if (!strcmp(argv[i], "--mode")) {
+			if (++i == argc || (strcmp(argv[i], "preload") && strcmp(argv[i], "seccomp")))
+				return lf_cli_error("--mode takes preload or seccomp");
+			force = argv[i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: loopfast run [--per-socket] [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--] PROG [ARGS...]\n");
+			printf("usage: loopfast run [--per-socket] [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--mode preload|seccomp | --supervise] [--] PROG [ARGS...]\n");
 			return 0;
 		} else {
 			return lf_cli_error("run: unknown option '%s'", argv[i]);
@@ -128,6 +137,12 @@ int cmd_run(int argc, char **argv)
 		return lf_cli_error("cannot find libloopfast-preload.so next to %s (set LOOPFAST_PRELOAD)", lf_cli_selfdir());
 	if (!find_in_path(argv[i], path, sizeof(path)))
 		return lf_cli_error("cannot run '%s': not found or not executable", argv[i]);
+	const char *why = force ? (!strcmp(force, "seccomp") ? "named with --mode seccomp" : NULL) : lf_cli_supervise_why(path);
+	if (why) {
+		if (strcmp(mode, "1") || exclude)
+			return lf_cli_error("run: --per-socket and --exclude are not supported under the supervisor yet (%s is %s)", path, why);
+		return lf_cli_supervise(path, argv + i, why);
+	}
 	if (is_static_elf(path))
 		fprintf(stderr, "loopfast: %s is statically linked: the fast path cannot apply to it; running it on plain TCP\n", path);
 

@@ -48,13 +48,19 @@ def test_run_passes_exit_status_and_args(build):
     assert p.returncode == 3 and p.stdout == "a b c\n"
 
 
-def test_static_program_warns_and_runs(build, tmp_path):
+def test_static_program_runs_supervised(build, tmp_path):
+    """A static program runs under the seccomp supervisor (issue 21; its
+    connections are test_supervisor.py's): no warning any more, and
+    --mode preload keeps the old answer, a one-line warning and plain TCP."""
     src = tmp_path / "s.c"
     src.write_text("#include <stdio.h>\nint main(void){puts(\"static ok\");return 0;}\n")
     exe = tmp_path / "s"
     if subprocess.run(["cc", "-static", "-o", str(exe), str(src)], capture_output=True).returncode:
         pytest.fail("cannot link a static program (libc6-dev provides libc.a)")
     p = subprocess.run([str(LOOPFAST), "run", str(exe)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout == "static ok\n" and p.stderr == ""
+    p = subprocess.run([str(LOOPFAST), "run", "--mode", "preload", str(exe)], capture_output=True, text=True,
+                       timeout=30)
     assert p.returncode == 0 and p.stdout == "static ok\n"
     assert "statically linked" in p.stderr and len(p.stderr.splitlines()) == 1
 

@@ -63,7 +63,9 @@ def defaults():
 
 
 def start(args, under_lf, spin=None):
-    cmd = lf_cmd(args, spin) if under_lf else list(args)
+    """Under loopfast: the preload, named (a Go binary would get the seccomp
+    supervisor by itself; these tests are about the preload's signals)."""
+    cmd = [*lf_cmd(args, spin)[:2], "--mode", "preload", *lf_cmd(args, spin)[2:]] if under_lf else list(args)
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=defaults)
 

@@ -782,3 +782,36 @@ MUTANTS += [
           "\t\tif (0 && (atomic_load(&f->flags) & bit))\n\t\t\tdrop_fn[__builtin_ctz(bit)](fd);\n")],
         ["c:test-fdtab"], limit_s=60),
 ]
+
+# The seccomp supervisor of `loopfast run` (src/cli/supervise.c, issue 21's
+# first cut), each against test_supervisor.py.
+MUTANTS += [
+    Mutant(
+        "supervisor-continues-every-connect",
+        "the supervisor leaves every trapped connect to the kernel: a static or Go client stays on plain TCP",
+        [("src/cli/supervise.c",
+          "\t    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))\n",
+          "\t    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || 1)\n")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
+    Mutant(
+        "supervisor-names-unix",
+        "getsockname/getpeername on a supervised fast-path socket are the kernel's: the Unix socket's names",
+        [("src/cli/supervise.c",
+          "\tif (r || ss.ss_family == AF_UNIX || !still_valid(lfd, n->id))\n",
+          "\tif (1 || r || ss.ss_family == AF_UNIX || !still_valid(lfd, n->id))\n")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and go'"]),
+    Mutant(
+        "supervisor-negotiates-nested-preload",
+        "the supervisor negotiates the doorbell of a process that has the preload too (two hellos)",
+        [("src/cli/supervise.c",
+          "== 0 && mss == LF_HELLO_MSS;\n",
+          "== 0 && mss == LF_HELLO_MSS && 0;\n")],
+        ["e2e:test_supervisor.py -k nested"]),
+    Mutant(
+        "supervisor-sockopt-unix",
+        "getsockopt SO_DOMAIN/SO_PROTOCOL on a supervised fast-path socket is the kernel's: AF_UNIX, 0",
+        [("src/cli/supervise.c",
+          "\tint r = domain_of(copy) == AF_UNIX ? getsockopt(",
+          "\tint r = domain_of(copy) == -2 ? getsockopt(")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
+]

@@ -1,0 +1,126 @@
+"""The cost of a trapped connect under loopfast run's supervisor
+(docs/supervisor.md): connections a second of one client doing
+connect, 1-byte request, 1-byte response, close, in a loop, against one
+blocking server, for four rows measured in interleaved rounds:
+  tcp        the client and the server without loopfast
+  preload    both under loopfast run, the client dynamically linked (the preload)
+  seccomp    the server under loopfast run (preload), the client linked -static
+             (the supervisor: connect and getsockname/getpeername trapped)
+  seccomp-tcp  the static client under the supervisor against a plain server
+             (every connect is trapped, and goes plain)
+With --names, the same rows count getsockname calls a second on one
+connection (trapped under the supervisor: answered on the fast path,
+continued to the kernel on plain TCP).
+Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names]
+Prints each row's rate per round, its median and its ratio to the preload's."""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CRR = r"""
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	char c = 'x';
+	if (!strcmp(argv[1], "server")) {
+		int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		socklen_t sl = sizeof(sa);
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		bind(l, (void *)&sa, sizeof(sa));
+		listen(l, 128);
+		getsockname(l, (void *)&sa, &sl);
+		printf("%d\n", ntohs(sa.sin_port));
+		fflush(stdout);
+		for (;;) {
+			int a = accept(l, NULL, NULL);
+			if (a < 0) continue;
+			if (read(a, &c, 1) == 1) write(a, &c, 1);
+			close(a);
+		}
+	}
+	sa.sin_port = htons((unsigned short)atoi(argv[1]));
+	double secs = atof(argv[2]), t0 = now();
+	long n = 0;
+	if (argc > 3) { /* "names": getsockname on one connection, in a loop */
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in la;
+		socklen_t ll;
+		if (connect(s, (void *)&sa, sizeof(sa))) { perror("connect"); return 1; }
+		for (t0 = now(); now() - t0 < secs; n++) {
+			ll = sizeof(la);
+			getsockname(s, (void *)&la, &ll);
+		}
+		printf("%.0f\n", n / (now() - t0));
+		return la.sin_family == AF_INET ? 0 : 1;
+	}
+	while (now() - t0 < secs) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (void *)&sa, sizeof(sa)) || write(s, &c, 1) != 1 || read(s, &c, 1) != 1) { perror("crr"); return 1; }
+		close(s);
+		n++;
+	}
+	printf("%.0f\n", n / (now() - t0));
+	return 0;
+}
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--time", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--names", action="store_true", help="getsockname calls a second instead of connections")
+    a = ap.parse_args()
+    lf = os.path.join(os.path.abspath(a.build), "loopfast")
+    with tempfile.TemporaryDirectory(prefix="lf-svbench-") as d:
+        src = os.path.join(d, "crr.c")
+        open(src, "w").write(CRR)
+        dyn, sta = os.path.join(d, "crr"), os.path.join(d, "crr-static")
+        subprocess.run(["cc", "-O2", "-o", dyn, src], check=True)
+        subprocess.run(["cc", "-O2", "-static", "-o", sta, src], check=True)
+        servers = {}
+        for name, cmd in (("lf", [lf, "run", "--", dyn, "server"]), ("plain", [dyn, "server"])):
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            servers[name] = (p, p.stdout.readline().strip())
+        rows = {"tcp": ([sta], "plain"), "preload": ([lf, "run", "--", dyn], "lf"),
+                "seccomp": ([lf, "run", "--", sta], "lf"), "seccomp-tcp": ([lf, "run", "--", sta], "plain")}
+        if a.names:
+            rows = {"tcp": ([sta], "plain", "names"), "preload": ([lf, "run", "--", dyn], "lf", "names"),
+                    "seccomp": ([lf, "run", "--", sta], "lf", "names"),
+                    "seccomp-tcp": ([lf, "run", "--", sta], "plain", "names")}
+        got = {r: [] for r in rows}
+        try:
+            for _ in range(a.rounds):
+                for r, (cmd, srv, *extra) in rows.items():
+                    out = subprocess.run([*cmd, servers[srv][1], str(a.time), *extra], capture_output=True, text=True,
+                                         timeout=60 + a.time)
+                    if out.returncode:
+                        sys.exit(f"{r}: {out.stderr}")
+                    got[r].append(int(out.stdout.split()[-1]))
+        finally:
+            for p, _ in servers.values():
+                p.kill()
+                p.wait()
+    base = statistics.median(got["preload"])
+    print(f"{'row':12} {'calls/s' if a.names else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
+    for r, v in got.items():
+        m = statistics.median(v)
+        print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}")
+    print("uptime:", open("/proc/loadavg").read().strip())
+
+
+main()
