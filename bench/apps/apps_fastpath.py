@@ -46,7 +46,7 @@ def loopfast_bin():
     if b:
         return b
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(here, "..", "build", "loopfast")
+    return os.path.join(here, "..", "..", "build", "loopfast")  # bench/apps -> the tree's build
 
 
 def wrap(argv, path):
