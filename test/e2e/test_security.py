@@ -1062,8 +1062,8 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
     # there (bound "any": the server on 0.0.0.0:P, the decoy on [::1]:P,
     # IPV6_V6ONLY), and parks hellos that each name a connection of its own
     # to one of those decoys: the kernel finds each named connection, owned by the
-    # hello's sender, though none is a connection to the server. For 15 s
-    # it parks 1100 more every 2.5 s and makes 500 marked connections a
+    # hello's sender, though none is a connection to the server. For 6 s
+    # it parks 1100 more every second and makes 500 marked connections a
     # second (their accepts move the hellos to the stash and check them).
     # One uid must keep no more than its share of the stash (a quarter of
     # its 4096 places), and 300 root clients must all be served, none
@@ -1072,7 +1072,7 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
     lf = mode == "loopfast"
     any_ = ["--any"] if bound == "any" else []
     srv, port, ino, pid = echo_server(attacker, "4", "--workers", 4, *any_, loopfast=lf)
-    dec = attacker("decoy", port, ino, *(["--v6"] if any_ else []))
+    dec = attacker("decoy", port, ino, "--round", 1.0, "--fill", 6, *(["--v6"] if any_ else []))
     try:
         readline(srv)  # the workers
         queued = int(readline(dec, 60).split()[1])
