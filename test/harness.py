@@ -5,7 +5,8 @@ usage: scripts/test.sh [BUILD_DIR [ASAN_BUILD_DIR]] [--extra | --all | --only SP
 
 The suites:
   c         each BUILD_DIR/test-* program (the C unit tests)
-  e2e       pytest test/e2e
+  e2e       pytest test/e2e, without the tests marked "extra"
+  e2e-extra the tests of test/e2e marked "extra" (whole benchmark runs)
   e2e-spin  pytest test/e2e/test_compare.py with busy polling on every
             fast-path socket (back-off off, so that the spin really runs)
   compat    pytest test/compat (real programs from Debian's packages)
@@ -26,8 +27,8 @@ The suites:
 Which run (floors in test/floor.txt apply to the suites it runs):
   (default) c, e2e, e2e-spin, compat, asan and the fuzz smoke: `make test`
             (at most 10 minutes on 2 vCPUs)
-  --extra   the long fuzz, every compat program sent every signal
-            (compat-signals) and the mutants: `make test-extra`, which
+  --extra   the long fuzz, e2e-extra, every compat program sent every
+            signal (compat-signals) and the mutants: `make test-extra`, which
             .ci/run runs after `make test`
   --all     both in one run (the long fuzz instead of the smoke):
             `make test-all`
@@ -90,7 +91,7 @@ FUZZ_LONG_S = 30     # each fuzz target's run in --extra, --all and --only fuzz
 FUZZ_MIN_RUNS = 10000  # the fewest inputs a fuzz target must run (test/fuzz/run.sh checks)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
 MUTANTS_LIMIT_S = 3600  # every mutant (each subset has its mutant's limit_s); CI allows 90 min in all
-SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "compat-signals", "mutants")
+SUITES = ("c", "e2e", "e2e-spin", "compat", "asan", "fuzz", "e2e-extra", "compat-signals", "mutants")
 ISSUE = re.compile(r"\(issue \d+\)")  # what an expected failure's reason must name
 
 
@@ -445,7 +446,9 @@ def main():
 
     if not a.only and not a.extra:  # make test, and the first part of make test-all
         timed(suite("c"), run_c_suite, build)
-        timed(suite("e2e"), run_pytest, build, [E2E])
+        # Tests marked "extra" (long runs of whole benchmarks) wait for
+        # make test-extra, to keep make test within ten minutes.
+        timed(suite("e2e"), run_pytest, build, [E2E, "-m", "not extra"])
         timed(suite("e2e-spin"), run_pytest, build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
         timed(suite("compat"), run_pytest, build, [COMPAT], cwd=COMPAT)
         timed(suite("asan"), run_asan, asan)
@@ -453,6 +456,7 @@ def main():
             timed(suite("fuzz"), run_fuzz, FUZZ_SMOKE_S)
     if a.extra or a.all:
         timed(suite("fuzz"), run_fuzz, FUZZ_LONG_S)
+        timed(suite("e2e-extra"), run_pytest, build, [E2E, "-m", "extra"])
         # Every compat program with every signal (make test sends each the
         # signals that tell its handlers apart: test/compat/test_signals.py).
         timed(suite("compat-signals"), run_pytest, build, ["test_signals.py"], {"LF_COMPAT_ALL_SIGNALS": "1"},

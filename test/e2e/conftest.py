@@ -96,6 +96,14 @@ def need(binary):
         pytest.fail(f"{binary} is not installed (scripts/deps.sh installs it)")
 
 
+def go_binary():
+    """Debian's go (golang-go), or fail: the tests that build Go programs need it."""
+    for g in (shutil.which("go"), "/usr/local/go/bin/go", "/usr/lib/go/bin/go"):
+        if g and os.access(g, os.X_OK):
+            return g
+    pytest.fail("go is not installed (scripts/deps.sh installs golang-go)")
+
+
 def readline(proc, timeout=30, stream=None):
     """The next line of proc's stdout (or of stream), waiting at most
     timeout seconds; on timeout or EOF the process is killed and the test

@@ -70,6 +70,7 @@ def port_free(port):
             return False
 
 
+@pytest.mark.extra
 @pytest.mark.timeout(900)  # a fresh machine installs the server first
 @pytest.mark.parametrize("app, sig", [("redis", signal.SIGINT), ("mariadb", signal.SIGINT),
                                       ("postgres", signal.SIGTERM), ("nginx", signal.SIGINT)])
@@ -132,6 +133,7 @@ def test_bad_arguments_under_global_json():
     assert "invalid choice" in json.loads(p.stdout)["error"]
 
 
+@pytest.mark.extra
 @pytest.mark.timeout(600)
 def test_nginx_small_run_every_row_valid_and_proved():
     """A short run of every nginx workload at 1 and 10 connections over the

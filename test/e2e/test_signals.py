@@ -25,18 +25,11 @@ import tempfile
 
 import pytest
 
-from conftest import BUILD, lf_cmd, readline, stop
+from conftest import BUILD, go_binary, lf_cmd, readline, stop
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
 PRELOAD = "libloopfast-preload"
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT]
-
-
-def go_binary():
-    for g in (shutil.which("go"), "/usr/local/go/bin/go", "/usr/lib/go/bin/go"):
-        if g and os.access(g, os.X_OK):
-            return g
-    pytest.fail("go is not installed (scripts/deps.sh installs golang-go)")
 
 
 @pytest.fixture(scope="module")

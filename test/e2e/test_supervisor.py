@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import LOOPFAST, lf_cmd, readline, stop
+from conftest import LOOPFAST, go_binary, lf_cmd, readline, stop
 import kernel
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
@@ -42,13 +42,6 @@ while True:
     c, _ = s.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 """
-
-
-def go_binary():
-    for g in (shutil.which("go"), "/usr/local/go/bin/go", "/usr/lib/go/bin/go"):
-        if g and os.access(g, os.X_OK):
-            return g
-    pytest.fail("go is not installed (scripts/deps.sh installs golang-go)")
 
 
 @pytest.fixture(scope="module")

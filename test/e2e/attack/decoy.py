@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import client_name, rendezvous  # noqa: E402
+from lfsec import client_name, reap_flood, rendezvous  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("sport", type=int)
@@ -113,16 +113,7 @@ while not select.select([sys.stdin], [], [], 0)[0]:
     if now - parked_at >= a.round:
         parked_at = now
         park(a.batch)
-    if pending:
-        p = select.poll()
-        for fd in pending:
-            p.register(fd, select.POLLOUT)
-        for fd, _ in p.poll(0):
-            t = pending.pop(fd)
-            if t.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
-                flood += 1
-            t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            t.close()
+    flood += reap_flood(pending)
     if made >= (now - start) * a.rate or len(pending) >= 256:
         time.sleep(0.001)
         continue

@@ -4,6 +4,7 @@ attacker writes them), the kernel's own answer to "what is this socket"
 connections to a port as /proc/net/tcp shows them to any uid."""
 import ctypes
 import os
+import select
 import socket
 import struct
 
@@ -92,3 +93,20 @@ def tcp_clients(fam, sport):
                 off += (length + 3) & ~3
     finally:
         sk.close()
+
+
+def reap_flood(pending):
+    """Of the non-blocking connects in pending ({fd: socket}), those done
+    now: each is reset (SO_LINGER 0) and closed. Returns how many had
+    connected."""
+    if not pending:
+        return 0
+    p, n = select.poll(), 0
+    for fd in pending:
+        p.register(fd, select.POLLOUT)
+    for fd, _ in p.poll(0):
+        t = pending.pop(fd)
+        n += t.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+        t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        t.close()
+    return n

@@ -28,7 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import client_name, rendezvous  # noqa: E402
+from lfsec import client_name, reap_flood, rendezvous  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("sport", type=int)
@@ -146,16 +146,7 @@ while True:
         continue
     # Non-blocking connects, so that a slow server's full accept queue does
     # not slow the flood down; each is reset once established.
-    if pending:
-        p = select.poll()
-        for t in pending:
-            p.register(t, select.POLLOUT)
-        for fd, _ in p.poll(0):
-            t = pending.pop(fd)
-            if t.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
-                flood += 1
-            t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            t.close()
+    flood += reap_flood(pending)
     if made >= (now - start) * a.flood or len(pending) >= len(spare) // 2:
         time.sleep(0.001)
         continue
