@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lfsec import ADDR, FAMILY, kernel_domain  # noqa: E402
@@ -22,6 +23,7 @@ c.connect(lst.getsockname()[:2])
 c.settimeout(10)  # only catches a hang
 path = "fast" if kernel_domain(c.fileno()) == socket.AF_UNIX else "tcp"
 r, w = os.pipe()
+ready_r, ready_w = os.pipe()  # the child says it is about to wait in recv
 
 
 def read():
@@ -33,12 +35,18 @@ def read():
 
 pid = os.fork()
 if pid == 0:
+    os.write(ready_w, b"r")
     os.write(w, read().encode())
     os._exit(0)
 child_done = threading.Event()
 
 
 def server():
+    # The accept (and its claim) comes once the child waits in recv, so
+    # that the child's wait sees the claim's mark arrive (a bell that
+    # consumed the mark would leave the parent none to see).
+    os.read(ready_r, 1)
+    time.sleep(0.2)
     s, _ = lst.accept()
     s.sendall(b"one")
     child_done.wait(30)
