@@ -1,7 +1,10 @@
 /* The interposed libc functions. They keep libc's contract exactly (-1 and
  * errno; errno untouched on success) and cost one array lookup for sockets
- * loopfast has nothing to do with. The data path (read, write, send, recv)
- * is not interposed: a fast-path socket is a kernel Unix stream. */
+ * loopfast has nothing to do with. The data path (read, write, send, recv,
+ * poll, epoll: io.c, wait.c) is interposed too, for what TCP answers
+ * differently (a reset before the claim, the bell, spinning), and hands a
+ * call with nothing to do straight to libc's; the bytes themselves go
+ * through a kernel Unix stream. */
 #include "internal.h"
 #include "loopfast.h"
 #include "syscalls.h"
