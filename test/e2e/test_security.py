@@ -257,6 +257,17 @@ def echo_server(attacker, fam, *opts, debug=False, loopfast=True):
     return srv, port, ino, pid
 
 
+def drain_by_a_plain_accept(port, ino, timeout):
+    """A plain connection, whose accept moves what the rendezvous of
+    listener ino holds to the stash: waits (bounded) until the kernel shows
+    none queued there."""
+    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    deadline = time.monotonic() + timeout
+    while queued_on("4", ino) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert queued_on("4", ino) == 0
+
+
 def result(proc, timeout=60):
     """Closes proc's stdin (the scripts' signal to finish) and returns the
     JSON line it then prints."""
@@ -1006,11 +1017,7 @@ def test_stashed_hellos_of_no_connection_are_dropped(build, attacker):
     park = attacker("park", port, ino, 50)
     try:
         assert readline(park, 60).split() == ["queued", "50"]
-        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
-        deadline = time.monotonic() + 20
-        while queued_on("4", ino) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert queued_on("4", ino) == 0
+        drain_by_a_plain_accept(port, ino, 20)
         assert int(readline(park).split()[1]) == 50  # stashed, not dropped
         time.sleep(1.5)
         out = run_clients(attacker, "4", port, 200, "--conc", 10, server=None)
@@ -1035,11 +1042,7 @@ def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacke
     park = attacker("park", port, ino, 2000)
     try:
         assert readline(park, 60).split() == ["queued", "2000"]
-        socket.create_connection(("127.0.0.1", port), timeout=10).close()  # a plain accept drains the rendezvous
-        deadline = time.monotonic() + 30
-        while queued_on("4", ino) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert queued_on("4", ino) == 0
+        drain_by_a_plain_accept(port, ino, 30)
         readline(park)
         stashed = int(readline(park).split()[1])
         out = run_clients(attacker, "4", port, 100, "--conc", 10, server=None)
