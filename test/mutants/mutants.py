@@ -569,7 +569,8 @@ MUTANTS += [
           "add_library(loopfast-rio SHARED ${LF_RIO_SOURCES})\n"
           "target_include_directories(loopfast-rio PUBLIC ${CMAKE_SOURCE_DIR}/include)\n",
           "add_library(loopfast-rio SHARED ${LF_RIO_SOURCES} ${LF_SOURCES})\n"
-          "target_include_directories(loopfast-rio PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src/fastpath)\n"),
+          "target_include_directories(loopfast-rio PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src/fastpath)\n"
+          "target_link_libraries(loopfast-rio PRIVATE loopfast-protocol ${CMAKE_DL_LIBS})\n"),
          ("CMakeLists.txt",
           "-Wl,--version-script=${CMAKE_SOURCE_DIR}/src/rio/loopfast-rio.map -Wl,-z,defs)",
           "-Wl,--version-script=${CMAKE_SOURCE_DIR}/src/loopfast.map -Wl,-z,defs)")],
