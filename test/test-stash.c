@@ -5,6 +5,10 @@
  * those that collide in another. (Unkeyed, or under a fixed key, both
  * listeners would agree, and a peer could compute them.)
  *
+ * Its ring of poisoned endpoints (hellos dropped while their client may
+ * have committed): a connection is reset only for an entry of its own
+ * owner's uid, wherever another uid's entry for the same endpoint sits.
+ *
  * Built with the library's sources, to reach the index. */
 #include "internal.h"
 #include "runner.h"
@@ -84,7 +88,33 @@ static void slots_keyed_per_listener(void)
 	close(f2);
 }
 
+/* Another uid's hello for the same endpoint was dropped first: the owner's
+ * entry is still found (the ring was matched on the endpoint alone, so
+ * the first entry decided), and taken once. */
+static void poison_matches_the_owner(void)
+{
+	int f;
+	struct lf_listener *l = opted_in(&f);
+	struct lf_ep victim = ep4(INADDR_LOOPBACK, 40000), other = ep4(INADDR_LOOPBACK, 40001);
+	uint32_t owner = 1000, attacker = 1001, nobody = 1002;
+
+	lf__listener_lock(l);
+	lf__stash_poison(l, &victim, attacker);
+	lf__stash_poison(l, &other, owner);
+	lf__stash_poison(l, &victim, owner);
+	ASSERT(lf__stash_poisoned(l, &victim, NULL));
+	ASSERT(!lf__stash_poisoned(l, &victim, &nobody));
+	ASSERT(lf__stash_poisoned(l, &victim, &owner));
+	ASSERT(!lf__stash_poisoned(l, &victim, &owner)); /* taken */
+	ASSERT(lf__stash_poisoned(l, &victim, &attacker));
+	ASSERT(!lf__stash_poisoned(l, &victim, NULL));
+	ASSERT(lf__stash_poisoned(l, &other, &owner));
+	lf__listener_unlock(l);
+	close(f);
+}
+
 static const struct lf_test tests[] = {
+	{ "poison_matches_the_owner", poison_matches_the_owner, 0 },
 	{ "slots_keyed_per_listener", slots_keyed_per_listener, 0 },
 	{ NULL, NULL, 0 },
 };

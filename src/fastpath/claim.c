@@ -247,14 +247,19 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	if (released)
 		lf__listener_reserve(l, true);
 	if (unx < 0) {
-		uint32_t puid;
 		struct lf_diag_sock d;
 		lf__listener_lock(l);
-		bool poisoned = lf__stash_poisoned(l, &peer, &puid);
+		bool poisoned = lf__stash_poisoned(l, &peer, NULL);
 		lf__listener_unlock(l);
 		/* Only if the dropped hello was its client's own: another uid
 		 * naming this connection must not be able to get it reset. */
-		if (!poisoned || lf__diag_socket(&peer, &local, &d) || d.uid != puid) {
+		if (poisoned) {
+			poisoned = lf__diag_socket(&peer, &local, &d) == 0;
+			lf__listener_lock(l);
+			poisoned = poisoned && lf__stash_poisoned(l, &peer, &d.uid);
+			lf__listener_unlock(l);
+		}
+		if (!poisoned) {
 			DEBUG("accept fd %d: no hello for port %u: plain TCP", newfd, peer.port);
 			lf__count(LF_EV_PLAIN_PEER);
 			return 0;

@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -419,19 +420,25 @@ static void to_loopback(struct lf_ep *ep, int family)
 }
 
 /* Keeps the client name unique when the kernel gives a live fast-path
- * connection's old port to a new one: the process and a counter. */
-static pid_t pid;
-void lf__connect_fork_child(void) { pid = 0; } /* fork.c */
+ * connection's old port to a new one: a random base drawn per process
+ * (again in a fork's child) plus a counter. Random, not the pid: the
+ * names are visible to every user (/proc/net/unix), and a pid there
+ * would tell them which process makes each connection. */
+static atomic_ulong base;
+void lf__connect_fork_child(void) { base = 0; } /* fork.c */
 
 static unsigned long nonce(void)
 {
 	static atomic_ulong counter;
+	unsigned long b = base;
 
-	if (!pid) {
+	while (!b) {
 		lf__fork_init();
-		pid = getpid();
+		if (getrandom(&b, sizeof(b), GRND_NONBLOCK) != sizeof(b))
+			b = (unsigned long)lf__now_ns() * 0x9e3779b97f4a7c15ull ^ (unsigned long)getpid();
+		base = b;
 	}
-	return ((unsigned long)pid << 32) | (atomic_fetch_add(&counter, 1) & 0xffffffffu);
+	return b + atomic_fetch_add(&counter, 1);
 }
 
 /* Was fd non-blocking at its connect (e: what the connect said)? A

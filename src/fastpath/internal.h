@@ -445,7 +445,7 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client);
  * connection if its client is of that uid, so that both ends see it fail
  * rather than split). */
 void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client, uint32_t uid);
-bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
+bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, const uint32_t *uid);
 
 /* ---- claim.c: the server side of the negotiation */
 

@@ -478,17 +478,22 @@ void lf__stash_poison(struct lf_listener *l, const struct lf_ep *client, uint32_
 	m->poison[i].uid = uid;
 }
 
-bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
+/* Was a hello for `client` dropped while its client may have committed?
+ * uid NULL: whether any entry names it (nothing cleared); else only an
+ * entry of that uid (the kernel's owner of the connection) counts, and it
+ * is cleared: an entry another uid's hello left for the same endpoint is
+ * not its client's. */
+bool lf__stash_poisoned(struct lf_listener *l, const struct lf_ep *client, const uint32_t *uid)
 {
 	struct lf_shm *m = l->shm;
 	unsigned n = m->poison_next < LF_STASH_POISON ? m->poison_next : LF_STASH_POISON;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (lf__ep_equal(&m->poison[i].client, client)) {
-			*uid = m->poison[i].uid;
+		if (!lf__ep_equal(&m->poison[i].client, client) || (uid && m->poison[i].uid != *uid))
+			continue;
+		if (uid)
 			memset(&m->poison[i], 0, sizeof(m->poison[i]));
-			return true;
-		}
+		return true;
 	}
 	return false;
 }

@@ -88,8 +88,9 @@ int lf__ep_format(const struct lf_ep *ep, char *buf, size_t len); /* "127.0.0.1:
  *   stash of that listener         "\0loopfast/<version>/S/<fam>/<listener inode>"
  *   client end of a connection     "\0loopfast/<version>/C/<fam>/<caddr>/<cport>/<saddr>/<sport>/<nonce>"
  * where fam is the family of the listener, or of the client's TCP socket,
- * and the nonce (the client's pid and a counter) keeps the name unique when
- * the kernel reuses an ephemeral port. Each returns the sockaddr length. */
+ * and the nonce (a random number per client process and a counter) keeps
+ * the name unique when the kernel reuses an ephemeral port. Each returns
+ * the sockaddr length. */
 socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long ino);
 /* The rendezvous name protocol `version` gives the listener (the same
  * format since protocol 3). */

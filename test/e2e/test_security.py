@@ -1173,3 +1173,37 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
         stop(victim)
         stop(cl)
         stop(srv)
+
+
+def test_client_names_tell_other_users_no_pid(build, attacker):
+    # A fast-path client's Unix socket is bound to a name every user can
+    # read (/proc/net/unix, `ss -x`): its nonce keeps it unique, and must
+    # not be the client's pid (which would tell another uid which process
+    # makes each connection to which port). Two clients, each connected
+    # (both ends on the fast path, kernel state); their names read as
+    # another uid reads them.
+    srv, port, ino, pid = echo_server(attacker, "4")
+    victims = [as_root(attacker, "victim", "4", port) for _ in range(2)]
+    try:
+        for v in victims:
+            readline(v)
+            send_line(v)
+            assert json.loads(readline(v, 30)) == {"outcome": "ok", "fast": True}, v.errors()
+            wait_fast_path(v, pid, port)
+        out = subprocess.run(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "cat",
+                              "/proc/net/unix"], capture_output=True, text=True, timeout=30, check=True).stdout
+        nonces = {}
+        for v in victims:
+            mine = kernel.socket_inodes([v.pid])
+            names = [f[-1] for f in (l.split() for l in out.splitlines())
+                     if len(f) >= 8 and f[6].isdigit() and int(f[6]) in mine and "/C/" in f[-1]]
+            assert len(names) == 1, (v.pid, names)
+            nonces[v.pid] = int(names[0].rsplit("/", 1)[1], 16)
+        print({p: hex(n) for p, n in nonces.items()})
+        for p, n in nonces.items():
+            assert n >> 32 != p and f"{p:x}" not in f"{n:x}"[:-8], (p, hex(n))
+        assert len(set(n >> 32 for n in nonces.values())) == 2, nonces  # one base per process
+    finally:
+        for v in victims:
+            stop(v)
+        stop(srv)

@@ -816,3 +816,14 @@ MUTANTS += [
           "\tint r = domain_of(copy) == -2 ? getsockopt(")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
+
+MUTANTS += [
+    Mutant(
+        "poison-matches-the-endpoint-only",
+        "a dropped hello's poison entry is matched on the endpoint alone: another uid's entry for the same "
+        "endpoint decides whether its owner's connection is reset",
+        [("src/fastpath/stash.c",
+          "|| (uid && m->poison[i].uid != *uid))",
+          "|| (uid && 0))")],
+        ["c:test-stash"]),
+]
