@@ -29,13 +29,16 @@ CALL = re.compile(r'^([a-z0-9_]+)\((\d+)?')
 def calls(lines):
     """Names of the completed calls, the benchmark's path checks left out."""
     skip_fd, tcp_domain = None, False
-    for line in lines:
+    for i, line in enumerate(lines):
         m = CALL.match(line)
         if not m:
             continue
         name, fd = m.group(1), m.group(2)
-        if skip_fd is None and name == 'newfstatat' and 'AT_EMPTY_PATH' in line:
-            skip_fd, tcp_domain = fd, False  # kpath_fast_end starts
+        # kpath_fast_end starts with fstat then SO_DOMAIN on the same fd
+        # (the library's own fstat, in its connect, is followed by geteuid)
+        if (skip_fd is None and name == 'newfstatat' and 'AT_EMPTY_PATH' in line and i + 1 < len(lines) and
+                lines[i + 1].startswith(f'getsockopt({fd}, SOL_SOCKET, SO_DOMAIN')):
+            skip_fd, tcp_domain = fd, False
             continue
         if skip_fd is not None:
             # It ends with SO_PEERCRED on the fd (a Unix socket), with
