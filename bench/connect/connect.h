@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_TCP_FLOOD, CONN_FAST_FLOOD, CONN_TCP_PARK, CONN_FAST_PARK,
-       CONN_NPATHS };
-#define CONN_DEFAULT_PATHS ((1u << CONN_TCP_PARK) - 1) /* the +park rows only when asked */
+       CONN_TCP_UNIX, CONN_NPATHS };
+#define CONN_DEFAULT_PATHS ((1u << CONN_TCP_PARK) - 1) /* the +park and tcp+unix rows only when asked */
 #define CONN_FLOODED(p) ((p) == CONN_TCP_FLOOD || (p) == CONN_FAST_FLOOD)
 #define CONN_PARKED(p) ((p) == CONN_TCP_PARK || (p) == CONN_FAST_PARK)
 #define CONN_FAST_SERVER(p) ((p) == CONN_FAST || (p) == CONN_FAST_FLOOD || (p) == CONN_FAST_PARK)

@@ -114,7 +114,9 @@ void conn_report(const struct conn_row *rows, unsigned nrows, const struct conn_
 		   "client-only: the client opted in, the server did not (plain TCP expected); +flood: another uid "
 		   "floods the rendezvous with junk hellos from a CPU of its own (tcp+flood: what that CPU use costs "
 		   "plain TCP); +park: another uid parks hellos in one stash bucket of protocol 3's hash and makes "
-		   "1000 connections a second marked as having a hello, reset at once (issue 19); server us CPU/accept: "
+		   "1000 connections a second marked as having a hello, reset at once (issue 19); tcp+unix: a TCP "
+		   "handshake, closed, then the bytes over a Unix connection (the floor of a fast path that keeps the "
+		   "SYN); server us CPU/accept: "
 		   "the server's CPU time over the connections it accepted, the attacker's included\n");
 }
 

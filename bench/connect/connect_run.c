@@ -35,7 +35,8 @@
 #include <unistd.h>
 
 const char *const conn_path_names[CONN_NPATHS] = { "tcp",        "fast",       "client-only", "unix",
-						    "tcp+flood", "fast+flood", "tcp+park",    "fast+park" };
+						    "tcp+flood", "fast+flood", "tcp+park",    "fast+park",
+						    "tcp+unix" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
 
@@ -89,6 +90,19 @@ static void serve(int path, int report)
 	if (l < 0 || bind(l, (void *)&ss, sl) || listen(l, CONN_MAX_CLIENTS) ||
 	    epoll_ctl(ep, EPOLL_CTL_ADD, l, &(struct epoll_event){ .events = EPOLLIN, .data.fd = l }))
 		_exit(3);
+	/* tcp+unix: the TCP handshake (whose SYN the firewall sees) then the
+	 * bytes over a Unix connection, nothing else: each TCP connection is
+	 * closed once accepted, and the request comes on the Unix listener. */
+	int lu = -1;
+	if (path == CONN_TCP_UNIX) {
+		struct sockaddr_un un;
+		socklen_t ul;
+		unix_name(&un, &ul, getpid());
+		lu = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (lu < 0 || bind(lu, (void *)&un, ul) || listen(lu, CONN_MAX_CLIENTS) ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, lu, &(struct epoll_event){ .events = EPOLLIN, .data.fd = lu }))
+			_exit(3);
+	}
 	sl = sizeof(ss);
 	getsockname(l, (void *)&ss, &sl);
 	struct stat st;
@@ -101,10 +115,15 @@ static void serve(int path, int report)
 		int n = epoll_wait(ep, ev, 256, 100);
 		for (int i = 0; i < n; i++) {
 			int fd = ev[i].data.fd;
-			if (fd == l) {
+			if (fd == l || fd == lu) {
 				int c;
-				while ((c = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-					if (accepted++ % SAMPLE_EVERY == 0 && path != CONN_UNIX) {
+				while ((c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+					if (fd == l && path == CONN_TCP_UNIX) { /* the handshake only */
+						accepted++;
+						close(c);
+						continue;
+					}
+					if (fd == l && accepted++ % SAMPLE_EVERY == 0 && path != CONN_UNIX) {
 						sampled++;
 						fast += kpath_fast_end(c, *client_pid) == 1;
 					}
@@ -159,6 +178,9 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 		in->sin_port = htons((uint16_t)port);
 		sl = sizeof(*in);
 	}
+	struct sockaddr_un un; /* tcp+unix: where the request goes once the handshake is done */
+	socklen_t ul;
+	unix_name(&un, &ul, server);
 	if (!slots || ep < 0)
 		_exit(3);
 	*client_pid = getpid();
@@ -199,6 +221,14 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 				int err = 0;
 				socklen_t el = sizeof(err);
 				getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+				if (!err && path == CONN_TCP_UNIX) {
+					close(s->fd);
+					s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+					err = s->fd < 0 || connect(s->fd, (void *)&un, ul);
+					if (!err)
+						epoll_ctl(ep, EPOLL_CTL_ADD, s->fd,
+							  &(struct epoll_event){ .events = EPOLLIN, .data.u32 = i });
+				}
 				if (err || write(s->fd, "x", 1) != 1) {
 					errors++;
 					close(s->fd);
@@ -206,7 +236,9 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 					continue;
 				}
 				s->state = 1;
-				epoll_ctl(ep, EPOLL_CTL_MOD, s->fd, &(struct epoll_event){ .events = EPOLLIN, .data.u32 = i });
+				if (path != CONN_TCP_UNIX)
+					epoll_ctl(ep, EPOLL_CTL_MOD, s->fd,
+						  &(struct epoll_event){ .events = EPOLLIN, .data.u32 = i });
 				continue;
 			}
 			char b;
@@ -215,7 +247,7 @@ static void client(int path, unsigned clients, int port, pid_t server, const str
 				continue;
 			if (r == 1 && b == 'y') {
 				done++;
-				if (path != CONN_UNIX && seq++ % SAMPLE_EVERY == 0) {
+				if (path != CONN_UNIX && path != CONN_TCP_UNIX && seq++ % SAMPLE_EVERY == 0) {
 					sampled++;
 					fast += kpath_fast_end(s->fd, server) == 1;
 				}

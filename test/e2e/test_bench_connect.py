@@ -55,6 +55,21 @@ def test_every_path_completes_and_takes_its_path(tmp_path):
     assert rows[("tcp", 1)]["vs_tcp"] == 1.0
 
 
+def test_tcp_unix_floor_row_completes(tmp_path):
+    """tcp+unix (asked for by name: the floor of a fast path that keeps
+    the TCP handshake, each byte over a Unix connection) completes every
+    connection, none checked for a fast path (it has none)."""
+    out = tmp_path / "floor.json"
+    r = bench("--paths", "tcp,tcp+unix", "--clients", "1,20", "--time", "0.3", "--warmup", "0", "--repeat", "2",
+              "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    rows = {(x["path"], x["clients"]): x for x in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {(p, c) for p in ("tcp", "tcp+unix") for c in (1, 20)}
+    for x in rows.values():
+        assert x["errors"] == 0 and all(v > 0 for v in x["runs"]), x
+    assert rows[("tcp+unix", 20)]["fast_share"] == -1, rows
+
+
 def test_global_json_goes_to_stdout():
     r = subprocess.run([LOOPFAST, "--json", "bench", "connect", "--paths", "tcp,fast", "--clients", "5",
                         "--time", "0.2", "--warmup", "0", "--repeat", "1"], capture_output=True, text=True,
