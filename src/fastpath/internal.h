@@ -24,7 +24,11 @@
  * whichever definition the dynamic linker picks (another preloaded
  * library's, or libc's), not necessarily this one. src/fastpath/README.md
  * has the check that no such call is left. */
+#if __has_attribute(copy) /* gcc: the alias keeps the target's attributes (nothrow) */
+#define LF_LOCAL(fn) static __typeof(fn) local_##fn __attribute__((alias(#fn), copy(fn)))
+#else
 #define LF_LOCAL(fn) static __typeof(fn) local_##fn __attribute__((alias(#fn)))
+#endif
 
 /* ---- diag.c: sock_diag lookups (unprivileged, one netlink round trip) */
 

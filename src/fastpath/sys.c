@@ -41,3 +41,5 @@ ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags) { return sysc
 ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags) { return syscall(SYS_recvmsg, fd, m, flags); }
 int lf__sys_pidfd_open(pid_t pid, unsigned flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags); }
+int lf__sys_execve(const char *path, char *const argv[], char *const envp[]) { return (int)syscall(SYS_execve, path, argv, envp); }
+int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) { return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags); }

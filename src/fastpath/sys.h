@@ -41,5 +41,7 @@ ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags);
 ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags);
 int lf__sys_pidfd_open(pid_t pid, unsigned flags);
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
+int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
+int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 
 #endif
