@@ -21,10 +21,13 @@ demo: deps
 # The C unit tests (test/test-*.c, one program per area): no root needed
 # (each passes as an unprivileged user), under a minute (about 30 s on
 # 2 vCPUs, test-signals most of it), one "N passed, N failed, N skipped"
-# line. Needs none of make test's dependencies beyond the build's.
+# line. Needs none of make test's dependencies beyond the build's. First,
+# that the libraries call none of their own exported names through the
+# dynamic linker (scripts/check-plt.sh).
 C_TESTS := $(notdir $(basename $(wildcard test/test-*.c)))
 check:
 	$(MAKE) all CMAKE_FLAGS="-DLF_WERROR=ON $(CMAKE_FLAGS)"
+	sh scripts/check-plt.sh $(BUILD)/libloopfast.so $(BUILD)/libloopfast-preload.so
 	bash scripts/test.sh $(BUILD) $(addprefix --only c:,$(C_TESTS))
 
 # The tests (test/README.md): every exit status counts, with floors

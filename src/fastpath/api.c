@@ -71,6 +71,7 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 	lf__signals_wrap(); /* a wait of loopfast's own must see the application's handlers */
 	return 0;
 }
+LF_LOCAL(lf_enable_fast_path);
 
 LF_EXPORT int lf_fast_path_active(int fd)
 {
@@ -82,6 +83,7 @@ LF_EXPORT int lf_fast_path_active(int fd)
 		return r;
 	return lf__sys_getpeername(fd, (void *)&ss, &l) == 0 ? 0 : -ENOTCONN;
 }
+LF_LOCAL(lf_fast_path_active);
 
 LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 {
@@ -98,6 +100,7 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 		lf__signals_wrap();
 	return 0;
 }
+LF_LOCAL(lf_set_spin);
 
 /* The fast path as a socket option (loopfast.h: SOL_LOOPFAST): one int,
  * the C calls' rules and errors. 0 or -errno. */
@@ -137,9 +140,9 @@ int lf__api_setopt(int fd, int opt, const void *val, socklen_t len)
 	if (r < 0)
 		return r;
 	if (opt == LOOPFAST_FAST_PATH)
-		return v ? lf_enable_fast_path(fd) : opt_out(fd);
+		return v ? local_lf_enable_fast_path(fd) : opt_out(fd);
 	if (opt == LOOPFAST_SPIN)
-		return v < 0 || v > 1000000 ? -EINVAL : lf_set_spin(fd, (unsigned)v);
+		return v < 0 || v > 1000000 ? -EINVAL : local_lf_set_spin(fd, (unsigned)v);
 	return -ENOPROTOOPT;
 }
 
@@ -163,7 +166,7 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
 		return r;
 	if (opt == LOOPFAST_SPIN) {
 		v = f ? (int)f->spin_us : 0;
-	} else if ((r = lf_fast_path_active(fd)) >= 0) {
+	} else if ((r = local_lf_fast_path_active(fd)) >= 0) {
 		v = r;
 	} else if (r != -ENOTCONN) {
 		return r;

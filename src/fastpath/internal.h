@@ -18,6 +18,17 @@
 #include "protocol.h" /* the protocol: version, names, marks (src/protocol) */
 
 #define LF_EXPORT __attribute__((visibility("default")))
+/* A file's own calls to a function it exports go through a second, static
+ * name for it: LF_LOCAL(recvmsg) declares local_recvmsg, bound at link
+ * time. Through the exported name a call takes the PLT and reaches
+ * whichever definition the dynamic linker picks (another preloaded
+ * library's, or libc's), not necessarily this one. src/fastpath/README.md
+ * has the check that no such call is left. */
+#if __has_attribute(copy) /* gcc: the alias keeps the target's attributes (nothrow) */
+#define LF_LOCAL(fn) static __typeof(fn) local_##fn __attribute__((alias(#fn), copy(fn)))
+#else
+#define LF_LOCAL(fn) static __typeof(fn) local_##fn __attribute__((alias(#fn)))
+#endif
 
 /* ---- diag.c: sock_diag lookups (unprivileged, one netlink round trip) */
 

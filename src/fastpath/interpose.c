@@ -144,10 +144,11 @@ LF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	errno = e;
 	return nfd;
 }
+LF_LOCAL(accept4);
 
 LF_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 {
-	return accept4(fd, sa, len, 0);
+	return local_accept4(fd, sa, len, 0);
 }
 
 /* Closing one of loopfast's own descriptors (a daemon closing "all" fds)

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,6 +130,7 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	}
 	return r;
 }
+LF_LOCAL(recvmsg);
 
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
@@ -139,18 +139,19 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct iovec iov = { buf, n };
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t r = recvmsg(fd, &m, flags);
+	ssize_t r = local_recvmsg(fd, &m, flags);
 	if (r >= 0 && sa && sl)
 		*sl = m.msg_namelen;
 	return r;
 }
+LF_LOCAL(recvfrom);
 
 static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
 	SETTLE(fd, flags);
 	if (!lf__may_spin(fd) && !lf__shut_rd(fd))
 		return REAL(recv)(fd, buf, n, flags);
-	return recvfrom(fd, buf, n, flags, NULL, NULL);
+	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
 }
 
 LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -159,6 +160,7 @@ LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 		return REAL(recv)(fd, buf, n, flags);
 	return recv_io(fd, buf, n, flags);
 }
+LF_LOCAL(recv);
 
 static __attribute__((noinline)) ssize_t read_io(int fd, void *buf, size_t n)
 {
@@ -185,6 +187,7 @@ LF_EXPORT ssize_t read(int fd, void *buf, size_t n)
 		return REAL(read)(fd, buf, n);
 	return read_io(fd, buf, n);
 }
+LF_LOCAL(read);
 
 LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
@@ -213,14 +216,14 @@ LF_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (n > buflen)
 		__chk_fail();
-	return read(fd, buf, n);
+	return local_read(fd, buf, n);
 }
 
 LF_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
 	if (n > buflen)
 		__chk_fail();
-	return recv(fd, buf, n, flags);
+	return local_recv(fd, buf, n, flags);
 }
 
 LF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *sa,
@@ -228,7 +231,7 @@ LF_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 {
 	if (n > buflen)
 		__chk_fail();
-	return recvfrom(fd, buf, n, flags, sa, sl);
+	return local_recvfrom(fd, buf, n, flags, sa, sl);
 }
 
 /* A connected TCP socket ignores the destination of sendto/sendmsg; a
@@ -263,6 +266,7 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	copy.msg_controllen = 0;
 	return REAL(sendmsg)(fd, &copy, flags);
 }
+LF_LOCAL(sendmsg);
 
 /* recvmmsg and sendmmsg on a fast-path socket: one recvmsg or sendmsg
  * above per message, as the kernel loops over its own (net/socket.c), so
@@ -304,7 +308,7 @@ LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, str
 	if (n > MMSG_MAX)
 		n = MMSG_MAX;
 	while (k < n) {
-		ssize_t r = recvmsg(fd, &v[k].msg_hdr, flags & ~MSG_WAITFORONE);
+		ssize_t r = local_recvmsg(fd, &v[k].msg_hdr, flags & ~MSG_WAITFORONE);
 		if (r < 0) {
 			err = errno;
 			break;
@@ -342,7 +346,7 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	if (n > MMSG_MAX)
 		n = MMSG_MAX;
 	while (k < n) {
-		ssize_t r = sendmsg(fd, &v[k].msg_hdr, flags);
+		ssize_t r = local_sendmsg(fd, &v[k].msg_hdr, flags);
 		if (r < 0) {
 			err = errno;
 			break;

@@ -23,7 +23,6 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define STASH_MAX 4096     /* all hellos together, at most: the stash's buffer may hold fewer */
@@ -176,7 +175,7 @@ static int send_fd(int sock, const void *buf, size_t len, int fd)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return syscall(SYS_sendmsg, sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (long)len ? 0 : -1;
+	return lf__sys_sendmsg(sock, &m, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
 }
 
 /* Receives one stash message and its descriptor (never more than one: any
@@ -189,7 +188,7 @@ static ssize_t recv_fd(int sock, void *buf, size_t len, int *fd)
 		struct cmsghdr align;
 	} c;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof(c.buf) };
-	ssize_t n = syscall(SYS_recvmsg, sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	ssize_t n = lf__sys_recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 	*fd = -1;
 	if (n < 0)
@@ -308,7 +307,7 @@ bool lf__stash_hello_dead(int fd)
 
 	/* A Unix stream whose peer has closed polls HUP (and IN, for the
 	 * end of stream): dead unless bytes are still queued. */
-	return ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;
+	return ev > 0 && (ev & (POLLHUP | POLLERR)) && lf__sys_ioctl(fd, FIONREAD, &inq) == 0 && inq == 0;
 }
 
 bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
@@ -428,7 +427,7 @@ static void tidy(struct lf_listener *l, uint64_t now)
 	uint32_t uid;
 	int fd;
 
-	if (syscall(SYS_recvmsg, l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (long)sizeof(sm) && sm.magic == LF_STASH_MAGIC &&
+	if (lf__sys_recvmsg(l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(sm) && sm.magic == LF_STASH_MAGIC &&
 	    now - sm.checked < (sm.vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
 		return;
 	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &uid, same);

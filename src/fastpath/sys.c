@@ -24,6 +24,7 @@ int lf__sys_getsockopt(int fd, int level, int opt, void *val, socklen_t *len) { 
 int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t len) { return (int)syscall(SYS_setsockopt, fd, level, opt, val, len); }
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev); }
 int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) { return (int)syscall(SYS_ppoll, fds, n, ts, mask, 8); }
+int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask) { return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, ts, mask, _NSIG / 8); }
 
 int lf__sys_poll1(int fd, short events, int timeout_ms)
 {
@@ -40,3 +41,5 @@ ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags) { return sysc
 ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags) { return syscall(SYS_recvmsg, fd, m, flags); }
 int lf__sys_pidfd_open(pid_t pid, unsigned flags) { return (int)syscall(SYS_pidfd_open, pid, flags); }
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags); }
+int lf__sys_execve(const char *path, char *const argv[], char *const envp[]) { return (int)syscall(SYS_execve, path, argv, envp); }
+int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) { return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags); }

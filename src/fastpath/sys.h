@@ -32,6 +32,8 @@ int lf__sys_setsockopt(int fd, int level, int opt, const void *val, socklen_t le
 int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 /* ppoll with the kernel's sigset size (mask may be NULL: none). */
 int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask);
+/* epoll_pwait2 likewise (ts NULL: no timeout); ENOSYS before Linux 5.11. */
+int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
 ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
@@ -39,5 +41,7 @@ ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags);
 ssize_t lf__sys_recvmsg(int fd, struct msghdr *m, int flags);
 int lf__sys_pidfd_open(pid_t pid, unsigned flags);
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
+int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
+int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 
 #endif

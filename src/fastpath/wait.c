@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,6 +123,7 @@ LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	settle_polled(fds, n, r);
 	return r;
 }
+LF_LOCAL(poll);
 
 LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
@@ -139,6 +139,7 @@ LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, con
 	settle_polled(fds, n, r);
 	return r;
 }
+LF_LOCAL(ppoll);
 
 static void settle_selected(int n, fd_set *w, fd_set *e, int r)
 {
@@ -284,7 +285,7 @@ static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max
 	if (left < 0)
 		return REAL(epoll_pwait)(epfd, ev, max, -1, mask);
 	struct timespec ts = ns_ts(left);
-	r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, &ts, mask, _NSIG / 8);
+	r = lf__sys_epoll_pwait2(epfd, ev, max, &ts, mask);
 	if (r < 0 && errno == ENOSYS) /* before Linux 5.11: millisecond resolution */
 		r = REAL(epoll_pwait)(epfd, ev, max, (int)((left + 999999) / 1000000), mask);
 	return r;
@@ -369,7 +370,7 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 					? LF_BELL_SLICE_MS * 1000000ll
 					: left;
 		struct timespec t = ns_ts(slice);
-		int r = (int)syscall(SYS_epoll_pwait2, epfd, ev, max, slice < 0 ? NULL : &t, mask, _NSIG / 8);
+		int r = lf__sys_epoll_pwait2(epfd, ev, max, slice < 0 ? NULL : &t, mask);
 		if (r < 0 || (r == 0 && slice == left))
 			return r;
 		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
@@ -392,12 +393,12 @@ LF_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdsle
 {
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
-	return poll(fds, n, timeout);
+	return local_poll(fds, n, timeout);
 }
 
 LF_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask, size_t fdslen)
 {
 	if (fdslen / sizeof(*fds) < n)
 		__chk_fail();
-	return ppoll(fds, n, ts, mask);
+	return local_ppoll(fds, n, ts, mask);
 }

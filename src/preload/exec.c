@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -136,9 +135,10 @@ LF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	FIX_ENV(envp, env);
 
 	if (!RESOLVE(real_execve, "execve"))
-		return (int)syscall(SYS_execve, path, argv, env);
+		return lf__sys_execve(path, argv, env);
 	return real_execve(path, argv, env);
 }
+LF_LOCAL(execve);
 
 LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
@@ -146,6 +146,7 @@ LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 
 	return CALL(real_execvpe, "execvpe", file, argv, env);
 }
+LF_LOCAL(execvpe);
 
 LF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
@@ -158,17 +159,17 @@ LF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 {
 	FIX_ENV(envp, env);
 
-	return (int)syscall(SYS_execveat, dirfd, path, argv, env, flags);
+	return lf__sys_execveat(dirfd, path, argv, env, flags);
 }
 
 LF_EXPORT int execv(const char *path, char *const argv[])
 {
-	return execve(path, argv, environ);
+	return local_execve(path, argv, environ);
 }
 
 LF_EXPORT int execvp(const char *file, char *const argv[])
 {
-	return execvpe(file, argv, environ);
+	return local_execvpe(file, argv, environ);
 }
 
 /* execl, execle, execlp: their arguments, up to the NULL, as an array on
@@ -188,14 +189,14 @@ LF_EXPORT int execl(const char *path, const char *arg0, ...)
 {
 	ARGV_OF(arg0, arg0, argv);
 	va_end(ap);
-	return execve(path, argv, environ);
+	return local_execve(path, argv, environ);
 }
 
 LF_EXPORT int execlp(const char *file, const char *arg0, ...)
 {
 	ARGV_OF(arg0, arg0, argv);
 	va_end(ap);
-	return execvpe(file, argv, environ);
+	return local_execvpe(file, argv, environ);
 }
 
 LF_EXPORT int execle(const char *path, const char *arg0, ...)
@@ -203,7 +204,7 @@ LF_EXPORT int execle(const char *path, const char *arg0, ...)
 	ARGV_OF(arg0, arg0, argv);
 	char *const *envp = va_arg(ap, char *const *);
 	va_end(ap);
-	return execve(path, argv, envp);
+	return local_execve(path, argv, envp);
 }
 
 LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,

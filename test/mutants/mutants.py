@@ -95,8 +95,8 @@ MUTANTS = [
         "stash-keeps-dead",
         "a hello whose client has gone is never dropped (lf__stash_hello_dead() never true)",
         [("src/fastpath/stash.c",
-          "\treturn ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n",
-          "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && syscall(SYS_ioctl, fd, FIONREAD, &inq) == 0 && inq == 0;\n")],
+          "\treturn ev > 0 && (ev & (POLLHUP | POLLERR)) && lf__sys_ioctl(fd, FIONREAD, &inq) == 0 && inq == 0;\n",
+          "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && lf__sys_ioctl(fd, FIONREAD, &inq) == 0 && inq == 0;\n")],
         ["e2e:test_security.py"],),
     Mutant(
         "internal-fd-closable",
@@ -714,8 +714,8 @@ MUTANTS += [
         "sockopt-yes-after-connect",
         "LOOPFAST_FAST_PATH 1 on a connected socket answers success (nothing was done: the path was chosen)",
         [("src/fastpath/api.c",
-          "\t\treturn v ? lf_enable_fast_path(fd) : opt_out(fd);\n",
-          "\t\treturn v ? (lf_enable_fast_path(fd) == -EISCONN ? 0 : lf_enable_fast_path(fd)) : opt_out(fd);\n")],
+          "\t\treturn v ? local_lf_enable_fast_path(fd) : opt_out(fd);\n",
+          "\t\treturn v ? (local_lf_enable_fast_path(fd) == -EISCONN ? 0 : local_lf_enable_fast_path(fd)) : opt_out(fd);\n")],
         ["e2e:test_sockopt.py -k per_socket_answers"]),
     Mutant(
         "sockopt-opt-out-noop",
