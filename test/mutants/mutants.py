@@ -816,3 +816,23 @@ MUTANTS += [
           "\tint r = domain_of(copy) == -2 ? getsockopt(")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
+
+# The SOL_LOOPFAST option's orders (adversarial review): an option the fast
+# path cannot keep set before the opt-in, an opt-out undone by an opt-in.
+MUTANTS += [
+    Mutant(
+        "optin-after-pinned-option",
+        "an opt-in after SO_ZEROCOPY/TCP_INQ (the per-socket order) says yes and the connection loses the option "
+        "(MSG_ZEROCOPY's completion never comes)",
+        [("src/fastpath/api.c",
+          "\tif (!f || (atomic_load(&f->flags) & LF_F_PINNED))\n",
+          "\tif (!f)\n")],
+        ["e2e:test_sockopt_edges.py -k cannot_keep"]),
+    Mutant(
+        "optin-keeps-optout",
+        "SOL_LOOPFAST 0 then 1 before listen: the listener says 1 and gets no rendezvous",
+        [("src/fastpath/api.c",
+          "\tatomic_fetch_and(&f->flags, ~LF_F_NOFAST); /* an opt-out before",
+          "\tatomic_fetch_and(&f->flags, ~0u); /* an opt-out before")],
+        ["e2e:test_sockopt_edges.py -k opt_out_then_in"]),
+]
