@@ -1,7 +1,8 @@
 """The seccomp supervisor (docs/supervisor.md) attacked as a second uid
 would, and used as an unlucky user would: a program in a network
 namespace of its own, one connect that waits, a privilege drop, a setuid
-exec, a server of another uid that sends descriptors. Each outcome is
+exec, a server of another uid that sends descriptors, a socket closed
+by another thread while its connect is trapped. Each outcome is
 compared with the same program without loopfast in the same test; paths
 are proved from the kernel at both ends (the program's own descriptors,
 not the supervisor's). The supervised client is progs/sv_sec.c, built
@@ -181,6 +182,47 @@ def test_setuid_exec_in_the_tree_is_not_silent(build, svsec):
     sup = subprocess.run([*SUPERVISED, exe, "-u"], capture_output=True, text=True, timeout=60)
     assert sup.stdout == plain.stdout or "setuid" in sup.stderr.lower() or "set-uid" in sup.stderr.lower(), \
         (sup.stdout, sup.stderr)
+
+
+# A loopfast server that accepts late: a full accept queue (backlog 0, two
+# connections of its own queued) for its first two seconds, then accepts
+# (and claims) everything; prints its port.
+LATE = textwrap.dedent("""
+    import socket, time
+    f = socket.socket(); f.bind(("127.0.0.1", 0)); f.listen(0)
+    held = []
+    for _ in range(2):
+        q = socket.socket(); q.setblocking(False); q.connect_ex(f.getsockname()); held.append(q)
+    print(f.getsockname()[1], flush=True)
+    time.sleep(2)
+    conns = []
+    while True:
+        conns.append(f.accept()[0])
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="the supervisor's NOTIF_ADDFD (SETFD) replaces whatever the program holds at "
+                   "the connecting socket's number by then: a file another thread opened there is closed (issue 21)")
+def test_socket_closed_during_its_connect_leaves_the_new_file_alone(build, svsec):
+    """A watchdog thread aborts a connect by closing its socket, and the
+    number is taken by the next open (/dev/null here). Over TCP the connect
+    ends on the closed socket's file and the number stays /dev/null. Under
+    the supervisor the connect is performed on its copy (the server is
+    under loopfast, so it is negotiated and switched), and ADDFD with SETFD
+    puts the fast-path socket at that number: the program's /dev/null is
+    closed behind its back and its number is now a socket."""
+    ends = []
+    for cmd in ([], SUPERVISED):
+        srv = subprocess.Popen([str(LOOPFAST), "run", "--", PY, "-c", LATE], stdout=subprocess.PIPE, text=True)
+        try:
+            port = readline(srv).strip()
+            out = subprocess.run([*cmd, os.path.join(svsec, "svsec"), "reuse", port], capture_output=True, text=True,
+                                 timeout=60)
+            ends.append(out.stdout.split("\n")[-2])
+        finally:
+            stop(srv)
+    assert ends[0] == "fd file", ends  # the control: plain TCP
+    assert ends[1] == "fd file", ends
 
 
 ECHO = textwrap.dedent("""

@@ -16,7 +16,15 @@
  *                      comes back, then "waiting"; waits for stdin to close.
  *   recvfd PORT        connects, reads with recvmsg and room for SCM_RIGHTS,
  *                      prints "got BYTES fds N", then "waiting"; waits for
- *                      stdin to close. */
+ *                      stdin to close.
+ *   reuse PORT         a second thread connects a socket (blocking) to
+ *                      127.0.0.1:PORT, whose server accepts late; meanwhile
+ *                      (0.5 s) the main thread closes that socket and opens
+ *                      /dev/null, which takes its number, as a program that
+ *                      aborts a connect from a watchdog thread does. Prints
+ *                      "connect ERR" when the connect ends, then what the
+ *                      number is now: "fd file" (the /dev/null) or
+ *                      "fd socket". */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -29,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -43,6 +53,18 @@ static int dial(int port)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
+}
+
+static int reuse_fd;
+
+static void *connect_it(void *arg)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)*(int *)arg) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int r = connect(reuse_fd, (void *)&sa, sizeof(sa));
+	printf("connect %s\n", r ? strerror(errno) : "0");
+	fflush(stdout);
+	return NULL;
 }
 
 static void hold(void)
@@ -128,6 +150,21 @@ int main(int argc, char **argv)
 		printf("got %zd fds %d\n", n, fds);
 		fflush(stdout);
 		hold();
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "reuse")) {
+		static int port;
+		pthread_t t;
+		struct stat st;
+		port = atoi(argv[2]);
+		reuse_fd = socket(AF_INET, SOCK_STREAM, 0);
+		pthread_create(&t, NULL, connect_it, &port);
+		usleep(500000);
+		close(reuse_fd);
+		if (open("/dev/null", O_RDONLY) != reuse_fd)
+			printf("reopen: another number\n");
+		pthread_join(t, NULL);
+		printf("fd %s\n", fstat(reuse_fd, &st) ? strerror(errno) : S_ISSOCK(st.st_mode) ? "socket" : "file");
 		return 0;
 	}
 	fprintf(stderr, "usage: see the comment at the top of sv_sec.c\n");
