@@ -209,3 +209,30 @@ def test_listener_handed_to_another_uid_gets_no_rendezvous(build):
     finally:
         stop(owner)
         shutil.rmtree(d)
+
+
+# A listener with a spin budget (LOOPFAST_SPIN 50), opted in; one client on
+# the fast path; prints the budget each end reads and the port.
+SPIN_LISTENER = textwrap.dedent("""
+    import json, socket, sys
+    SOL, FAST, SPIN = 0x4C46, 1, 2
+    ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.setsockopt(SOL, FAST, 1); ls.listen(4)
+    ls.setsockopt(SOL, SPIN, 50)
+    c = socket.socket(); c.setsockopt(SOL, FAST, 1); c.connect(ls.getsockname()); a, _ = ls.accept()
+    print(json.dumps({"port": ls.getsockname()[1], "listener": ls.getsockopt(SOL, SPIN),
+                      "accepted": a.getsockopt(SOL, SPIN), "client": c.getsockopt(SOL, SPIN)}), flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_spin_set_on_a_listener_is_inherited(build):
+    """A budget set on a listener (whose opt-in its accepted sockets
+    inherit) goes to its accepted fast-path sockets, the ones that read
+    and wait. Before the fix the set said yes, the listener read it back,
+    and every accepted socket had none: nothing ever spun."""
+    p, got = run_held(PER_SOCKET + [sys.executable, "-c", SPIN_LISTENER])
+    try:
+        assert (got["listener"], got["accepted"], got["client"]) == (50, 50, 0), got
+        assert len(kernel.unix_pairs([p.pid], [p.pid], got["port"])) == 1
+    finally:
+        stop(p)

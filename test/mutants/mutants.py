@@ -835,4 +835,11 @@ MUTANTS += [
           "\tatomic_fetch_and(&f->flags, ~LF_F_NOFAST); /* an opt-out before",
           "\tatomic_fetch_and(&f->flags, ~0u); /* an opt-out before")],
         ["e2e:test_sockopt_edges.py -k opt_out_then_in"]),
+    Mutant(
+        "accepted-ignores-listener-spin",
+        "LOOPFAST_SPIN set on a listener says yes and its accepted sockets get none",
+        [("src/fastpath/connect.c",
+          "\t\tf->spin_us = src->spin_us ? src->spin_us : lf__global_spin_us;\n",
+          "\t\tf->spin_us = lf__global_spin_us;\n")],
+        ["e2e:test_sockopt_edges.py -k spin_set_on_a_listener"]),
 ]
