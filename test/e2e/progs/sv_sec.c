@@ -24,7 +24,11 @@
  *                      aborts a connect from a watchdog thread does. Prints
  *                      "connect ERR" when the connect ends, then what the
  *                      number is now: "fd file" (the /dev/null) or
- *                      "fd socket". */
+ *                      "fd socket".
+ *   zerocopy PORT      sets SO_ZEROCOPY, connects, sends 4 KiB with
+ *                      MSG_ZEROCOPY and prints "completion yes" if its
+ *                      completion reaches the error queue within 10 s (as
+ *                      TCP's does), else "completion no". */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -32,6 +36,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,6 +170,23 @@ int main(int argc, char **argv)
 			printf("reopen: another number\n");
 		pthread_join(t, NULL);
 		printf("fd %s\n", fstat(reuse_fd, &st) ? strerror(errno) : S_ISSOCK(st.st_mode) ? "socket" : "file");
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "zerocopy")) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
+		int one = 1;
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (setsockopt(fd, SOL_SOCKET, 60 /* SO_ZEROCOPY */, &one, sizeof(one)) ||
+		    connect(fd, (void *)&sa, sizeof(sa))) {
+			printf("setup %s\n", strerror(errno));
+			return 1;
+		}
+		memset(buf, 'z', sizeof(buf));
+		if (send(fd, buf, sizeof(buf), 0x4000000 /* MSG_ZEROCOPY */) < 0)
+			printf("send %s\n", strerror(errno));
+		struct pollfd p = { fd, 0, 0 };
+		printf("completion %s\n", poll(&p, 1, 10000) == 1 && (p.revents & POLLERR) ? "yes" : "no");
 		return 0;
 	}
 	fprintf(stderr, "usage: see the comment at the top of sv_sec.c\n");
