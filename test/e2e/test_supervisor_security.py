@@ -327,3 +327,29 @@ def test_server_of_another_uid_passes_no_descriptor_to_a_supervised_client(build
     assert got[False] == ("got 2 fds 0", {"fast": False, "sendfds": got[False][1]["sendfds"]}, 0), got
     assert got[True][0] == "got 2 fds 0" and got[True][1]["fast"] and got[True][2] == 1, got
     assert got[True][1]["sendfds"] != "sent", got  # refused to the sender (SO_PASSRIGHTS off on 6.16 and later)
+
+
+def test_answers_are_never_written_where_the_program_could_not_write(build, svsec):
+    """getsockname, getpeername and getsockopt(SO_DOMAIN) on a supervised
+    fast-path socket, asked to write into the program's read-only memory:
+    the kernel says EFAULT over plain TCP (the control), and the
+    supervisor, which writes the answers into the program, must too
+    (process_vm_writev honours the page's protection; /proc/PID/mem, which
+    the supervisor's privileges could open, would write through it: tried,
+    all three then said yes). The connection is on the fast path, from the
+    kernel, while the program asks."""
+    srv = subprocess.Popen([str(LOOPFAST), "run", "--", PY, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(readline(srv))
+        for cmd in ([], SUPERVISED):
+            c = subprocess.Popen([*cmd, os.path.join(svsec, "svsec"), "rodata", str(port)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            try:
+                assert readline(c).strip() == "names EFAULT EFAULT EFAULT ro intact", cmd
+                assert readline(c).strip() == "waiting"
+                fast = kernel.unix_pairs(kernel.process_tree(c.pid), kernel.process_tree(srv.pid), port)
+                assert len(fast) == (1 if cmd else 0), fast
+            finally:
+                end_tree(c)
+    finally:
+        stop(srv)

@@ -28,7 +28,13 @@
  *   zerocopy PORT      sets SO_ZEROCOPY, connects, sends 4 KiB with
  *                      MSG_ZEROCOPY and prints "completion yes" if its
  *                      completion reaches the error queue within 10 s (as
- *                      TCP's does), else "completion no". */
+ *                      TCP's does), else "completion no".
+ *   rodata PORT        connects, then asks getsockname, getpeername and
+ *                      getsockopt(SO_DOMAIN) to write into read-only memory
+ *                      (a const array): prints "names E E E ro intact" with
+ *                      each call's errno name (the kernel: EFAULT) and
+ *                      whether the array kept its bytes; then "waiting",
+ *                      and waits for stdin to close. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -39,6 +45,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +78,13 @@ static void *connect_it(void *arg)
 	printf("connect %s\n", r ? strerror(errno) : "0");
 	fflush(stdout);
 	return NULL;
+}
+
+static const char ro[128] __attribute__((aligned(4096))) = "read-only: never written";
+
+static const char *err_name(int r)
+{
+	return r == 0 ? "ok" : errno == EFAULT ? "EFAULT" : strerror(errno);
 }
 
 static void hold(void)
@@ -187,6 +202,25 @@ int main(int argc, char **argv)
 			printf("send %s\n", strerror(errno));
 		struct pollfd p = { fd, 0, 0 };
 		printf("completion %s\n", poll(&p, 1, 10000) == 1 && (p.revents & POLLERR) ? "yes" : "no");
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "rodata")) {
+		if ((fd = dial(atoi(argv[2]))) < 0) {
+			printf("connect %s\n", strerror(-fd));
+			return 1;
+		}
+		socklen_t l1 = 64, l2 = 64, l3 = sizeof(int);
+		const char *a = err_name(getsockname(fd, (struct sockaddr *)(uintptr_t)ro, &l1));
+		const char *b = err_name(getpeername(fd, (struct sockaddr *)(uintptr_t)ro, &l2));
+		const char *c = err_name(getsockopt(fd, SOL_SOCKET, SO_DOMAIN, (void *)(uintptr_t)ro, &l3));
+		const volatile char *v = ro; /* read the memory, not what the compiler knows of it */
+		const char *want = "read-only: never written";
+		bool same = true;
+		for (size_t i = 0; i <= strlen(want); i++)
+			same = same && v[i] == want[i];
+		printf("names %s %s %s ro %s\n", a, b, c, same ? "intact" : "changed");
+		fflush(stdout);
+		hold();
 		return 0;
 	}
 	fprintf(stderr, "usage: see the comment at the top of sv_sec.c\n");
