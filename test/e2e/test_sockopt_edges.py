@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import pwd
-import socket
 import subprocess
 import shutil
 import sys

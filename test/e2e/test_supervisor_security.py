@@ -16,7 +16,6 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
