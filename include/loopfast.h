@@ -21,7 +21,8 @@ extern "C" {
 #define LF_VERSION_MINOR 1
 #define LF_VERSION_PATCH 0
 
-/* Opts a TCP socket in. Returns 0, -EOPNOTSUPP (not TCP over IPv4/IPv6),
+/* Opts a TCP socket in. Returns 0, -EOPNOTSUPP (not TCP over IPv4/IPv6, or
+ * an option the fast path cannot keep, such as SO_ZEROCOPY, was set on it),
  * -EISCONN (connected, or its connect in progress), -EBADF or -ENOTSOCK. */
 int lf_enable_fast_path(int fd);
 

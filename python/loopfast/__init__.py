@@ -70,8 +70,9 @@ def _call(what: str, fn, *args):
 def enable_fast_path(sock: _Sock) -> None:
     """Opts sock in: a client socket before connect, or a listening socket.
 
-    Raises OSError (ENOPROTOOPT: loopfast not loaded; EOPNOTSUPP: not TCP;
-    EISCONN: already connected). A connection that cannot take the fast path
+    Raises OSError (ENOPROTOOPT: loopfast not loaded; EOPNOTSUPP: not TCP,
+    or an option the fast path cannot keep, such as SO_ZEROCOPY, was set on
+    it; EISCONN: already connected). A connection that cannot take the fast path
     (a remote peer, a peer that did not opt in) is plain TCP, with no error."""
     _call("enable_fast_path", sock.setsockopt, FAST_PATH, 1)
 

@@ -59,14 +59,15 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 		return r;
 	if (r == 1 || chosen(fd, &st))
 		return -EISCONN;
-	if (!f)
-		return -EOPNOTSUPP;
+	if (!f || (atomic_load(&f->flags) & LF_F_PINNED))
+		return -EOPNOTSUPP; /* an option set on it cannot be kept on the fast path (sockopt.c) */
 	if (st == TCP_LISTEN) {
 		atomic_fetch_and(&f->flags, ~LF_F_NOFAST);
 		r = lf__listen_optin(fd);
 		return r == -EADDRINUSE ? 0 : r; /* another listener owns the rendezvous: plain TCP */
 	}
 	f->family = family;
+	atomic_fetch_and(&f->flags, ~LF_F_NOFAST); /* an opt-out before (SOL_LOOPFAST 0), undone: listen looks */
 	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
 	lf__signals_wrap(); /* a wait of loopfast's own must see the application's handlers */
 	return 0;

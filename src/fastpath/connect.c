@@ -120,8 +120,8 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	bool rcvtimeo = (f->sockset & 1u) /* lf__carried[0] is SO_RCVTIMEO */ &&
 			lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
 	f->family = family;
-	if (!f->spin_us) /* lf_set_spin before connect wins */
-		f->spin_us = lf__global_spin_us;
+	if (!f->spin_us) /* lf_set_spin before connect wins; an accepted socket inherits its listener's */
+		f->spin_us = src->spin_us ? src->spin_us : lf__global_spin_us;
 	f->spin_fail = f->spin_skip = 0;
 	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	for (int i = 0; i < LF_EPOLL_MAX; i++) {

@@ -75,6 +75,7 @@ enum {
 	LF_F_SHUT_WR = 1u << 10,  /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */
 	LF_F_RESET = 1u << 11,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
 	LF_F_UNCONFIRMED = 1u << 12, /* client fast-path socket whose claim is not seen yet (bell.c) */
+	LF_F_PINNED = 1u << 13,   /* an option the fast path cannot keep was set: plain TCP for life (sockopt.c) */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP

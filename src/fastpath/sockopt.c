@@ -574,18 +574,25 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 		return;
 	if (level == SOL_SOCKET)
 		f->sockset |= lf__carried_bit(opt);
-	/* Only a socket that may still become a fast-path one (opted in, or
-	 * its connect pending) or a listener needs it: a connected plain TCP
-	 * socket pays nothing. */
-	if (!(atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) && !f->lst)
-		return;
+	/* Pinned whether or not the socket is opted in yet: an opt-in that
+	 * comes after the option (the per-socket mode's order: the option,
+	 * then SOL_LOOPFAST) is refused (api.c), or its connection would lose
+	 * the option's effect (MSG_ZEROCOPY's completions never come). */
 	if (row && row->pin && (row->how == ERR_SET || turns_on(val, len))) {
-		if (lf__debug_on && !(atomic_load(&f->flags) & LF_F_NOFAST))
+		unsigned fl = atomic_fetch_or(&f->flags, LF_F_PINNED);
+		if (!(fl & (LF_F_OPTIN | LF_F_PENDING)) && !f->lst)
+			return;
+		if (lf__debug_on && !(fl & LF_F_NOFAST))
 			lf__debug("fd %d: option %d/%d cannot be kept on the fast path: plain TCP", fd, level, opt);
 		atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return;
 	}
+	/* Only a socket that may still become a fast-path one (opted in, or
+	 * its connect pending) or a listener needs it: a connected plain TCP
+	 * socket pays nothing. */
+	if (!(atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) && !f->lst)
+		return;
 	if (!row || row->how == UNIX || row->how == FAMILY || row->how == NOREC)
 		return;
 	if (lf__sys_getsockopt(fd, level, opt, back, &blen) == 0)

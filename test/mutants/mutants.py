@@ -827,3 +827,30 @@ MUTANTS += [
           "|| (uid && 0))")],
         ["c:test-stash"]),
 ]
+
+# The SOL_LOOPFAST option's orders (adversarial review): an option the fast
+# path cannot keep set before the opt-in, an opt-out undone by an opt-in.
+MUTANTS += [
+    Mutant(
+        "optin-after-pinned-option",
+        "an opt-in after SO_ZEROCOPY/TCP_INQ (the per-socket order) says yes and the connection loses the option "
+        "(MSG_ZEROCOPY's completion never comes)",
+        [("src/fastpath/api.c",
+          "\tif (!f || (atomic_load(&f->flags) & LF_F_PINNED))\n",
+          "\tif (!f)\n")],
+        ["e2e:test_sockopt_edges.py -k cannot_keep"]),
+    Mutant(
+        "optin-keeps-optout",
+        "SOL_LOOPFAST 0 then 1 before listen: the listener says 1 and gets no rendezvous",
+        [("src/fastpath/api.c",
+          "\tatomic_fetch_and(&f->flags, ~LF_F_NOFAST); /* an opt-out before",
+          "\tatomic_fetch_and(&f->flags, ~0u); /* an opt-out before")],
+        ["e2e:test_sockopt_edges.py -k opt_out_then_in"]),
+    Mutant(
+        "accepted-ignores-listener-spin",
+        "LOOPFAST_SPIN set on a listener says yes and its accepted sockets get none",
+        [("src/fastpath/connect.c",
+          "\t\tf->spin_us = src->spin_us ? src->spin_us : lf__global_spin_us;\n",
+          "\t\tf->spin_us = lf__global_spin_us;\n")],
+        ["e2e:test_sockopt_edges.py -k spin_set_on_a_listener"]),
+]
