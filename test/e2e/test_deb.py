@@ -9,7 +9,7 @@ both ends of each on the fast path, and each process's memory map shows
 the installed libraries, not the build tree's. Purged: dpkg knows none of
 the packages and none of their files is left (nor byte-code, nor
 ldconfig's cache entries). The packages are purged even when the test
-fails. About 1.75 minutes on 2 vCPUs (most of it the build), so it runs
+fails. 95 to 140 s on 2 shared vCPUs (most of it the build), so it runs
 with make test-extra (suite e2e-extra)."""
 import json
 import os
@@ -142,6 +142,9 @@ def test_deb_installs_runs_and_purges(tmp_path):
                   "/usr/include/loopfast.h", "/usr/include/loopfast/rio.h",
                   "/usr/lib/python3/dist-packages/loopfast/__init__.py"):
             assert f in files, f"{f}: in no package"
+        # The benchmarks' Python, found beside the command (share/loopfast/bench).
+        usage = sh("/usr/bin/loopfast", "bench", "app", "--help").stdout
+        assert usage.startswith("usage: loopfast bench app"), usage
         c_pair(tmp_path, libdir)
         python_pair(libdir)
     finally:
