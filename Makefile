@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 CMAKE_FLAGS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all deps demo check test test-extra test-all test-mutants install clean
+.PHONY: all deps demo check test test-extra test-all test-mutants install deb clean
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
@@ -69,6 +69,13 @@ test-mutants: deps
 
 install: all
 	cmake --install $(BUILD)
+
+# The Debian packages (debian/, debian/README.md): loopfast, libloopfast0,
+# libloopfast-dev, libloopfast-rio0, libloopfast-rio-dev, python3-loopfast,
+# built by dpkg-buildpackage from a copy of the tree into build/deb/, then
+# lintian's verdict. Installs the build dependencies it lacks.
+deb:
+	bash scripts/deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -5,9 +5,12 @@
 set -euo pipefail
 
 pkgs=()
+# The last line is Debian's packaging tools, for `make deb` and
+# test/e2e/test_deb.py (the rest of debian/control's Build-Depends is above).
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
 for p in build-essential cmake pkg-config liburing-dev python3 python3-pip python3-venv \
-	 sockperf redis-server redis-tools python3-redis curl passwd util-linux iproute2 procps valgrind clang iptables systemd; do
+	 sockperf redis-server redis-tools python3-redis curl passwd util-linux iproute2 procps valgrind clang iptables systemd \
+	 debhelper dh-python python3-all pybuild-plugin-pyproject lintian; do
 	need "$p"
 done
 if [ ${#pkgs[@]} -gt 0 ]; then
