@@ -17,6 +17,18 @@ from collections import namedtuple
 
 import pytest
 
+# A run started in the background by a shell without job control (`make
+# test &` from a script) inherits SIGINT and SIGQUIT ignored, and an
+# ignored signal stays ignored across exec: every program a test starts
+# would ignore them (Python would install no KeyboardInterrupt handler),
+# and the tests that send them would fail for the run's sake. Both test
+# trees import this module first: the dispositions a user's terminal gives
+# are restored here.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
 # ---- processes and their sockets
 
 
