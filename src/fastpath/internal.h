@@ -179,6 +179,13 @@ static inline struct lf_fd *lf__fd_peek(int fd)
 
 	return t && (unsigned)fd < LF_FD_MAX ? &t[fd] : NULL;
 }
+/* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
+ * socket) TCP still returns what is queued, and 0 where it would wait. */
+static inline bool lf__fd_shut_rd(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHUT_RD);
+}
 /* Forgets everything about fd (it was closed): first what the layers
  * above registered for the state it holds. */
 void lf__fd_reset(int fd);
@@ -223,20 +230,11 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len);
 #define LF_SIG_TLS __thread __attribute__((tls_model("initial-exec")))
 extern LF_SIG_TLS atomic_uint lf__sig_seen;
 extern LF_SIG_TLS atomic_uint lf__sig_interrupt;
-uint64_t lf__now_ns(void);           /* CLOCK_MONOTONIC */
 /* A fast-path socket with a spin budget. */
 static inline bool lf__may_spin(int fd)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
 	return f && f->spin_us && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST);
-}
-
-/* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
- * socket) TCP still returns what is queued, and 0 where it would wait. */
-static inline bool lf__shut_rd(int fd)
-{
-	struct lf_fd *f = lf__fd_peek(fd);
-	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHUT_RD);
 }
 enum { LF_SPIN_DONE, LF_SPIN_BLOCK };
 /* Receives without blocking until data, an error, a signal or the end of
@@ -322,15 +320,6 @@ bool lf__exclude_match(const struct lf_ep *tab, int n, const struct lf_ep *ep);
 void lf__exclude_init(void);
 /* Whether LOOPFAST_EXCLUDE keeps ep on plain TCP. Keeps errno. */
 bool lf__excluded(const struct lf_ep *ep);
-
-/* Linux 6.16's switch that makes a Unix socket refuse descriptors
- * (SCM_RIGHTS; the sender gets EPERM). Set off on every Unix socket of the
- * fast path, as TCP carries none; older kernels refuse the option, and
- * recvmsg (io.c) closes what arrives instead. */
-#ifndef SO_PASSRIGHTS
-#define SO_PASSRIGHTS 83
-#endif
-void lf__no_rights(int unx);
 
 /* ---- bell.c: a client's TCP socket kept until the claim is seen */
 

@@ -402,7 +402,7 @@ static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm *
 		*shm = NULL;
 		return -e;
 	}
-	lf__no_rights(out[0]); /* inherited by every connection accepted on it */
+	lf__sys_no_rights(out[0]); /* inherited by every connection accepted on it */
 	lf__stash_init(*shm, out[1]);
 	return 0;
 }

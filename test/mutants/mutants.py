@@ -158,9 +158,9 @@ MUTANTS = [
     Mutant(
         "rights-cross",
         "descriptors cross the fast path (SO_PASSRIGHTS left on, recvmsg keeps what arrives)",
-        [("src/fastpath/io.c",
-          "\tlf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
-          "\t(void)unx;\n\t(void)off;\n"),
+        [("src/fastpath/sys.c",
+          "\treturn lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
+          "\t(void)unx;\n\t(void)off;\n\treturn 0;\n"),
          ("src/fastpath/io.c",
           "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n",
           "\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n"),
@@ -268,15 +268,15 @@ MUTANTS = [
         "spin-read-never-spins",
         "a blocking read on a spinning fast-path socket blocks at once (the spin returns to blocking)",
         [("src/fastpath/spin.c",
-          "\tif (!us)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__now_ns() + us * 1000ull;\n",
-          "\tif (!us || 1)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__now_ns() + us * 1000ull;\n")],
+          "\tif (!us)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__sys_now_ns() + us * 1000ull;\n",
+          "\tif (!us || 1)\n\t\treturn LF_SPIN_BLOCK;\n\tuint64_t end = lf__sys_now_ns() + us * 1000ull;\n")],
         ["c:test-spin:spin_outlasts_a_write_at_half_its_budget"]),
     Mutant(
         "spin-read-budget-in-ns",
         "a spinning read's budget is taken in nanoseconds (a 200 ms spin ends after 200 us)",
         [("src/fastpath/spin.c",
-          "\tuint64_t end = lf__now_ns() + us * 1000ull;\n",
-          "\tuint64_t end = lf__now_ns() + us;\n")],
+          "\tuint64_t end = lf__sys_now_ns() + us * 1000ull;\n",
+          "\tuint64_t end = lf__sys_now_ns() + us;\n")],
         ["c:test-spin:spin_outlasts_a_write_at_half_its_budget"]),
     Mutant(
         "spin-wait-time-left-in-us",
@@ -494,8 +494,8 @@ MUTANTS += [
           "\t\treturn plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, NULL);\n",
           "\t\treturn lst.inode = 0, plain(LF_EV_NO_LISTENER, \"no listener\", fd, &dst, &lst);\n"),
          ("src/fastpath/connect.c",
-          "\treturn i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;\n",
-          "\treturn i >= 0 && (neg[i].ev == LF_EV_NO_LISTENER || lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS) "
+          "\treturn i >= 0 && lf__sys_now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;\n",
+          "\treturn i >= 0 && (neg[i].ev == LF_EV_NO_LISTENER || lf__sys_now_ns() - neg[i].checked_ns < NEG_TRUST_NS) "
           "? (int)neg[i].ev : -1;\n")],
         ["e2e:test_lifecycle.py -k 'before_its_server or redis'"]),
     Mutant(
