@@ -65,7 +65,7 @@ int lf__err_take(int fd)
 	return e;
 }
 
-/* Bells kept across a fork (see internal.h: lf__bell_slicing), and the
+/* Bells kept across a fork (see negotiate.h: lf__bell_slicing), and the
  * highest fd that ever kept one (what a sweep looks through). */
 static bool bells_shared;
 static int bells_max = -1;

@@ -22,7 +22,9 @@
  * CPUs (sampled every 10 ms); and after 4 spins in a row that ended in a
  * block, the socket skips 1, 2, 4 ... up to 1024 calls before it tries
  * again. Any spin that finds data resets it. */
-#include "internal.h"
+#include "process.h"
+#include "spin.h"
+#include "sys.h"
 #include "syscalls.h"
 
 #include <errno.h>
@@ -46,8 +48,6 @@ static bool backoff(void)
 	}
 	return on;
 }
-
-LF_SIG_TLS atomic_uint lf__sig_seen, lf__sig_interrupt;
 
 static inline void relax(void)
 {

@@ -417,7 +417,7 @@ MUTANTS = [
     Mutant(
         "sig-counter-process-wide",
         "the handler counters are process-wide again: a handler on one thread ends another thread's spin with EINTR",
-        [("src/fastpath/internal.h",
+        [("src/fastpath/process.h",
           "#define LF_SIG_TLS __thread __attribute__((tls_model(\"initial-exec\")))\n",
           "#define LF_SIG_TLS\n")],
         ["c:test-signals"]),
