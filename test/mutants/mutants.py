@@ -816,3 +816,14 @@ MUTANTS += [
           "\tint r = domain_of(copy) == -2 ? getsockopt(")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
+
+MUTANTS += [
+    # ---- the architecture issue's last items (man pages' version)
+    Mutant(
+        "man-page-version-stale",
+        "a man page's .TH line names another version than include/loopfast.h's (a bump that missed a page)",
+        [("man/loopfast.7",
+          '" "Miscellaneous"',
+          '.9" "Miscellaneous"')],
+        ["e2e:test_cli.py -k version_is_the_one"]),
+]
