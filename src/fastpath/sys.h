@@ -1,7 +1,8 @@
-/* The raw-call layer: every system call loopfast makes on a socket goes
- * through one of these, past any interposer (its own included), so that
- * internal code never reaches a libc name that loopfast interposes.
- * Each returns what the system call does (-1 and errno on failure).
+/* The raw-call layer: every system call loopfast makes itself (on
+ * sockets, waits, exec) goes through one of these, past any interposer
+ * (its own included), so that internal code never reaches a libc name that
+ * loopfast interposes; and the clock. Each returns what the system call
+ * does (-1 and errno on failure).
  * Compiled alone (sys.c) into the library, the CLI and the unit tests. */
 #ifndef LF_SYS_H
 #define LF_SYS_H
