@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static const char usage_text[] =
@@ -118,27 +117,6 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 	pick_cpus(o);
 	snprintf(self_exe, sizeof(self_exe), "%s/loopfast", lf_cli_selfdir());
 	o->self_exe = self_exe;
-	return 0;
-}
-
-static int run_plot(const char *json, const char *png)
-{
-	char script[PATH_MAX + 64];
-	int st;
-	pid_t pid;
-
-	if (lf_cli_find_script("latency/plot_latency.py", script, sizeof(script)) < 0)
-		return lf_cli_error("--plot: bench/latency/plot_latency.py not found next to %s", lf_cli_selfdir());
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		dup2(2, 1); /* keep stdout for the table / JSON */
-		execlp("python3", "python3", script, json, png, (char *)NULL);
-		fprintf(stderr, "loopfast: --plot: cannot run python3: %s\n", strerror(errno));
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
-		return lf_cli_error("--plot: %s %s failed (needs python3 with matplotlib)", script, json);
 	return 0;
 }
 
@@ -305,7 +283,7 @@ static int output(const struct lat_opts *o, const struct lat_report *rep, bool d
 			return err;
 		}
 	}
-	err = run_plot(json, o->plot_path);
+	err = lf_cli_run_script("latency/plot_latency.py", json, o->plot_path);
 	if (json == tmp)
 		unlink(tmp);
 	return err;

@@ -65,7 +65,7 @@ int lf__err_take(int fd)
 	return e;
 }
 
-/* Bells kept across a fork (see internal.h: lf__bell_slicing), and the
+/* Bells kept across a fork (see negotiate.h: lf__bell_slicing), and the
  * highest fd that ever kept one (what a sweep looks through). */
 static bool bells_shared;
 static int bells_max = -1;
@@ -310,7 +310,7 @@ static int64_t left_of(int64_t timeout_ns, uint64_t start)
 {
 	if (timeout_ns < 0)
 		return -1;
-	int64_t left = timeout_ns - (int64_t)(lf__now_ns() - start);
+	int64_t left = timeout_ns - (int64_t)(lf__sys_now_ns() - start);
 	return left < 0 ? 0 : left;
 }
 
@@ -321,7 +321,7 @@ int lf__bell_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const sigset
 		return 0;
 	*handled = true;
 	struct pollfd *all = malloc((n * 2 + 1) * sizeof(*all));
-	uint64_t start = lf__now_ns();
+	uint64_t start = lf__sys_now_ns();
 	int r;
 
 	if (!all) {

@@ -215,7 +215,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		 * to plain TCP when the rendezvous is full: whatever a flood
 		 * left there would stay for good if only fast-path accepts
 		 * drained it. Plain accepts do, at most once a second. */
-		uint64_t now = lf__now_ns();
+		uint64_t now = lf__sys_now_ns();
 		if (now - l->drained_ns > 1000000000ull) {
 			l->drained_ns = now;
 			drain(l);

@@ -173,7 +173,7 @@ static struct {
 	struct lf_ep dst;
 	uint32_t inode;      /* the listener's */
 	uint64_t until_ms;
-	uint64_t checked_ns; /* last looked at (lf__now_ns) */
+	uint64_t checked_ns; /* last looked at (lf__sys_now_ns) */
 	enum lf_event ev;    /* why it went plain: counted again for each connect */
 } neg[NEG_SLOTS];
 
@@ -199,7 +199,7 @@ static int neg_find(const struct lf_ep *dst)
 static int neg_fresh(const struct lf_ep *dst)
 {
 	int i = neg_find(dst);
-	return i >= 0 && lf__now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;
+	return i >= 0 && lf__sys_now_ns() - neg[i].checked_ns < NEG_TRUST_NS ? (int)neg[i].ev : -1;
 }
 
 /* The reason remembered for dst, now that sock_diag says the listener
@@ -210,7 +210,7 @@ static int neg_cached(const struct lf_ep *dst, const struct lf_diag_sock *lst)
 	int i = neg_find(dst);
 	if (i < 0)
 		return -1;
-	neg[i].checked_ns = lf__now_ns();
+	neg[i].checked_ns = lf__sys_now_ns();
 	if (neg[i].inode != lst->inode) {
 		neg[i].until_ms = 0;
 		return -1;
@@ -236,7 +236,7 @@ static void neg_add(const struct lf_ep *dst, const struct lf_diag_sock *lst, enu
 	neg[i].dst = *dst;
 	neg[i].inode = lst->inode;
 	neg[i].ev = ev;
-	neg[i].checked_ns = lf__now_ns();
+	neg[i].checked_ns = lf__sys_now_ns();
 	neg[i].until_ms = now_ms() + 1000;
 }
 
@@ -435,7 +435,7 @@ static unsigned long nonce(void)
 	while (!b) {
 		lf__fork_init();
 		if (getrandom(&b, sizeof(b), GRND_NONBLOCK) != sizeof(b))
-			b = (unsigned long)lf__now_ns() * 0x9e3779b97f4a7c15ull ^ (unsigned long)getpid();
+			b = (unsigned long)lf__sys_now_ns() * 0x9e3779b97f4a7c15ull ^ (unsigned long)getpid();
 		base = b;
 	}
 	return b + atomic_fetch_add(&counter, 1);
@@ -516,7 +516,7 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 		plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
 		return -1;
 	}
-	lf__no_rights(unx);
+	lf__sys_no_rights(unx);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		if (lf__sys_bind(fd, (void *)&ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||

@@ -13,7 +13,9 @@
  *
  * The same lock and the same care keep the probe that asks whether a
  * rendezvous exists (lf__diag_rendezvous). */
-#include "internal.h"
+#include "fdtab.h"
+#include "process.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -17,7 +17,8 @@
  * Used by connect.c (client: before anything else, counted as
  * LF_EV_EXCLUDED) and listener.c (no new rendezvous for an excluded
  * listener), and by the CLI to check `--exclude` (lf__exclude_parse). */
-#include "internal.h"
+#include "process.h"
+#include "sys.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

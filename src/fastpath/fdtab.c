@@ -5,7 +5,8 @@
  * fast-path socket is recognised by its abstract name (kernel state), so an
  * fd closed behind our back (fclose, close_range in libc) costs at most a
  * stale option value, never a wrong path. */
-#include "internal.h"
+#include "fdtab.h"
+#include "sys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,10 +100,11 @@ static int dup_high(int fd);
 
 /* What must happen when an entry goes away, as the layers above register
  * it (the table calls none of them by name): per state flag, the function
- * that releases that state, and the one that drops a listener reference. */
+ * that releases that state, and the ones that take and drop a listener
+ * reference. */
 static void (*drop_fn[32])(int fd);
 static unsigned drop_flags;
-static void (*put_fn)(struct lf_listener *l);
+static void (*get_fn)(struct lf_listener *l), (*put_fn)(struct lf_listener *l);
 
 void lf__fd_on_drop(unsigned flag, void (*drop)(int fd))
 {
@@ -112,8 +114,9 @@ void lf__fd_on_drop(unsigned flag, void (*drop)(int fd))
 	__atomic_fetch_or(&drop_flags, flag, __ATOMIC_RELEASE);
 }
 
-void lf__fd_on_put(void (*put)(struct lf_listener *l))
+void lf__fd_on_listener(void (*get)(struct lf_listener *l), void (*put)(struct lf_listener *l))
 {
+	__atomic_store_n(&get_fn, get, __ATOMIC_RELEASE);
 	__atomic_store_n(&put_fn, put, __ATOMIC_RELEASE);
 }
 
@@ -159,7 +162,7 @@ void lf__fd_copy(int from, int to)
 	dst->optset = src->optset;
 	dst->sockset = src->sockset;
 	if (src->lst) {
-		atomic_fetch_add(&src->lst->refs, 1);
+		__atomic_load_n(&get_fn, __ATOMIC_ACQUIRE)(src->lst);
 		dst->lst = src->lst;
 	}
 	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED));

@@ -7,7 +7,7 @@
  * The two locks (sockopt.c's reference connections, diag.c's netlink
  * socket) are never held together, so the order between them is free; the
  * parent releases them in the reverse of the prepare's order. */
-#include "internal.h"
+#include "process.h"
 
 #include <pthread.h>
 

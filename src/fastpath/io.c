@@ -17,13 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void lf__no_rights(int unx)
-{
-	int off = 0;
-
-	lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));
-}
-
 /* A connect pending on fd (connect.c) finishes before the data path uses
  * fd: a blocking call waits for the handshake, interruptibly; a
  * non-blocking one gets EAGAIN while it is in progress, as over TCP. A
@@ -100,7 +93,7 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
-	if (lf__shut_rd(fd))
+	if (lf__fd_shut_rd(fd))
 		return shut_rd_recvmsg(fd, m, flags);
 	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE)
 		return r;
@@ -135,7 +128,7 @@ LF_LOCAL(recvmsg);
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
 	SETTLE(fd, flags);
-	if (!lf__may_spin(fd) && !sa && !lf__shut_rd(fd))
+	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct iovec iov = { buf, n };
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
@@ -149,7 +142,7 @@ LF_LOCAL(recvfrom);
 static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
 	SETTLE(fd, flags);
-	if (!lf__may_spin(fd) && !lf__shut_rd(fd))
+	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd))
 		return REAL(recv)(fd, buf, n, flags);
 	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
 }
@@ -167,7 +160,7 @@ static __attribute__((noinline)) ssize_t read_io(int fd, void *buf, size_t n)
 	ssize_t r;
 
 	SETTLE(fd, 0);
-	if (lf__shut_rd(fd)) {
+	if (lf__fd_shut_rd(fd)) {
 		struct iovec iov = { buf, n };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 		return shut_rd_recvmsg(fd, &m, 0);
@@ -194,7 +187,7 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	ssize_t r;
 
 	SETTLE(fd, 0);
-	if (lf__shut_rd(fd) && n >= 0) {
+	if (lf__fd_shut_rd(fd) && n >= 0) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		return shut_rd_recvmsg(fd, &m, 0);
 	}
@@ -296,7 +289,7 @@ LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, str
 			errno = EINVAL;
 			return -1;
 		}
-		end = lf__now_ns() + (uint64_t)ts->tv_sec * 1000000000 + (uint64_t)ts->tv_nsec;
+		end = lf__sys_now_ns() + (uint64_t)ts->tv_sec * 1000000000 + (uint64_t)ts->tv_nsec;
 	}
 	int e0 = errno, err = 0;
 	struct lf_fd *f = lf__fd(fd);
@@ -317,7 +310,7 @@ LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, str
 		if (flags & MSG_WAITFORONE)
 			flags |= MSG_DONTWAIT;
 		if (ts) {
-			uint64_t now = lf__now_ns();
+			uint64_t now = lf__sys_now_ns();
 			uint64_t left = now < end ? end - now : 0;
 			ts->tv_sec = (time_t)(left / 1000000000);
 			ts->tv_nsec = (long)(left % 1000000000);

@@ -146,6 +146,11 @@ void lf__listener_reserve(struct lf_listener *l, bool hold)
 	}
 }
 
+static void listener_get(struct lf_listener *l)
+{
+	atomic_fetch_add(&l->refs, 1);
+}
+
 void lf__listener_put(struct lf_listener *l)
 {
 	if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
@@ -402,7 +407,7 @@ static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm *
 		*shm = NULL;
 		return -e;
 	}
-	lf__no_rights(out[0]); /* inherited by every connection accepted on it */
+	lf__sys_no_rights(out[0]); /* inherited by every connection accepted on it */
 	lf__stash_init(*shm, out[1]);
 	return 0;
 }
@@ -424,7 +429,7 @@ int lf__listen_optin(int fd)
 		return 0;
 	if (atomic_load(&f->flags) & LF_F_NOFAST)
 		return -EADDRINUSE;
-	lf__fd_on_put(lf__listener_put); /* before any entry holds a listener */
+	lf__fd_on_listener(listener_get, lf__listener_put); /* before any entry holds a listener */
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
 	if (!tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 	    !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || fstat(fd, &st)) {

@@ -40,6 +40,8 @@
 #include <errno.h>
 #include <string.h>
 
+LF_SIG_TLS atomic_uint lf__sig_seen, lf__sig_interrupt;
+
 static struct sigaction app[_NSIG];
 static bool added_siginfo[_NSIG]; /* SA_SIGINFO is the trampoline's, not the application's */
 

@@ -43,9 +43,6 @@
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
-#ifndef SO_PASSRIGHTS
-#define SO_PASSRIGHTS 83
-#endif
 #ifndef SO_INQ
 #define SO_INQ 84
 #endif

@@ -22,7 +22,9 @@
  * CPUs (sampled every 10 ms); and after 4 spins in a row that ended in a
  * block, the socket skips 1, 2, 4 ... up to 1024 calls before it tries
  * again. Any spin that finds data resets it. */
-#include "internal.h"
+#include "process.h"
+#include "spin.h"
+#include "sys.h"
 #include "syscalls.h"
 
 #include <errno.h>
@@ -45,15 +47,6 @@ static bool backoff(void)
 		on = !(b && b[0] == '0');
 	}
 	return on;
-}
-
-LF_SIG_TLS atomic_uint lf__sig_seen, lf__sig_interrupt;
-
-uint64_t lf__now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static inline void relax(void)
@@ -109,7 +102,7 @@ static unsigned budget(struct lf_fd *f, unsigned need_flags)
 		f->spin_skip--;
 		return 0;
 	}
-	return cpus_scarce(lf__now_ns()) ? 0 : f->spin_us;
+	return cpus_scarce(lf__sys_now_ns()) ? 0 : f->spin_us;
 }
 
 static void outcome(struct lf_fd *f, bool paid)
@@ -132,7 +125,7 @@ int lf__spin_recvmsg(int fd, struct msghdr *m, int flags, ssize_t *ret)
 
 	if (!us)
 		return LF_SPIN_BLOCK;
-	uint64_t end = lf__now_ns() + us * 1000ull;
+	uint64_t end = lf__sys_now_ns() + us * 1000ull;
 	do {
 		ssize_t n = REAL(recvmsg)(fd, m, flags | MSG_DONTWAIT);
 		if (n >= 0 || errno != EAGAIN) {
@@ -148,7 +141,7 @@ int lf__spin_recvmsg(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			return LF_SPIN_DONE;
 		}
 		relax();
-	} while (lf__now_ns() < end);
+	} while (lf__sys_now_ns() < end);
 	outcome(f, false);
 	return LF_SPIN_BLOCK;
 }
@@ -157,7 +150,7 @@ int lf__spin_wait(struct lf_fd *f, const struct lf_waiter *w, int64_t timeout_ns
 {
 	unsigned us = timeout_ns == 0 ? 0 : budget(f, 0);
 	unsigned s0 = atomic_load(&lf__sig_seen);
-	uint64_t start = lf__now_ns(), end = start + us * 1000ull, now = start;
+	uint64_t start = lf__sys_now_ns(), end = start + us * 1000ull, now = start;
 
 	*left_ns = timeout_ns;
 	if (!us)
@@ -177,7 +170,7 @@ int lf__spin_wait(struct lf_fd *f, const struct lf_waiter *w, int64_t timeout_ns
 			return LF_SPIN_DONE;
 		}
 		relax();
-		now = lf__now_ns();
+		now = lf__sys_now_ns();
 	} while (now < end);
 	outcome(f, false);
 	if (timeout_ns > 0) {

@@ -123,7 +123,7 @@ static void key_set(struct lf_shm *m)
 	if (m->keyed)
 		return;
 	if (getrandom(m->key, sizeof(m->key), GRND_NONBLOCK) != sizeof(m->key)) {
-		uint64_t t = lf__now_ns();
+		uint64_t t = lf__sys_now_ns();
 		m->key[0] = t ^ (uint64_t)(uintptr_t)m ^ ((uint64_t)getpid() << 32);
 		m->key[1] = ~t * 0x9e3779b97f4a7c15ull;
 	}
@@ -282,7 +282,7 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, con
 	sm.vouched = vouched;
 	sm.client = *client;
 	sm.server = *server;
-	sm.checked = lf__now_ns();
+	sm.checked = lf__sys_now_ns();
 	if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		/* Too many descriptors in flight for this user: for an
 		 * unvouched hello, its uid's share is full; a vouched one takes
@@ -443,7 +443,7 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 	struct lf_shm *m = l->shm;
 	struct slots k = slots_of(m, client);
 	unsigned same[2] = { 0, 0 };
-	uint64_t now = lf__now_ns();
+	uint64_t now = lf__sys_now_ns();
 	int fd = -1, r = 0;
 
 	if (!m->keyed || !m->total)

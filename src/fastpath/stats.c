@@ -1,8 +1,10 @@
-/* Per-process counts of what the negotiation did (internal.h, enum
+/* Per-process counts of what the negotiation did (process.h, enum
  * lf_event), for `loopfast status`: kept in a small memfd page named
  * "loopfast-stats", which the command reads through /proc/PID/fd (same uid
  * or root). Made on the first count; a forked child makes its own. */
-#include "internal.h"
+#include "fdtab.h"
+#include "process.h"
+#include "sys.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -26,6 +26,13 @@ int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) { return
 int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask) { return (int)syscall(SYS_ppoll, fds, n, ts, mask, 8); }
 int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask) { return (int)syscall(SYS_epoll_pwait2, epfd, ev, max, ts, mask, _NSIG / 8); }
 
+int lf__sys_no_rights(int unx)
+{
+	int off = 0;
+
+	return lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));
+}
+
 int lf__sys_poll1(int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };

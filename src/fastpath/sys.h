@@ -1,7 +1,8 @@
-/* The raw-call layer: every system call loopfast makes on a socket goes
- * through one of these, past any interposer (its own included), so that
- * internal code never reaches a libc name that loopfast interposes.
- * Each returns what the system call does (-1 and errno on failure).
+/* The raw-call layer: every system call loopfast makes itself (on
+ * sockets, waits, exec) goes through one of these, past any interposer
+ * (its own included), so that internal code never reaches a libc name that
+ * loopfast interposes; and the clock. Each returns what the system call
+ * does (-1 and errno on failure).
  * Compiled alone (sys.c) into the library, the CLI and the unit tests. */
 #ifndef LF_SYS_H
 #define LF_SYS_H
@@ -10,6 +11,7 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -34,6 +36,14 @@ int lf__sys_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int lf__sys_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask);
 /* epoll_pwait2 likewise (ts NULL: no timeout); ENOSYS before Linux 5.11. */
 int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask);
+/* Linux 6.16's switch that makes a Unix socket refuse descriptors
+ * (SCM_RIGHTS; the sender gets EPERM). Set off on every Unix socket of the
+ * fast path, as TCP carries none; older kernels refuse the option, and
+ * recvmsg (io.c) closes what arrives instead. */
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83
+#endif
+int lf__sys_no_rights(int unx);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
 ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
@@ -43,5 +53,13 @@ int lf__sys_pidfd_open(pid_t pid, unsigned flags);
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
 int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
 int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+
+/* CLOCK_MONOTONIC in nanoseconds (the vDSO's clock_gettime). */
+static inline uint64_t lf__sys_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

@@ -55,7 +55,7 @@ static bool poll_shut_rd(struct pollfd *fds, nfds_t n, const sigset_t *mask, int
 	struct timespec zero = { 0, 0 };
 
 	for (i = 0; i < n; i++)
-		if ((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) && lf__shut_rd(fds[i].fd))
+		if ((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) && lf__fd_shut_rd(fds[i].fd))
 			break;
 	if (i == n)
 		return false;
@@ -66,7 +66,7 @@ static bool poll_shut_rd(struct pollfd *fds, nfds_t n, const sigset_t *mask, int
 	}
 	*ret = 0;
 	for (i = 0; i < n; i++) {
-		if (lf__shut_rd(fds[i].fd))
+		if (lf__fd_shut_rd(fds[i].fd))
 			fds[i].revents |= fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP);
 		*ret += fds[i].revents != 0;
 	}
@@ -170,7 +170,7 @@ static bool select_shut_rd(int n, fd_set *r, fd_set *w, fd_set *e, const sigset_
 	struct timespec zero = { 0, 0 };
 
 	for (fd = 0; r && fd < n && fd < FD_SETSIZE; fd++)
-		if (FD_ISSET(fd, r) && lf__shut_rd(fd))
+		if (FD_ISSET(fd, r) && lf__fd_shut_rd(fd))
 			break;
 	if (!r || fd >= n || fd >= FD_SETSIZE)
 		return false;
@@ -180,7 +180,7 @@ static bool select_shut_rd(int n, fd_set *r, fd_set *w, fd_set *e, const sigset_
 		return true;
 	*ret = 0;
 	for (fd = 0; fd < n && fd < FD_SETSIZE; fd++) {
-		if (FD_ISSET(fd, &want) && lf__shut_rd(fd))
+		if (FD_ISSET(fd, &want) && lf__fd_shut_rd(fd))
 			FD_SET(fd, r);
 		*ret += FD_ISSET(fd, r) + (w && FD_ISSET(fd, w)) + (e && FD_ISSET(fd, e));
 	}
@@ -221,7 +221,7 @@ static int select_common(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout
 LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 {
 	int64_t left, timeout = tv ? (int64_t)tv->tv_sec * 1000000000 + tv->tv_usec * 1000 : -1;
-	uint64_t start = lf__now_ns();
+	uint64_t start = lf__sys_now_ns();
 	bool handled;
 	int ret = lf__bell_select(n, r, w, e, timeout, NULL, &handled);
 
@@ -237,7 +237,7 @@ LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 	}
 	settle_selected(n, w, e, ret);
 	if (tv) { /* Linux select reports the time left */
-		left = timeout - (int64_t)(lf__now_ns() - start);
+		left = timeout - (int64_t)(lf__sys_now_ns() - start);
 		left = left < 0 ? 0 : left;
 		tv->tv_sec = left / 1000000000;
 		tv->tv_usec = (left % 1000000000) / 1000;
@@ -302,7 +302,7 @@ static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max
  * for the whole timeout again, from then. */
 static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	uint64_t start = timeout > 0 && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ? lf__now_ns() : 0;
+	uint64_t start = timeout > 0 && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ? lf__sys_now_ns() : 0;
 	struct lf_fd *e = lf__fd(epfd);
 
 	for (;;) {
@@ -322,13 +322,13 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 			return k;
 		}
 		if (timeout > 0 && !start) {
-			start = lf__now_ns();
+			start = lf__sys_now_ns();
 		} else if (timeout > 0) {
-			int64_t spent = (int64_t)((lf__now_ns() - start) / 1000000);
+			int64_t spent = (int64_t)((lf__sys_now_ns() - start) / 1000000);
 			if (spent >= timeout)
 				return 0;
 			timeout -= (int)spent;
-			start = lf__now_ns();
+			start = lf__sys_now_ns();
 		}
 	}
 }
@@ -360,10 +360,10 @@ LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout
 LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts, const sigset_t *mask)
 {
 	int64_t total = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
-	uint64_t start = lf__now_ns();
+	uint64_t start = lf__sys_now_ns();
 
 	for (;;) {
-		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__now_ns() - start);
+		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__sys_now_ns() - start);
 		if (total >= 0 && left < 0)
 			left = 0;
 		int64_t slice = lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)

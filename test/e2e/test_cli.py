@@ -235,8 +235,8 @@ def test_help_lists_every_command_and_each_has_help(build):
 def test_version_is_the_one_version(build):
     """`loopfast --version` prints one version, the same as CMake's project
     version (from the build's cache), the pkg-config files' Version, the
-    libraries' file names and the public header's LF_VERSION_* (its one
-    source)."""
+    libraries' file names, every man page's .TH line and the public
+    header's LF_VERSION_* (its one source)."""
     from conftest import ROOT
     import re
     p = subprocess.run([str(LOOPFAST), "--version"], capture_output=True, text=True, timeout=30)
@@ -251,3 +251,8 @@ def test_version_is_the_one_version(build):
     header = (ROOT / "include" / "loopfast.h").read_text()
     parts = [re.search(rf"^#define LF_VERSION_{k} (\d+)$", header, re.M)[1] for k in ("MAJOR", "MINOR", "PATCH")]
     assert ".".join(parts) == version
+    pages = [p for p in sorted((ROOT / "man").glob("*.[137]")) if not p.read_text().startswith(".so ")]
+    assert len(pages) >= 8, pages
+    for page in pages:
+        th = re.search(r'^\.TH \S+ \d \S+ "([^"]*)"', page.read_text(), re.M)
+        assert th and th[1] == f"loopfast {version}", f"man/{page.name}: .TH says {th and th[1]!r}, not loopfast {version}"

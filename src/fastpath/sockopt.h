@@ -1,0 +1,30 @@
+/* Socket options on a fast-path socket (sockopt.c) and loopfast's own,
+ * SOL_LOOPFAST (api.c): what interpose.c's getsockopt and setsockopt hand
+ * over. The top of the internal layers. */
+#ifndef LF_SOCKOPT_H
+#define LF_SOCKOPT_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+
+/* True when getsockopt/setsockopt of this SOL_SOCKET option must not go to
+ * a fast-path socket's Unix socket (the answer would not be TCP's). */
+bool lf__sopt_claimed(int level, int opt);
+/* The answer for a fast-path socket of TCP family `family`: 0 or -errno. */
+int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *len);
+int lf__sopt_set(int fd, int family, int level, int opt, const void *val, socklen_t len);
+/* A set that succeeded on a real TCP socket (before connect, or on a
+ * listener): remembered so that the fast path answers the same after
+ * connect/accept; an option the fast path cannot keep pins the socket to
+ * plain TCP. */
+void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len);
+/* True when fd is a fast-path socket (asked of the kernel); fills family. */
+bool lf__fast_family(int fd, int *family);
+
+/* ---- api.c: SOL_LOOPFAST */
+
+/* SOL_LOOPFAST options (api.c): 0 or -errno. */
+int lf__api_setopt(int fd, int opt, const void *val, socklen_t len);
+int lf__api_getopt(int fd, int opt, void *val, socklen_t *len);
+
+#endif
