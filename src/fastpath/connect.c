@@ -396,20 +396,6 @@ void lf__finalize_epoll(int epfd)
 
 /* ---- connect */
 
-static bool tcp_family(int fd, int *family)
-{
-	int v = 0;
-	socklen_t l = sizeof(v);
-
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
-		return false;
-	l = sizeof(v);
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
-		return false;
-	*family = v;
-	return true;
-}
-
 static void to_loopback(struct lf_ep *ep, int family)
 {
 	ep->family = family;
@@ -650,7 +636,7 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 	if (fl & LF_F_TCP)
 		family = f->family;
-	else if (!tcp_family(fd, &family))
+	else if (!lf__sys_tcp_family(fd, &family))
 		return 0;
 	if (lf__sys_getsockname(fd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&src, (void *)&ss, sl))
 		return 0;

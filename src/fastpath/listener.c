@@ -368,20 +368,6 @@ static bool other_version(int family, unsigned long ino, uint32_t listener_uid)
 	return found;
 }
 
-static bool tcp_family(int fd, int *family)
-{
-	int v = 0;
-	socklen_t l = sizeof(v);
-
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
-		return false;
-	l = sizeof(v);
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
-		return false;
-	*family = v;
-	return true;
-}
-
 /* Creates the three descriptors of a new rendezvous. -EADDRINUSE: the
  * names are taken (another process of the family, or a squatter). */
 static int create_fds(int family, unsigned long ino, int out[3], struct lf_shm **shm)
@@ -431,7 +417,7 @@ int lf__listen_optin(int fd)
 		return -EADDRINUSE;
 	lf__fd_on_listener(listener_get, lf__listener_put); /* before any entry holds a listener */
 	atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
-	if (!tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
+	if (!lf__sys_tcp_family(fd, &family) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 	    !lf__ep_from_sockaddr(&ep, (void *)&ss, sl) || fstat(fd, &st)) {
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
 		return -EOPNOTSUPP;

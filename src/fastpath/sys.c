@@ -3,6 +3,7 @@
  * lowest layer: it calls nothing of loopfast's. */
 #include "sys.h"
 
+#include <netinet/in.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -31,6 +32,20 @@ int lf__sys_no_rights(int unx)
 	int off = 0;
 
 	return lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));
+}
+
+bool lf__sys_tcp_family(int fd, int *family)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) || v != IPPROTO_TCP)
+		return false;
+	l = sizeof(v);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || (v != AF_INET && v != AF_INET6))
+		return false;
+	*family = v;
+	return true;
 }
 
 int lf__sys_poll1(int fd, short events, int timeout_ms)

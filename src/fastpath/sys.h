@@ -9,6 +9,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <stdint.h>
@@ -45,6 +46,9 @@ int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct
 #endif
 int lf__sys_no_rights(int unx);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
+/* Whether fd is a TCP socket of AF_INET or AF_INET6 (SO_PROTOCOL, then
+ * SO_DOMAIN); its family in *family. */
+bool lf__sys_tcp_family(int fd, int *family);
 ssize_t lf__sys_sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *sa, socklen_t sl);
 ssize_t lf__sys_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *sa, socklen_t *sl);
 ssize_t lf__sys_sendmsg(int fd, const struct msghdr *m, int flags);
