@@ -99,6 +99,17 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 	return 0;
 }
 
+LF_EXPORT int lf_set_tier(int fd, int tier)
+{
+	int family, r = classify(fd, &family), st;
+
+	if (r < 0)
+		return r;
+	if (r == 1 || chosen(fd, &st))
+		return -EISCONN;
+	return lf__shm_set_tier(fd, tier);
+}
+
 /* The fast path as a socket option (loopfast.h: SOL_LOOPFAST): one int,
  * the C calls' rules and errors. 0 or -errno. */
 static int opt_int(const void *val, socklen_t len, int *v)
@@ -140,6 +151,8 @@ int lf__api_setopt(int fd, int opt, const void *val, socklen_t len)
 		return v ? lf_enable_fast_path(fd) : opt_out(fd);
 	if (opt == LOOPFAST_SPIN)
 		return v < 0 || v > 1000000 ? -EINVAL : lf_set_spin(fd, (unsigned)v);
+	if (opt == LOOPFAST_TIER)
+		return lf_set_tier(fd, v);
 	return -ENOPROTOOPT;
 }
 
@@ -157,11 +170,13 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
 		return -EINVAL;
 	if (!val)
 		return -EFAULT;
-	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN)
+	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN && opt != LOOPFAST_TIER)
 		return -ENOPROTOOPT;
 	if ((r = classify(fd, &family)) < 0)
 		return r;
-	if (opt == LOOPFAST_SPIN) {
+	if (opt == LOOPFAST_TIER) {
+		v = lf__shm_get_tier(fd);
+	} else if (opt == LOOPFAST_SPIN) {
 		v = f ? (int)f->spin_us : 0;
 	} else if ((r = lf_fast_path_active(fd)) >= 0) {
 		v = r;

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 
 #include "protocol.h" /* the protocol: version, names, marks (src/protocol) */
+#include "shm.h"      /* the shared-memory tier (shm.c) */
 
 #define LF_EXPORT __attribute__((visibility("default")))
 
@@ -64,6 +65,8 @@ enum {
 	LF_F_SHUT_WR = 1u << 10,  /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */
 	LF_F_RESET = 1u << 11,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
 	LF_F_UNCONFIRMED = 1u << 12, /* client fast-path socket whose claim is not seen yet (bell.c) */
+	LF_F_SHM = 1u << 13,      /* fast-path socket with shm tier state (shm.c; .shm) */
+	LF_F_TIER = 1u << 14,     /* socket or listener that asked for the shm tier */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP
@@ -135,6 +138,7 @@ struct lf_fd {
 	uint32_t optset;            /* bytes of opt[] in use */
 	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
+	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
 };
 
 /* LOOPFAST_DEBUG=1: say on stderr why a connection took plain TCP. */
@@ -218,6 +222,13 @@ static inline bool lf__may_spin(int fd)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
 	return f && f->spin_us && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST);
+}
+
+/* A socket with shm tier state (shm.c): its data calls go there first. */
+static inline bool lf__shm_on(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHM);
 }
 
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
