@@ -60,10 +60,13 @@ struct lf_shm_conn {
 	bool stream_done;       /* server: all of them */
 	uint64_t stream_out;    /* client: stream bytes written before the switch */
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
+	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
 };
 
 #define IOV_MAX_SHM 64
 #define TOKEN 't'
+
+static void flush(struct lf_shm_conn *c, int fd);
 
 static struct lf_shm_conn *conn_of(int fd)
 {
@@ -582,6 +585,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	m->msg_flags = 0;
 	int e0 = errno;
+	flush(c, fd);
 	for (;;) {
 		ssize_t r;
 		if (atomic_load(&c->state) == UNDECIDED) {
@@ -642,7 +646,22 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
 	char t = TOKEN;
 	if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)
 		return 0;
-	return errno == EAGAIN ? broken(c, fd) : -1; /* a peer that never reads its tokens */
+	if (errno != EAGAIN)
+		return -1;
+	/* The socket is full of what the client wrote before its switch: the
+	 * token goes when there is room (flush), and the reader, which reads
+	 * those bytes first, owes it meanwhile (take_token). */
+	atomic_store(&c->unsent, true);
+	return 0;
+}
+
+static void flush(struct lf_shm_conn *c, int fd)
+{
+	char t = TOKEN;
+
+	if (atomic_load_explicit(&c->unsent, memory_order_relaxed) && atomic_exchange(&c->unsent, false) &&
+	    lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) < 0 && errno == EAGAIN)
+		atomic_store(&c->unsent, true);
 }
 
 /* Waits for room in the ring, in slices of 20 ms between which the socket
@@ -651,6 +670,7 @@ static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsi
 {
 	uint32_t seq = atomic_load(&c->tx.h->space_seq);
 
+	flush(c, fd);
 	atomic_store(&c->tx.h->want_space, 1);
 	atomic_thread_fence(memory_order_seq_cst);
 	long s = lf__ring_space(&c->tx);
@@ -734,6 +754,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	int e0 = errno;
+	flush(c, fd);
 	while (k.len) {
 		pthread_mutex_lock(&c->txl);
 		long s = lf__ring_space(&c->tx);
@@ -817,6 +838,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 	if (!c)
 		return;
 	decide(c, p->fd);
+	flush(c, p->fd);
 	int st = atomic_load(&c->state);
 	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && lf__ring_space(&c->tx) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
