@@ -68,6 +68,22 @@ struct lf_shm_conn {
 
 static void flush(struct lf_shm_conn *c, int fd);
 
+/* What the rings hold now, as seen from this process without a lock: the
+ * own position read from the page (a forked process may have moved it). */
+static long avail_now(const struct lf_shm_conn *c)
+{
+	struct lf_ring v = c->rx;
+	lf__ring_sync(&v, true);
+	return lf__ring_avail(&v);
+}
+
+static long space_now(const struct lf_shm_conn *c)
+{
+	struct lf_ring v = c->tx;
+	lf__ring_sync(&v, false);
+	return lf__ring_space(&v);
+}
+
 static struct lf_shm_conn *conn_of(int fd)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
@@ -480,6 +496,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 	}
 	for (int tries = 0; tries < 3; tries++) {
 		pthread_mutex_lock(&c->rxl);
+		lf__ring_sync(&c->rx, true);
 		long a = lf__ring_avail(&c->rx);
 		if (a == 0 && settle(c, fd) == LF_RING_BAD)
 			a = LF_RING_BAD;
@@ -563,7 +580,7 @@ static void spin(struct lf_shm_conn *c, int fd)
 	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
 		return;
 	uint64_t end = lf__now_ns() + f->spin_us * 1000ull;
-	while (lf__ring_avail(&c->rx) == 0 && atomic_load(&lf__sig_seen) == s0 && lf__now_ns() < end)
+	while (avail_now(c) == 0 && atomic_load(&lf__sig_seen) == s0 && lf__now_ns() < end)
 		__builtin_ia32_pause();
 }
 
@@ -601,22 +618,20 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 				break;
 			continue;
 		}
-		if (r == 0 || total)
-			break; /* the end, or what WAITALL got before it (or an error, kept by the socket) */
-		if (errno != EAGAIN) {
-			*ret = -1;
-			return true;
-		}
-		if (shut)
-			break; /* SHUT_RD: TCP reads 0 where it would wait */
-		if (nonblocking(fd, flags)) {
+		if (r == 0)
+			break; /* the end (after what WAITALL got) */
+		if (errno != EAGAIN || shut || nonblocking(fd, flags)) {
+			if (total || (shut && errno == EAGAIN))
+				break; /* SHUT_RD: TCP reads 0 where it would wait */
 			*ret = -1;
 			return true;
 		}
 		spin(c, fd);
-		if (atomic_load(&c->state) == ON && lf__ring_avail(&c->rx) != 0)
+		if (atomic_load(&c->state) == ON && avail_now(c) != 0)
 			continue;
 		if (wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0) < 0) {
+			if (total)
+				break;
 			*ret = -1;
 			return true;
 		}
@@ -757,6 +772,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	flush(c, fd);
 	while (k.len) {
 		pthread_mutex_lock(&c->txl);
+		lf__ring_sync(&c->tx, false);
 		long s = lf__ring_space(&c->tx);
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
 		pthread_mutex_unlock(&c->txl);
@@ -816,13 +832,13 @@ bool lf__shm_inq(int fd, int *out)
 		if (atomic_load_explicit(&c->rx.h->switched, memory_order_acquire)) {
 			uint64_t pre = atomic_load(&c->rx.h->pre);
 			q = pre > c->stream_in ? (int)(pre - c->stream_in) : 0;
-			long a = lf__ring_avail(&c->rx);
+			long a = avail_now(c);
 			q += a > 0 ? (int)a : 0;
 		}
 		*out = q;
 		return true;
 	}
-	long a = lf__ring_avail(&c->rx);
+	long a = avail_now(c);
 	*out = a > 0 ? (int)a : 0;
 	return true;
 }
@@ -840,12 +856,12 @@ static void poll_fix(struct pollfd *p, bool *full)
 	decide(c, p->fd);
 	flush(c, p->fd);
 	int st = atomic_load(&c->state);
-	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && lf__ring_space(&c->tx) == 0) {
+	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
 		*full = true;
 	}
-	if ((p->revents & (POLLIN | POLLRDNORM)) &&
-	    (st == OFF || (st == ON && lf__ring_avail(&c->rx) == 0 && (!c->server || c->stream_done)))) {
+	if ((p->revents & (POLLIN | POLLRDNORM)) && !lf__shut_rd(p->fd) &&
+	    (st == OFF || (st == ON && avail_now(c) == 0 && (!c->server || c->stream_done)))) {
 		char b;
 		if (lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) < 0 && errno == EAGAIN)
 			p->revents &= (short)~(POLLIN | POLLRDNORM);

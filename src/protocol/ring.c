@@ -3,10 +3,9 @@
  * tail; the reader copies them out after an acquire load of tail and
  * gives the room back with a release store of head. Positions are 64-bit
  * byte counts that never wrap in practice; the offset in the ring is the
- * count modulo LF_RING_SIZE (a power of two). Each end trusts only its own
- * position (kept in its private view), so a peer that writes garbage into
- * the shared words gets LF_RING_BAD from the checks, and no copy ever
- * reaches outside the ring. */
+ * count modulo LF_RING_SIZE (a power of two), so no value of any shared
+ * word makes a copy reach outside the ring; a peer that writes garbage
+ * into the positions gets LF_RING_BAD from the checks. */
 #include "ring.h"
 
 #include <string.h>
@@ -81,6 +80,11 @@ size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size
 		atomic_store_explicit(&r->h->tail, r->pos, memory_order_release);
 	}
 	return done;
+}
+
+void lf__ring_sync(struct lf_ring *r, bool reader)
+{
+	r->pos = atomic_load_explicit(reader ? &r->h->head : &r->h->tail, memory_order_relaxed);
 }
 
 void lf__ring_views(void *map, bool server, struct lf_ring *rx, struct lf_ring *tx)

@@ -1,8 +1,9 @@
 /* The shared-memory tier's rings (docs/shm.md): the layout of the memfd
  * two processes share, and the single-producer/single-consumer ring code.
- * Every word of the memfd can be written by the peer: each end keeps its
- * own position privately and reads the peer's through the checks here, so
- * that garbage is reported (LF_RING_BAD), never acted on. Part of the
+ * Every word of the memfd can be written by the peer: the peer's position
+ * is read through the checks here, so that garbage is reported
+ * (LF_RING_BAD), and every offset is masked into the ring, so that no
+ * value of any word makes a copy reach outside it. Part of the
  * protocol: a change bumps LF_PROTO_VERSION. Pure (no system call); the
  * fuzz target test/fuzz/fuzz_ring.c drives it with a hostile peer. */
 #ifndef LF_RING_H
@@ -60,6 +61,11 @@ size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_
 /* Copies up to max bytes (max <= what space said) from iov[0..n) and
  * publishes them. Returns the bytes copied. */
 size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max);
+/* Takes the end's own position back from the page (reader: head; writer:
+ * tail): a forked process that shares the connection may have moved it.
+ * Whatever the peer wrote there instead, the copies stay in the ring (the
+ * offset is masked) and the checks above still bound every count. */
+void lf__ring_sync(struct lf_ring *r, bool reader);
 /* Sets the views of both directions on a mapping of LF_RING_MAP bytes
  * (server: true for the server's end). */
 void lf__ring_views(void *map, bool server, struct lf_ring *rx, struct lf_ring *tx);
