@@ -23,7 +23,7 @@ BUILD = Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
 LOOPFAST = BUILD / "loopfast"
 
 STYLES = ["block", "epoll", "spin", "uring", "uring-poll"]
-TRANSPORTS = ["tcp", "fastpath", "fastpath-spin", "uds", "shm"]
+TRANSPORTS = ["tcp", "fastpath", "fastpath-spin", "uds", "shm", "fastpath-shm", "fastpath-shm-spin"]
 TINY = ["--count", "200", "--warmup", "20", "--timeout", "20"]
 FIGURES = ["mean_us", "p50_us", "p99_us", "p999_us", "max_us", "min_us", "jitter_us",
            "round_trips_per_s", "cpu_us_per_round_trip"]
@@ -33,8 +33,10 @@ def runs(style, transport):
     """The combinations the benchmark runs (the others make no sense)."""
     if transport == "shm":
         return style == "spin"
-    if transport == "fastpath-spin":
+    if transport in ("fastpath-spin", "fastpath-shm-spin"):
         return style in ("block", "epoll")
+    if transport == "fastpath-shm":
+        return style not in ("uring", "uring-poll")
     return True
 
 

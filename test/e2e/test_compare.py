@@ -235,7 +235,26 @@ def test_same_as_tcp(build, scenario, family):
 # kernel that such connections hold the rings. SHM_KNOWN: the scenarios
 # its first cut does not pass yet, each a strict xfail (docs/shm.md lists
 # them), so that the list cannot outlive a fix.
-SHM_KNOWN = {}
+def _shm_known(why, *scenarios, raises=FastPathDiffers):
+    """Strict xfails for the shm tier's first cut. raises=AssertionError:
+    the probe itself fails on the tier (its connection is reset: the reader
+    found bytes that no ring write explains, or EOPNOTSUPP), rather than
+    printing a different transcript."""
+    return {(sc, fam): pytest.mark.xfail(raises=raises, strict=True,
+                                         reason=f"shm tier first cut, docs/shm.md: {why} (issue 23)")
+            for sc in scenarios for fam in ("4", "6")}
+
+
+SHM_KNOWN = {
+    **_shm_known("epoll ET: an edge per empty-to-non-empty ring, not per write", "readiness"),
+    **_shm_known("SO_RCVLOWAT not honoured by ring reads", "rcvlowat"),
+    **_shm_known("unread ring bytes at close do not reset the peer", "tcp-info"),
+    **_shm_known("urgent data refused (EOPNOTSUPP)", "oob", raises=AssertionError),
+    **_shm_known("sendfile/splice bypass the interposer: reset", "sendfile-splice", raises=AssertionError),
+    **_shm_known("exec loses the mapping: reset", "exec", raises=AssertionError),
+    **_shm_known("a passed fd carries no tier state: reset", "scm-rights", raises=AssertionError),
+    **_shm_known("close_range and a forked child using the socket", "close-range-fork"),
+}
 
 
 @pytest.mark.parametrize("scenario,family", list(cases(SHM_KNOWN)))
