@@ -816,3 +816,29 @@ MUTANTS += [
           "\tint r = domain_of(copy) == -2 ? getsockopt(")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
+
+# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c, issue
+# 23's first cut), each against test-ring or test_shm.py.
+MUTANTS += [
+    Mutant(
+        "shm-ring-trusts-tail",
+        "the ring reader takes the peer's tail as it is: garbage more than a ring ahead is read as data",
+        [("src/protocol/ring.c",
+          "\treturn n > LF_RING_SIZE ? LF_RING_BAD : (long)n;\n",
+          "\treturn (long)n;\n")],
+        ["c:test-ring"], limit_s=120),
+    Mutant(
+        "shm-server-answers-yes-unasked",
+        "a server whose listener did not ask for the tier still gives it to a client that did",
+        [("src/fastpath/shm.c",
+          "\tif (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER)))\n",
+          "\tif (1)\n")],
+        ["e2e:test_shm.py -k only_when_both_asked"]),
+    Mutant(
+        "shm-reader-keeps-token",
+        "a reader that emptied its ring leaves the token on the socket: readable with nothing to read",
+        [("src/fastpath/shm.c",
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
+        ["e2e:test_shm.py"]),
+]
