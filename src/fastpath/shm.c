@@ -399,22 +399,19 @@ static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
 }
 
 /* Takes one token off the socket: the one a push committed to (bell was
- * 1), which is there or about to be. A peer stopped between its bell and
- * its byte is waited for 100 ms, then owed. 0, or LF_RING_BAD. */
+ * 1), which is there or about to be. One not there yet (its writer is
+ * between its bell and its byte: descheduled, stopped) is owed: taken when
+ * it comes (read_once), never waited for. 0, or LF_RING_BAD. */
 static int take_token(struct lf_shm_conn *c, int fd)
 {
-	for (int i = 0; i < 2; i++) {
-		char b;
-		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
-		if (r == 1)
-			return b == TOKEN ? 0 : LF_RING_BAD;
-		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
-			return 0; /* the peer is gone: its end will be read */
-		if (i == 0)
-			lf__sys_poll1(fd, POLLIN, 100);
-	}
-	c->owed++;
-	return 0;
+	char b;
+	ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+
+	if (r == 1)
+		return b == TOKEN ? 0 : LF_RING_BAD;
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		c->owed++;
+	return 0; /* or the peer is gone: its end will be read */
 }
 
 /* The reader found its ring empty: clear the bell, and with it the token,
