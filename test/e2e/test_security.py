@@ -30,8 +30,9 @@ from conftest import BUILD, PROBE, ROOT, fast_path_pairs, process_tree, readline
 # The protocol's version, as the header says (the names below carry it);
 # attack/lfsec.py, which runs as another uid from a copy, must say the same.
 V = int(re.search(r"#define LF_PROTO_VERSION (\d+)", (ROOT / "src/protocol/protocol.h").read_text())[1])
-assert re.search(rf"^VERSION = {V}$", (ROOT / "test/e2e/attack/lfsec.py").read_text(), re.M), \
-    f"test/e2e/attack/lfsec.py's VERSION is not LF_PROTO_VERSION {V}"
+for _script in ("lfsec.py", "stash_poke.py"):
+    assert re.search(rf"^VERSION = {V}\b", (ROOT / "test/e2e/attack" / _script).read_text(), re.M), \
+        f"test/e2e/attack/{_script}'s VERSION is not LF_PROTO_VERSION {V}"
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 
