@@ -581,6 +581,43 @@ static void spin(struct lf_shm_conn *c, int fd)
 		__builtin_ia32_pause();
 }
 
+/* SO_RCVLOWAT on a blocking read: wait until the ring holds `target`
+ * bytes, or the end, an error, a signal or the timeout. The socket cannot
+ * say it (its token stands for "not empty"), so the writer wakes a futex
+ * after each push while the reader asks (want_data). 0: read now; -1:
+ * errno. */
+static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	uint64_t end = 0;
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
+		end = lf__now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	for (;;) {
+		uint32_t seq = atomic_load(&c->rx.h->data_seq);
+		atomic_store(&c->rx.h->want_data, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		long a = avail_now(c);
+		if (a < 0 || (size_t)a >= target)
+			return 0; /* enough (or garbage: the read resets) */
+		char b;
+		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		if (r == 0 || (r < 0 && errno != EAGAIN))
+			return 0; /* the end, or an error: the read says which */
+		struct timespec ts = { 0, 20000000 }; /* slices: the peer's end comes on the socket */
+		if (futex(&c->rx.h->data_seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR &&
+		    atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+			errno = EINTR;
+			return -1;
+		}
+		if (end && lf__now_ns() >= end) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
 bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 {
 	struct lf_shm_conn *c = conn_of(fd);
@@ -607,6 +644,17 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 	m->msg_flags = 0;
 	int e0 = errno;
 	flush(c, fd);
+	static uint32_t lowat_bit;
+	if (!lowat_bit)
+		lowat_bit = lf__carried_bit(SO_RCVLOWAT);
+	int lowat = 1;
+	socklen_t ll = sizeof(lowat);
+	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
+	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
+	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < k.len ? (size_t)lowat : k.len, s0, i0) < 0) {
+		*ret = -1;
+		return true;
+	}
 	for (;;) {
 		ssize_t r;
 		if (atomic_load(&c->state) == UNDECIDED) {
@@ -657,6 +705,11 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
 	uint32_t zero = 0;
 
 	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->tx.h->want_data, memory_order_relaxed)) { /* a reader waits for its mark */
+		atomic_store(&c->tx.h->want_data, 0);
+		atomic_fetch_add(&c->tx.h->data_seq, 1);
+		futex(&c->tx.h->data_seq, FUTEX_WAKE, INT_MAX, NULL);
+	}
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return broken(c, fd);

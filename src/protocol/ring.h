@@ -33,6 +33,8 @@ struct lf_ring_hdr {
 	_Atomic uint32_t switched;           /* ... and that number is final */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
+	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
+	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
 };
 
 struct lf_ring_page {
