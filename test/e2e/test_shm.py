@@ -30,6 +30,8 @@ SERVER = textwrap.dedent("""
     c, _ = s.accept()
     if mode == "stall":          # never read: the client fills what it can
         time.sleep(60)
+    if mode == "later":          # read only once told to (a line on stdin)
+        sys.stdin.readline()
     h, n = hashlib.sha256(), 0
     while True:
         try:
@@ -59,6 +61,20 @@ CLIENT = textwrap.dedent("""
             except BlockingIOError:
                 break
         print("accepted", n, flush=True); time.sleep(60)
+    if mode == "poll":           # fill, then ask poll for POLLOUT: before and after the reader reads
+        import select
+        c.setblocking(False)
+        c.send(b"x"); time.sleep(0.5)
+        while True:
+            try:
+                c.send(b"y" * 65536)
+            except BlockingIOError:
+                break
+        p = select.poll(); p.register(c, select.POLLOUT)
+        print("full", len(p.poll(300)), flush=True)
+        sys.stdin.readline()
+        print("drained", [e & select.POLLOUT for _, e in p.poll(10000)], flush=True)
+        time.sleep(60)
     if mode == "forever":        # write until the peer goes
         print("writing", flush=True)
         try:
@@ -165,6 +181,32 @@ def test_a_stalled_reader_stops_the_writer_no_earlier_than_the_unix_stream(build
                     stop(p)
     assert took["shm"] >= took["uds"], took
     assert took["shm"] <= 2 * 1024 * 1024, took  # bounded: the ring, not the heap
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_poll_says_writable_only_with_room(build, tier):
+    """A writer that got EAGAIN: poll reports no POLLOUT while the ring is
+    full, and POLLOUT once the reader made room, as on the Unix stream
+    (the control, run the same way)."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", SERVER, "later"], tier=tier), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", CLIENT, port, "poll", "0"], tier=tier),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert readline(cli).strip() == "full 0"
+        if tier == "shm":
+            assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+        srv.stdin.write("\n")
+        srv.stdin.flush()
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        assert readline(cli).strip() == "drained [4]"
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)
 
 
 @pytest.mark.parametrize("victim", ["server", "client"])
