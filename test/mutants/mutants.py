@@ -841,4 +841,11 @@ MUTANTS += [
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
         ["e2e:test_shm.py"]),
+    Mutant(
+        "shm-poll-writable-when-full",
+        "poll reports POLLOUT on a tier socket whose ring is full (the Unix socket's answer): a write then gets EAGAIN",
+        [("src/fastpath/shm.c",
+          "\tif (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n",
+          "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n")],
+        ["e2e:test_shm.py -k poll"]),
 ]
