@@ -33,6 +33,16 @@ int lf_fast_path_active(int fd);
  * Returns 0 or -errno. */
 int lf_set_spin(int fd, unsigned usec);
 
+/* The data tier of a fast-path connection: LF_TIER_UDS (the Unix stream,
+ * the default) or LF_TIER_SHM (shared-memory rings, loopfast(3) and
+ * docs/shm.md). Asked before connect, or on a listener before accept
+ * (accepted sockets inherit it); a connection takes the shm tier only when
+ * both ends asked. Returns 0, -EINVAL, -EISCONN (its path is chosen), or
+ * -errno. */
+#define LF_TIER_UDS 0
+#define LF_TIER_SHM 1
+int lf_set_tier(int fd, int tier);
+
 /* The same calls as a socket option, for programs that cannot call C (a
  * private level the kernel answers with ENOPROTOOPT, so a program run
  * without loopfast gets that error and carries on over TCP). The value is
@@ -46,6 +56,9 @@ int lf_set_spin(int fd, unsigned usec);
 #define SOL_LOOPFAST 0x4c46
 #define LOOPFAST_FAST_PATH 1
 #define LOOPFAST_SPIN 2
+/*   LOOPFAST_TIER: lf_set_tier's tier (set); get: LF_TIER_SHM when the
+ *     connection holds the rings (or, unconnected, asked for them). */
+#define LOOPFAST_TIER 3
 
 /* Returns a static description of a (negative or positive) errno value. */
 const char *lf_strerror(int err);

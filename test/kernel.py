@@ -124,7 +124,7 @@ Pair = namedtuple("Pair", "client_pid client_ino server_pid server_ino")
 # peer, the server's end, is accepted on the rendezvous "@loopfast/<v>/L/...".
 # The names only narrow which destination a pair is for; the proof is the
 # kernel's pairing of the two inodes and which processes hold them.
-_CLIENT = re.compile(r"@loopfast/(?:\d+/)?C/[46]/[^/]+/\d+/([^/]+)/(\d+)/")
+_CLIENT = re.compile(r"@loopfast/(?:\d+/)?[CT]/[46]/[^/]+/\d+/([^/]+)/(\d+)/")
 _SERVER = re.compile(r"@loopfast/(?:\d+/)?L/")
 
 

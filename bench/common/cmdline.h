@@ -42,5 +42,6 @@ int cmd_bench_latency(int argc, char **argv);
 int cmd_bench_udp(int argc, char **argv);
 int cmd_bench_app(int argc, char **argv);
 int cmd_bench_connect(int argc, char **argv);
+int cmd_bench_stream(int argc, char **argv);
 
 #endif

@@ -15,7 +15,8 @@
 #include <stdio.h>
 
 enum lat_style { LAT_BLOCK, LAT_EPOLL, LAT_SPIN, LAT_URING, LAT_URING_POLL, LAT_NSTYLES };
-enum lat_transport { LAT_TCP, LAT_FASTPATH, LAT_FASTPATH_SPIN, LAT_UDS, LAT_SHM, LAT_NTRANSPORTS };
+enum lat_transport { LAT_TCP, LAT_FASTPATH, LAT_FASTPATH_SPIN, LAT_UDS, LAT_SHM, LAT_FASTPATH_SHM, LAT_FASTPATH_SHM_SPIN,
+		    LAT_NTRANSPORTS };
 
 extern const char *const lat_style_names[LAT_NSTYLES];
 extern const char *const lat_transport_names[LAT_NTRANSPORTS];

@@ -12,14 +12,17 @@
 #include <unistd.h>
 
 const char *const lat_style_names[LAT_NSTYLES] = { "block", "epoll", "spin", "uring", "uring-poll" };
-const char *const lat_transport_names[LAT_NTRANSPORTS] = { "tcp", "fastpath", "fastpath-spin", "uds", "shm" };
+const char *const lat_transport_names[LAT_NTRANSPORTS] = { "tcp", "fastpath", "fastpath-spin", "uds", "shm",
+							   "fastpath-shm", "fastpath-shm-spin" };
 
 const char *lat_combo_na(enum lat_style s, enum lat_transport t)
 {
 	if (t == LAT_SHM && s != LAT_SPIN)
 		return "shm has no kernel wake-up to wait on: it runs with style spin only";
-	if (t == LAT_FASTPATH_SPIN && s != LAT_BLOCK && s != LAT_EPOLL)
+	if ((t == LAT_FASTPATH_SPIN || t == LAT_FASTPATH_SHM_SPIN) && s != LAT_BLOCK && s != LAT_EPOLL)
 		return "loopfast spins inside read/recv/epoll_wait: fastpath-spin runs with styles block and epoll only";
+	if (t == LAT_FASTPATH_SHM && (s == LAT_URING || s == LAT_URING_POLL))
+		return "io_uring bypasses the interposer: the shm tier's rings are not for it (docs/shm.md)";
 	return NULL;
 }
 

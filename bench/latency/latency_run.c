@@ -97,7 +97,32 @@ static void child_exit(struct child *c, int status, const char *fmt, ...)
 
 static bool is_fastpath(enum lat_transport t)
 {
-	return t == LAT_FASTPATH || t == LAT_FASTPATH_SPIN;
+	return t == LAT_FASTPATH || t == LAT_FASTPATH_SPIN || t == LAT_FASTPATH_SHM || t == LAT_FASTPATH_SHM_SPIN;
+}
+
+static bool is_tier(enum lat_transport t)
+{
+	return t == LAT_FASTPATH_SHM || t == LAT_FASTPATH_SHM_SPIN;
+}
+
+static bool spins(enum lat_transport t)
+{
+	return t == LAT_FASTPATH_SPIN || t == LAT_FASTPATH_SHM_SPIN;
+}
+
+/* The shm tier's rows: this process maps the tier's memfd, as the kernel
+ * shows it (/proc/self/maps), or the row is not the tier's. */
+static bool maps_tier(void)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "memfd:loopfast-shm") != NULL;
+	if (f)
+		fclose(f);
+	return found;
 }
 
 static void uds_name(struct sockaddr_un *a, socklen_t *len, pid_t echoer)
@@ -128,7 +153,7 @@ static void check_fastpath(struct child *c, int fd, const char *who, pid_t peer)
 	if (a != 1)
 		child_exit(c, LAT_UNAVAILABLE, "%s connection is not on the fast path (the kernel shows %s)",
 			   who, a < 0 ? strerror(-a) : "no Unix stream to the other process: plain TCP");
-	if (c->tr == LAT_FASTPATH_SPIN && (err = lf_set_spin(fd, c->o->spin_us)) < 0)
+	if (spins(c->tr) && (err = lf_set_spin(fd, c->o->spin_us)) < 0)
 		child_exit(c, LAT_UNAVAILABLE, "lf_set_spin(%u): %s", c->o->spin_us, lf_strerror(err));
 }
 
@@ -157,6 +182,8 @@ static int echoer_connect(struct child *c)
 			child_exit(c, LAT_FAILED, "tcp listener: %s", strerror(errno));
 		if (is_fastpath(c->tr) && (err = lf_enable_fast_path(ls)) < 0)
 			child_exit(c, LAT_UNAVAILABLE, "lf_enable_fast_path(listener): %s", lf_strerror(err));
+		if (is_tier(c->tr) && (err = lf_set_tier(ls, LF_TIER_SHM)) < 0)
+			child_exit(c, LAT_UNAVAILABLE, "lf_set_tier(listener): %s", lf_strerror(err));
 		c->port = ntohs(a.sin_port);
 	}
 	if (write(c->pipe_w, &c->port, sizeof(c->port)) != sizeof(c->port))
@@ -195,6 +222,8 @@ static int sender_connect(struct child *c)
 	set_nodelay(c, fd, true);
 	if (is_fastpath(c->tr) && (err = lf_enable_fast_path(fd)) < 0)
 		child_exit(c, LAT_UNAVAILABLE, "lf_enable_fast_path(client): %s", lf_strerror(err));
+	if (is_tier(c->tr) && (err = lf_set_tier(fd, LF_TIER_SHM)) < 0)
+		child_exit(c, LAT_UNAVAILABLE, "lf_set_tier(client): %s", lf_strerror(err));
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		child_exit(c, LAT_FAILED, "connect: %s", strerror(errno));
 	check_fastpath(c, fd, "client", c->echoer);
@@ -238,7 +267,7 @@ static void child_main(struct child *c, int role)
 	}
 	/* loopfast's spin back-off is the library's policy; the benchmark can
 	 * turn it off with the library's own knob, read at the first spin. */
-	if (c->tr == LAT_FASTPATH_SPIN && !o->spin_backoff)
+	if (spins(c->tr) && !o->spin_backoff)
 		setenv("LOOPFAST_SPIN_BACKOFF", "0", 1);
 	if (c->tr == LAT_SHM) {
 		struct lat_shm_ring *a, *b;
@@ -297,6 +326,8 @@ static void child_main(struct child *c, int role)
 	}
 	c->me->cpu_s = cpu_s() - cpu0;
 	c->me->wall_s = (double)mono_ns() / 1e9 - wall0;
+	if (is_tier(c->tr) && !maps_tier())
+		child_exit(c, LAT_UNAVAILABLE, "the shm tier was not taken (no memfd:loopfast-shm in /proc/self/maps)");
 	ops->fini(ctx);
 	_exit(0);
 }

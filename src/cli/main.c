@@ -26,6 +26,8 @@ static const struct cmd bench_cmds[] = {
 	CMD("app", cmd_bench_app, "APP [OPTIONS]",
 	    "real servers and their clients: TCP, fast path, Unix sockets (loopfast-bench-app(1))"),
 	CMD("connect", cmd_bench_connect, "[OPTIONS]", "connection setup rate per path (loopfast-bench-connect(1))"),
+	CMD("stream", cmd_bench_stream, "[OPTIONS]",
+	    "one connection's throughput by write size: tcp, fast, fast+shm, unix (loopfast-bench-stream(1))"),
 	{ .name = NULL },
 };
 

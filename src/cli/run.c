@@ -1,4 +1,4 @@
-/* loopfast run [--per-socket] [--spin-us N] [--exclude LIST] [--mode preload|seccomp] [--] PROG [ARGS...]
+/* loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude LIST] [--mode preload|seccomp] [--] PROG [ARGS...]
  *
  * Runs PROG with the interposer preloaded and every loopback TCP socket
  * opted in (LOOPFAST_ENABLE=1); children inherit the environment. With
@@ -85,7 +85,7 @@ static bool is_static_elf(const char *path)
 
 int cmd_run(int argc, char **argv)
 {
-	const char *spin = NULL, *lib, *mode = "1", *force = NULL;
+	const char *spin = NULL, *lib, *mode = "1", *force = NULL, *tier = NULL;
 	char path[PATH_MAX], *end, *exclude = NULL;
 	int i = 1;
 
@@ -103,6 +103,10 @@ int cmd_run(int argc, char **argv)
 			if (errno || *end || !*argv[i] || argv[i][0] == '-' || v > 1000000)
 				return lf_cli_error("--spin-us takes microseconds from 0 to 1000000, not '%s'", argv[i]);
 			spin = argv[i];
+		} else if (!strcmp(argv[i], "--tier")) {
+			if (++i == argc || (strcmp(argv[i], "shm") && strcmp(argv[i], "uds")))
+				return lf_cli_error("--tier takes shm or uds");
+			tier = argv[i];
 		} else if (!strcmp(argv[i], "--exclude")) {
 			struct lf_ep eps[LF_EXCLUDE_MAX];
 			struct lf_exclude_err err;
@@ -125,7 +129,7 @@ int cmd_run(int argc, char **argv)
 				return lf_cli_error("--mode takes preload or seccomp");
 			force = argv[i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: loopfast run [--per-socket] [--spin-us N] [--exclude PORT|ADDR:PORT[,...]] [--mode preload|seccomp | --supervise] [--] PROG [ARGS...]\n");
+			printf("usage: loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude PORT|ADDR:PORT[,...]] [--mode preload|seccomp | --supervise] [--] PROG [ARGS...]\n");
 			return 0;
 		} else {
 			return lf_cli_error("run: unknown option '%s'", argv[i]);
@@ -154,6 +158,8 @@ int cmd_run(int argc, char **argv)
 	setenv("LOOPFAST_ENABLE", mode, 1);
 	if (spin)
 		setenv("LOOPFAST_SPIN_US", spin, 1);
+	if (tier)
+		setenv("LOOPFAST_TIER", tier, 1);
 	if (exclude) {
 		/* Added to what the environment already excludes (a nested run). */
 		const char *had = getenv("LOOPFAST_EXCLUDE");

@@ -103,6 +103,18 @@ LF_EXPORT int lf_set_spin(int fd, unsigned usec)
 }
 LF_LOCAL(lf_set_spin);
 
+LF_EXPORT int lf_set_tier(int fd, int tier)
+{
+	int family, r = classify(fd, &family), st;
+
+	if (r < 0)
+		return r;
+	if (r == 1 || chosen(fd, &st))
+		return -EISCONN;
+	return lf__shm_set_tier(fd, tier);
+}
+LF_LOCAL(lf_set_tier);
+
 /* The fast path as a socket option (loopfast.h: SOL_LOOPFAST): one int,
  * the C calls' rules and errors. 0 or -errno. */
 static int opt_int(const void *val, socklen_t len, int *v)
@@ -144,6 +156,8 @@ int lf__api_setopt(int fd, int opt, const void *val, socklen_t len)
 		return v ? local_lf_enable_fast_path(fd) : opt_out(fd);
 	if (opt == LOOPFAST_SPIN)
 		return v < 0 || v > 1000000 ? -EINVAL : local_lf_set_spin(fd, (unsigned)v);
+	if (opt == LOOPFAST_TIER)
+		return local_lf_set_tier(fd, v);
 	return -ENOPROTOOPT;
 }
 
@@ -161,11 +175,13 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
 		return -EINVAL;
 	if (!val)
 		return -EFAULT;
-	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN)
+	if (opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN && opt != LOOPFAST_TIER)
 		return -ENOPROTOOPT;
 	if ((r = classify(fd, &family)) < 0)
 		return r;
-	if (opt == LOOPFAST_SPIN) {
+	if (opt == LOOPFAST_TIER) {
+		v = lf__shm_get_tier(fd);
+	} else if (opt == LOOPFAST_SPIN) {
 		v = f ? (int)f->spin_us : 0;
 	} else if ((r = local_lf_fast_path_active(fd)) >= 0) {
 		v = r;

@@ -270,10 +270,19 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		reset(newfd);
 		return -ECONNABORTED;
 	}
+	bool fail;
+	struct lf_shm_conn *shm = lf__shm_offer(unx, lfd, &fail); /* the tier's answer, before any byte of ours */
+	if (fail) {
+		lf__sys_close(unx);
+		reset(newfd);
+		return -ECONNABORTED;
+	}
 	lf__count(LF_EV_FAST_SERVER);
 	if (lf__switch_fd(unx, newfd, f->lst->family, f, flags & SOCK_NONBLOCK, flags & SOCK_CLOEXEC, LF_SW_SERVER) < 0) {
 		lf__sys_close(unx);
+		lf__shm_put(shm);
 		return -ECONNABORTED;
 	}
+	lf__shm_attach(newfd, shm);
 	return 0;
 }

@@ -130,6 +130,10 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	}
 	if (bell >= 0)
 		lf__bell_keep(fd, bell);
+	struct sockaddr_un sun;
+	socklen_t sl = sizeof(sun);
+	if (!server && lf__shm_used && !lf__sys_getsockname(fd, (void *)&sun, &sl) && lf__name_asks_shm(&sun, sl))
+		lf__shm_attach_client(fd);
 	return 0;
 }
 
@@ -502,7 +506,9 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 		plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
 		return -1;
 	}
-	lf__sys_no_rights(unx);
+	bool shm = lf__shm_wants(fd);
+	if (!shm) /* a client that asks for the tier takes the server's memfd with its answer (shm.c) */
+		lf__sys_no_rights(unx);
 	if (src.port == 0) {
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		if (lf__sys_bind(fd, (void *)&ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
@@ -513,7 +519,7 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 		}
 		src.port = tmp.port;
 	}
-	socklen_t cl = lf__name_client(&cname, family, &src, &dst, nonce());
+	socklen_t cl = lf__name_client_tier(&cname, family, &src, &dst, nonce(), shm);
 	socklen_t rl = lf__name_listener(&rname, lst.family, lst.inode);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);

@@ -165,6 +165,10 @@ void lf__fd_copy(int from, int to)
 		__atomic_load_n(&get_fn, __ATOMIC_ACQUIRE)(src->lst);
 		dst->lst = src->lst;
 	}
+	if (src->shm) { /* shared by the dups: its first member is its count */
+		atomic_fetch_add((atomic_int *)(void *)src->shm, 1);
+		dst->shm = src->shm;
+	}
 	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED));
 }
 

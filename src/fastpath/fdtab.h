@@ -32,6 +32,8 @@ enum {
 	LF_F_RESET = 1u << 11,    /* fast-path socket whose peer was seen to reset it (for TCP_INFO) */
 	LF_F_UNCONFIRMED = 1u << 12, /* client fast-path socket whose claim is not seen yet (bell.c) */
 	LF_F_PINNED = 1u << 13,   /* an option the fast path cannot keep was set: plain TCP for life (sockopt.c) */
+	LF_F_SHM = 1u << 14,      /* fast-path socket with shm tier state (shm.c; .shm) */
+	LF_F_TIER = 1u << 15,     /* socket or listener that asked for the shm tier */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP
@@ -45,6 +47,7 @@ struct lf_epreg {
 	struct epoll_event ev;
 };
 
+struct lf_shm_conn; /* shm.c */
 struct lf_fd {
 	atomic_uint flags;
 	int family;                 /* TCP family of a fast-path socket */
@@ -63,6 +66,7 @@ struct lf_fd {
 	uint32_t optset;            /* bytes of opt[] in use */
 	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
+	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
 };
 
 /* LOOPFAST_DEBUG=1: say on stderr why a connection took plain TCP. */
@@ -96,6 +100,14 @@ static inline struct lf_fd *lf__fd_peek(int fd)
 
 	return t && (unsigned)fd < LF_FD_MAX ? &t[fd] : NULL;
 }
+
+/* A socket with shm tier state (shm.c): its data calls go there first. */
+static inline bool lf__shm_on(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHM);
+}
+
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
  * socket) TCP still returns what is queued, and 0 where it would wait. */
 static inline bool lf__fd_shut_rd(int fd)

@@ -22,6 +22,7 @@
 #include "spin.h"
 #include "negotiate.h"
 #include "sockopt.h"
+#include "shm.h" /* the shared-memory tier (shm.c) */
 
 #define LF_EXPORT __attribute__((visibility("default")))
 /* A file's own calls to a function it exports go through a second, static

@@ -411,6 +411,11 @@ LF_EXPORT int ioctl(int fd, unsigned long req, ...)
 	va_end(ap);
 	if (!lf__real_ioctl)
 		lf__resolve();
+	int q;
+	if (req == FIONREAD && arg && lf__shm_inq(fd, &q)) { /* SIOCINQ: the ring's bytes, not its tokens */
+		*(int *)arg = q;
+		return 0;
+	}
 	int r = lf__real_ioctl(fd, req, arg), e = errno;
 	if (r == 0 && req == FIONBIO && arg)
 		lf__fd_nonblock(fd, *(int *)arg != 0);

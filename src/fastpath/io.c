@@ -58,6 +58,20 @@ static int settle(int fd, int flags, bool reading)
 			return -1;                                                                     \
 	} while (0)
 #define SETTLE(fd, msgflags) SETTLE_IO(fd, msgflags, true)
+
+/* The shm tier (shm.c) takes a call on a socket that holds it, unless the
+ * connection is not (or no longer) on the tier. */
+#define SHM_IO(fn, fd, iovp, niov, flags)                                                              \
+	do {                                                                                           \
+		if (lf__shm_on(fd)) {                                                                  \
+			struct msghdr m_ = { .msg_iov = (struct iovec *)(iovp), .msg_iovlen = (size_t)(niov) }; \
+			ssize_t r_;                                                                    \
+			if (fn(fd, &m_, flags, &r_))                                                   \
+				return r_;                                                             \
+		}                                                                                      \
+	} while (0)
+#define SHM_READ(fd, iovp, niov, flags) SHM_IO(lf__shm_recv, fd, iovp, niov, flags)
+#define SHM_WRITE(fd, iovp, niov, flags) SHM_IO(lf__shm_send, fd, iovp, niov, flags)
 #define SETTLE_WRITE(fd, msgflags) SETTLE_IO(fd, msgflags, false)
 
 /* Nothing for loopfast to do on fd: no connect pending, no bell, no error
@@ -72,7 +86,7 @@ static inline bool plain_io(int fd, bool reading)
 	if (!f)
 		return true;
 	unsigned fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | (reading ? LF_F_SHUT_RD : 0))) &&
+	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | LF_F_SHM | (reading ? LF_F_SHUT_RD : 0))) &&
 	       !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE) &&
 	       !(reading && f->spin_us && (fl & LF_F_FAST));
 }
@@ -93,6 +107,8 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
+	if (m)
+		SHM_READ(fd, m->msg_iov, m->msg_iovlen, flags);
 	if (lf__fd_shut_rd(fd))
 		return shut_rd_recvmsg(fd, m, flags);
 	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE)
@@ -128,7 +144,7 @@ LF_LOCAL(recvmsg);
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
 	SETTLE(fd, flags);
-	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd))
+	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct iovec iov = { buf, n };
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
@@ -142,7 +158,7 @@ LF_LOCAL(recvfrom);
 static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
 	SETTLE(fd, flags);
-	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd))
+	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
 		return REAL(recv)(fd, buf, n, flags);
 	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
 }
@@ -158,8 +174,10 @@ LF_LOCAL(recv);
 static __attribute__((noinline)) ssize_t read_io(int fd, void *buf, size_t n)
 {
 	ssize_t r;
+	struct iovec one = { buf, n };
 
 	SETTLE(fd, 0);
+	SHM_READ(fd, &one, 1, 0);
 	if (lf__fd_shut_rd(fd)) {
 		struct iovec iov = { buf, n };
 		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
@@ -187,6 +205,8 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	ssize_t r;
 
 	SETTLE(fd, 0);
+	if (n >= 0)
+		SHM_READ(fd, iov, n, 0);
 	if (lf__fd_shut_rd(fd) && n >= 0) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		return shut_rd_recvmsg(fd, &m, 0);
@@ -234,6 +254,8 @@ LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
+	struct iovec one = { (void *)buf, n };
+	SHM_WRITE(fd, &one, 1, flags);
 	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		sa = NULL;
 		sl = 0;
@@ -257,6 +279,7 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	copy.msg_namelen = 0;
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
+	SHM_WRITE(fd, copy.msg_iov, copy.msg_iovlen, flags);
 	return REAL(sendmsg)(fd, &copy, flags);
 }
 LF_LOCAL(sendmsg);
@@ -364,7 +387,10 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
  * the fd (one array lookup otherwise). */
 static __attribute__((noinline)) ssize_t write_io(int fd, const void *buf, size_t n)
 {
+	struct iovec one = { (void *)buf, n };
+
 	SETTLE_WRITE(fd, 0);
+	SHM_WRITE(fd, &one, 1, 0);
 	return REAL(write)(fd, buf, n);
 }
 
@@ -378,12 +404,17 @@ LF_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 {
 	SETTLE_WRITE(fd, 0);
+	if (n >= 0)
+		SHM_WRITE(fd, iov, n, 0);
 	return REAL(writev)(fd, iov, n);
 }
 
 static __attribute__((noinline)) ssize_t send_io(int fd, const void *buf, size_t n, int flags)
 {
+	struct iovec one = { (void *)buf, n };
+
 	SETTLE_WRITE(fd, flags);
+	SHM_WRITE(fd, &one, 1, flags);
 	return REAL(send)(fd, buf, n, flags);
 }
 

@@ -110,8 +110,26 @@ static void settle_polled(struct pollfd *fds, nfds_t n, int r)
 			lf__finalize(fds[i].fd, false);
 }
 
+/* The wait of poll and ppoll below, for the shm tier to wrap (shm.c makes
+ * POLLIN and POLLOUT the rings' on its sockets). */
+static int poll_tiered(struct pollfd *fds, unsigned long n, long long t, const void *mask)
+{
+	bool handled;
+	int r = lf__bell_poll(fds, n, t, mask, &handled);
+	if (!handled)
+		r = poll_common(fds, n, t, mask, &handled);
+	if (!handled) {
+		struct timespec ts = ns_ts(t);
+		r = REAL(ppoll)(fds, n, t < 0 ? NULL : &ts, mask);
+	}
+	settle_polled(fds, n, r);
+	return r;
+}
+
 LF_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	if (lf__shm_used)
+		return lf__shm_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, poll_tiered);
 	bool handled;
 	int r = lf__bell_poll(fds, n, timeout < 0 ? -1 : (int64_t)timeout * 1000000, NULL, &handled);
 	if (!handled)
@@ -129,6 +147,8 @@ LF_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, con
 {
 	bool handled;
 	int64_t t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
+	if (lf__shm_used)
+		return lf__shm_poll(fds, n, t, mask, poll_tiered);
 	int r = lf__bell_poll(fds, n, t, mask, &handled);
 	if (!handled)
 		r = poll_common(fds, n, t, mask, &handled);

@@ -30,7 +30,7 @@
 extern char **environ;
 
 static char self[PATH_MAX]; /* this library's path, for LD_PRELOAD */
-static const char *const carried[] = { "LOOPFAST_ENABLE", "LOOPFAST_SPIN_US", "LOOPFAST_EXCLUDE", "LOOPFAST_DEBUG" };
+static const char *const carried[] = { "LOOPFAST_ENABLE", "LOOPFAST_SPIN_US", "LOOPFAST_TIER", "LOOPFAST_EXCLUDE", "LOOPFAST_DEBUG" };
 #define NCARRIED (sizeof(carried) / sizeof(carried[0]))
 
 typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,

@@ -128,17 +128,30 @@ socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino)
 	return name_server(sun, LF_PROTO_VERSION, 'S', family, ino);
 }
 
-socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
-			  const struct lf_ep *s, unsigned long nonce)
+socklen_t lf__name_client_tier(struct sockaddr_un *sun, int family, const struct lf_ep *c, const struct lf_ep *s,
+			       unsigned long nonce, bool shm)
 {
 	char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
 	int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1,
-			 LF_NAME_PREFIX "C/%c/%s/%u/%s/%u/%lx", family == AF_INET ? '4' : '6',
+			 LF_NAME_PREFIX "%c/%c/%s/%u/%s/%u/%lx", shm ? 'T' : 'C', family == AF_INET ? '4' : '6',
 			 ep_addr(c, a, sizeof(a)), c->port, ep_addr(s, b, sizeof(b)), s->port, nonce);
 	return name_finish(n);
+}
+
+socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
+			  const struct lf_ep *s, unsigned long nonce)
+{
+	return lf__name_client_tier(sun, family, c, s, nonce, false);
+}
+
+bool lf__name_asks_shm(const struct sockaddr_un *sun, socklen_t len)
+{
+	size_t at = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(LF_NAME_PREFIX);
+
+	return len > at && len <= sizeof(*sun) && sun->sun_path[at - offsetof(struct sockaddr_un, sun_path)] == 'T';
 }
 
 /* A decimal number without sign, leading zero or trailing junk. */
@@ -192,7 +205,7 @@ enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, u
 		char *num = strtok_r(NULL, "/", &save);
 		return parse_num(num, ~0ul, ino) && !strtok_r(NULL, "/", &save) ? LF_NAME_LISTENER : LF_NAME_NONE;
 	}
-	if (strcmp(kind, "C"))
+	if (strcmp(kind, "C") && strcmp(kind, "T")) /* T: a client that asks for the shm tier */
 		return LF_NAME_NONE;
 	char *a1 = strtok_r(NULL, "/", &save), *p1 = strtok_r(NULL, "/", &save);
 	char *a2 = strtok_r(NULL, "/", &save), *p2 = strtok_r(NULL, "/", &save);

@@ -25,7 +25,7 @@
  * or to the shared page's layout (listener.c, stash.c), bumps it. A build
  * may set another (-DLF_PROTO_VERSION=N: test_versions.py). */
 #ifndef LF_PROTO_VERSION
-#define LF_PROTO_VERSION 5
+#define LF_PROTO_VERSION 6
 #endif
 /* The oldest version whose rendezvous a listener looks for (listener.c:
  * a listener that another version's process serves is served as plain
@@ -96,6 +96,12 @@ socklen_t lf__name_listener(struct sockaddr_un *sun, int family, unsigned long i
  * format since protocol 3). */
 socklen_t lf__name_listener_of(struct sockaddr_un *sun, int version, int family, unsigned long ino);
 socklen_t lf__name_stash(struct sockaddr_un *sun, int family, unsigned long ino);
+/* A client name of kind "T" (same fields as "C") asks the server for the
+ * shared-memory tier (docs/shm.md); protocol 6 and later. */
+socklen_t lf__name_client_tier(struct sockaddr_un *sun, int family, const struct lf_ep *c, const struct lf_ep *s,
+			       unsigned long nonce, bool shm);
+/* Whether a name that parses as a client's asks for the shm tier. */
+bool lf__name_asks_shm(const struct sockaddr_un *sun, socklen_t len);
 socklen_t lf__name_client(struct sockaddr_un *sun, int family, const struct lf_ep *c,
 			  const struct lf_ep *s, unsigned long nonce);
 enum lf_name_kind { LF_NAME_NONE, LF_NAME_LISTENER, LF_NAME_CLIENT };

@@ -28,9 +28,11 @@ LOOPFAST = BUILD / "loopfast"
 PROBE = BUILD / "lfprobe"
 
 
-def lf_cmd(args, spin=None):
-    """The command line that runs args under loopfast."""
+def lf_cmd(args, spin=None, tier=None):
+    """The command line that runs args under loopfast (tier: "shm" asks for
+    the shared-memory tier, docs/shm.md)."""
     extra = ["--spin-us", str(spin)] if spin is not None else []
+    extra += ["--tier", tier] if tier else []
     return [str(LOOPFAST), "run", *extra, "--", *args]
 
 
@@ -46,8 +48,8 @@ def mode(request):
     return request.param
 
 
-def wrap(mode, args, spin=None):
-    return lf_cmd(args, spin) if mode == "loopfast" else list(args)
+def wrap(mode, args, spin=None, tier=None):
+    return lf_cmd(args, spin, tier) if mode == "loopfast" else list(args)
 
 
 def status_json():

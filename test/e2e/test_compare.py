@@ -150,13 +150,13 @@ class FastPathDiffers(AssertionError):
 KNOWN = {}
 
 
-def run(mode, scenario, family, spin=None, listen="lo"):
+def run(mode, scenario, family, spin=None, listen="lo", tier=None):
     """The probe's transcript (lines not starting with "#"), its "#path"
     lines as (who, path, inode, peer inode) (the inodes None where the
     probe gives none) and its whole output. Each run has a process group
     of its own: the probe's proof of "unix" looks for the peer there."""
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"), LFPROBE_LISTEN=listen)
-    p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin), capture_output=True, text=True,
+    p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin, tier), capture_output=True, text=True,
                        timeout=60, env=env, process_group=0)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
@@ -176,11 +176,11 @@ def check_pairs(paths, out):
             assert (cpeer, speer) == (sino, cino), f"{cw} and {sw} are not each other's peers\n{out}"
 
 
-def cases():
+def cases(known=KNOWN):
     for sc in SCENARIOS:
-        yield pytest.param(sc, "4", id=f"{sc}-v4", marks=KNOWN.get((sc, "4"), ()))
+        yield pytest.param(sc, "4", id=f"{sc}-v4", marks=known.get((sc, "4"), ()))
         if sc not in FAMILY_AGNOSTIC:
-            yield pytest.param(sc, "6", id=f"{sc}-v6", marks=KNOWN.get((sc, "6"), ()))
+            yield pytest.param(sc, "6", id=f"{sc}-v6", marks=known.get((sc, "6"), ()))
 
 
 def compare(scenario, tcp, lf, lf_out):
@@ -205,13 +205,13 @@ def compare(scenario, tcp, lf, lf_out):
     return used
 
 
-def same_as_tcp(scenario, family, listen="lo"):
+def same_as_tcp(scenario, family, listen="lo", tier=None):
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
     tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen)
     for line in MUST_SHOW.get(scenario, []):
         assert any(line in l for l in tcp), f"plain TCP did not show {line!r}: the scenario's setup failed\n" + \
             "\n".join(tcp)
-    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen)
+    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen, tier)
     used = compare(scenario, tcp, lf, lf_out)
     assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \
         f"documented differences that did not occur: {set(range(len(DOCUMENTED[scenario]))) - used}"
@@ -228,6 +228,37 @@ def same_as_tcp(scenario, family, listen="lo"):
 @pytest.mark.parametrize("scenario,family", list(cases()))
 def test_same_as_tcp(build, scenario, family):
     same_as_tcp(scenario, family)
+
+
+# The shared-memory tier (docs/shm.md) under the same matrix, both ends
+# asking for it (loopfast run --tier shm); test_shm.py proves from the
+# kernel that such connections hold the rings. SHM_KNOWN: the scenarios
+# its first cut does not pass yet, each a strict xfail (docs/shm.md lists
+# them), so that the list cannot outlive a fix.
+def _shm_known(why, *scenarios, raises=FastPathDiffers):
+    """Strict xfails for the shm tier's first cut. raises=AssertionError:
+    the probe itself fails on the tier (its connection is reset: the reader
+    found bytes that no ring write explains, or EOPNOTSUPP), rather than
+    printing a different transcript."""
+    return {(sc, fam): pytest.mark.xfail(raises=raises, strict=True,
+                                         reason=f"shm tier first cut, docs/shm.md: {why} (issue 23)")
+            for sc in scenarios for fam in ("4", "6")}
+
+
+SHM_KNOWN = {
+    **_shm_known("epoll ET: an edge per empty-to-non-empty ring, not per write", "readiness"),
+    **_shm_known("unread ring bytes at close do not reset the peer", "tcp-info"),
+    **_shm_known("urgent data refused (EOPNOTSUPP)", "oob", raises=AssertionError),
+    **_shm_known("sendfile/splice bypass the interposer: reset", "sendfile-splice", raises=AssertionError),
+    **_shm_known("exec loses the mapping: reset", "exec", raises=AssertionError),
+    **_shm_known("a passed fd carries no tier state: reset", "scm-rights", raises=AssertionError),
+    **_shm_known("close_range and a forked child using the socket", "close-range-fork"),
+}
+
+
+@pytest.mark.parametrize("scenario,family", list(cases(SHM_KNOWN)))
+def test_same_as_tcp_shm(build, scenario, family):
+    same_as_tcp(scenario, family, tier="shm")
 
 
 # The core of the matrix (connect blocking and not, read/write and

@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -24,7 +25,14 @@ import time
 import pytest
 
 import kernel
-from conftest import BUILD, PROBE, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wait_path, wrap
+from conftest import BUILD, PROBE, ROOT, fast_path_pairs, process_tree, readline, stop, wait_fast_path, wait_path, wrap
+
+# The protocol's version, as the header says (the names below carry it);
+# attack/lfsec.py, which runs as another uid from a copy, must say the same.
+V = int(re.search(r"#define LF_PROTO_VERSION (\d+)", (ROOT / "src/protocol/protocol.h").read_text())[1])
+for _script in ("lfsec.py", "stash_poke.py"):
+    assert re.search(rf"^VERSION = {V}\b", (ROOT / "test/e2e/attack" / _script).read_text(), re.M), \
+        f"test/e2e/attack/{_script}'s VERSION is not LF_PROTO_VERSION {V}"
 
 ATTACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attack")
 
@@ -63,7 +71,7 @@ SQUATTER = textwrap.dedent("""
     for kind in ("L", "S"):
         t = socket.SOCK_STREAM if kind == "L" else socket.SOCK_DGRAM
         r = socket.socket(socket.AF_UNIX, t)
-        r.bind(b"\\0loopfast/5/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
+        r.bind(b"\\0loopfast/@V@/%s/%s/%d" % (kind.encode(), fam.encode(), ino))
         if kind == "L":
             r.listen(16)
         socks.append(r)
@@ -91,7 +99,8 @@ SQUATTER = textwrap.dedent("""
         c.setblocking(True)
         take(c)
     print(json.dumps({"peer_pids": pids, "bytes": len(data), "fds": fds}), flush=True)
-""")
+""").replace("@V@", str(V))
+
 
 # Queues a forged hello on the server's rendezvous naming the victim's
 # client endpoint, then reads whatever reaches it.
@@ -99,8 +108,8 @@ HIJACKER = textwrap.dedent("""
     import json, socket, sys
     server_port, ino, victim_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.bind(b"\\0loopfast/5/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
-    u.connect(b"\\0loopfast/5/L/4/%d" % ino)
+    u.bind(b"\\0loopfast/@V@/C/4/127.0.0.1/%d/127.0.0.1/%d/1" % (victim_port, server_port))
+    u.connect(b"\\0loopfast/@V@/L/4/%d" % ino)
     print("sent", flush=True)
     u.settimeout(float(sys.argv[4]))
     got = b""
@@ -113,7 +122,8 @@ HIJACKER = textwrap.dedent("""
     except OSError:
         pass
     print(json.dumps({"bytes": len(got)}), flush=True)
-""")
+""").replace("@V@", str(V))
+
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +321,7 @@ def queued_on(fam, ino):
                          check=True).stdout
     for line in out.splitlines():
         f = line.split()
-        if len(f) >= 5 and f[4] == f"@loopfast/5/L/{fam}/{ino}":
+        if len(f) >= 5 and f[4] == f"@loopfast/{V}/L/{fam}/{ino}":
             return int(f[2])
     return None
 

@@ -9,7 +9,7 @@
 # with the crashing input kept in BUILD_DIR/artifacts/), libFuzzer's own
 # lines only after "  | ", and "N passed, N failed, N skipped"; exits 1 if
 # any failed. test/harness.py runs it as the suite "fuzz".
-# usage: [FUZZ_MIN_RUNS=N] test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn)
+# usage: [FUZZ_MIN_RUNS=N] test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn, ring)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-fuzz}
@@ -17,7 +17,7 @@ secs=${2:-30}
 min_runs=${FUZZ_MIN_RUNS:-10000}
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(name syn)
+[ ${#targets[@]} -gt 0 ] || targets=(name syn ring)
 
 if ! command -v clang >/dev/null; then
 	echo "fuzz: clang is missing (scripts/deps.sh installs clang and libclang-rt-14-dev)" >&2
@@ -35,7 +35,8 @@ if ! cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang -DLF_FUZZ=ON -DLF_WER
 fi
 
 # Seeds in the form each target reads: fuzz_name takes a length byte then
-# sun_path (the abstract name's leading NUL included); fuzz_syn the SYN.
+# sun_path (the abstract name's leading NUL included); fuzz_syn the SYN;
+# fuzz_ring its program of 9-byte steps (seeds/ring.hex).
 seed() {
 	local t=$1 dir=$2
 	python3 - "$t" "$dir" "$root/test/fuzz/seeds" <<'PY'
@@ -45,7 +46,7 @@ if t == "name":
     lines = open(os.path.join(seeds, "name.txt")).read().splitlines()
     blobs = [b"\0\0" + l.encode() for l in lines if l and not l.startswith("#")]
 else:
-    lines = open(os.path.join(seeds, "syn.hex")).read().splitlines()
+    lines = open(os.path.join(seeds, f"{t}.hex")).read().splitlines()
     blobs = [bytes.fromhex(l) for l in lines if l and not l.startswith("#")]
 for i, b in enumerate(blobs):
     with open(os.path.join(out, f"seed{i}"), "wb") as f:

@@ -862,3 +862,36 @@ MUTANTS += [
           '.9" "Miscellaneous"')],
         ["e2e:test_cli.py -k version_is_the_one"]),
 ]
+
+# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c, issue
+# 23's first cut), each against test-ring or test_shm.py.
+MUTANTS += [
+    Mutant(
+        "shm-ring-trusts-tail",
+        "the ring reader takes the peer's tail as it is: garbage more than a ring ahead is read as data",
+        [("src/protocol/ring.c",
+          "\treturn n > LF_RING_SIZE ? LF_RING_BAD : (long)n;\n",
+          "\treturn (long)n;\n")],
+        ["c:test-ring"], limit_s=120),
+    Mutant(
+        "shm-server-answers-yes-unasked",
+        "a server whose listener did not ask for the tier still gives it to a client that did",
+        [("src/fastpath/shm.c",
+          "\tif (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER)))\n",
+          "\tif (1)\n")],
+        ["e2e:test_shm.py -k only_when_both_asked"]),
+    Mutant(
+        "shm-reader-keeps-token",
+        "a reader that emptied its ring leaves the token on the socket: readable with nothing to read",
+        [("src/fastpath/shm.c",
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
+        ["e2e:test_shm.py"]),
+    Mutant(
+        "shm-poll-writable-when-full",
+        "poll reports POLLOUT on a tier socket whose ring is full (the Unix socket's answer): a write then gets EAGAIN",
+        [("src/fastpath/shm.c",
+          "\tif (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n",
+          "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n")],
+        ["e2e:test_shm.py -k poll"]),
+]

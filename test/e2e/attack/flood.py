@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import client_name, fds_in, rendezvous  # noqa: E402
+from lfsec import VERSION, client_name, fds_in, rendezvous  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("fam", choices=["4", "6"])
@@ -44,7 +44,7 @@ def junk():
     u.setblocking(False)
     try:
         if kind == 1:
-            u.bind(b"\0loopfast/5/C/4/not/an/endpoint/%x" % random.getrandbits(40))
+            u.bind(b"\0loopfast/%d/C/4/not/an/endpoint/%x" % (VERSION, random.getrandbits(40)))
         elif kind >= 2:
             u.bind(client_name(a.fam, random.randint(1, 65535), a.sport if kind >= 3 else random.randint(1, 65535),
                                random.getrandbits(48)))

@@ -8,6 +8,10 @@ import select
 import socket
 import struct
 
+# LF_PROTO_VERSION (src/protocol/protocol.h): the scripts run as another
+# uid from a copy, so it is written here; test_security.py checks it
+# against the header.
+VERSION = 6
 ADDR = {"4": "127.0.0.1", "6": "::1"}
 FAMILY = {"4": socket.AF_INET, "6": socket.AF_INET6}
 # getsockopt's number: the raw call bypasses loopfast's interposed getsockopt,
@@ -34,7 +38,7 @@ def raw(nr, *args):
     return -ctypes.get_errno() if r < 0 else r
 
 
-CLAIM_MARK = b"LFclaim5"  # what a server writes on the doorbell before its close (src/fastpath/bell.c)
+CLAIM_MARK = b"LFclaim%d" % VERSION  # what a server writes on the doorbell before its close (src/fastpath/bell.c)
 
 
 def claim(c):
@@ -45,12 +49,13 @@ def claim(c):
 
 
 def rendezvous(fam, ino):
-    return b"\0loopfast/5/L/%s/%d" % (fam.encode(), ino)
+    return b"\0loopfast/%d/L/%s/%d" % (VERSION, fam.encode(), ino)
 
 
 def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
     caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
-    return b"\0loopfast/5/C/%s/%s/%d/%s/%d/%x" % (fam.encode(), caddr.encode(), cport, saddr.encode(), sport, nonce)
+    return b"\0loopfast/%d/C/%s/%s/%d/%s/%d/%x" % (VERSION, fam.encode(), caddr.encode(), cport, saddr.encode(), sport,
+                                                  nonce)
 
 
 def fds_in(ancillary):

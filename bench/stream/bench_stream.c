@@ -1,0 +1,451 @@
+/* `loopfast bench stream`: one connection, a writer sends N bytes in
+ * S-byte writes, the reader reads them and checks each byte (byte k of the
+ * stream is k mod 251); msg/s, GB/s and CPU seconds per GB, for plain TCP,
+ * the fast path (Unix stream), the fast path on the shm tier, and a Unix
+ * socket, interleaved round by round (every size and path once per round),
+ * each figure the median of the rounds with their spread.
+ *
+ * Two processes forked for each run, as an application would set them up:
+ * lf_enable_fast_path() (and lf_set_tier(LF_TIER_SHM) for fast+shm) on the
+ * listener before accept and on the client before connect. Each end asks
+ * the kernel, not loopfast, what it got: a Unix stream whose peer the other
+ * process holds (kpath_fast_end) for fast and fast+shm, and for fast+shm
+ * the tier's memfd in its own /proc/self/maps; a run that did not get its
+ * path is reported unavailable, never as that path's figure. The parent
+ * waits with a deadline and kills both when it passes. */
+#include "cmdline.h"
+#include "kpath.h"
+#include "loopfast.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { P_TCP, P_FAST, P_SHM, P_UNIX, NPATHS };
+static const char *const path_names[NPATHS] = { "tcp", "fast", "fast+shm", "unix" };
+#define MAX_SIZES 16
+#define MAX_ROUNDS 20
+#define PATTERN 251 /* a prime: a write never lines up with it */
+
+struct result {
+	int ok;                 /* 1 measured, 0 unavailable/failed (why) */
+	char why[160];
+	uint64_t t0, t1;        /* writer's first write, reader's last byte (CLOCK_MONOTONIC ns) */
+	double cpu[2];          /* writer, reader: user+system seconds */
+	uint64_t bad;           /* bytes that were not what was written */
+	pid_t writer, reader;
+};
+
+struct opts {
+	unsigned paths;
+	size_t sizes[MAX_SIZES];
+	int nsizes;
+	unsigned long long bytes, max_msgs;
+	unsigned rounds;
+	const char *json;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+__attribute__((noreturn, format(printf, 2, 3))) static void fail(struct result *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	if (!r->why[0]) /* the first end's reason: the other then sees the end */
+		vsnprintf(r->why, sizeof(r->why), fmt, ap);
+	va_end(ap);
+	r->ok = 0;
+	_exit(1);
+}
+
+static bool maps_tier(void)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "memfd:loopfast-shm") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* The kernel's word on this end: the path the row names, or the run ends.
+ * The tier's memfd comes with the server's answer at its accept, which a
+ * client reads at its next call: the writer looks at its maps after its
+ * writes (tier: true), the reader after its first read. */
+static void check_path(struct result *r, int path, int fd, pid_t peer, const char *who, bool tier)
+{
+	if (path != P_FAST && path != P_SHM)
+		return;
+	int k = kpath_fast_end(fd, peer);
+	if (k != 1 && !(tier && !strcmp(who, "writer"))) /* the writer's second look: the reader may be done */
+		fail(r, "%s: not on the fast path (the kernel shows %s)", who, k < 0 ? strerror(-k) : "plain TCP");
+	if (tier && path == P_SHM && !maps_tier()) /* an answer not read yet: a wait reads it */
+		poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 1000);
+	if (tier && path == P_SHM && !maps_tier())
+		fail(r, "%s: no memfd:loopfast-shm in /proc/self/maps (the tier was not taken)", who);
+}
+
+static void opt_in(struct result *r, int path, int fd)
+{
+	int e;
+	if (path != P_FAST && path != P_SHM)
+		return;
+	if ((e = lf_enable_fast_path(fd)) < 0 || (path == P_SHM && (e = lf_set_tier(fd, LF_TIER_SHM)) < 0))
+		fail(r, "opt-in: %s", lf_strerror(e));
+}
+
+static void unix_name(struct sockaddr_un *a, socklen_t *l)
+{
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "loopfast-bench-stream-%d", (int)getppid());
+	*l = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+static void reader(struct result *r, int path, size_t size, uint64_t bytes, int pipe_w)
+{
+	int ls, fd;
+	uint16_t port = 0;
+	if (path == P_UNIX) {
+		struct sockaddr_un a;
+		socklen_t l;
+		unix_name(&a, &l);
+		ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (ls < 0 || bind(ls, (void *)&a, l) || listen(ls, 4))
+			fail(r, "unix listener: %s", strerror(errno));
+	} else {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t l = sizeof(a);
+		ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (ls < 0 || bind(ls, (void *)&a, l) || listen(ls, 4) || getsockname(ls, (void *)&a, &l))
+			fail(r, "tcp listener: %s", strerror(errno));
+		opt_in(r, path, ls);
+		port = ntohs(a.sin_port);
+	}
+	if (write(pipe_w, &port, sizeof(port)) != sizeof(port))
+		fail(r, "pipe: %s", strerror(errno));
+	if ((fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		fail(r, "accept: %s", strerror(errno));
+	close(ls);
+	size_t cap = size > 65536 ? size : 65536;
+	unsigned char *buf = malloc(cap);
+	uint64_t got = 0, bad = 0;
+	unsigned k = 0; /* got mod PATTERN */
+	bool checked = false;
+	double c0 = cpu_s();
+	while (got < bytes) {
+		ssize_t n = read(fd, buf, cap);
+		if (n <= 0)
+			fail(r, "read after %llu of %llu bytes: %s", (unsigned long long)got, (unsigned long long)bytes,
+			     n ? strerror(errno) : "EOF");
+		if (!checked) { /* the writer has connected by now */
+			check_path(r, path, fd, r->writer, "reader", true);
+			checked = true;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			bad += buf[i] != k;
+			k = k + 1 == PATTERN ? 0 : k + 1;
+		}
+		got += (uint64_t)n;
+	}
+	r->t1 = now_ns();
+	r->cpu[1] = cpu_s() - c0;
+	r->bad = bad;
+	close(fd);
+	_exit(0);
+}
+
+static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint16_t port)
+{
+	int fd;
+	if (path == P_UNIX) {
+		struct sockaddr_un a;
+		socklen_t l;
+		unix_name(&a, &l);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (void *)&a, l))
+			fail(r, "unix connect: %s", strerror(errno));
+	} else {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+					 .sin_port = htons(port) };
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			fail(r, "socket: %s", strerror(errno));
+		opt_in(r, path, fd);
+		if (connect(fd, (void *)&a, sizeof(a)))
+			fail(r, "connect: %s", strerror(errno));
+		int one = 1; /* small writes go out as written, as a message stream would */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	/* The pattern from every phase: write from pat + (sent mod PATTERN). */
+	unsigned char *pat = malloc(size + PATTERN);
+	for (size_t i = 0; i < size + PATTERN; i++)
+		pat[i] = (unsigned char)(i % PATTERN);
+	check_path(r, path, fd, r->reader, "writer", false);
+	double c0 = cpu_s();
+	r->t0 = now_ns();
+	for (uint64_t sent = 0; sent < bytes;) {
+		size_t len = bytes - sent < size ? (size_t)(bytes - sent) : size;
+		ssize_t n = write(fd, pat + sent % PATTERN, len);
+		if (n <= 0)
+			fail(r, "write after %llu bytes: %s", (unsigned long long)sent, strerror(errno));
+		sent += (uint64_t)n;
+	}
+	r->cpu[0] = cpu_s() - c0;
+	check_path(r, path, fd, r->reader, "writer", true);
+	/* Held open until the reader is done, so that its look at the kernel
+	 * finds this end alive. */
+	shutdown(fd, SHUT_WR);
+	while (read(fd, pat, 1) > 0)
+		;
+	_exit(0);
+}
+
+static void reap(pid_t p, uint64_t deadline)
+{
+	while (waitpid(p, NULL, WNOHANG) == 0) {
+		if (now_ns() > deadline) {
+			kill(p, SIGKILL);
+			waitpid(p, NULL, 0);
+			return;
+		}
+		usleep(1000);
+	}
+}
+
+static void run_one(struct result *r, int path, size_t size, uint64_t bytes)
+{
+	int pfd[2];
+	memset(r, 0, sizeof(*r));
+	r->ok = 1;
+	if (pipe(pfd)) {
+		r->ok = 0;
+		snprintf(r->why, sizeof(r->why), "pipe: %s", strerror(errno));
+		return;
+	}
+	pid_t rd = fork();
+	if (rd == 0) {
+		close(pfd[0]);
+		reader(r, path, size, bytes, pfd[1]);
+	}
+	close(pfd[1]);
+	r->reader = rd;
+	uint16_t port = 0;
+	struct pollfd p = { pfd[0], POLLIN, 0 };
+	if (poll(&p, 1, 10000) != 1 || read(pfd[0], &port, sizeof(port)) != sizeof(port)) {
+		close(pfd[0]);
+		kill(rd, SIGKILL);
+		waitpid(rd, NULL, 0);
+		if (r->ok)
+			snprintf(r->why, sizeof(r->why), "the reader never listened");
+		r->ok = 0;
+		return;
+	}
+	close(pfd[0]);
+	r->writer = getpid(); /* placeholder until the child is forked */
+	pid_t wr = fork();
+	if (wr == 0) {
+		r->writer = getpid();
+		writer(r, path, size, bytes, port);
+	}
+	r->writer = wr;
+	uint64_t deadline = now_ns() + 120ull * 1000000000ull;
+	reap(wr, deadline);
+	reap(rd, deadline);
+	if (r->ok && (!r->t1 || r->t1 <= r->t0)) {
+		r->ok = 0;
+		snprintf(r->why, sizeof(r->why), "did not finish within 120 s");
+	}
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+struct cell {
+	int n;
+	char why[160];
+	double gbps[MAX_ROUNDS], msgs[MAX_ROUNDS], cpu_gb[MAX_ROUNDS];
+	uint64_t bad;
+};
+
+static double med(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static const char usage_text[] =
+	"usage: loopfast bench stream [--paths LIST] [--sizes N[,N...]] [--bytes N] [--max-msgs N]\n"
+	"         [--rounds N] [--json FILE]\n"
+	"paths: tcp, fast, fast+shm, unix (default: all); sizes: bytes per write (default 1,64,1024,65536,1048576)\n"
+	"bytes: per run (default 256 MiB), at most max-msgs writes (default 2000000)\n";
+
+static int parse_sizes(const char *opt, const char *s, struct opts *o)
+{
+	char buf[256], *save = NULL;
+	if (!s || strlen(s) >= sizeof(buf))
+		return lf_cli_error("%s needs a comma-separated list of sizes", opt);
+	strcpy(buf, s);
+	o->nsizes = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		unsigned long long v;
+		if (lf_cli_parse_uint(opt, t, 1, 1 << 20, &v))
+			return 2;
+		if (o->nsizes == MAX_SIZES)
+			return lf_cli_error("%s takes at most %d sizes", opt, MAX_SIZES);
+		o->sizes[o->nsizes++] = (size_t)v;
+	}
+	return o->nsizes ? 0 : lf_cli_error("%s needs at least one size", opt);
+}
+
+int cmd_bench_stream(int argc, char **argv)
+{
+	struct opts o = { .paths = (1u << NPATHS) - 1, .sizes = { 1, 64, 1024, 65536, 1048576 }, .nsizes = 5,
+			  .bytes = 256ull << 20, .max_msgs = 2000000, .rounds = 3 };
+	unsigned long long v;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int err;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (strncmp(a, "--", 2))
+			return lf_cli_error("unexpected argument '%s' (try 'loopfast bench stream --help')", a);
+		if (!val)
+			return lf_cli_error("%s needs a value", a);
+		i++;
+		if (!strcmp(a, "--paths"))
+			err = lf_cli_parse_list(a, "path", val, path_names, NPATHS, &o.paths);
+		else if (!strcmp(a, "--sizes"))
+			err = parse_sizes(a, val, &o);
+		else if (!strcmp(a, "--bytes"))
+			err = lf_cli_parse_uint(a, val, 1, 1ull << 40, &o.bytes);
+		else if (!strcmp(a, "--max-msgs"))
+			err = lf_cli_parse_uint(a, val, 1, 1ull << 32, &o.max_msgs);
+		else if (!strcmp(a, "--rounds"))
+			err = lf_cli_parse_uint(a, val, 1, MAX_ROUNDS, &v) ?: (o.rounds = (unsigned)v, 0);
+		else if (!strcmp(a, "--json"))
+			o.json = val, err = 0;
+		else
+			return lf_cli_error("unknown option '%s' (try 'loopfast bench stream --help')", a);
+		if (err)
+			return err;
+	}
+	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	static struct cell cells[MAX_SIZES][NPATHS];
+	if (r == MAP_FAILED)
+		return lf_cli_error("mmap: %s", strerror(errno));
+	memset(cells, 0, sizeof(cells));
+	for (unsigned round = 0; round < o.rounds; round++) {
+		for (int s = 0; s < o.nsizes; s++) {
+			uint64_t bytes = o.bytes;
+			if (bytes / o.sizes[s] > o.max_msgs)
+				bytes = o.max_msgs * o.sizes[s];
+			for (int p = 0; p < NPATHS; p++) {
+				if (!(o.paths & (1u << p)))
+					continue;
+				struct cell *c = &cells[s][p];
+				run_one(r, p, o.sizes[s], bytes);
+				if (!r->ok) {
+					snprintf(c->why, sizeof(c->why), "%s", r->why[0] ? r->why : "failed");
+					fprintf(stderr, "bench stream: size %zu %s, round %u: %s\n", o.sizes[s], path_names[p],
+						round + 1, c->why);
+					continue;
+				}
+				double secs = (double)(r->t1 - r->t0) / 1e9;
+				c->gbps[c->n] = (double)bytes / secs / 1e9;
+				c->msgs[c->n] = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / secs;
+				c->cpu_gb[c->n] = (r->cpu[0] + r->cpu[1]) / ((double)bytes / 1e9);
+				c->bad += r->bad;
+				c->n++;
+			}
+		}
+	}
+	FILE *js = o.json ? fopen(o.json, "w") : NULL;
+	if (o.json && !js)
+		return lf_cli_error("cannot write %s: %s", o.json, strerror(errno));
+	if (js)
+		fprintf(js, "{\"bench\": \"stream\", \"rounds\": %u, \"bytes\": %llu, \"rows\": [", o.rounds, o.bytes);
+	printf("%-9s %-8s %12s %12s %10s %10s %12s %s\n", "size", "path", "msg/s", "GB/s", "GB/s min", "GB/s max",
+	       "CPU s/GB", "vs tcp");
+	bool first = true;
+	int bad = 0;
+	for (int s = 0; s < o.nsizes; s++) {
+		double tcp = cells[s][P_TCP].n ? med(cells[s][P_TCP].msgs, cells[s][P_TCP].n) : 0;
+		for (int p = 0; p < NPATHS; p++) {
+			struct cell *c = &cells[s][p];
+			if (!(o.paths & (1u << p)))
+				continue;
+			if (c->bad)
+				bad = 1;
+			if (!c->n) {
+				printf("%-9zu %-8s unavailable: %s\n", o.sizes[s], path_names[p], c->why);
+				if (js)
+					fprintf(js, "%s\n {\"size\": %zu, \"path\": \"%s\", \"unavailable\": \"%s\"}", first ? "" : ",",
+						o.sizes[s], path_names[p], c->why);
+				first = false;
+				continue;
+			}
+			double lo = c->gbps[0], hi = c->gbps[0];
+			for (int i = 1; i < c->n; i++) {
+				lo = c->gbps[i] < lo ? c->gbps[i] : lo;
+				hi = c->gbps[i] > hi ? c->gbps[i] : hi;
+			}
+			double m = med(c->msgs, c->n), g = med(c->gbps, c->n), cpu = med(c->cpu_gb, c->n);
+			printf("%-9zu %-8s %12.0f %12.3f %10.3f %10.3f %12.3f %6.2fx%s\n", o.sizes[s], path_names[p], m, g, lo,
+			       hi, cpu, tcp ? m / tcp : 0, c->bad ? "  BAD BYTES" : "");
+			if (js)
+				fprintf(js,
+					"%s\n {\"size\": %zu, \"path\": \"%s\", \"runs\": %d, \"msgs_per_s\": %.0f, \"gb_per_s\": %.4f, "
+					"\"gb_per_s_min\": %.4f, \"gb_per_s_max\": %.4f, \"cpu_s_per_gb\": %.4f, \"vs_tcp\": %.3f, "
+					"\"bad_bytes\": %llu}",
+					first ? "" : ",", o.sizes[s], path_names[p], c->n, m, g, lo, hi, cpu, tcp ? m / tcp : 0,
+					(unsigned long long)c->bad);
+			first = false;
+		}
+	}
+	if (js) {
+		fprintf(js, "\n]}\n");
+		fclose(js);
+	}
+	munmap(r, sizeof(*r));
+	if (bad)
+		return lf_cli_error("the reader found bytes that were not written (see BAD BYTES)");
+	return 0;
+}

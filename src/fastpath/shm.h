@@ -1,0 +1,46 @@
+/* The shared-memory tier (shm.c, docs/shm.md): the calls the rest of the
+ * fast path makes. Each data-path call returns true when it handled the
+ * call (its answer in *ret and errno), false when the caller goes on as
+ * on the Unix stream (the connection is not, or no longer, on the tier). */
+#ifndef LF_SHM_H
+#define LF_SHM_H
+
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct lf_shm_conn;
+struct pollfd;
+
+/* LOOPFAST_TIER=shm: every socket of the process asks for the tier. */
+extern bool lf__shm_global;
+/* Some socket of the process asked for the tier, or holds it. */
+extern bool lf__shm_used;
+
+/* Client, before its hello: does fd ask for the tier? */
+bool lf__shm_wants(int fd);
+/* Server, at the claim of the hello unx whose client asked (listener lfd):
+ * sends the answer on unx, before any byte of the application's: "Y" and a
+ * sealed memfd when the listener asked too, else "N". Returns the
+ * connection's state to attach (NULL: the Unix stream), or sets *fail
+ * when no answer could be sent (the caller resets the connection). */
+struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool *fail);
+/* After the switch: fd (the client's, asked = its hello's name asked; or
+ * the server's, with what lf__shm_offer returned) is on the tier. */
+void lf__shm_attach_client(int fd);
+void lf__shm_attach(int fd, struct lf_shm_conn *c);
+void lf__shm_put(struct lf_shm_conn *c); /* one not attached after all (NULL: nothing) */
+
+bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret);
+bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret);
+/* FIONREAD / SIOCINQ: the bytes readable. */
+bool lf__shm_inq(int fd, int *out);
+/* poll/ppoll over sets that hold tier sockets: wait() is the wait without
+ * the tier (wait.c); POLLIN and POLLOUT are then made the ring's. */
+int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, const void *mask,
+		 int (*wait)(struct pollfd *, unsigned long, long long, const void *));
+/* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). */
+int lf__shm_set_tier(int fd, int tier);
+int lf__shm_get_tier(int fd);
+
+#endif

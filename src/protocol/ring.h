@@ -1,0 +1,75 @@
+/* The shared-memory tier's rings (docs/shm.md): the layout of the memfd
+ * two processes share, and the single-producer/single-consumer ring code.
+ * Every word of the memfd can be written by the peer: the peer's position
+ * is read through the checks here, so that garbage is reported
+ * (LF_RING_BAD), and every offset is masked into the ring, so that no
+ * value of any word makes a copy reach outside it. Part of the
+ * protocol: a change bumps LF_PROTO_VERSION. Pure (no system call); the
+ * fuzz target test/fuzz/fuzz_ring.c drives it with a hostile peer. */
+#ifndef LF_RING_H
+#define LF_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define LF_RING_MAGIC 0x6873464cu /* "LFsh" */
+/* Bytes of data per direction: at least a Unix stream's default buffer
+ * (212,992), so that a writer never waits earlier than it would there. */
+#define LF_RING_SIZE (256u * 1024u)
+#define LF_RING_PAGE 4096u
+/* The memfd: a page of headers, then the client-to-server ring's data,
+ * then the server-to-client ring's. */
+#define LF_RING_MAP (LF_RING_PAGE + 2u * LF_RING_SIZE)
+
+/* One direction's shared words, each side's on its own cache line. */
+struct lf_ring_hdr {
+	_Alignas(64) _Atomic uint64_t tail;  /* writer: bytes ever written */
+	_Atomic uint32_t bell;               /* 1: a token is (or is about to be) on the socket */
+	_Atomic uint32_t want_space;         /* writer waits for room (futex on space_seq) */
+	_Atomic uint64_t pre;                /* client-to-server: bytes the client wrote on the stream first */
+	_Atomic uint32_t switched;           /* ... and that number is final */
+	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
+	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
+	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
+	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
+};
+
+struct lf_ring_page {
+	uint32_t magic, version, size;
+	struct lf_ring_hdr ring[2]; /* [0] client to server, [1] server to client */
+};
+
+/* One end's private view of one direction. */
+struct lf_ring {
+	struct lf_ring_hdr *h;
+	unsigned char *data;
+	uint64_t pos; /* reader: its head; writer: its tail (never read back from h) */
+};
+
+#define LF_RING_BAD (-1)
+
+/* Reader: bytes readable (0..LF_RING_SIZE), or LF_RING_BAD when the peer's
+ * tail is behind the reader or more than a ring ahead. */
+long lf__ring_avail(const struct lf_ring *r);
+/* Writer: bytes of room, or LF_RING_BAD when the peer's head is ahead of
+ * the writer or more than a ring behind. */
+long lf__ring_space(const struct lf_ring *r);
+/* Copies up to max bytes (max <= what avail said) into iov[0..n); peek:
+ * without consuming. Returns the bytes copied. */
+size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max, bool peek);
+/* Copies up to max bytes (max <= what space said) from iov[0..n) and
+ * publishes them. Returns the bytes copied. */
+size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max);
+/* Takes the end's own position back from the page (reader: head; writer:
+ * tail): a forked process that shares the connection may have moved it.
+ * Whatever the peer wrote there instead, the copies stay in the ring (the
+ * offset is masked) and the checks above still bound every count. */
+void lf__ring_sync(struct lf_ring *r, bool reader);
+/* Sets the views of both directions on a mapping of LF_RING_MAP bytes
+ * (server: true for the server's end). */
+void lf__ring_views(void *map, bool server, struct lf_ring *rx, struct lf_ring *tx);
+
+#endif

@@ -1,0 +1,231 @@
+"""The shared-memory tier (docs/shm.md), proved from the kernel: both ends
+of a connection whose ends both asked (`loopfast run --tier shm`) map the
+server's memfd (/proc/PID/maps names it "memfd:loopfast-shm"), and carry
+every byte (SHA-256 of what was read); a connection one end of which did
+not ask maps nothing and stays a Unix stream; a writer whose reader stops
+gets EAGAIN no earlier than on the Unix stream, and its memory stays
+bounded; kill -9 of either end mid-stream ends the other's calls with the
+end (EOF, EPIPE or ECONNRESET), never a hang. The TCP comparison matrix
+with the tier on is test_compare.py's test_same_as_tcp_shm."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import lf_cmd, process_tree, readline, stop, wait_fast_path
+
+pytestmark = pytest.mark.timeout(120)
+
+MEMFD = "memfd:loopfast-shm"
+
+SERVER = textwrap.dedent("""
+    import hashlib, socket, sys, time
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept()
+    if mode == "stall":          # never read: the client fills what it can
+        time.sleep(60)
+    if mode == "later":          # read only once told to (a line on stdin)
+        sys.stdin.readline()
+    h, n = hashlib.sha256(), 0
+    while True:
+        try:
+            d = c.recv(65536)
+        except OSError as e:
+            print("server read:", e.__class__.__name__, flush=True); break
+        if not d:
+            print("server read: EOF", flush=True); break
+        h.update(d); n += len(d)
+        if mode == "hold" and n >= int(sys.argv[2]):
+            print("held", flush=True); time.sleep(60)
+    c.sendall(f"{n} {h.hexdigest()}\\n".encode())
+    c.close()
+""")
+
+CLIENT = textwrap.dedent("""
+    import hashlib, os, socket, sys, time
+    port, mode, size = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    c = socket.create_connection(("127.0.0.1", port))
+    if mode == "fill":           # non-blocking: what the socket takes before EAGAIN
+        c.setblocking(False); n = 0
+        c.send(b"x")             # the server's answer is read here, then the rest
+        time.sleep(0.5); n = 1
+        while True:
+            try:
+                n += c.send(b"y" * 65536)
+            except BlockingIOError:
+                break
+        print("accepted", n, flush=True); time.sleep(60)
+    if mode == "poll":           # fill, then ask poll for POLLOUT: before and after the reader reads
+        import select
+        c.setblocking(False)
+        c.send(b"x"); time.sleep(0.5)
+        while True:
+            try:
+                c.send(b"y" * 65536)
+            except BlockingIOError:
+                break
+        p = select.poll(); p.register(c, select.POLLOUT)
+        print("full", len(p.poll(300)), flush=True)
+        sys.stdin.readline()
+        print("drained", [e & select.POLLOUT for _, e in p.poll(10000)], flush=True)
+        time.sleep(60)
+    if mode == "forever":        # write until the peer goes
+        print("writing", flush=True)
+        try:
+            while True:
+                c.send(b"z" * 65536)
+        except OSError as e:
+            print("client write:", e.__class__.__name__, flush=True)
+        sys.exit(0)
+    data = os.urandom(size)
+    c.sendall(data)
+    print("sent", flush=True)
+    if mode == "hold":
+        time.sleep(60)
+    c.shutdown(socket.SHUT_WR)
+    r = b""
+    while True:
+        d = c.recv(100)
+        if not d: break
+        r += d
+    print("reply", r.decode().strip(), "want", size, hashlib.sha256(data).hexdigest(), flush=True)
+""")
+
+
+def start(tier, *args):
+    cmd = [sys.executable, "-c", *args]
+    return subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def maps_memfd(pid):
+    """How many mappings of the tier's memfd the kernel shows in pid's tree."""
+    n = 0
+    for p in process_tree(pid):
+        try:
+            n += sum(MEMFD in line for line in open(f"/proc/{p}/maps"))
+        except OSError:
+            pass
+    return n
+
+
+def wait_for(pred, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("server_tier,client_tier", [("shm", "shm"), ("shm", None), (None, "shm")])
+def test_both_ends_map_the_rings_only_when_both_asked(build, server_tier, client_tier):
+    size = 3_000_000
+    srv = start(server_tier, SERVER, "hold", str(size))
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = start(client_tier, CLIENT, port, "hold", str(size))
+        assert readline(cli).strip() == "sent"
+        assert readline(srv).strip() == "held"
+        wait_fast_path(cli, srv.pid, int(port))  # the Unix stream, both ends, by sock_diag
+        both = server_tier == client_tier == "shm"
+        if both:
+            assert wait_for(lambda: maps_memfd(srv.pid) >= 1 and maps_memfd(cli.pid) >= 1), \
+                f"server maps {maps_memfd(srv.pid)}, client maps {maps_memfd(cli.pid)}"
+        else:
+            time.sleep(0.3)
+            assert (maps_memfd(srv.pid), maps_memfd(cli.pid)) == (0, 0)
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)
+
+
+@pytest.mark.parametrize("size", [1, 100_000, 5_000_000])
+def test_every_byte_arrives(build, size):
+    srv = start("shm", SERVER, "sum")
+    try:
+        port = readline(srv).strip()
+        cli = start("shm", CLIENT, port, "sum", str(size))
+        out, err = cli.communicate(timeout=60)
+        lines = out.split()
+        assert lines[0] == "sent" and lines[1] == "reply", out + err
+        assert lines[2] == lines[5] == str(size) and lines[3] == lines[6], out + err
+    finally:
+        stop(srv)
+
+
+def test_a_stalled_reader_stops_the_writer_no_earlier_than_the_unix_stream(build):
+    took = {}
+    for tier in ("uds", "shm"):
+        srv = start(tier, SERVER, "stall")
+        cli = None
+        try:
+            port = readline(srv).strip()
+            cli = start(tier, CLIENT, port, "fill", "0")
+            words = readline(cli).split()
+            assert words[0] == "accepted", words
+            took[tier] = int(words[1])
+            if tier == "shm":
+                assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+        finally:
+            for p in (cli, srv):
+                if p:
+                    stop(p)
+    assert took["shm"] >= took["uds"], took
+    assert took["shm"] <= 2 * 1024 * 1024, took  # bounded: the ring, not the heap
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_poll_says_writable_only_with_room(build, tier):
+    """A writer that got EAGAIN: poll reports no POLLOUT while the ring is
+    full, and POLLOUT once the reader made room, as on the Unix stream
+    (the control, run the same way)."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", SERVER, "later"], tier=tier), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", CLIENT, port, "poll", "0"], tier=tier),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert readline(cli).strip() == "full 0"
+        if tier == "shm":
+            assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+        srv.stdin.write("\n")
+        srv.stdin.flush()
+        cli.stdin.write("\n")
+        cli.stdin.flush()
+        assert readline(cli).strip() == "drained [4]"
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)
+
+
+@pytest.mark.parametrize("victim", ["server", "client"])
+def test_kill9_mid_stream_ends_the_other_side(build, victim):
+    srv = start("shm", SERVER, "sum")
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = start("shm", CLIENT, port, "forever", "0")
+        assert readline(cli).strip() == "writing"
+        assert wait_for(lambda: maps_memfd(srv.pid) >= 1 and maps_memfd(cli.pid) >= 1)
+        time.sleep(0.3)
+        dead, other, want = (srv, cli, "client write:") if victim == "server" else (cli, srv, "server read:")
+        for p in process_tree(dead.pid):
+            os.kill(p, signal.SIGKILL)
+        line = readline(other, timeout=20).strip()
+        assert line.startswith(want), line
+        assert line.split(": ")[1] in ("EOF", "BrokenPipeError", "ConnectionResetError"), line
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)

@@ -1,0 +1,77 @@
+/* libFuzzer target: the shm tier's ring code (src/protocol/ring.c) against
+ * a peer that writes anything into the shared words. The input is a
+ * program: each 9-byte step is an operation byte and a 64-bit value. The
+ * peer sets the tail or head it shares (any value), or this end reads or
+ * writes up to `value` bytes through the checks, as shm.c does. The rings'
+ * data lives in exactly LF_RING_SIZE-byte allocations, so ASan sees any
+ * copy outside them. Checked: memory safety; avail and space are
+ * LF_RING_BAD or within the ring; a read or a write moves the end's own
+ * position by what it returned, never more than the check allowed. */
+#include "ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry */
+
+static unsigned char scratch[LF_RING_SIZE + 1];
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* Allocated once (each exactly a ring: ASan still sees a copy past
+	 * it), so that an input costs its steps, not two 256 KiB mallocs. */
+	static struct lf_ring_hdr *h;
+	static unsigned char *rxd, *txd;
+
+	if (!h && (!(h = aligned_alloc(64, 2 * sizeof(*h))) || !(rxd = malloc(LF_RING_SIZE)) ||
+		   !(txd = malloc(LF_RING_SIZE))))
+		abort();
+	memset(h, 0, 2 * sizeof(*h));
+	struct lf_ring rx = { &h[0], rxd, 0 }, tx = { &h[1], txd, 0 };
+	for (size_t at = 0; at + 9 <= size; at += 9) {
+		uint64_t v;
+		memcpy(&v, data + at + 1, sizeof(v));
+		switch (data[at] % 5) {
+		case 0:
+			atomic_store(&rx.h->tail, v); /* the peer's tail: anything */
+			break;
+		case 1:
+			atomic_store(&tx.h->head, v); /* the peer's head: anything */
+			break;
+		case 2: { /* read up to v bytes, maybe peeking, in two pieces */
+			long a = lf__ring_avail(&rx);
+			if (a != LF_RING_BAD && (a < 0 || a > (long)LF_RING_SIZE))
+				abort();
+			if (a <= 0)
+				break;
+			size_t want = (size_t)(v % (LF_RING_SIZE + 1)), max = want < (size_t)a ? want : (size_t)a;
+			struct iovec iov[2] = { { scratch, max / 3 }, { scratch + max / 3, LF_RING_SIZE + 1 - max / 3 } };
+			uint64_t pos = rx.pos;
+			bool peek = v >> 63;
+			size_t got = lf__ring_read(&rx, iov, 2, max, peek);
+			if (got != max || rx.pos != (peek ? pos : pos + got))
+				abort();
+			break;
+		}
+		case 3: { /* write up to v bytes */
+			long s = lf__ring_space(&tx);
+			if (s != LF_RING_BAD && (s < 0 || s > (long)LF_RING_SIZE))
+				abort();
+			if (s <= 0)
+				break;
+			size_t want = (size_t)(v % (LF_RING_SIZE + 1)), max = want < (size_t)s ? want : (size_t)s;
+			struct iovec iov = { scratch, LF_RING_SIZE + 1 };
+			uint64_t pos = tx.pos;
+			if (lf__ring_write(&tx, &iov, 1, max) != max || tx.pos != pos + max ||
+			    (max && atomic_load(&tx.h->tail) != tx.pos))
+				abort();
+			break;
+		}
+		default: /* this end's position far along (a long-lived connection) */
+			rx.pos += v & 0xffffffff;
+			tx.pos += v >> 32;
+			break;
+		}
+	}
+	return 0;
+}

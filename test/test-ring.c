@@ -1,0 +1,172 @@
+/* The shm tier's rings (src/protocol/ring.c): bytes in order across the
+ * wrap, peeks, a full ring, a peer's garbage reported and never acted on,
+ * and two threads moving 64 MiB through one ring (the release/acquire
+ * pairs: a byte read is a byte written). */
+#include "runner.h"
+#include "ring.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+static void *page(void)
+{
+	void *m = mmap(NULL, LF_RING_MAP, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT(m != MAP_FAILED);
+	return m;
+}
+
+static size_t put(struct lf_ring *w, const void *buf, size_t n)
+{
+	struct iovec v = { (void *)buf, n };
+	long s = lf__ring_space(w);
+	ASSERT_GE(s, 0);
+	return lf__ring_write(w, &v, 1, n < (size_t)s ? n : (size_t)s);
+}
+
+static size_t get(struct lf_ring *r, void *buf, size_t n, bool peek)
+{
+	struct iovec v = { buf, n };
+	long a = lf__ring_avail(r);
+	ASSERT_GE(a, 0);
+	return lf__ring_read(r, &v, 1, n < (size_t)a ? n : (size_t)a, peek);
+}
+
+static void in_order_across_the_wrap(void)
+{
+	void *m = page();
+	struct lf_ring crx, ctx, srx, stx;
+	static unsigned char out[100000], in[100000];
+	uint64_t next = 0, want = 0;
+
+	lf__ring_views(m, false, &crx, &ctx);
+	lf__ring_views(m, true, &srx, &stx);
+	ASSERT(ctx.h == srx.h && stx.h == crx.h && ctx.data == srx.data && ctx.data != crx.data);
+	for (int round = 0; round < 40; round++) { /* 40 x 100000 bytes: the ring wraps 15 times */
+		for (size_t i = 0; i < sizeof(out); i++)
+			out[i] = (unsigned char)(next++ * 7 + 3);
+		ASSERT_EQ(put(&ctx, out, sizeof(out)), sizeof(out));
+		/* A peek sees the first bytes and leaves them. */
+		ASSERT_EQ(get(&srx, in, 10, true), 10);
+		ASSERT_EQ(lf__ring_avail(&srx), sizeof(out));
+		/* Read through an iovec of three pieces. */
+		struct iovec v[3] = { { in, 1 }, { in + 1, 4095 }, { in + 4096, sizeof(in) - 4096 } };
+		ASSERT_EQ(lf__ring_read(&srx, v, 3, (size_t)lf__ring_avail(&srx), false), sizeof(in));
+		for (size_t i = 0; i < sizeof(in); i++, want++)
+			ASSERT_EQ(in[i], (unsigned char)(want * 7 + 3));
+	}
+	ASSERT_EQ(lf__ring_avail(&srx), 0);
+	ASSERT_EQ(lf__ring_avail(&crx), 0); /* the other direction saw nothing */
+	munmap(m, LF_RING_MAP);
+}
+
+static void full_ring(void)
+{
+	void *m = page();
+	struct lf_ring rx, tx, prx, ptx;
+	static unsigned char buf[LF_RING_SIZE + 100];
+
+	lf__ring_views(m, false, &rx, &tx);
+	lf__ring_views(m, true, &prx, &ptx);
+	ASSERT_EQ(lf__ring_space(&tx), LF_RING_SIZE);
+	ASSERT_EQ(put(&tx, buf, sizeof(buf)), LF_RING_SIZE);
+	ASSERT_EQ(lf__ring_space(&tx), 0);
+	ASSERT_EQ(put(&tx, buf, 1), 0);
+	ASSERT_EQ(lf__ring_avail(&prx), LF_RING_SIZE);
+	ASSERT_EQ(get(&prx, buf, 5, false), 5);
+	ASSERT_EQ(lf__ring_space(&tx), 5);
+	munmap(m, LF_RING_MAP);
+}
+
+/* Every word the peer can write, set to garbage: the checks say so, and
+ * the end's own position is untouched. */
+static void garbage_is_reported(void)
+{
+	void *m = page();
+	struct lf_ring rx, tx;
+	unsigned char b[16];
+
+	lf__ring_views(m, true, &rx, &tx);
+	rx.pos = 1000;
+	atomic_store(&rx.h->tail, 999); /* behind the reader */
+	ASSERT_EQ(lf__ring_avail(&rx), LF_RING_BAD);
+	atomic_store(&rx.h->tail, 1000 + LF_RING_SIZE + 1); /* more than a ring ahead */
+	ASSERT_EQ(lf__ring_avail(&rx), LF_RING_BAD);
+	atomic_store(&rx.h->tail, 1000 + LF_RING_SIZE); /* exactly full: fine */
+	ASSERT_EQ(lf__ring_avail(&rx), LF_RING_SIZE);
+	atomic_store(&rx.h->tail, UINT64_MAX);
+	ASSERT_EQ(lf__ring_avail(&rx), LF_RING_BAD);
+	tx.pos = 5000;
+	atomic_store(&tx.h->head, 5001); /* ahead of the writer */
+	ASSERT_EQ(lf__ring_space(&tx), LF_RING_BAD);
+	atomic_store(&tx.h->head, 5000 - LF_RING_SIZE - 1); /* more than a ring behind */
+	ASSERT_EQ(lf__ring_space(&tx), LF_RING_BAD);
+	atomic_store(&tx.h->head, 5000);
+	ASSERT_EQ(lf__ring_space(&tx), LF_RING_SIZE);
+	/* A read never trusts the shared head either: the reader's own
+	 * position moves, whatever the peer wrote there. */
+	atomic_store(&rx.h->tail, 1010);
+	atomic_store(&rx.h->head, 77777);
+	ASSERT_EQ(get(&rx, b, sizeof(b), false), 10);
+	ASSERT_EQ(rx.pos, 1010);
+	munmap(m, LF_RING_MAP);
+}
+
+struct flow {
+	struct lf_ring r;
+	uint64_t bytes, sum;
+};
+
+static void *producer(void *arg)
+{
+	struct flow *f = arg;
+	unsigned char buf[3001];
+	uint64_t n = 0;
+
+	while (n < f->bytes) {
+		size_t len = sizeof(buf) < f->bytes - n ? sizeof(buf) : (size_t)(f->bytes - n);
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)((n + i) * 131 >> 3);
+		size_t k = 0;
+		while (k < len)
+			k += put(&f->r, buf + k, len - k);
+		n += len;
+	}
+	return NULL;
+}
+
+static void threads_move_64_mib(void)
+{
+	void *m = page();
+	struct flow w = { .bytes = 64u << 20 }, rd;
+	struct lf_ring unused;
+	unsigned char buf[4096];
+	pthread_t t;
+
+	lf__ring_views(m, false, &unused, &w.r);
+	lf__ring_views(m, true, &rd.r, &unused);
+	ASSERT_EQ(pthread_create(&t, NULL, producer, &w), 0);
+	for (uint64_t n = 0; n < w.bytes;) {
+		size_t k = get(&rd.r, buf, sizeof(buf), false);
+		for (size_t i = 0; i < k; i++)
+			if (buf[i] != (unsigned char)((n + i) * 131 >> 3))
+				ASSERT_EQ(buf[i], (unsigned char)((n + i) * 131 >> 3));
+		n += k;
+	}
+	pthread_join(t, NULL);
+	ASSERT_EQ(lf__ring_avail(&rd.r), 0);
+	munmap(m, LF_RING_MAP);
+}
+
+static const struct lf_test tests[] = {
+	{ "in_order_across_the_wrap", in_order_across_the_wrap, 0 },
+	{ "full_ring", full_ring, 0 },
+	{ "garbage_is_reported", garbage_is_reported, 0 },
+	{ "threads_move_64_mib", threads_move_64_mib, 60 },
+	{ NULL, NULL, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	return lf_test_main(tests, argc, argv);
+}
