@@ -449,7 +449,8 @@ def main():
         # Tests marked "extra" (long runs of whole benchmarks) wait for
         # make test-extra, to keep make test within ten minutes.
         timed(suite("e2e"), run_pytest, build, [E2E, "-m", "not extra"])
-        timed(suite("e2e-spin"), run_pytest, build, [os.path.join(E2E, "test_compare.py")], SPIN_ENV)
+        timed(suite("e2e-spin"), run_pytest, build, [os.path.join(E2E, "test_compare.py"), "-m", "not extra"],
+              SPIN_ENV)
         timed(suite("compat"), run_pytest, build, [COMPAT], cwd=COMPAT)
         timed(suite("asan"), run_asan, asan)
         if not a.all:

@@ -256,6 +256,10 @@ SHM_KNOWN = {
 }
 
 
+# The whole matrix again with the tier (99 runs, 3 minutes here, twice
+# with e2e-spin) is make test-extra's (suite e2e-extra): make test keeps
+# test_shm.py's proofs and its own ten-minute budget.
+@pytest.mark.extra
 @pytest.mark.parametrize("scenario,family", list(cases(SHM_KNOWN)))
 def test_same_as_tcp_shm(build, scenario, family):
     same_as_tcp(scenario, family, tier="shm")
