@@ -56,7 +56,7 @@ static unsigned colliders(struct lf_listener *l, uint8_t *hit)
 	lf__listener_lock(l);
 	for (int i = 1; i <= PARKED; i++) {
 		struct lf_ep c = ep4(INADDR_LOOPBACK, (uint16_t)i);
-		ASSERT_EQ(lf__stash_put(l, sv[0], &c, &server, getuid(), true), 0);
+		ASSERT_EQ(lf__stash_put(l, sv[0], &c, &server, (struct lf_hello){ getuid(), false }, true), 0);
 	}
 	lf__listener_unlock(l);
 	for (unsigned i = 0; i < CANDIDATES; i++) {

@@ -45,7 +45,7 @@ static bool emulated_limit(void)
 
 /* Reads a hello connection's sender (uid) and which TCP connection it
  * names. False for anything that is not a well-formed client name. */
-static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t *uid)
+static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, struct lf_hello *h)
 {
 	struct sockaddr_un sun;
 	socklen_t sl = sizeof(sun);
@@ -58,7 +58,7 @@ static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, uint32_t
 	    lf__name_parse(&sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
 	    lf__sys_getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cr, &crl))
 		return false;
-	*uid = cr.uid;
+	*h = (struct lf_hello){ cr.uid, lf__name_asks_shm(&sun, sl) };
 	return true;
 }
 
@@ -81,11 +81,11 @@ static bool vouched(uint32_t uid, const struct lf_ep *peer, const struct lf_ep *
  * A hello the kernel vouches for (its client has sent its SYN: a real
  * connection waiting for its accept) is never refused a place for its
  * uid's share. Under the claim lock; every call is non-blocking. */
-static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, uint32_t *uids, int max,
+static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, struct lf_hello *hs, int max,
 		bool *released)
 {
 	struct lf_ep c, s;
-	uint32_t uid;
+	struct lf_hello h;
 	int n = 0, u;
 
 	/* Room for one hello, should the server be at its descriptor limit:
@@ -99,7 +99,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		lf__listener_reserve(l, false);
 		*released = true;
 	}
-	while (n < max && (u = lf__stash_take(l, client, &uids[n])) >= 0)
+	while (n < max && (u = lf__stash_take(l, client, &hs[n])) >= 0)
 		cand[n++] = u;
 	if (n)
 		return n;
@@ -118,22 +118,22 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, ui
 		}
 		if (u < 0)
 			break;
-		if (!hello_of(u, &c, &s, &uid) || s.port != l->ep.port) {
+		if (!hello_of(u, &c, &s, &h) || s.port != l->ep.port) {
 			lf__sys_close(u);
 			continue;
 		}
 		if (lf__ep_equal(&c, client)) {
 			cand[n] = u;
-			uids[n++] = uid;
+			hs[n++] = h;
 			break;
 		}
-		int r = lf__stash_put(l, u, &c, &s, uid, false);
-		if (r == -ENOSPC && vouched(uid, &c, &s) && lf__listener_serves(l, &s))
-			r = lf__stash_put(l, u, &c, &s, uid, true);
+		int r = lf__stash_put(l, u, &c, &s, h, false);
+		if (r == -ENOSPC && vouched(h.uid, &c, &s) && lf__listener_serves(l, &s))
+			r = lf__stash_put(l, u, &c, &s, h, true);
 		if (r) {
-			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", uid, c.port);
+			DEBUG("stash: hello from uid %u for port %u dropped (over its share or stash full)", h.uid, c.port);
 			lf__count(LF_EV_DROPPED);
-			lf__stash_poison(l, &c, uid);
+			lf__stash_poison(l, &c, h.uid);
 		}
 		lf__sys_close(u);
 	}
@@ -146,11 +146,11 @@ static void drain(struct lf_listener *l)
 {
 	static const struct lf_ep nobody; /* port 0: names no connection */
 	int cand[1];
-	uint32_t uid;
+	struct lf_hello h;
 	bool released = false;
 
 	lf__listener_lock(l);
-	int n = take(l, &nobody, cand, &uid, 1, &released);
+	int n = take(l, &nobody, cand, &h, 1, &released);
 	lf__listener_unlock(l);
 	if (n)
 		lf__sys_close(cand[0]);
@@ -185,7 +185,8 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	socklen_t sl = sizeof(ss);
 	struct lf_ep peer, local;
 	int cand[MAX_CAND], unx = -1, n;
-	uint32_t uids[MAX_CAND];
+	struct lf_hello hs[MAX_CAND];
+	bool asks_shm = false;
 	bool released = false;
 
 	if (!f || !nf)
@@ -224,7 +225,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	}
 	do {
 		lf__listener_lock(l);
-		n = take(l, &peer, cand, uids, MAX_CAND, &released);
+		n = take(l, &peer, cand, hs, MAX_CAND, &released);
 		lf__listener_unlock(l);
 		for (int i = 0; i < n; i++) {
 			if (unx < 0 && lf__stash_hello_dead(cand[i])) {
@@ -232,12 +233,13 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 				 * up: the port has been used again since. */
 				DEBUG("accept fd %d: a dead hello for port %u: dropped", newfd, peer.port);
 				lf__sys_close(cand[i]);
-			} else if (unx < 0 && vouched(uids[i], &peer, &local)) {
+			} else if (unx < 0 && vouched(hs[i].uid, &peer, &local)) {
 				unx = cand[i];
+				asks_shm = hs[i].shm;
 			} else {
 				if (unx < 0) {
 					DEBUG("accept fd %d: hello from uid %u for port %u not vouched for: dropped", newfd,
-					      uids[i], peer.port);
+					      hs[i].uid, peer.port);
 					lf__count(LF_EV_UNVOUCHED);
 				}
 				lf__sys_close(cand[i]);
@@ -271,7 +273,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		return -ECONNABORTED;
 	}
 	bool fail;
-	struct lf_shm_conn *shm = lf__shm_offer(unx, lfd, &fail); /* the tier's answer, before any byte of ours */
+	struct lf_shm_conn *shm = lf__shm_offer(unx, lfd, asks_shm, &fail); /* the tier's answer, before any byte of ours */
 	if (fail) {
 		lf__sys_close(unx);
 		reset(newfd);

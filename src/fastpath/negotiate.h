@@ -98,18 +98,25 @@ bool lf__listener_serves(const struct lf_listener *l, const struct lf_ep *server
 
 /* ---- stash.c: hellos taken from the rendezvous by one accept for another */
 
+/* What a server knows of a hello it took: its sender's uid (SO_PEERCRED)
+ * and whether its name asks for the shared-memory tier. */
+struct lf_hello {
+	uint32_t uid;
+	bool shm;
+};
+
 /* A new stash (its datagram socket `chan`, the page m): sizes its buffer
  * and sets how many hellos it holds (m->cap). */
 void lf__stash_init(struct lf_shm *m, int chan);
 /* Under the listener's lock. put: 0, or -ENOSPC when the stash is full
  * or, for a hello the kernel has not vouched for, its sender's uid is over
  * its share (the caller drops the hello). `server` is the server end its
- * name gives. take: the fd of a stashed hello for `client` (its sender's
- * uid in *uid), or -1; the hellos it passes over that nobody will claim
+ * name gives. take: the fd of a stashed hello for `client` (what its
+ * server knows of it in *h), or -1; the hellos it passes over that nobody will claim
  * are dropped. */
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
-		  bool vouched);
-int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid);
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server,
+		  struct lf_hello h, bool vouched);
+int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, struct lf_hello *h);
 /* Does the stash hold any hello (a take may receive one)? Under the lock. */
 bool lf__stash_holds(const struct lf_listener *l);
 /* A hello whose client has closed it with nothing left to read: nobody

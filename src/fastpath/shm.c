@@ -197,16 +197,14 @@ static struct lf_shm_conn *make_rings(int *mfd)
 	return c;
 }
 
-struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool *fail)
+struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 {
-	struct sockaddr_un sun;
-	socklen_t sl = sizeof(sun);
 	struct lf_fd *l = lf__fd(lfd);
 	struct lf_shm_conn *c = NULL;
 	int mfd = -1;
 
 	*fail = false;
-	if (lf__sys_getpeername(unx, (void *)&sun, &sl) || !lf__name_asks_shm(&sun, sl))
+	if (!asked)
 		return NULL;
 	if (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER)))
 		c = make_rings(&mfd);

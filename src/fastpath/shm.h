@@ -19,12 +19,13 @@ extern bool lf__shm_used;
 
 /* Client, before its hello: does fd ask for the tier? */
 bool lf__shm_wants(int fd);
-/* Server, at the claim of the hello unx whose client asked (listener lfd):
+/* Server, at the claim of the hello unx (listener lfd; asked: its name
+ * asks for the tier, else nothing is sent and NULL returned):
  * sends the answer on unx, before any byte of the application's: "Y" and a
  * sealed memfd when the listener asked too, else "N". Returns the
  * connection's state to attach (NULL: the Unix stream), or sets *fail
  * when no answer could be sent (the caller resets the connection). */
-struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool *fail);
+struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail);
 /* After the switch: fd (the client's, asked = its hello's name asked; or
  * the server's, with what lf__shm_offer returned) is on the tier. */
 void lf__shm_attach_client(int fd);

@@ -43,7 +43,7 @@ struct stash_msg {
 	uint32_t magic;
 	uint32_t uid;
 	uint32_t vouched; /* counted against no share */
-	uint32_t pad;
+	uint32_t shm;     /* its name asks for the shared-memory tier */
 	struct lf_ep client;
 	struct lf_ep server;  /* the server end its name gave (where sock_diag looks) */
 	uint64_t checked;     /* when stashed, or when the kernel last said its connection exists */
@@ -266,19 +266,20 @@ static bool evict_one(struct lf_listener *l)
 	return false;
 }
 
-int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server, uint32_t uid,
-		  bool vouched)
+int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, const struct lf_ep *server,
+		  struct lf_hello h, bool vouched)
 {
 	struct lf_shm *m = l->shm;
 	struct stash_msg sm;
-	uint32_t *c = vouched ? NULL : uid_count(m, uid, true);
+	uint32_t *c = vouched ? NULL : uid_count(m, h.uid, true);
 
 	if ((!vouched && (!c || *c >= share(m))) || m->total >= m->cap)
 		return -ENOSPC;
 	key_set(m);
 	memset(&sm, 0, sizeof(sm)); /* no uninitialised padding in the message */
 	sm.magic = LF_STASH_MAGIC;
-	sm.uid = uid;
+	sm.uid = h.uid;
+	sm.shm = h.shm;
 	sm.vouched = vouched;
 	sm.client = *client;
 	sm.server = *server;
@@ -368,7 +369,7 @@ static bool vouched_now(struct lf_shm *m, struct stash_msg *sm)
  * claim it (0), or -1 when the stash is empty or unreadable. Under the
  * lock; same[i] counts the slots of those put back that are k's i-th. */
 static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct slots k, uint64_t now, int *fdp,
-		      uint32_t *uid, unsigned same[2])
+		      struct lf_hello *h, unsigned same[2])
 {
 	struct lf_shm *m = l->shm;
 	struct stash_msg sm;
@@ -392,7 +393,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 	}
 	if (lf__ep_equal(&sm.client, client)) {
 		index_del(m, &sm);
-		*uid = sm.uid;
+		*h = (struct lf_hello){ sm.uid, sm.shm != 0 };
 		*fdp = fd;
 		return 1;
 	}
@@ -424,13 +425,13 @@ static void tidy(struct lf_listener *l, uint64_t now)
 	struct iovec iov = { &sm, sizeof(sm) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	unsigned same[2] = { 0, 0 };
-	uint32_t uid;
+	struct lf_hello h;
 	int fd;
 
 	if (lf__sys_recvmsg(l->chan, &mh, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(sm) && sm.magic == LF_STASH_MAGIC &&
 	    now - sm.checked < (sm.vouched ? STASH_GRACE_NS : STASH_YOUNG_NS))
 		return;
-	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &uid, same);
+	next_hello(l, &nobody, slots_of(l->shm, &nobody), now, &fd, &h, same);
 }
 
 bool lf__stash_holds(const struct lf_listener *l)
@@ -438,7 +439,7 @@ bool lf__stash_holds(const struct lf_listener *l)
 	return l->shm->keyed && l->shm->total;
 }
 
-int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *uid)
+int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, struct lf_hello *h)
 {
 	struct lf_shm *m = l->shm;
 	struct slots k = slots_of(m, client);
@@ -455,7 +456,7 @@ int lf__stash_take(struct lf_listener *l, const struct lf_ep *client, uint32_t *
 	 * over is checked, so that what nobody will claim does not stay to be
 	 * cycled again. */
 	same[0] = same[1] = 0;
-	for (unsigned i = 0, n = m->total; i < n && (r = next_hello(l, client, k, now, &fd, uid, same)) == 0; i++)
+	for (unsigned i = 0, n = m->total; i < n && (r = next_hello(l, client, k, now, &fd, h, same)) == 0; i++)
 		;
 	if (r == 1)
 		return fd;

@@ -538,8 +538,8 @@ MUTANTS += [
         "stash-same-uid-exempt",
         "hellos of the server's own uid count against no share (a service account after a drop fills the stash)",
         [("src/fastpath/claim.c",
-          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, false);\n",
-          "\t\tint r = lf__stash_put(l, u, &c, &s, uid, uid == geteuid());\n")],
+          "\t\tint r = lf__stash_put(l, u, &c, &s, h, false);\n",
+          "\t\tint r = lf__stash_put(l, u, &c, &s, h, h.uid == geteuid());\n")],
         ["e2e:test_security.py -k gives_its_uid_only_a_share"]),
     Mutant(
         "stash-keeps-unconnected",
