@@ -286,12 +286,13 @@ def prog_of(p, lf):
 def assert_path(client_pids, server_pids, port, fast):
     """The connection to port is on the fast path (one Unix pair, no TCP
     pair) or plain TCP (the reverse), seen from the kernel at both ends:
-    the programs' own descriptors."""
+    the programs' own descriptors (server_pids: a list, or a function
+    that gives it, for a server that forks per connection)."""
     want = (1, 0) if fast else (0, 1)
     deadline = time.monotonic() + 20
     while True:
-        got = (len(kernel.unix_pairs(client_pids, server_pids, port)),
-               len(kernel.tcp_pairs(client_pids, server_pids, port)))
+        spids = server_pids() if callable(server_pids) else server_pids
+        got = (len(kernel.unix_pairs(client_pids, spids, port)), len(kernel.tcp_pairs(client_pids, spids, port)))
         if got == want:
             return
         assert time.monotonic() < deadline, (got, want, kernel.unix_sockets())
@@ -468,3 +469,112 @@ def test_other_uid_stays_tcp(clients):
         assert "they stay on plain TCP" in c.stderr.read()
     finally:
         stop(srv)
+
+
+def test_per_socket_opts_in_nothing_by_itself(clients):
+    """Under `loopfast run --per-socket` a supervised program that sets no
+    SOL_LOOPFAST option (the Go echo server and client) is plain TCP at
+    both ends, and works (examples/go opts in and gets the fast path:
+    test_examples.py)."""
+    per = [str(LOOPFAST), "run", "--per-socket", "--"]
+    srv = subprocess.Popen(per + clients["server-go"] + SERVERS["go"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(readline(srv).split()[1])
+        c = subprocess.Popen(per + clients["go"] + [str(port), "1000", "wait"], stdout=subprocess.PIPE, text=True)
+        read_client(c, port, 1000)
+        assert_path([program_pid(c)], [program_pid(srv)], port, fast=False)
+        end_by_sigterm(c)
+    finally:
+        stop(srv)
+
+
+def busybox():
+    """Debian's busybox-static (.ci installs it), checked to be static."""
+    bb = shutil.which("busybox")
+    if not bb:
+        pytest.fail("busybox is not installed (scripts/deps.sh installs busybox-static)")
+    ph = subprocess.run(["readelf", "-lW", bb], capture_output=True, text=True, timeout=30).stdout
+    assert "INTERP" not in ph, f"{bb} is not the static busybox"
+    return bb
+
+
+def free_port():
+    """A port nobody listens on now (busybox's servers take a number)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_busybox_nc():
+    """busybox's nc as server (-l) and as client, both static: a line
+    each way, the same without and under loopfast, and under loopfast the
+    connection on the fast path at both ends."""
+    bb = busybox()
+    said = []
+    for lf in (False, True):
+        port = free_port()
+        cmd = [bb, "nc", "-l", "-p", str(port)]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not any(s[2] == ("127.0.0.1", port) or s[1][1] == port for s in kernel.tcp_sockets().values()):
+                assert time.monotonic() < deadline, "nc -l never listened"
+                time.sleep(0.05)
+            cmd = [bb, "nc", "127.0.0.1", str(port)]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            c.stdin.write("from the client\n")
+            c.stdin.flush()
+            got = readline(srv).strip()
+            assert_path([prog_of(c, lf)], [prog_of(srv, lf)], port, fast=lf)
+            srv.stdin.write("from the server\n")
+            srv.stdin.close()
+            said.append((got, readline(c).strip()))
+            c.stdin.close()
+            c.wait(timeout=30)
+            srv.wait(timeout=30)
+        finally:
+            stop(srv)
+    assert said == [("from the client", "from the server")] * 2
+
+
+def test_busybox_httpd(tmp_path):
+    """busybox's httpd (static, forks a child per connection) with curl
+    (the preload) and busybox's wget (static): the same answers without
+    and under loopfast, and under loopfast the connection on the fast path
+    at both ends while a CGI script holds the answer (it waits on a
+    FIFO)."""
+    bb = busybox()
+    www = tmp_path / "www"
+    (www / "cgi-bin").mkdir(parents=True)
+    body = bytes((i * 7 + 3) % 251 for i in range(300000))
+    (www / "f.bin").write_bytes(body)
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    cgi = www / "cgi-bin" / "held"
+    cgi.write_text(f"#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\ncat {fifo}\n")
+    cgi.chmod(0o755)
+    said = []
+    for lf in (False, True):
+        port = free_port()
+        cmd = [bb, "httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", str(www)]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 20
+            while subprocess.run(["curl", "-sf", "-o", "/dev/null", url + "/f.bin"], timeout=30).returncode:
+                assert time.monotonic() < deadline, "httpd never answered"
+                time.sleep(0.1)
+            cmd = ["curl", "-sS", url + "/cgi-bin/held"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            prog = prog_of(srv, lf)
+            assert_path([c.pid], lambda: kernel.process_tree(prog), port, fast=lf)
+            with open(fifo, "w") as f:
+                f.write("released\n")
+            out = c.communicate(timeout=30)[0]
+            cmd = [bb, "wget", "-q", "-O", "-", url + "/f.bin"]
+            got = subprocess.run(lf_cmd(cmd) if lf else cmd, capture_output=True, timeout=60)
+            said.append((c.returncode, out, got.returncode, got.stdout == body))
+        finally:
+            stop(srv)
+    assert said == [(0, "released\n", 0, True)] * 2
