@@ -20,8 +20,8 @@
  * fast path or plain TCP, is put in the program as the call's return
  * value (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND), with
  * the peer's TCP address written where accept writes it. A blocking
- * listener with nothing to accept parks the call: the copy is watched and
- * the accept made when a connection arrives. A parked call that a signal
+ * listener with nothing to accept parks the call: a dup of the copy is
+ * watched and the accept made when a connection arrives. A parked call that a signal
  * handler of the program should interrupt (looked at every 100 ms) is
  * answered -ERESTARTSYS, the kernel's own answer there: the handler runs,
  * and the accept is restarted (SA_RESTART) or fails with EINTR, as over
@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -188,16 +187,25 @@ void svs_listen(int lfd, const struct seccomp_notif *n)
 }
 
 /* The accept itself, on the held copy (libloopfast's accept4: the claim),
- * its result put in the program. False when a parked accept found nothing
- * (another accept took the connection): it stays parked. */
+ * its result put in the program. It never waits: a blocking listener is
+ * made non-blocking for the call (the program's accepts all wait here,
+ * so none of them sees it; only an F_GETFL at that moment would), and
+ * when nothing is queued (another accept took it, one this process does
+ * not see: io_uring) a blocking call is not answered: false, park it. */
 static bool accept_now(int lfd, uint64_t id, pid_t pid, int copy, int flags, uint64_t addr, uint64_t lenp,
-		       socklen_t room, bool parked_call)
+		       socklen_t room)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	int nfd = accept4(copy, (void *)&ss, &sl, flags | SOCK_CLOEXEC), e = errno;
+	long fl = syscall(SYS_fcntl, copy, F_GETFL);
+	bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
 
-	if (nfd < 0 && parked_call && (e == EAGAIN || e == EWOULDBLOCK))
+	if (blocking)
+		syscall(SYS_fcntl, copy, F_SETFL, fl | O_NONBLOCK);
+	int nfd = accept4(copy, (void *)&ss, &sl, flags | SOCK_CLOEXEC), e = errno;
+	if (blocking)
+		syscall(SYS_fcntl, copy, F_SETFL, fl);
+	if (nfd < 0 && blocking && (e == EAGAIN || e == EWOULDBLOCK))
 		return false;
 	if (nfd < 0) {
 		sv_reply(lfd, id, -e, false);
@@ -256,21 +264,20 @@ void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 		return sv_reply(lfd, n->id, -EINVAL, false);
 	if (!sv_valid(lfd, n->id))
 		return;
-	struct pollfd p = { h, POLLIN, 0 };
-	if ((syscall(SYS_fcntl, h, F_GETFL) & O_NONBLOCK) || poll(&p, 1, 0) > 0 || parked >= MAX_PARKS) {
-		accept_now(lfd, n->id, n->pid, h, flags, addr, lenp, room, false);
+	if (accept_now(lfd, n->id, n->pid, h, flags, addr, lenp, room))
 		return;
-	}
-	/* Blocking, nothing queued: park the call until a connection comes. */
+	/* Blocking, nothing queued: park the call until a connection comes
+	 * (past MAX_PARKS, or without the means to wait here: the kernel's
+	 * accept, plain TCP). */
 	int i = 0, d = (int)syscall(SYS_fcntl, h, F_DUPFD_CLOEXEC, 0);
 	while (i < nparks && parks[i].dup >= 0)
 		i++;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = SV_TAG_PARK | (uint32_t)i };
-	if (d < 0 || (i == nparks && !grow((void **)&parks, &nparks, sizeof(*parks), park_free)) ||
+	if (parked >= MAX_PARKS || d < 0 || (i == nparks && !grow((void **)&parks, &nparks, sizeof(*parks), park_free)) ||
 	    epoll_ctl(ep, EPOLL_CTL_ADD, d, &ev)) {
 		if (d >= 0)
 			syscall(SYS_close, d);
-		return sv_reply(lfd, n->id, 0, true); /* cannot wait here: the kernel's accept, plain TCP */
+		return sv_reply(lfd, n->id, 0, true);
 	}
 	parks[i] = (struct park){ n->id, n->pid, h, d, flags, addr, lenp, room };
 	parked++;
@@ -281,14 +288,11 @@ void svs_park_ready(int lfd, int ep, int i)
 	if (i >= nparks || parks[i].dup < 0)
 		return;
 	struct park *p = &parks[i];
-	struct pollfd pf = { p->copy, POLLIN, 0 };
 
 	if (!sv_valid(lfd, p->id))
 		return unpark(ep, i); /* the caller is gone (killed) */
-	if (poll(&pf, 1, 0) <= 0)
-		return; /* another accept took it */
-	if (accept_now(lfd, p->id, p->pid, p->copy, p->flags, p->addr, p->lenp, p->room, true))
-		unpark(ep, i);
+	if (accept_now(lfd, p->id, p->pid, p->copy, p->flags, p->addr, p->lenp, p->room))
+		unpark(ep, i); /* else another accept took the connection: still parked */
 }
 
 /* Whether a signal is pending for thread tid that a handler of its
