@@ -198,7 +198,9 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-static _Noreturn void child(int sock, const char *path, char **argv, const sigset_t *mask)
+/* The supervised child: the filter, then the program (exec), or fn. */
+static _Noreturn void child(int sock, const char *path, char **argv, void (*fn)(void *), void *arg,
+			    const sigset_t *mask)
 {
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	int fd = install_filter();
@@ -209,6 +211,10 @@ static _Noreturn void child(int sock, const char *path, char **argv, const sigse
 		_exit(126);
 	syscall(SYS_close, fd);
 	syscall(SYS_close, sock);
+	if (fn) {
+		fn(arg);
+		_exit(0);
+	}
 	execv(path, argv);
 	int e = errno;
 	fprintf(stderr, "loopfast: cannot run '%s': %s\n", path, strerror(e));
@@ -276,9 +282,8 @@ bool sv_same_uid(int copy, pid_t pid)
 	return false;
 }
 
-/* A process with libloopfast of its own (the preload of a nested loopfast
- * run, or a program linked with it) negotiates its listeners itself. */
-bool sv_has_library(pid_t pid)
+/* A process with the preload (a nested loopfast run) negotiates itself. */
+bool sv_has_preload(pid_t pid)
 {
 	char path[64], *line = NULL;
 	size_t cap = 0;
@@ -287,7 +292,7 @@ bool sv_has_library(pid_t pid)
 	FILE *f = fopen(path, "re");
 
 	while (f && !has && getline(&line, &cap, f) > 0)
-		has = strstr(line, "/libloopfast.so") || strstr(line, "/libloopfast-preload.so");
+		has = strstr(line, "/libloopfast-preload.so") != NULL;
 	free(line);
 	if (f)
 		fclose(f);
@@ -368,7 +373,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		r = -ENOPROTOOPT;
 	else if (svs_listener((unsigned long)st.st_ino) >= 0)
 		r = v ? 0 : -EISCONN; /* served already */
-	else if (v && (!sv_same_uid(copy, n->pid) || sv_has_library(n->pid)))
+	else if (v && (!sv_same_uid(copy, n->pid) || sv_has_preload(n->pid)))
 		r = -EOPNOTSUPP;
 	else
 		r = setsockopt(copy, SOL_LOOPFAST, opt, &v, sizeof(v)) ? -errno : 0;
@@ -566,10 +571,11 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT };
 
-/* Runs path under the filter and serves its calls until the whole tree
- * under it has ended (a subreaper: orphans come to us); returns as the
- * program ended: its exit code, or dies of its signal. */
-int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_opted)
+/* Runs path (or fn(arg), in a child: `loopfast bench connect`'s seccomp
+ * row) under the filter and serves its calls until the whole tree under
+ * it has ended (a subreaper: orphans come to us); returns as the program
+ * ended: its exit code, or dies of its signal. */
+static int supervise(const char *path, char **argv, void (*fn)(void *), void *arg, const char *why, bool only_opted)
 {
 	sigset_t block, old;
 	int sv[2], lfd, ep, sfd, status = 0;
@@ -589,7 +595,7 @@ int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_o
 	if ((pid = fork()) < 0)
 		return lf_cli_error("run: fork: %s", strerror(errno));
 	if (pid == 0)
-		child(sv[1], path, argv, &old);
+		child(sv[1], path, argv, fn, arg, &old);
 	signal(SIGPIPE, SIG_IGN);
 	close(sv[1]);
 	lfd = recv_fd(sv[0]);
@@ -666,4 +672,14 @@ out:
 		return 128 + sig;
 	}
 	return WEXITSTATUS(status);
+}
+
+int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_opted)
+{
+	return supervise(path, argv, NULL, NULL, why, only_opted);
+}
+
+int lf_cli_supervise_fn(void (*fn)(void *), void *arg)
+{
+	return supervise("(a function)", NULL, fn, arg, "a benchmark's process", false);
 }

@@ -47,8 +47,8 @@ bool sv_has_inode(const unsigned long *tab, size_t n, unsigned long ino);
 /* Lets go of what the tree no longer holds (supervise_server.c's
  * listeners: svs_sweep, and the opt-in choices). */
 void sv_sweep(void);
-/* Whether process pid has libloopfast of its own (it negotiates itself). */
-bool sv_has_library(pid_t pid);
+/* Whether process pid has the preload (it negotiates itself). */
+bool sv_has_preload(pid_t pid);
 
 /* ---- supervise_client.c */
 

@@ -26,9 +26,11 @@
  * answered -ERESTARTSYS, the kernel's own answer there: the handler runs,
  * and the accept is restarted (SA_RESTART) or fails with EINTR, as over
  * TCP. Any other listener (not opted in, another uid's, one a process
- * with libloopfast of its own serves) is left to the kernel. */
+ * with the preload, or with libloopfast linked in, made a rendezvous for
+ * already) is left to the kernel. */
 #include "supervise.h"
 #include "loopfast.h"
+#include "protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define SV_ERESTARTSYS 512 /* the kernel's: restart, or EINTR without SA_RESTART */
@@ -157,6 +160,21 @@ static bool tcp_socket(int fd)
 	return sv_domain(fd) == AF_INET || sv_domain(fd) == AF_INET6;
 }
 
+/* Whether the listener's rendezvous exists already: the program's own
+ * libloopfast made it (a program linked with it opts its listener in
+ * before listen): that process negotiates, not this one. */
+static bool rendezvous_made(int family, unsigned long ino)
+{
+	struct sockaddr_un sun;
+	socklen_t len = lf__name_listener(&sun, family, ino);
+	int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool made = s >= 0 && syscall(SYS_bind, s, &sun, len) < 0 && errno == EADDRINUSE;
+
+	if (s >= 0)
+		syscall(SYS_close, s);
+	return made;
+}
+
 void svs_listen(int lfd, const struct seccomp_notif *n)
 {
 	int copy = sv_grab(n->pid, (int)n->data.args[0]), v = 0;
@@ -169,7 +187,8 @@ void svs_listen(int lfd, const struct seccomp_notif *n)
 	 * kind of socket, one the program did not opt in, one of another
 	 * uid, or a process that negotiates itself: the kernel's listen. */
 	if (fstat(copy, &st) || svs_listener((unsigned long)st.st_ino) >= 0 || !tcp_socket(copy) || !sv_wanted(copy) ||
-	    !sv_same_uid(copy, n->pid) || sv_has_library(n->pid) || !sv_valid(lfd, n->id) ||
+	    !sv_same_uid(copy, n->pid) || sv_has_preload(n->pid) ||
+	    rendezvous_made(sv_domain(copy), (unsigned long)st.st_ino) || !sv_valid(lfd, n->id) ||
 	    lf_enable_fast_path(copy)) {
 		syscall(SYS_close, copy);
 		return sv_reply(lfd, n->id, 0, true);
