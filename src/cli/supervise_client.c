@@ -127,11 +127,12 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return sv_reply(lfd, n->id, 0, true);
 	int copy = sv_grab(n->pid, fd), tcp = -1;
-	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy) || !sv_same_uid(copy, n->pid))) {
+	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy))) {
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);
 	}
-	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy)) {
+	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
+	    !sv_same_uid(copy, n->pid)) {
 		if (copy >= 0)
 			close(copy);
 		if (tcp >= 0)

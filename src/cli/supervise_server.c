@@ -315,11 +315,15 @@ void svs_park_ready(int lfd, int ep, int i)
 }
 
 /* Whether a signal is pending for thread tid that a handler of its
- * process catches and that it does not block (/proc's status). */
+ * process catches and that it does not block (/proc's status). A signal
+ * for the whole process counts only in a process of one thread: in
+ * another, the kernel may have picked another thread for it, and an
+ * -ERESTARTSYS with no signal for this thread would reach the program
+ * as errno 512. */
 static bool handler_due(pid_t tid)
 {
 	char path[64], buf[4096];
-	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0;
+	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", tid);
 	int f = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
@@ -334,8 +338,9 @@ static bool handler_due(pid_t tid)
 		sscanf(l, "ShdPnd: %llx", &shd);
 		sscanf(l, "SigBlk: %llx", &blk);
 		sscanf(l, "SigCgt: %llx", &cgt);
+		sscanf(l, "Threads: %llu", &threads);
 	}
-	return ((pnd | shd) & ~blk & cgt) != 0;
+	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
 }
 
 void svs_tick(int lfd, int ep)
