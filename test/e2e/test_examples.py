@@ -120,7 +120,7 @@ def test_java_whole_process_without_add_opens(java_example):
 def go_example(tmp_path_factory):
     """examples/go built as its users build it: CGO_ENABLED=0, offline."""
     d = tmp_path_factory.mktemp("go")
-    env = dict(os.environ, CGO_ENABLED="0", GOCACHE=str(d / "cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
+    env = dict(os.environ, CGO_ENABLED="0", GOCACHE=str(BUILD / "go-cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
                GOTOOLCHAIN="local", GOPROXY="off", GO111MODULE="off", HOME=str(d))
     subprocess.run([go_binary(), "build", "-o", str(d / "fastpath_echo"), str(EX / "go/fastpath_echo.go")], cwd=d,
                    env=env, check=True, timeout=900)

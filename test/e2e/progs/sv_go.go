@@ -15,6 +15,11 @@
 //	                     "names LOCAL PEER" and "echo OK N" (or BAD), and
 //	                     with "wait" prints "waiting" and sleeps.
 //	http-client PORT NAME  GET /NAME, prints the status and the body.
+//	options PORT         the SOL_LOOPFAST option's answers (loopfast.h)
+//	                     on an unconnected socket, a connected one (dialed
+//	                     to PORT), a listener opted in before listen and
+//	                     one opted in after, each answer printed: a number,
+//	                     "ok", or the error.
 //
 // Signals are Go's defaults: SIGTERM ends the program by that signal.
 package main
@@ -22,6 +27,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +35,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -130,6 +137,65 @@ func httpClient(port, name string) {
 	fmt.Printf("status %d body %q\n", r.StatusCode, b)
 }
 
+const solLoopfast = 0x4c46
+
+func options(port string) {
+	get := func(fd uintptr, opt int) string {
+		v, err := syscall.GetsockoptInt(int(fd), solLoopfast, opt)
+		if err != nil {
+			return err.Error()
+		}
+		return strconv.Itoa(v)
+	}
+	set := func(fd uintptr, opt, v int) string {
+		if err := syscall.SetsockoptInt(int(fd), solLoopfast, opt, v); err != nil {
+			return err.Error()
+		}
+		return "ok"
+	}
+	each := func(what string, c syscall.RawConn, f func(fd uintptr) []string) {
+		c.Control(func(fd uintptr) { fmt.Println(what, strings.Join(f(fd), " | ")) })
+	}
+	optIn := func(_, _ string, c syscall.RawConn) error {
+		each("unconnected", c, func(fd uintptr) []string { return []string{get(fd, 1), set(fd, 1, 1), get(fd, 1)} })
+		return nil
+	}
+	conn, err := (&net.Dialer{Control: optIn}).Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		fmt.Println("connect", err)
+		os.Exit(1)
+	}
+	raw, _ := conn.(*net.TCPConn).SyscallConn()
+	each("connected", raw, func(fd uintptr) []string {
+		return []string{get(fd, 1), set(fd, 1, 1), set(fd, 1, 0), set(fd, 2, 10), get(fd, 2)}
+	})
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		c.Control(func(fd uintptr) { set(fd, 1, 1) })
+		return nil
+	}}
+	l, _ := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	raw, _ = l.(*net.TCPListener).SyscallConn()
+	each("listener", raw, func(fd uintptr) []string { return []string{get(fd, 1), set(fd, 1, 0)} })
+	l2, _ := net.Listen("tcp", "127.0.0.1:0")
+	raw, _ = l2.(*net.TCPListener).SyscallConn()
+	each("listener-after", raw, func(fd uintptr) []string { return []string{get(fd, 1), set(fd, 1, 1), get(fd, 1)} })
+	go func() {
+		if c, err := l2.Accept(); err == nil {
+			io.Copy(c, c)
+		}
+	}()
+	c2, err := (&net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		c.Control(func(fd uintptr) { set(fd, 1, 1) })
+		return nil
+	}}).Dial("tcp", l2.Addr().String())
+	if err != nil {
+		fmt.Println("connect", err)
+		os.Exit(1)
+	}
+	raw, _ = c2.(*net.TCPConn).SyscallConn()
+	each("connected-after", raw, func(fd uintptr) []string { return []string{get(fd, 1)} })
+}
+
 func main() {
 	arg := func(i int) string {
 		if i < len(os.Args) {
@@ -147,6 +213,8 @@ func main() {
 		echoClient(arg(2), n, arg(4) == "wait")
 	case "http-client":
 		httpClient(arg(2), arg(3))
+	case "options":
+		options(arg(2))
 	default:
 		fmt.Println("usage: sv_go echo-server|http-server|echo-client PORT N [wait]|http-client PORT NAME")
 		os.Exit(2)
