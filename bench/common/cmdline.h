@@ -37,6 +37,11 @@ int lf_cli_parse_list(const char *opt, const char *what, const char *s, const ch
  * 0 or the error printer's 2. */
 int lf_cli_run_script(const char *rel, const char *arg1, const char *arg2);
 
+/* Runs fn(arg) in a child under `loopfast run`'s seccomp supervisor
+ * (src/cli/supervise.c, whole-process mode) and supervises it until it
+ * ends: its exit code (`loopfast bench connect`'s seccomp row). */
+int lf_cli_supervise_fn(void (*fn)(void *), void *arg);
+
 /* The benchmarks' entry points: argv[0] is the benchmark's name. */
 int cmd_bench_latency(int argc, char **argv);
 int cmd_bench_udp(int argc, char **argv);

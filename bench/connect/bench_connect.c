@@ -12,7 +12,7 @@
 static const char usage_text[] =
 	"usage: loopfast bench connect [--paths LIST] [--clients N[,N...]] [--time SEC]\n"
 	"         [--warmup SEC] [--repeat N] [--json FILE] [--plot FILE.png]\n"
-	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: these), tcp+park, fast+park\n"
+	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: these), tcp+park, fast+park, seccomp\n"
 	"clients: concurrent connections in flight (default: 1,10,100,1000)\n";
 
 static int parse_seconds(const char *opt, const char *s, double lo, double hi, double *out)

@@ -1,8 +1,9 @@
 /* `loopfast bench connect`: connection setup rate (the TCP_CRR form:
  * connect, 1-byte request, 1-byte response, close) between a server
  * process and a client process, for plain TCP, the fast path (both ends
- * opted in), the fast path with only the client opted in, and a Unix
- * socket reference, at several numbers of concurrent clients.
+ * opted in), the fast path with only the client opted in, a Unix socket
+ * reference, and (when asked) both ends under `loopfast run`'s seccomp
+ * supervisor, at several numbers of concurrent clients.
  * bench_connect.c parses options and runs the rows; connect_run.c holds
  * the server, the client and the flooder; connect_report.c the table, the
  * JSON and the plot. */
@@ -13,8 +14,8 @@
 #include <stdint.h>
 
 enum { CONN_TCP, CONN_FAST, CONN_CLIENT_ONLY, CONN_UNIX, CONN_TCP_FLOOD, CONN_FAST_FLOOD, CONN_TCP_PARK, CONN_FAST_PARK,
-       CONN_TCP_UNIX, CONN_NPATHS };
-#define CONN_DEFAULT_PATHS ((1u << CONN_TCP_PARK) - 1) /* the +park and tcp+unix rows only when asked */
+       CONN_TCP_UNIX, CONN_SECCOMP, CONN_NPATHS };
+#define CONN_DEFAULT_PATHS ((1u << CONN_TCP_PARK) - 1) /* the +park, tcp+unix and seccomp rows only when asked */
 #define CONN_FLOODED(p) ((p) == CONN_TCP_FLOOD || (p) == CONN_FAST_FLOOD)
 #define CONN_PARKED(p) ((p) == CONN_TCP_PARK || (p) == CONN_FAST_PARK)
 #define CONN_FAST_SERVER(p) ((p) == CONN_FAST || (p) == CONN_FAST_FLOOD || (p) == CONN_FAST_PARK)
@@ -47,7 +48,9 @@ struct conn_opts {
 	const char *json_path, *plot_path;
 };
 
-/* One run: a server process and a client process (and, for the flood rows,
+/* One run: a server process and a client process (each the child of its
+ * own supervisor in the seccomp row, opting nothing in: the supervisor
+ * negotiates for both; and, for the flood rows,
  * a flooder of another uid when run as root; for the park rows, a parker
  * of another uid), all children of the caller. The flooder runs in both
  * flood rows, so that tcp+flood measures what its CPU use alone costs

@@ -12,6 +12,7 @@
 #include "protocol.h"
 #include "kpath.h"
 #include "loopfast.h"
+#include "cmdline.h"
 
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
@@ -36,7 +37,7 @@
 
 const char *const conn_path_names[CONN_NPATHS] = { "tcp",        "fast",       "client-only", "unix",
 						    "tcp+flood", "fast+flood", "tcp+park",    "fast+park",
-						    "tcp+unix" };
+						    "tcp+unix",  "seccomp" };
 
 #define SAMPLE_EVERY 8 /* one connection in 8 is checked for its path */
 
@@ -440,6 +441,26 @@ static void reap(pid_t pid)
 	}
 }
 
+/* The seccomp row: serve() and client() as supervised children. */
+struct conn_call {
+	int path, report, port;
+	unsigned clients;
+	pid_t server;
+	const struct conn_opts *o;
+};
+
+static void serve_fn(void *a)
+{
+	struct conn_call *c = a;
+	serve(c->path, c->report);
+}
+
+static void client_fn(void *a)
+{
+	struct conn_call *c = a;
+	client(c->path, c->clients, c->port, c->server, c->o, c->report);
+}
+
 int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_result *r)
 {
 	int srd, crd, frd = -1, id[2], timeout = (int)((o->warmup_s + o->time_s) * 1000) + 20000;
@@ -455,7 +476,9 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 	}
 	*client_pid = 0;
 	fflush(NULL);
-	if ((server = spawn(&srd)) == 0)
+	if ((server = spawn(&srd)) == 0 && path == CONN_SECCOMP)
+		_exit(lf_cli_supervise_fn(serve_fn, &(struct conn_call){ .path = path, .report = srd }));
+	if (server == 0)
 		serve(path, srd);
 	if (server < 0 || read_full(srd, id, sizeof(id), 5000)) {
 		reap(server);
@@ -468,7 +491,10 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 	}
 	if (fl > 0)
 		usleep(200 * 1000); /* let the flood build up */
-	if ((cl = spawn(&crd)) == 0)
+	if ((cl = spawn(&crd)) == 0 && path == CONN_SECCOMP)
+		_exit(lf_cli_supervise_fn(client_fn, &(struct conn_call){ .path = path, .report = crd, .port = id[0],
+									 .clients = clients, .server = server, .o = o }));
+	if (cl == 0)
 		client(path, clients, id[0], server, o, crd);
 	int e = cl < 0 ? -EIO : read_full(crd, r, sizeof(*r), timeout);
 	if (fl > 0) {

@@ -11,6 +11,7 @@ int cmd_status(int argc, char **argv);
 
 /* supervise.c: the seccomp supervisor of `loopfast run`. */
 const char *lf_cli_supervise_why(const char *path);
-int lf_cli_supervise(const char *path, char **argv, const char *why);
+#include <stdbool.h>
+int lf_cli_supervise(const char *path, char **argv, const char *why, bool per_socket);
 
 #endif

@@ -83,6 +83,17 @@ static bool is_static_elf(const char *path)
 	return is_static;
 }
 
+/* Adds to what the environment already excludes (a nested run). */
+static int add_exclude(const char *exclude)
+{
+	const char *had = getenv("LOOPFAST_EXCLUDE");
+	char *all;
+	if (asprintf(&all, "%s%s%s", had && *had ? had : "", had && *had ? "," : "", exclude) < 0)
+		return -1;
+	setenv("LOOPFAST_EXCLUDE", all, 1);
+	return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	const char *spin = NULL, *lib, *mode = "1", *force = NULL, *tier = NULL;
@@ -143,9 +154,12 @@ int cmd_run(int argc, char **argv)
 		return lf_cli_error("cannot run '%s': not found or not executable", argv[i]);
 	const char *why = force ? (!strcmp(force, "seccomp") ? "named with --mode seccomp" : NULL) : lf_cli_supervise_why(path);
 	if (why) {
-		if (strcmp(mode, "1") || exclude)
-			return lf_cli_error("run: --per-socket and --exclude are not supported under the supervisor yet (%s is %s)", path, why);
-		return lf_cli_supervise(path, argv + i, why);
+		/* The supervisor's own libloopfast reads LOOPFAST_EXCLUDE. */
+		if (exclude && add_exclude(exclude))
+			return lf_cli_error("out of memory");
+		if (spin)
+			fprintf(stderr, "loopfast: --spin-us: a supervised program's data calls are not seen: no spinning\n");
+		return lf_cli_supervise(path, argv + i, why, strcmp(mode, "1") != 0);
 	}
 	if (is_static_elf(path))
 		fprintf(stderr, "loopfast: %s is statically linked: the fast path cannot apply to it; running it on plain TCP\n", path);
@@ -160,14 +174,8 @@ int cmd_run(int argc, char **argv)
 		setenv("LOOPFAST_SPIN_US", spin, 1);
 	if (tier)
 		setenv("LOOPFAST_TIER", tier, 1);
-	if (exclude) {
-		/* Added to what the environment already excludes (a nested run). */
-		const char *had = getenv("LOOPFAST_EXCLUDE");
-		char *all;
-		if (asprintf(&all, "%s%s%s", had && *had ? had : "", had && *had ? "," : "", exclude) < 0)
-			return lf_cli_error("out of memory");
-		setenv("LOOPFAST_EXCLUDE", all, 1);
-	}
+	if (exclude && add_exclude(exclude))
+		return lf_cli_error("out of memory");
 	execv(path, argv + i);
 	int e = errno;
 	lf_cli_error("cannot run '%s': %s", path, strerror(e));

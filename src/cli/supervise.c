@@ -1,44 +1,29 @@
 /* loopfast run's seccomp supervisor: the fast path for programs the
  * preload cannot reach (static binaries, Go binaries, which make their
- * socket calls themselves). A first cut; docs/supervisor.md says what it
- * does and what it does not.
+ * socket calls themselves); docs/supervisor.md says what it does and
+ * what it does not.
  *
  * The child installs a seccomp filter before exec (with no_new_privs)
- * that sends connect, getsockname, getpeername and getsockopt(SO_DOMAIN,
- * SO_PROTOCOL) to this process
+ * that sends the calls that decide a connection's path and what TCP's
+ * answers need (connect, listen, accept, accept4, bind, getsockname,
+ * getpeername, getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
+ * level of getsockopt and setsockopt) to this process
  * (SECCOMP_RET_USER_NOTIF) and allows everything else; the filter holds
- * for every descendant. For a connect to a loopback address this process
- * takes a copy of the program's socket (pidfd_getfd), opts it in and
- * connects it through libloopfast's own connect (the same negotiation as
- * the preload's: hello, doorbell, switch), then puts the resulting Unix
- * socket in the program under the same fd number
- * (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SETFD) and answers
- * the connect as libloopfast's connect answered it. Anything else
- * (another address, a socket that is not TCP, any failure before the
- * connect is made) is left to the kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE):
- * the program's own connect, plain TCP.
- *
- * The bell (bell.c: the client's TCP socket, kept until the server's
- * claim) stays in this process's fd table with the copy of the Unix
- * socket: this process watches it, and when it rings lets the library
- * give its verdict (a peek on the copy: claimed, or the fast-path socket
- * shut down, so that the program reads EOF as over TCP), then lets go of
- * both. Until then the copy keeps the program's Unix socket open: a
- * program that closes its end before the server has accepted ends its
- * connection when the claim arrives, not before.
- *
- * getsockname and getpeername on a fast-path socket are answered with
- * TCP's addresses, getsockopt SO_DOMAIN and SO_PROTOCOL with TCP's values
- * (the library's own answers, from the socket's names).
+ * for every descendant. No data call is trapped. This file: the filter,
+ * the process model, the notification loop, and which sockets the
+ * program opted in (SOL_LOOPFAST); the client's calls are
+ * supervise_client.c's, the server's supervise_server.c's. Neither holds
+ * any of the protocol: they call libloopfast's connect, listen and
+ * accept4 on this process's copies of the program's sockets.
  *
  * Caveats: one thread serves every trapped call, so a connect that waits
- * (a full accept queue) holds up the others; socket options and
- * epoll registrations made before the connect are not carried over; the
- * server side (listen, accept) is not trapped: a supervised server is
- * plain TCP. */
+ * (a full accept queue) holds up the others (a blocking accept does not:
+ * it is parked); socket options and epoll registrations made before the
+ * switch are not carried over. */
 #include "cli.h"
 #include "internal.h"
 #include "loopfast.h"
+#include "supervise.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -58,6 +43,9 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -80,8 +68,9 @@
 #define PIDFD_THREAD O_EXCL
 #endif
 
-static bool debug;
-#define DEBUG(...) do { if (debug) { fprintf(stderr, "loopfast: supervisor: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
+bool sv_debug;
+#define DEBUG SV_DEBUG
+static bool per_socket; /* --per-socket: only sockets opted in with SOL_LOOPFAST */
 
 /* ---- which programs */
 
@@ -126,30 +115,44 @@ const char *lf_cli_supervise_why(const char *path)
 
 /* ---- the child: filter, then exec */
 
+/* The filter, assembled with two labels: ALLOW and NOTIF. */
+enum { ALLOW = -1, NOTIF = -2, NEXT = 0 };
+struct insn {
+	uint16_t code;
+	uint32_t k;
+	int jt, jf; /* NEXT, ALLOW, NOTIF */
+};
+#define LD(off) { BPF_LD | BPF_W | BPF_ABS, (uint32_t)(off), NEXT, NEXT }
+#define IS(val, t, f) { BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(val), t, f }
+#define ARG(i) (offsetof(struct seccomp_data, args) + 8 * (i)) /* the low half (little-endian) */
+
 static int install_filter(void)
 {
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ARCH, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 9, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockname, 8, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getpeername, 7, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_getsockopt, 0, 5),
-		/* getsockopt: only SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the
-		 * low halves of the arguments: little-endian), the two a Unix
-		 * socket answers otherwise than TCP; every other option is the
-		 * kernel's, untrapped. */
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOL_SOCKET, 0, 3),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_DOMAIN, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SO_PROTOCOL, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+	/* getsockopt and setsockopt: only the SOL_LOOPFAST level, and
+	 * SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the two a Unix socket
+	 * answers otherwise than TCP); every other option is the kernel's,
+	 * untrapped, compared here so that it costs nothing. */
+	static const struct insn code[] = {
+		LD(offsetof(struct seccomp_data, arch)), IS(ARCH, NEXT, ALLOW),
+		LD(offsetof(struct seccomp_data, nr)),
+		IS(__NR_connect, NOTIF, NEXT), IS(__NR_listen, NOTIF, NEXT), IS(__NR_accept, NOTIF, NEXT),
+		IS(__NR_accept4, NOTIF, NEXT), IS(__NR_bind, NOTIF, NEXT), IS(__NR_getsockname, NOTIF, NEXT),
+		IS(__NR_getpeername, NOTIF, NEXT),
+		IS(__NR_setsockopt, NEXT, 2), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, ALLOW),
+		IS(__NR_getsockopt, NEXT, ALLOW), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, NEXT), IS(SOL_SOCKET, NEXT, ALLOW),
+		LD(ARG(2)), IS(SO_DOMAIN, NOTIF, NEXT), IS(SO_PROTOCOL, NOTIF, ALLOW),
 	};
-	struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+	enum { N = sizeof(code) / sizeof(code[0]) };
+	struct sock_filter f[N + 2];
+	for (int i = 0; i < N; i++) {
+		int t[2] = { code[i].jt, code[i].jf };
+		for (int j = 0; j < 2; j++) /* a label: the offset to it; else as written */
+			t[j] = t[j] == ALLOW ? N - i - 1 : t[j] == NOTIF ? N - i : t[j];
+		f[i] = (struct sock_filter){ code[i].code, (uint8_t)t[0], (uint8_t)t[1], code[i].k };
+	}
+	f[N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+	struct sock_fprog prog = { N + 2, f };
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return -1;
@@ -195,7 +198,9 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-static _Noreturn void child(int sock, const char *path, char **argv, const sigset_t *mask)
+/* The supervised child: the filter, then the program (exec), or fn. */
+static _Noreturn void child(int sock, const char *path, char **argv, void (*fn)(void *), void *arg,
+			    const sigset_t *mask)
 {
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	int fd = install_filter();
@@ -206,6 +211,10 @@ static _Noreturn void child(int sock, const char *path, char **argv, const sigse
 		_exit(126);
 	syscall(SYS_close, fd);
 	syscall(SYS_close, sock);
+	if (fn) {
+		fn(arg);
+		_exit(0);
+	}
 	execv(path, argv);
 	int e = errno;
 	fprintf(stderr, "loopfast: cannot run '%s': %s\n", path, strerror(e));
@@ -214,32 +223,31 @@ static _Noreturn void child(int sock, const char *path, char **argv, const sigse
 
 /* ---- talking to the kernel about a notification */
 
-static void reply(int lfd, uint64_t id, int err, bool cont)
+void sv_reply(int lfd, uint64_t id, int err, bool cont)
 {
 	struct seccomp_notif_resp r = { .id = id, .error = err,
 					.flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0 };
 	ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &r); /* ENOENT: the caller is gone */
 }
 
-static bool still_valid(int lfd, uint64_t id)
+bool sv_valid(int lfd, uint64_t id)
 {
 	return ioctl(lfd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
 
-static bool read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+bool sv_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec l = { buf, len }, r = { (void *)(uintptr_t)addr, len };
 	return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
-static bool write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
+bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 {
 	struct iovec l = { (void *)buf, len }, r = { (void *)(uintptr_t)addr, len };
 	return len == 0 || process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
-/* A copy of fd of thread tid (in this process, close-on-exec), or -1. */
-static int grab(pid_t tid, int fd)
+int sv_grab(pid_t tid, int fd)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
 	if (pfd < 0)
@@ -249,188 +257,287 @@ static int grab(pid_t tid, int fd)
 	return copy;
 }
 
-/* The kernel's answer (libloopfast's getsockopt answers TCP's for a
- * fast-path socket). */
-static int domain_of(int fd)
+int sv_domain(int fd)
 {
 	int v = -1;
 	socklen_t l = sizeof(v);
 	return syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &v, &l) ? -1 : v;
 }
 
-/* A process of the tree that has the preload too (a nested loopfast run)
- * negotiates its connections itself: its doorbell, whose SYN carries the
- * hello's MSS, is its own to connect (never negotiated twice). */
-static bool hello_sent(int fd)
+bool sv_same_uid(int copy, pid_t pid)
 {
-	int mss = 0;
-	socklen_t l = sizeof(mss);
-	return syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss == LF_HELLO_MSS;
-}
+	static uid_t said = (uid_t)-1;
+	struct stat st;
 
-/* Whether fd of thread tid is close-on-exec (fdinfo's flags). */
-static bool cloexec_of(pid_t tid, int fd)
-{
-	char p[64], buf[256];
-	snprintf(p, sizeof(p), "/proc/%d/fdinfo/%d", tid, fd);
-	int f = open(p, O_RDONLY | O_CLOEXEC);
-	ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
-	if (f >= 0)
-		close(f);
-	if (n <= 0)
+	if (fstat(copy, &st))
 		return false;
-	buf[n] = 0;
-	char *fl = strstr(buf, "flags:");
-	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+	if (st.st_uid == geteuid())
+		return true;
+	if (said != st.st_uid) /* once per uid: a server makes many */
+		fprintf(stderr,
+			"loopfast: process %d uses sockets of uid %u, loopfast run runs as uid %u: they stay on plain "
+			"TCP (the supervisor would make their fast path with its own credentials); run loopfast run "
+			"as uid %u\n", pid, st.st_uid, geteuid(), st.st_uid);
+	said = st.st_uid;
+	return false;
 }
 
-/* ---- connections waiting for their claim */
-
-struct watch {
-	int copy; /* our copy of the program's Unix socket (the library knows its bell) */
-	int tcp;  /* a dup of the TCP socket, the bell's file, for our epoll */
-};
-static struct watch *watches;
-static int nwatches;
-#define TAG_WATCH 0x10000u
-
-static void watch_end(int ep, int i)
+/* A process with the preload (a nested loopfast run) negotiates itself. */
+bool sv_has_preload(pid_t pid)
 {
-	char c;
-	/* The library's verdict: recv looks at the bell of a fast-path
-	 * socket first (io.c); the bell has rung, so it is given now. */
-	recv(watches[i].copy, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	epoll_ctl(ep, EPOLL_CTL_DEL, watches[i].tcp, NULL);
-	close(watches[i].copy);
-	syscall(SYS_close, watches[i].tcp);
-	watches[i].copy = watches[i].tcp = -1;
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	bool has = false;
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	FILE *f = fopen(path, "re");
+
+	while (f && !has && getline(&line, &cap, f) > 0)
+		has = strstr(line, "/libloopfast-preload.so") != NULL;
+	free(line);
+	if (f)
+		fclose(f);
+	return has;
 }
 
-static void watch_add(int ep, int copy, int tcp)
+/* ---- which sockets the program opted in or out (SOL_LOOPFAST) */
+
+/* By the socket's inode: this process never holds the program's socket
+ * (its copies are closed after each call). Bounded; the sweep forgets
+ * the sockets the tree no longer holds. */
+#define MAX_CHOICES 4096
+static struct choice {
+	unsigned long ino;
+	bool on;
+} choices[MAX_CHOICES];
+static int nchoices;
+
+static struct choice *choice_of(int copy)
 {
-	int i = 0;
-	while (i < nwatches && watches[i].copy >= 0)
-		i++;
-	if (i == nwatches) {
-		struct watch *w = realloc(watches, (size_t)(nwatches + 16) * sizeof(*w));
-		if (!w)
-			goto no;
-		watches = w;
-		for (int k = nwatches; k < nwatches + 16; k++)
-			watches[k].copy = watches[k].tcp = -1;
-		nwatches += 16;
+	struct stat st;
+	if (fstat(copy, &st))
+		return NULL;
+	for (int i = 0; i < nchoices; i++)
+		if (choices[i].ino == (unsigned long)st.st_ino)
+			return &choices[i];
+	return NULL;
+}
+
+bool sv_wanted(int copy)
+{
+	struct choice *c = choice_of(copy);
+	return c ? c->on : !per_socket;
+}
+
+static int choose(int copy, bool on)
+{
+	struct choice *c = choice_of(copy);
+	struct stat st;
+
+	if (!c && nchoices == MAX_CHOICES)
+		sv_sweep();
+	if (!c && (nchoices == MAX_CHOICES || fstat(copy, &st)))
+		return -ENOBUFS;
+	if (!c) {
+		c = &choices[nchoices++];
+		c->ino = (unsigned long)st.st_ino;
 	}
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = TAG_WATCH | (uint32_t)i };
-	watches[i] = (struct watch){ copy, tcp };
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, tcp, &ev) == 0)
+	c->on = on;
+	return 0;
+}
+
+/* setsockopt(SOL_LOOPFAST): the library's rules and errors, asked of a
+ * copy of the socket (lf_enable_fast_path, its opt-out), remembered here
+ * for the socket's connect or listen; a listener opted in after listen()
+ * gets its rendezvous now, and is kept. LOOPFAST_SPIN cannot work here
+ * (the spin tier needs the library in the program): EOPNOTSUPP. */
+static void on_setopt(int lfd, const struct seccomp_notif *n)
+{
+	int opt = (int)n->data.args[2], v, copy, r, lst = 0;
+	socklen_t len = (socklen_t)n->data.args[4], ll = sizeof(lst);
+	struct stat st;
+
+	if ((int)len < (int)sizeof(int))
+		return sv_reply(lfd, n->id, -EINVAL, false);
+	if (!sv_read(n->pid, n->data.args[3], &v, sizeof(v)))
+		return sv_reply(lfd, n->id, -EFAULT, false);
+	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
+	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
+		syscall(SYS_close, copy);
 		return;
-	watches[i].copy = watches[i].tcp = -1;
-no: /* cannot watch: the verdict is left to the library's next look */
-	close(copy);
-	syscall(SYS_close, tcp);
-}
-
-/* ---- the trapped calls */
-
-static void on_connect(int lfd, int ep, const struct seccomp_notif *n)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = (socklen_t)n->data.args[2];
-	int fd = (int)n->data.args[0];
-	struct lf_ep dst;
-
-	/* The address is read once, here, and only this copy is used (the
-	 * program cannot change it under us); then the call is checked to be
-	 * still waiting, so that the memory read was the caller's. */
-	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !read_mem(n->pid, n->data.args[1], &ss, len) ||
-	    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
-		return reply(lfd, n->id, 0, true);
-	int copy = grab(n->pid, fd), tcp = -1;
-	if (copy >= 0 && hello_sent(copy)) {
-		close(copy);
-		return reply(lfd, n->id, 0, true);
 	}
-	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy)) {
-		if (copy >= 0)
-			close(copy);
-		if (tcp >= 0)
-			syscall(SYS_close, tcp);
-		return reply(lfd, n->id, 0, true);
-	}
-	int r = connect(copy, (void *)&ss, len), e = r ? errno : 0;
-	if (r && e == EINPROGRESS && domain_of(copy) != AF_UNIX) {
-		/* The handshake is still in progress, the hello queued: the
-		 * switch must happen while we hold the call (only then can we
-		 * replace the program's fd). Bounded: past it the program keeps
-		 * the TCP socket in progress, and the server drops the hello. */
-		struct pollfd p = { copy, POLLOUT, 0 };
-		poll(&p, 1, 2000);
-	}
-	if (domain_of(copy) == AF_UNIX) {
-		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
-						   .newfd = (uint32_t)fd,
-						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
-		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
-			/* The caller is gone (ENOENT), or its fd table is full:
-			 * either way the connection is unusable. */
-			DEBUG("fd %d of %d: cannot put the fast-path socket in place: %s", fd, n->pid, strerror(errno));
-			reply(lfd, n->id, -ECONNRESET, false);
-			close(copy);
-			syscall(SYS_close, tcp);
-			return;
+	syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_ACCEPTCONN, &lst, &ll);
+	if (opt == LOOPFAST_SPIN)
+		r = -EOPNOTSUPP;
+	else if (opt != LOOPFAST_FAST_PATH)
+		r = -ENOPROTOOPT;
+	else if (svs_listener((unsigned long)st.st_ino) >= 0)
+		r = v ? 0 : -EISCONN; /* served already */
+	else if (v && (!sv_same_uid(copy, n->pid) || sv_has_preload(n->pid)))
+		r = -EOPNOTSUPP;
+	else
+		r = setsockopt(copy, SOL_LOOPFAST, opt, &v, sizeof(v)) ? -errno : 0;
+	if (r == 0 && svs_listener((unsigned long)st.st_ino) < 0)
+		r = choose(copy, v != 0);
+	if (r == 0 && lst && v && svs_listener((unsigned long)st.st_ino) < 0) {
+		int has = 0;
+		socklen_t hl = sizeof(has);
+		if (getsockopt(copy, SOL_LOOPFAST, LOOPFAST_FAST_PATH, &has, &hl) == 0 && has) {
+			svs_keep(copy);
+			copy = -1;
 		}
-		DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
-		reply(lfd, n->id, r ? -e : 0, false);
-		watch_add(ep, copy, tcp);
+	}
+	DEBUG("setsockopt SOL_LOOPFAST %d = %d on fd %d of %d: %s", opt, v, (int)n->data.args[0], n->pid,
+	      r ? strerror(-r) : "done");
+	if (copy >= 0)
+		close(copy);
+	sv_reply(lfd, n->id, r, false);
+}
+
+/* getsockopt(SOL_LOOPFAST): 1 or 0 as under the preload. Connected: the
+ * kernel's answer (the library's, from the socket's names); listening:
+ * whether it is served here; otherwise whether it is opted in. */
+static void on_getopt(int lfd, const struct seccomp_notif *n)
+{
+	int opt = (int)n->data.args[2], v = 0, copy, r, lst = 0;
+	socklen_t room, l = sizeof(v), ll = sizeof(lst);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct stat st;
+
+	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)))
+		return sv_reply(lfd, n->id, -EFAULT, false);
+	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+		return sv_reply(lfd, n->id, 0, true);
+	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
+		syscall(SYS_close, copy);
 		return;
 	}
-	/* Plain TCP, made here on the program's socket: its answer. */
-	DEBUG("connect fd %d of %d to port %u: plain TCP (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
-	reply(lfd, n->id, r ? -e : 0, false);
-	close(copy);
-	syscall(SYS_close, tcp);
-}
-
-/* getsockname, getpeername: a fast-path socket answers TCP's addresses
- * (the library's interposed calls translate its names); anything else is
- * the kernel's. */
-static void on_name(int lfd, const struct seccomp_notif *n, bool peer)
-{
-	struct sockaddr_storage ss;
-	socklen_t room, l = sizeof(ss);
-	int copy;
-
-	if (!read_mem(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = grab(n->pid, (int)n->data.args[0])) < 0)
-		return reply(lfd, n->id, 0, true);
-	int dom = domain_of(copy);
-	int r = dom == AF_UNIX ? (peer ? getpeername : getsockname)(copy, (void *)&ss, &l) : -1;
+	r = getsockopt(copy, SOL_LOOPFAST, LOOPFAST_FAST_PATH, &v, &l) ? -errno : 0;
+	if (r == 0 && (int)room < (int)sizeof(int))
+		r = -EINVAL;
+	if (r == 0 && opt != LOOPFAST_FAST_PATH && opt != LOOPFAST_SPIN)
+		r = -ENOPROTOOPT;
+	if (r == 0 && opt == LOOPFAST_SPIN)
+		v = 0;
+	else if (r == 0 && syscall(SYS_getpeername, copy, &ss, &sl) != 0) {
+		syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_ACCEPTCONN, &lst, &ll);
+		v = lst ? svs_listener((unsigned long)st.st_ino) >= 0 : sv_wanted(copy);
+	}
 	syscall(SYS_close, copy);
-	if (r || ss.ss_family == AF_UNIX || !still_valid(lfd, n->id))
-		return reply(lfd, n->id, 0, true);
-	if ((int)room < 0 || !write_mem(n->pid, n->data.args[1], &ss, room < l ? room : l) ||
-	    !write_mem(n->pid, n->data.args[2], &l, sizeof(l)))
-		return reply(lfd, n->id, -EFAULT, false);
-	reply(lfd, n->id, 0, false);
+	l = sizeof(v);
+	if (r == 0 && (!sv_write(n->pid, n->data.args[3], &v, sizeof(v)) || !sv_write(n->pid, n->data.args[4], &l, sizeof(l))))
+		r = -EFAULT;
+	sv_reply(lfd, n->id, r, false);
 }
 
-/* getsockopt SO_DOMAIN, SO_PROTOCOL (the only ones the filter traps): a
- * fast-path socket answers TCP's (the library's getsockopt, from the
- * socket's names); anything else is the kernel's. */
-static void on_opt(int lfd, const struct seccomp_notif *n)
-{
-	socklen_t room, l = sizeof(int);
-	int v, copy;
+/* ---- what the tree holds */
 
-	if (!read_mem(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = grab(n->pid, (int)n->data.args[0])) < 0)
-		return reply(lfd, n->id, 0, true);
-	int r = domain_of(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
-	close(copy);
-	if (r || l != sizeof(int) || (n->data.args[2] == SO_DOMAIN && v == AF_UNIX) || (int)room < (int)sizeof(int) ||
-	    !still_valid(lfd, n->id))
-		return reply(lfd, n->id, 0, true);
-	if (!write_mem(n->pid, n->data.args[3], &v, sizeof(v)) || !write_mem(n->pid, n->data.args[4], &l, sizeof(l)))
-		return reply(lfd, n->id, -EFAULT, false);
-	reply(lfd, n->id, 0, false);
+static int cmp_ino(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+	return x < y ? -1 : x > y;
+}
+
+bool sv_has_inode(const unsigned long *tab, size_t n, unsigned long ino)
+{
+	return bsearch(&ino, tab, n, sizeof(*tab), cmp_ino) != NULL;
+}
+
+/* Appends the numbers in a children file (/proc/P/task/T/children). */
+static void children_of(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
+{
+	char path[64], tpath[384];
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(tpath, sizeof(tpath), "%s/%s/children", path, e->d_name);
+		FILE *f = fopen(tpath, "re");
+		int c;
+		while (f && fscanf(f, "%d", &c) == 1) {
+			if (*n == *cap) {
+				pid_t *p = realloc(*pids, (*cap = *cap * 2 + 16) * sizeof(**pids));
+				if (!p)
+					break;
+				*pids = p;
+			}
+			(*pids)[(*n)++] = c;
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+size_t sv_tree_inodes(unsigned long **out)
+{
+	pid_t *pids = NULL;
+	size_t np = 0, cap = 0, n = 0, icap = 0;
+	unsigned long *inos = NULL;
+	char path[64], link[320], target[64];
+
+	children_of(getpid(), &pids, &np, &cap);
+	for (size_t i = 0; i < np; i++)
+		children_of(pids[i], &pids, &np, &cap);
+	for (size_t i = 0; i < np; i++) {
+		snprintf(path, sizeof(path), "/proc/%d/fd", pids[i]);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			unsigned long ino;
+			snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+			ssize_t k = readlink(link, target, sizeof(target) - 1);
+			if (k <= 0)
+				continue;
+			target[k] = 0;
+			if (sscanf(target, "socket:[%lu]", &ino) != 1)
+				continue;
+			if (n == icap) {
+				unsigned long *t = realloc(inos, (icap = icap * 2 + 64) * sizeof(*inos));
+				if (!t)
+					break;
+				inos = t;
+			}
+			inos[n++] = ino;
+		}
+		if (d)
+			closedir(d);
+	}
+	free(pids);
+	qsort(inos, n, sizeof(*inos), cmp_ino);
+	*out = inos;
+	return n;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static uint64_t swept_ms;
+
+/* Lets go of what the tree no longer holds: listeners (their port is
+ * free again), and the choices made for closed sockets. */
+void sv_sweep(void)
+{
+	unsigned long *inos;
+	size_t n = sv_tree_inodes(&inos);
+	int k = 0;
+
+	svs_sweep(inos, n);
+	for (int i = 0; i < nchoices; i++)
+		if (sv_has_inode(inos, n, choices[i].ino))
+			choices[k++] = choices[i];
+	nchoices = k;
+	free(inos);
+	swept_ms = now_ms();
 }
 
 static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
@@ -438,30 +545,44 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 	memset(n, 0, size);
 	if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, n) < 0)
 		return; /* EINTR, or ENOENT: the caller went away */
-	if (n->data.nr == __NR_connect)
-		on_connect(lfd, ep, n);
-	else if (n->data.nr == __NR_getsockname || n->data.nr == __NR_getpeername)
-		on_name(lfd, n, n->data.nr == __NR_getpeername);
-	else if (n->data.nr == __NR_getsockopt)
-		on_opt(lfd, n);
-	else
-		reply(lfd, n->id, 0, true);
+	switch (n->data.nr) {
+	case __NR_connect:
+		return svc_connect(lfd, ep, n);
+	case __NR_getsockname:
+	case __NR_getpeername:
+		return svc_name(lfd, n, n->data.nr == __NR_getpeername);
+	case __NR_getsockopt:
+		return n->data.args[1] == SOL_LOOPFAST ? on_getopt(lfd, n) : svc_domain_opt(lfd, n);
+	case __NR_setsockopt:
+		return on_setopt(lfd, n);
+	case __NR_listen:
+		return svs_listen(lfd, n);
+	case __NR_accept:
+	case __NR_accept4:
+		return svs_accept(lfd, ep, n);
+	case __NR_bind:
+		return svs_bind(lfd, n);
+	default:
+		return sv_reply(lfd, n->id, 0, true);
+	}
 }
 
 /* ---- the supervisor */
 
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT };
 
-/* Runs path under the filter and serves its calls until the whole tree
- * under it has ended (a subreaper: orphans come to us); returns as the
- * program ended: its exit code, or dies of its signal. */
-int lf_cli_supervise(const char *path, char **argv, const char *why)
+/* Runs path (or fn(arg), in a child: `loopfast bench connect`'s seccomp
+ * row) under the filter and serves its calls until the whole tree under
+ * it has ended (a subreaper: orphans come to us); returns as the program
+ * ended: its exit code, or dies of its signal. */
+static int supervise(const char *path, char **argv, void (*fn)(void *), void *arg, const char *why, bool only_opted)
 {
 	sigset_t block, old;
 	int sv[2], lfd, ep, sfd, status = 0;
 	pid_t pid;
 
-	debug = getenv("LOOPFAST_DEBUG") && *getenv("LOOPFAST_DEBUG") && strcmp(getenv("LOOPFAST_DEBUG"), "0");
+	per_socket = only_opted;
+	sv_debug = getenv("LOOPFAST_DEBUG") && *getenv("LOOPFAST_DEBUG") && strcmp(getenv("LOOPFAST_DEBUG"), "0");
 	DEBUG("%s is %s: supervised (seccomp user notification)", path, why);
 	sigemptyset(&block);
 	sigaddset(&block, SIGCHLD);
@@ -474,7 +595,7 @@ int lf_cli_supervise(const char *path, char **argv, const char *why)
 	if ((pid = fork()) < 0)
 		return lf_cli_error("run: fork: %s", strerror(errno));
 	if (pid == 0)
-		child(sv[1], path, argv, &old);
+		child(sv[1], path, argv, fn, arg, &old);
 	signal(SIGPIPE, SIG_IGN);
 	close(sv[1]);
 	lfd = recv_fd(sv[0]);
@@ -499,15 +620,20 @@ int lf_cli_supervise(const char *path, char **argv, const char *why)
 
 	for (;;) {
 		struct epoll_event ev[16];
-		int k = epoll_wait(ep, ev, 16, -1);
+		/* Parked accepts are looked at for signals every 100 ms;
+		 * listeners and choices are swept at most once a second. */
+		bool sweeps = svs_listening() || nchoices;
+		int k = epoll_wait(ep, ev, 16, svs_parked() ? 100 : sweeps ? 1000 : -1);
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
 				serve(lfd, ep, n, nsize);
 			} else if (t == 1) { /* no process is left under the filter */
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
-			} else if (t & TAG_WATCH) {
-				watch_end(ep, (int)(t & 0xffff));
+			} else if ((t & SV_TAG_MASK) == SV_TAG_WATCH) {
+				svc_watch_end(ep, (int)(t & 0xffff));
+			} else if ((t & SV_TAG_MASK) == SV_TAG_PARK) {
+				svs_park_ready(lfd, ep, (int)(t & 0xffff));
 			} else if (t == 2) {
 				struct signalfd_siginfo si;
 				while (read(sfd, &si, sizeof(si)) == sizeof(si))
@@ -515,6 +641,10 @@ int lf_cli_supervise(const char *path, char **argv, const char *why)
 						kill(pid, (int)si.ssi_signo);
 			}
 		}
+		if (svs_parked())
+			svs_tick(lfd, ep);
+		if (sweeps && now_ms() - swept_ms >= 1000)
+			sv_sweep();
 		/* Reap: the program, and the orphans of its tree. */
 		for (;;) {
 			int st;
@@ -542,4 +672,14 @@ out:
 		return 128 + sig;
 	}
 	return WEXITSTATUS(status);
+}
+
+int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_opted)
+{
+	return supervise(path, argv, NULL, NULL, why, only_opted);
+}
+
+int lf_cli_supervise_fn(void (*fn)(void *), void *arg)
+{
+	return supervise("(a function)", NULL, fn, arg, "a benchmark's process", false);
 }

@@ -1,4 +1,4 @@
-"""loopfast run's seccomp supervisor (issue 21, first cut; docs/supervisor.md):
+"""loopfast run's seccomp supervisor (issue 21; docs/supervisor.md):
 programs the preload cannot reach, a C client linked -static and a Go
 client built with CGO_ENABLED=0 (both built here), connect to an echo
 server.
@@ -11,7 +11,16 @@ SO_PROTOCOL (getsockname, getpeername and those two getsockopt calls are
 answered by the supervisor); once the server has claimed
 the connection the supervisor holds no copy of it. Against a plain server
 the same client is on plain TCP (both ends' TCP sockets) and works. A
-client stopped with SIGTERM ends as it does without loopfast."""
+client stopped with SIGTERM ends as it does without loopfast.
+
+Servers (the server side: listen and accept trapped): a Go server (net/http
+and a raw net.Conn echo, CGO_ENABLED=0) and a C server linked -static
+(blocking accept), each run without loopfast and under `loopfast run` with
+the same clients, the outputs compared and the path of each connection
+proved from the kernel at both ends; stopped with SIGTERM as without
+loopfast; a blocking accept interrupted by a signal handler as over TCP;
+a listener closed and made again on its port; a program of another uid
+than the supervisor kept on plain TCP; busybox's static nc and httpd."""
 import os
 import pathlib
 import shutil
@@ -23,7 +32,7 @@ import time
 
 import pytest
 
-from conftest import LOOPFAST, go_binary, lf_cmd, readline, stop
+from conftest import BUILD, LOOPFAST, go_binary, lf_cmd, readline, stop
 import kernel
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
@@ -44,25 +53,37 @@ while True:
 """
 
 
+def go_build(d, src, out):
+    """Builds the Go program src into d/out with CGO_ENABLED=0, offline
+    (the build cache kept in the build directory: a loaded machine
+    rebuilds Go's standard library slowly)."""
+    shutil.copy(src, d / src.name)
+    env = dict(os.environ, CGO_ENABLED="0", GOCACHE=str(BUILD / "go-cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
+               GOTOOLCHAIN="local", GOPROXY="off", GO111MODULE="off", HOME=str(d))
+    done = subprocess.run([go_binary(), "build", "-o", str(d / out), src.name], cwd=d, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="module")
 def clients():
     """{"c": the C client linked -static, "go": the Go client built with
-    CGO_ENABLED=0}, both checked to have no program interpreter."""
+    CGO_ENABLED=0, "server-c": the C server linked -static, "server-go":
+    the Go servers}, all checked to have no program interpreter. The
+    directory is readable by every uid (test_other_uid_stays_tcp)."""
     with tempfile.TemporaryDirectory(prefix="lf-sv-") as d:
         d = pathlib.Path(d)
-        out = subprocess.run(["cc", "-O2", "-static", "-o", str(d / "svc"), str(PROGS / "sv_client.c")],
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr
-        shutil.copy(PROGS / "sv_goclient.go", d / "sv_goclient.go")
-        env = dict(os.environ, CGO_ENABLED="0", GOCACHE=str(d / "cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
-                   GOTOOLCHAIN="local", GOPROXY="off", GO111MODULE="off", HOME=str(d))
-        out = subprocess.run([go_binary(), "build", "-o", str(d / "goc"), "sv_goclient.go"], cwd=d, env=env,
-                             capture_output=True, text=True, timeout=900)
-        assert out.returncode == 0, out.stderr
-        for p in ("svc", "goc"):
+        os.chmod(d, 0o755)
+        for src, out in (("sv_client.c", "svc"), ("sv_server.c", "svs")):
+            done = subprocess.run(["cc", "-O2", "-static", "-o", str(d / out), str(PROGS / src)],
+                                  capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+        go_build(d, PROGS / "sv_go.go", "svgo")
+        for p in ("svc", "svs", "svgo"):
             ph = subprocess.run(["readelf", "-lW", str(d / p)], capture_output=True, text=True, timeout=30).stdout
             assert "INTERP" not in ph, f"{p} has a program interpreter"
-        yield {"c": [str(d / "svc")], "c-nb": [str(d / "svc")], "go": [str(d / "goc")]}
+        yield {"c": [str(d / "svc")], "c-nb": [str(d / "svc")], "go": [str(d / "svgo"), "echo-client"],
+               "server-c": [str(d / "svs")], "server-go": [str(d / "svgo")]}
 
 
 def server(under_lf):
@@ -243,5 +264,347 @@ def test_supervisor_killed_gives_enosys(clients):
         while os.path.exists(f"/proc/{prog}"):
             assert time.monotonic() < deadline, "the program did not end"
             time.sleep(0.05)
+    finally:
+        stop(srv)
+
+
+# ---- the server side: listen and accept trapped
+
+
+def run_server(cmd, lf, **kw):
+    """cmd started without loopfast or under `loopfast run`; its port."""
+    p = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, **kw)
+    line = readline(p).split()
+    assert line[0] == "listening", line
+    return p, int(line[1])
+
+
+def prog_of(p, lf):
+    """The program's pid: the child of the supervisor under loopfast."""
+    return program_pid(p) if lf else p.pid
+
+
+def assert_path(client_pids, server_pids, port, fast):
+    """The connection to port is on the fast path (one Unix pair, no TCP
+    pair) or plain TCP (the reverse), seen from the kernel at both ends:
+    the programs' own descriptors (server_pids: a list, or a function
+    that gives it, for a server that forks per connection)."""
+    want = (1, 0) if fast else (0, 1)
+    deadline = time.monotonic() + 20
+    while True:
+        spids = server_pids() if callable(server_pids) else server_pids
+        got = (len(kernel.unix_pairs(client_pids, spids, port)), len(kernel.tcp_pairs(client_pids, spids, port)))
+        if got == want:
+            return
+        assert time.monotonic() < deadline, (got, want, kernel.unix_sockets())
+        time.sleep(0.05)
+
+
+def end_server(srv):
+    """SIGTERM: the server ends by it, under loopfast as without."""
+    srv.send_signal(signal.SIGTERM)
+    srv.wait(timeout=30)
+    assert srv.returncode == -signal.SIGTERM, (srv.returncode, srv.stderr.read())
+
+
+SERVERS = {"go": ["echo-server", "log"], "c": []}
+
+
+@pytest.mark.parametrize("client", ["c", "go"])
+@pytest.mark.parametrize("kind", ["go", "c"])
+def test_echo_server(clients, kind, client):
+    """A Go (net.Conn) or C (blocking accept) echo server, static, with a
+    static C or Go client: without loopfast plain TCP, under `loopfast
+    run` (both supervised) the fast path at both ends; the same bytes, the
+    same TCP addresses on both sides (accept's and getsockname's on the
+    server, the client's names); SIGTERM ends the server alike."""
+    said = []
+    for lf in (False, True):
+        srv, port = run_server(clients["server-" + kind] + SERVERS[kind], lf)
+        try:
+            c = start_client(clients[client], client, port, 100000, lf)
+            local = read_client(c, port, 100000)
+            assert readline(srv).split() == ["accepted", f"127.0.0.1:{port}", f"127.0.0.1:{local}"]
+            assert_path([prog_of(c, lf)], [prog_of(srv, lf)], port, fast=lf)
+            end_by_sigterm(c)
+            end_server(srv)
+            said.append(srv.stdout.read())
+        finally:
+            stop(srv)
+    assert said[0] == said[1] == ""
+
+
+@pytest.mark.parametrize("client", ["curl", "go"])
+def test_go_http_server(clients, client):
+    """Go's net/http server (static) with curl (C, under the preload) and
+    with Go's http client (static, supervised): the same answers without
+    and under loopfast, and under loopfast the request's connection on the
+    fast path at both ends while the handler holds it."""
+    answers = []
+    for lf in (False, True):
+        srv, port = run_server(clients["server-go"] + ["http-server"], lf)
+        try:
+            url = f"http://127.0.0.1:{port}/held/{client}"
+            cmd = ["curl", "-sS", url] if client == "curl" else clients["server-go"] + ["http-client", str(port),
+                                                                                       f"held/{client}"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            assert readline(srv).strip() == f"held {client}"
+            cpid = c.pid if client == "curl" or not lf else program_pid(c)
+            assert_path([cpid], [prog_of(srv, lf)], port, fast=lf)
+            srv.stdin.write("\n")
+            srv.stdin.flush()
+            out, err = c.communicate(timeout=30)
+            assert c.returncode == 0, err
+            answers.append(out)
+            end_server(srv)
+        finally:
+            stop(srv)
+    want = f"hello {client} from go\n"
+    assert answers == ([want] * 2 if client == "curl" else [f"status 200 body {want!r}\n".replace("'", '"')] * 2)
+
+
+def blocked_in_accept(pid):
+    """Whether pid waits in accept (its /proc syscall line)."""
+    nr = {"x86_64": 43, "aarch64": 202}[os.uname().machine]
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split()[0] == str(nr)
+    except (OSError, IndexError):
+        return False
+
+
+def signal_pending(pid, sig):
+    with open(f"/proc/{pid}/status") as f:
+        st = dict(line.split(":", 1) for line in f if ":" in line)
+    return bool((int(st["SigPnd"], 16) | int(st["ShdPnd"], 16)) & (1 << (sig - 1)))
+
+
+@pytest.mark.parametrize("mode", ["eintr", "restart"])
+def test_blocking_accept_signal(clients, mode):
+    """A signal for a handler arrives while a static C server waits in a
+    blocking accept: without SA_RESTART the accept fails with EINTR, with
+    it the handler runs and the accept goes on, under the supervisor (a
+    parked accept) as over TCP; the next connection is accepted."""
+    said = []
+    for lf in (False, True):
+        srv, port = run_server(clients["server-c"] + [mode], lf)
+        try:
+            prog = prog_of(srv, lf)
+            deadline = time.monotonic() + 20
+            while not blocked_in_accept(prog):
+                assert time.monotonic() < deadline, "the server never waited in accept"
+                time.sleep(0.05)
+            time.sleep(0.2)  # under the supervisor: received and parked
+            os.kill(prog, signal.SIGUSR1)
+            deadline = time.monotonic() + 20
+            while signal_pending(prog, signal.SIGUSR1):
+                assert time.monotonic() < deadline, "the signal was never handled"
+                time.sleep(0.05)
+            lines = []
+            if mode == "eintr":
+                lines += [readline(srv).strip(), readline(srv).strip()]
+            c = start_client(clients["c"], "c", port, 1000, lf)
+            local = read_client(c, port, 1000)
+            if mode == "restart":
+                lines.append(readline(srv).strip())
+            assert readline(srv).split() == ["accepted", f"127.0.0.1:{port}", f"127.0.0.1:{local}"]
+            assert_path([prog_of(c, lf)], [prog], port, fast=lf)
+            end_by_sigterm(c)
+            said.append(lines)
+        finally:
+            stop(srv)
+    want = ["signal", "accept Interrupted system call"] if mode == "eintr" else ["signal"]
+    assert said == [want, want]
+
+
+def test_listener_made_again(clients):
+    """A Go server closes its listener and listens again on the same port
+    (as a server that reloads does): the supervisor lets go of its copy
+    of the old listener, so the port is free as over TCP, and the new
+    listener is served on the fast path."""
+    said = []
+    for lf in (False, True):
+        srv, port = run_server(clients["server-go"] + ["echo-server", "relisten"], lf)
+        try:
+            lines = []
+            for _ in range(2):
+                c = start_client(clients["go"], "go", port, 1000, lf)
+                local = read_client(c, port, 1000)
+                assert readline(srv).split() == ["accepted", f"127.0.0.1:{port}", f"127.0.0.1:{local}"]
+                assert_path([prog_of(c, lf)], [prog_of(srv, lf)], port, fast=lf)
+                end_by_sigterm(c)
+                if not lines:
+                    lines.append(readline(srv).strip())
+            said.append(lines)
+        finally:
+            stop(srv)
+    assert said == [["relisten ok"], ["relisten ok"]]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a supervisor of another uid than its program")
+def test_other_uid_stays_tcp(clients):
+    """A root `loopfast run` over a program that runs as nobody (setpriv
+    in the tree): what the supervisor would make carries root's
+    credentials, so it makes nothing: the program's listener and its
+    connects stay on plain TCP, both ends seen from the kernel, it works,
+    and loopfast says why on stderr."""
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    sup = [str(LOOPFAST), "run", "--mode", "seccomp", "--"]
+    srv, port = run_server(sup + nobody + clients["server-go"] + SERVERS["go"], False)
+    try:
+        c = start_client(clients["go"], "go", port, 1000)
+        local = read_client(c, port, 1000)
+        assert readline(srv).split()[2] == f"127.0.0.1:{local}"
+        assert_path([program_pid(c)], [program_pid(srv)], port, fast=False)
+        end_by_sigterm(c)
+        end_server(srv)
+        assert "uses sockets of uid 65534, loopfast run runs as uid 0: they stay on plain TCP" in srv.stderr.read()
+    finally:
+        stop(srv)
+    srv, port = server(True)
+    try:
+        c = subprocess.Popen(sup + nobody + clients["go"] + [str(port), "1000", "wait"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        read_client(c, port, 1000)
+        assert_path([program_pid(c)], kernel.process_tree(srv.pid), port, fast=False)
+        end_by_sigterm(c)
+        assert "they stay on plain TCP" in c.stderr.read()
+    finally:
+        stop(srv)
+
+
+def test_per_socket_opts_in_nothing_by_itself(clients):
+    """Under `loopfast run --per-socket` a supervised program that sets no
+    SOL_LOOPFAST option (the Go echo server and client) is plain TCP at
+    both ends, and works (examples/go opts in and gets the fast path:
+    test_examples.py)."""
+    per = [str(LOOPFAST), "run", "--per-socket", "--"]
+    srv = subprocess.Popen(per + clients["server-go"] + SERVERS["go"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(readline(srv).split()[1])
+        c = subprocess.Popen(per + clients["go"] + [str(port), "1000", "wait"], stdout=subprocess.PIPE, text=True)
+        read_client(c, port, 1000)
+        assert_path([program_pid(c)], [program_pid(srv)], port, fast=False)
+        end_by_sigterm(c)
+    finally:
+        stop(srv)
+
+
+def busybox():
+    """Debian's busybox-static (.ci installs it), checked to be static."""
+    bb = shutil.which("busybox")
+    if not bb:
+        pytest.fail("busybox is not installed (scripts/deps.sh installs busybox-static)")
+    ph = subprocess.run(["readelf", "-lW", bb], capture_output=True, text=True, timeout=30).stdout
+    assert "INTERP" not in ph, f"{bb} is not the static busybox"
+    return bb
+
+
+def free_port():
+    """A port nobody listens on now (busybox's servers take a number)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_busybox_nc():
+    """busybox's nc as server (-l) and as client, both static: a line
+    each way, the same without and under loopfast, and under loopfast the
+    connection on the fast path at both ends."""
+    bb = busybox()
+    said = []
+    for lf in (False, True):
+        port = free_port()
+        cmd = [bb, "nc", "-l", "-p", str(port)]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not any(s[2] == ("127.0.0.1", port) or s[1][1] == port for s in kernel.tcp_sockets().values()):
+                assert time.monotonic() < deadline, "nc -l never listened"
+                time.sleep(0.05)
+            cmd = [bb, "nc", "127.0.0.1", str(port)]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            c.stdin.write("from the client\n")
+            c.stdin.flush()
+            got = readline(srv).strip()
+            assert_path([prog_of(c, lf)], [prog_of(srv, lf)], port, fast=lf)
+            srv.stdin.write("from the server\n")
+            srv.stdin.close()
+            said.append((got, readline(c).strip()))
+            c.stdin.close()
+            c.wait(timeout=30)
+            srv.wait(timeout=30)
+        finally:
+            stop(srv)
+    assert said == [("from the client", "from the server")] * 2
+
+
+def test_busybox_httpd(tmp_path):
+    """busybox's httpd (static, forks a child per connection) with curl
+    (the preload) and busybox's wget (static): the same answers without
+    and under loopfast, and under loopfast the connection on the fast path
+    at both ends while a CGI script holds the answer (it waits on a
+    FIFO)."""
+    bb = busybox()
+    www = tmp_path / "www"
+    (www / "cgi-bin").mkdir(parents=True)
+    body = bytes((i * 7 + 3) % 251 for i in range(300000))
+    (www / "f.bin").write_bytes(body)
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    cgi = www / "cgi-bin" / "held"
+    cgi.write_text(f"#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\ncat {fifo}\n")
+    cgi.chmod(0o755)
+    said = []
+    for lf in (False, True):
+        port = free_port()
+        cmd = [bb, "httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", str(www)]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 20
+            while subprocess.run(["curl", "-sf", "-o", "/dev/null", url + "/f.bin"], timeout=30).returncode:
+                assert time.monotonic() < deadline, "httpd never answered"
+                time.sleep(0.1)
+            cmd = ["curl", "-sS", url + "/cgi-bin/held"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            prog = prog_of(srv, lf)
+            assert_path([c.pid], lambda: kernel.process_tree(prog), port, fast=lf)
+            with open(fifo, "w") as f:
+                f.write("released\n")
+            out = c.communicate(timeout=30)[0]
+            cmd = [bb, "wget", "-q", "-O", "-", url + "/f.bin"]
+            got = subprocess.run(lf_cmd(cmd) if lf else cmd, capture_output=True, timeout=60)
+            said.append((c.returncode, out, got.returncode, got.stdout == body))
+        finally:
+            stop(srv)
+    assert said == [(0, "released\n", 0, True)] * 2
+
+
+def test_sol_loopfast_answers(clients):
+    """The SOL_LOOPFAST option under the supervisor answers as loopfast.h
+    says (Go's syscall.SetsockoptInt/GetsockoptInt, --per-socket): an
+    unconnected socket 0, then opted in 1; connected on the fast path 1,
+    and setting it again EISCONN either way; LOOPFAST_SPIN refused
+    (EOPNOTSUPP: no spinning without the library in the program) and read
+    0; a listener opted in before listen 1, opting it out EISCONN; one
+    opted in after listen gets its rendezvous then (a connection to it
+    reads 1). Without loopfast the kernel refuses the level. (The path
+    itself is proved from the kernel by the other tests.)"""
+    srv, port = server(True)
+    try:
+        cmd = clients["server-go"] + ["options", str(port)]
+        run = lambda c: subprocess.run(c, capture_output=True, text=True, timeout=60).stdout.splitlines()
+        eisconn = "transport endpoint is already connected"
+        assert run([str(LOOPFAST), "run", "--per-socket", "--"] + cmd) == [
+            "unconnected 0 | ok | 1",
+            f"connected 1 | {eisconn} | {eisconn} | operation not supported | 0",
+            f"listener 1 | {eisconn}",
+            "listener-after 0 | ok | 1",
+            "connected-after 1",
+        ]
+        assert run(cmd)[0] == "unconnected operation not supported | protocol not available | operation not supported"
     finally:
         stop(srv)

@@ -389,8 +389,8 @@ MUTANTS = [
         "bench-tcp-counted-fast",
         "the benches' kernel check counts a TCP socket as a fast-path end",
         [("bench/common/kpath.c",
-          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 0;\n",
-          "\tif (domain != AF_UNIX || type != SOCK_STREAM)\n\t\treturn 1;\n")],
+          "\tif (p == -ENOTCONN || p == 0)\n\t\treturn 0;",
+          "\tif (p == -ENOTCONN || p == 0)\n\t\treturn 1;")],
         ["e2e:test_bench_connect.py -k 'client_only_verdict'"]),
     Mutant(
         "bench-apps-trusts-status",
@@ -784,36 +784,36 @@ MUTANTS += [
         ["c:test-fdtab"], limit_s=60),
 ]
 
-# The seccomp supervisor of `loopfast run` (src/cli/supervise.c, issue 21's
-# first cut), each against test_supervisor.py.
+# The seccomp supervisor of `loopfast run` (src/cli/supervise*.c, issue 21;
+# the client's side in supervise_client.c), each against test_supervisor.py.
 MUTANTS += [
     Mutant(
         "supervisor-continues-every-connect",
         "the supervisor leaves every trapped connect to the kernel: a static or Go client stays on plain TCP",
-        [("src/cli/supervise.c",
-          "\t    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))\n",
-          "\t    !still_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || 1)\n")],
+        [("src/cli/supervise_client.c",
+          "\t    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))\n",
+          "\t    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || 1)\n")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
     Mutant(
         "supervisor-names-unix",
         "getsockname/getpeername on a supervised fast-path socket are the kernel's: the Unix socket's names",
-        [("src/cli/supervise.c",
-          "\tif (r || ss.ss_family == AF_UNIX || !still_valid(lfd, n->id))\n",
-          "\tif (1 || r || ss.ss_family == AF_UNIX || !still_valid(lfd, n->id))\n")],
+        [("src/cli/supervise_client.c",
+          "\tif (r || ss.ss_family == AF_UNIX || !sv_valid(lfd, n->id))\n",
+          "\tif (1 || r || ss.ss_family == AF_UNIX || !sv_valid(lfd, n->id))\n")],
         ["e2e:test_supervisor.py -k 'test_fast_path and go'"]),
     Mutant(
         "supervisor-negotiates-nested-preload",
         "the supervisor negotiates the doorbell of a process that has the preload too (two hellos)",
-        [("src/cli/supervise.c",
+        [("src/cli/supervise_client.c",
           "== 0 && mss == LF_HELLO_MSS;\n",
           "== 0 && mss == LF_HELLO_MSS && 0;\n")],
         ["e2e:test_supervisor.py -k nested"]),
     Mutant(
         "supervisor-sockopt-unix",
         "getsockopt SO_DOMAIN/SO_PROTOCOL on a supervised fast-path socket is the kernel's: AF_UNIX, 0",
-        [("src/cli/supervise.c",
-          "\tint r = domain_of(copy) == AF_UNIX ? getsockopt(",
-          "\tint r = domain_of(copy) == -2 ? getsockopt(")],
+        [("src/cli/supervise_client.c",
+          "\tint r = sv_domain(copy) == AF_UNIX ? getsockopt(",
+          "\tint r = sv_domain(copy) == -2 ? getsockopt(")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
 
@@ -894,4 +894,22 @@ MUTANTS += [
           "\tif (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n",
           "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n")],
         ["e2e:test_shm.py -k poll"]),
+]
+# The supervisor's server side (src/cli/supervise_server.c), against
+# test_supervisor.py.
+MUTANTS += [
+    Mutant(
+        "supervisor-parked-accept-ignores-signals",
+        "a blocking accept parked in the supervisor is never interrupted for the program's signal handler",
+        [("src/cli/supervise_server.c",
+          "\t\t} else if (handler_due(parks[i].pid)) {\n",
+          "\t\t} else if (0 && handler_due(parks[i].pid)) {\n")],
+        ["e2e:test_supervisor.py -k 'test_blocking_accept_signal and eintr'"]),
+    Mutant(
+        "supervisor-keeps-closed-listeners",
+        "the supervisor never lets go of a listener the program closed: its port stays taken",
+        [("src/cli/supervise_server.c",
+          "\t\tif (held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))\n",
+          "\t\tif (1 || held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))\n")],
+        ["e2e:test_supervisor.py -k test_listener_made_again"]),
 ]

@@ -1,0 +1,80 @@
+/* What the three files of loopfast run's seccomp supervisor share
+ * (docs/supervisor.md): supervise.c (the filter, the process model, the
+ * notification loop, SOL_LOOPFAST and which sockets are opted in),
+ * supervise_client.c (connect, the bells, the names) and
+ * supervise_server.c (listen, accept, the listeners it serves). */
+#ifndef LF_SUPERVISE_H
+#define LF_SUPERVISE_H
+
+#include <linux/seccomp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+extern bool sv_debug;
+#define SV_DEBUG(...) do { if (sv_debug) { fprintf(stderr, "loopfast: supervisor: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* Tags of the notification loop's epoll events (the low bits: an index). */
+#define SV_TAG_WATCH 0x10000u /* a client's bell (supervise_client.c) */
+#define SV_TAG_PARK 0x20000u  /* a blocking accept waiting for a connection (supervise_server.c) */
+#define SV_TAG_MASK 0xffff0000u
+
+/* ---- supervise.c: talking to the kernel about a notification */
+
+/* Answers the notification: err (<= 0), or let the kernel make the call
+ * itself (cont). */
+void sv_reply(int lfd, uint64_t id, int err, bool cont);
+bool sv_valid(int lfd, uint64_t id);
+bool sv_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* A copy of fd of thread tid (in this process, close-on-exec), or -1. */
+int sv_grab(pid_t tid, int fd);
+/* The kernel's SO_DOMAIN of fd (past the library), or -1. */
+int sv_domain(int fd);
+/* Whether the supervisor may act for this socket of the program: the
+ * sockets it makes and the rendezvous it serves carry the supervisor's
+ * credentials, so only a socket of the supervisor's own uid (the
+ * creator's, as fstat and sock_diag report it). Says once why not. */
+bool sv_same_uid(int copy, pid_t pid);
+/* Whether the program wants the fast path for this socket: opted in with
+ * SOL_LOOPFAST, or (whole-process mode) not opted out. */
+bool sv_wanted(int copy);
+/* Every socket inode the supervised tree holds, sorted (for the sweep);
+ * returns how many, *out malloc'd (NULL when none). */
+size_t sv_tree_inodes(unsigned long **out);
+bool sv_has_inode(const unsigned long *tab, size_t n, unsigned long ino);
+/* Lets go of what the tree no longer holds (supervise_server.c's
+ * listeners: svs_sweep, and the opt-in choices). */
+void sv_sweep(void);
+/* Whether process pid has the preload (it negotiates itself). */
+bool sv_has_preload(pid_t pid);
+
+/* ---- supervise_client.c */
+
+void svc_connect(int lfd, int ep, const struct seccomp_notif *n);
+void svc_name(int lfd, const struct seccomp_notif *n, bool peer);
+void svc_domain_opt(int lfd, const struct seccomp_notif *n);
+void svc_watch_end(int ep, int i);
+
+/* ---- supervise_server.c */
+
+void svs_listen(int lfd, const struct seccomp_notif *n);
+void svs_accept(int lfd, int ep, const struct seccomp_notif *n);
+void svs_bind(int lfd, const struct seccomp_notif *n);
+void svs_park_ready(int lfd, int ep, int i);
+/* Whether a listener copy is held (then the loop must look at the tree
+ * now and then: svs_tick) and whether an accept is parked (svs_tick
+ * looks at their signals). */
+bool svs_listening(void);
+bool svs_parked(void);
+void svs_tick(int lfd, int ep);
+void svs_sweep(const unsigned long *inos, size_t n);
+/* The listener this process serves for the socket with inode ino, as
+ * the copy the library knows it by, or -1. */
+int svs_listener(unsigned long ino);
+/* A listener the program opted in after listen() (SOL_LOOPFAST): the
+ * copy, with its rendezvous, is kept. */
+void svs_keep(int copy);
+
+#endif

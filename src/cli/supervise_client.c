@@ -1,0 +1,217 @@
+/* loopfast run's seccomp supervisor, the client's side
+ * (docs/supervisor.md): a connect to a loopback address is made here, on
+ * a copy of the program's socket, by libloopfast's own connect (the same
+ * negotiation as the preload's: hello, doorbell, switch); the resulting
+ * Unix socket is put in the program under the same fd number
+ * (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SETFD) and the
+ * connect answered as libloopfast's connect answered it. Anything else
+ * (another address, a socket that is not TCP, one the program did not
+ * opt in, any failure before the connect is made) is left to the kernel
+ * (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the program's own connect, plain
+ * TCP.
+ *
+ * The bell (bell.c: the client's TCP socket, kept until the server's
+ * claim) stays in this process's fd table with the copy of the Unix
+ * socket: this process watches it, and when it rings lets the library
+ * give its verdict (a peek on the copy: claimed, or the fast-path socket
+ * shut down, so that the program reads EOF as over TCP), then lets go of
+ * both. Until then the copy keeps the program's Unix socket open: a
+ * program that closes its end before the server has accepted ends its
+ * connection when the claim arrives, not before.
+ *
+ * getsockname and getpeername on a fast-path socket are answered with
+ * TCP's addresses, getsockopt SO_DOMAIN and SO_PROTOCOL with TCP's values
+ * (the library's own answers, from the socket's names). */
+#include "supervise.h"
+#include "internal.h"
+#include "loopfast.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* A process of the tree that has the preload too (a nested loopfast run)
+ * negotiates its connections itself: its doorbell, whose SYN carries the
+ * hello's MSS, is its own to connect (never negotiated twice). */
+static bool hello_sent(int fd)
+{
+	int mss = 0;
+	socklen_t l = sizeof(mss);
+	return syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss == LF_HELLO_MSS;
+}
+
+/* Whether fd of thread tid is close-on-exec (fdinfo's flags). */
+static bool cloexec_of(pid_t tid, int fd)
+{
+	char p[64], buf[256];
+	snprintf(p, sizeof(p), "/proc/%d/fdinfo/%d", tid, fd);
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+	if (f >= 0)
+		close(f);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	char *fl = strstr(buf, "flags:");
+	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+}
+
+/* ---- connections waiting for their claim */
+
+struct watch {
+	int copy; /* our copy of the program's Unix socket (the library knows its bell) */
+	int tcp;  /* a dup of the TCP socket, the bell's file, for our epoll */
+};
+static struct watch *watches;
+static int nwatches;
+
+void svc_watch_end(int ep, int i)
+{
+	char c;
+	/* The library's verdict: recv looks at the bell of a fast-path
+	 * socket first (io.c); the bell has rung, so it is given now. */
+	recv(watches[i].copy, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	epoll_ctl(ep, EPOLL_CTL_DEL, watches[i].tcp, NULL);
+	close(watches[i].copy);
+	syscall(SYS_close, watches[i].tcp);
+	watches[i].copy = watches[i].tcp = -1;
+}
+
+static void watch_add(int ep, int copy, int tcp)
+{
+	int i = 0;
+	while (i < nwatches && watches[i].copy >= 0)
+		i++;
+	if (i == nwatches) {
+		struct watch *w = realloc(watches, (size_t)(nwatches + 16) * sizeof(*w));
+		if (!w)
+			goto no;
+		watches = w;
+		for (int k = nwatches; k < nwatches + 16; k++)
+			watches[k].copy = watches[k].tcp = -1;
+		nwatches += 16;
+	}
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = SV_TAG_WATCH | (uint32_t)i };
+	watches[i] = (struct watch){ copy, tcp };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, tcp, &ev) == 0)
+		return;
+	watches[i].copy = watches[i].tcp = -1;
+no: /* cannot watch: the verdict is left to the library's next look */
+	close(copy);
+	syscall(SYS_close, tcp);
+}
+
+/* ---- the trapped calls */
+
+void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = (socklen_t)n->data.args[2];
+	int fd = (int)n->data.args[0];
+	struct lf_ep dst;
+
+	/* The address is read once, here, and only this copy is used (the
+	 * program cannot change it under us); then the call is checked to be
+	 * still waiting, so that the memory read was the caller's. */
+	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !sv_read(n->pid, n->data.args[1], &ss, len) ||
+	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
+		return sv_reply(lfd, n->id, 0, true);
+	int copy = sv_grab(n->pid, fd), tcp = -1;
+	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy))) {
+		close(copy);
+		return sv_reply(lfd, n->id, 0, true);
+	}
+	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
+	    !sv_same_uid(copy, n->pid)) {
+		if (copy >= 0)
+			close(copy);
+		if (tcp >= 0)
+			syscall(SYS_close, tcp);
+		return sv_reply(lfd, n->id, 0, true);
+	}
+	int r = connect(copy, (void *)&ss, len), e = r ? errno : 0;
+	if (r && e == EINPROGRESS && sv_domain(copy) != AF_UNIX) {
+		/* The handshake is still in progress, the hello queued: the
+		 * switch must happen while we hold the call (only then can we
+		 * replace the program's fd). Bounded: past it the program keeps
+		 * the TCP socket in progress, and the server drops the hello. */
+		struct pollfd p = { copy, POLLOUT, 0 };
+		poll(&p, 1, 2000);
+	}
+	if (sv_domain(copy) == AF_UNIX) {
+		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
+						   .newfd = (uint32_t)fd,
+						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
+			/* The caller is gone (ENOENT), or its fd table is full:
+			 * either way the connection is unusable. */
+			SV_DEBUG("fd %d of %d: cannot put the fast-path socket in place: %s", fd, n->pid, strerror(errno));
+			sv_reply(lfd, n->id, -ECONNRESET, false);
+			close(copy);
+			syscall(SYS_close, tcp);
+			return;
+		}
+		SV_DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
+		sv_reply(lfd, n->id, r ? -e : 0, false);
+		watch_add(ep, copy, tcp);
+		return;
+	}
+	/* Plain TCP, made here on the program's socket: its answer. */
+	SV_DEBUG("connect fd %d of %d to port %u: plain TCP (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
+	sv_reply(lfd, n->id, r ? -e : 0, false);
+	close(copy);
+	syscall(SYS_close, tcp);
+}
+
+/* getsockname, getpeername: a fast-path socket answers TCP's addresses
+ * (the library's interposed calls translate its names); anything else is
+ * the kernel's. */
+void svc_name(int lfd, const struct seccomp_notif *n, bool peer)
+{
+	struct sockaddr_storage ss;
+	socklen_t room, l = sizeof(ss);
+	int copy;
+
+	if (!sv_read(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+		return sv_reply(lfd, n->id, 0, true);
+	int dom = sv_domain(copy);
+	int r = dom == AF_UNIX ? (peer ? getpeername : getsockname)(copy, (void *)&ss, &l) : -1;
+	syscall(SYS_close, copy);
+	if (r || ss.ss_family == AF_UNIX || !sv_valid(lfd, n->id))
+		return sv_reply(lfd, n->id, 0, true);
+	if ((int)room < 0 || !sv_write(n->pid, n->data.args[1], &ss, room < l ? room : l) ||
+	    !sv_write(n->pid, n->data.args[2], &l, sizeof(l)))
+		return sv_reply(lfd, n->id, -EFAULT, false);
+	sv_reply(lfd, n->id, 0, false);
+}
+
+/* getsockopt SO_DOMAIN, SO_PROTOCOL (the only ones the filter traps): a
+ * fast-path socket answers TCP's (the library's getsockopt, from the
+ * socket's names); anything else is the kernel's. */
+void svc_domain_opt(int lfd, const struct seccomp_notif *n)
+{
+	socklen_t room, l = sizeof(int);
+	int v, copy;
+
+	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+		return sv_reply(lfd, n->id, 0, true);
+	int r = sv_domain(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
+	close(copy);
+	if (r || l != sizeof(int) || (n->data.args[2] == SO_DOMAIN && v == AF_UNIX) || (int)room < (int)sizeof(int) ||
+	    !sv_valid(lfd, n->id))
+		return sv_reply(lfd, n->id, 0, true);
+	if (!sv_write(n->pid, n->data.args[3], &v, sizeof(v)) || !sv_write(n->pid, n->data.args[4], &l, sizeof(l)))
+		return sv_reply(lfd, n->id, -EFAULT, false);
+	sv_reply(lfd, n->id, 0, false);
+}
+

@@ -1,0 +1,75 @@
+/* A blocking echo server for test_supervisor.py, built -static in the
+ * test: listens on 127.0.0.1:0, prints "listening PORT", then serves one
+ * connection at a time with a blocking accept, printing "accepted LOCAL
+ * REMOTE" (getsockname, and the address accept wrote) and echoing until
+ * EOF. With "eintr", SIGUSR1 has a handler installed without SA_RESTART:
+ * an accept it interrupts prints "accept Interrupted system call" and the
+ * server goes on; with "restart", the same handler with SA_RESTART (the
+ * accept goes on by itself; the handler prints "signal"). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t caught;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	caught = 1;
+}
+
+static void name(const struct sockaddr_in *a, char *out)
+{
+	sprintf(out, "%s:%u", inet_ntoa(a->sin_addr), ntohs(a->sin_port));
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	char buf[65536], ls[64], ps[64];
+
+	if (argc > 1 && (!strcmp(argv[1], "eintr") || !strcmp(argv[1], "restart"))) {
+		struct sigaction act = { .sa_handler = on_usr1, .sa_flags = strcmp(argv[1], "restart") ? 0 : SA_RESTART };
+		sigaction(SIGUSR1, &act, NULL);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (void *)&sa, sizeof(sa)) || listen(l, 16) || getsockname(l, (void *)&sa, &sl)) {
+		printf("listen %s\n", strerror(errno));
+		return 1;
+	}
+	printf("listening %u\n", ntohs(sa.sin_port));
+	fflush(stdout);
+	for (;;) {
+		struct sockaddr_in la, pa;
+		socklen_t ll = sizeof(la), pl = sizeof(pa);
+		int c = accept(l, (void *)&pa, &pl);
+		if (caught) {
+			printf("signal\n");
+			caught = 0;
+		}
+		if (c < 0) {
+			printf("accept %s\n", strerror(errno));
+			fflush(stdout);
+			continue;
+		}
+		getsockname(c, (void *)&la, &ll);
+		name(&la, ls);
+		name(&pa, ps);
+		printf("accepted %s %s\n", ls, ps);
+		fflush(stdout);
+		ssize_t n;
+		while ((n = read(c, buf, sizeof(buf))) > 0)
+			for (ssize_t off = 0, w; off < n; off += w)
+				if ((w = write(c, buf + off, (size_t)(n - off))) <= 0)
+					break;
+		close(c);
+	}
+}
