@@ -126,7 +126,7 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0));
 	for (int i = 0; i < LF_EPOLL_MAX; i++) {
 		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
-			lf__epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
+			lf__spin_epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);
 	}
 	if (bell >= 0)
 		lf__bell_keep(fd, bell);

@@ -255,3 +255,20 @@ void lf__fd_relocate(int fd)
 		atomic_store(&f->flags, 0);
 	}
 }
+
+/* A fast-path socket's mode, as the application last set it (fcntl,
+ * ioctl FIONBIO, SO_RCVTIMEO: interpose.c). */
+static void set_flag(int fd, unsigned flag, bool on)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !(atomic_load(&f->flags) & LF_F_FAST))
+		return;
+	if (on)
+		atomic_fetch_or(&f->flags, flag);
+	else
+		atomic_fetch_and(&f->flags, ~flag);
+}
+
+void lf__fd_nonblock(int fd, bool on) { set_flag(fd, LF_F_NONBLOCK, on); }
+void lf__fd_rcvtimeo(int fd, bool on) { set_flag(fd, LF_F_RCVTIMEO, on); }

@@ -108,6 +108,10 @@ static inline bool lf__shm_on(int fd)
 	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHM);
 }
 
+/* A fast-path socket's mode as the application sets it (interpose.c). */
+void lf__fd_nonblock(int fd, bool on);
+void lf__fd_rcvtimeo(int fd, bool on);
+
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
  * socket) TCP still returns what is queued, and 0 where it would wait. */
 static inline bool lf__fd_shut_rd(int fd)

@@ -457,7 +457,7 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
 
 	if (r)
 		return r;
-	lf__epoll_member(epfd, fd, op);
+	lf__spin_epoll_member(epfd, fd, op);
 	if (op == EPOLL_CTL_ADD && (fl & LF_F_UNCONFIRMED))
 		lf__bell_epoll_add(epfd, fd);
 	if ((fl & LF_F_PENDING) && op != EPOLL_CTL_MOD && lf__fd(epfd))

@@ -185,25 +185,10 @@ int lf__spin_wait(struct lf_fd *f, const struct lf_waiter *w, int64_t timeout_ns
 
 /* ---- bookkeeping the wrappers rely on */
 
-static void set_flag(int fd, unsigned flag, bool on)
-{
-	struct lf_fd *f = lf__fd(fd);
-
-	if (!f || !(atomic_load(&f->flags) & LF_F_FAST))
-		return;
-	if (on)
-		atomic_fetch_or(&f->flags, flag);
-	else
-		atomic_fetch_and(&f->flags, ~flag);
-}
-
-void lf__fd_nonblock(int fd, bool on) { set_flag(fd, LF_F_NONBLOCK, on); }
-void lf__fd_rcvtimeo(int fd, bool on) { set_flag(fd, LF_F_RCVTIMEO, on); }
-
 /* An epoll set spins when it holds a fast-path socket that spins. A member
  * closed without EPOLL_CTL_DEL leaves the count high: the set then spins
  * and backs off, never waits wrongly. */
-void lf__epoll_member(int epfd, int fd, int op)
+void lf__spin_epoll_member(int epfd, int fd, int op)
 {
 	struct lf_fd *e = lf__fd(epfd);
 

@@ -11,9 +11,7 @@
 
 #include "fdtab.h"
 
-void lf__fd_nonblock(int fd, bool on);
-void lf__fd_rcvtimeo(int fd, bool on);
-void lf__epoll_member(int epfd, int fd, int op);
+void lf__spin_epoll_member(int epfd, int fd, int op);
 /* A fast-path socket with a spin budget. */
 static inline bool lf__may_spin(int fd)
 {
