@@ -12,6 +12,7 @@ import pathlib
 import queue
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -126,10 +127,19 @@ def readline(proc, timeout=30, stream=None):
 
 
 def stop(proc, timeout=30):
-    """Kills proc (if still running) and reaps it, with a deadline; fails
-    the test if it had died of a signal the test did not send it."""
+    """Kills proc (if still running) and what it started (a supervised
+    program is `loopfast run`'s child, and a SIGKILL cannot be passed on:
+    it would outlive the test, its trapped calls failing with ENOSYS), and
+    reaps it, with a deadline; fails the test if it had died of a signal
+    the test did not send it."""
     if proc.poll() is None:
+        rest = kernel.process_tree(proc.pid)[1:]
         proc.kill()
+        for pid in rest:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     proc.wait(timeout=timeout)
     check_ending(proc)
 
