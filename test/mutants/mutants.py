@@ -863,7 +863,7 @@ MUTANTS += [
         ["e2e:test_cli.py -k version_is_the_one"]),
 ]
 
-# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c, issue
+# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c and shm_io.c, issue
 # 23's first cut), each against test-ring or test_shm.py.
 MUTANTS += [
     Mutant(
@@ -883,7 +883,7 @@ MUTANTS += [
     Mutant(
         "shm-reader-keeps-token",
         "a reader that emptied its ring leaves the token on the socket: readable with nothing to read",
-        [("src/fastpath/shm.c",
+        [("src/fastpath/shm_io.c",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
         ["e2e:test_shm.py"]),
