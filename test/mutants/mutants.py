@@ -895,3 +895,30 @@ MUTANTS += [
           "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n")],
         ["e2e:test_shm.py -k poll"]),
 ]
+
+# The shared-memory tier against a peer of another uid that writes
+# garbage into the rings (test_security.py, docs/security.md).
+MUTANTS += [
+    Mutant(
+        "shm-reader-trusts-bell",
+        "a tier reader takes a bell word of any value as set: a peer's garbage bell is cleared, not a reset",
+        [("src/fastpath/shm_io.c",
+          "\tif (b != 1)\n\t\treturn LF_RING_BAD;\n\tatomic_store(&c->rx.h->bell, 0);\n",
+          "\tatomic_store(&c->rx.h->bell, 0);\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and bell'"]),
+    Mutant(
+        "shm-reader-swallows-stray-token",
+        "a tier reader drops a token byte that no push explains instead of resetting the connection",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (stray && !owed)\n\t\t\tbreak;\n",
+          "\t\tif (stray && !owed) {\n\t\t\tlf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);\n"
+          "\t\t\terrno = EAGAIN;\n\t\t\treturn -1;\n\t\t}\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and token'"]),
+    Mutant(
+        "shm-writer-trusts-head",
+        "the ring writer takes the peer's head as it is: a head far ahead reads as room, not a reset",
+        [("src/protocol/ring.c",
+          "\treturn used > LF_RING_SIZE ? LF_RING_BAD : (long)(LF_RING_SIZE - used);\n",
+          "\treturn (long)(LF_RING_SIZE - used);\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
+]
