@@ -107,6 +107,9 @@ static void attach(int fd, struct lf_shm_conn *c)
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
 	lf__shm_used = true;
+	for (int i = 0; i < LF_EPOLL_MAX; i++) /* registrations carried over from before connect */
+		if (f->ep[i].epfd1 && (f->ep[i].ev.events & EPOLLET))
+			lf__shm_want_edges(fd);
 }
 
 /* A peer that broke the protocol: the connection is reset (both ways),
@@ -281,6 +284,8 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		atomic_store_explicit(&c->tx.h->pre, c->stream_out, memory_order_relaxed);
 		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
 		atomic_store(&c->state, ON);
+		if (atomic_load(&c->edges)) /* an ET registration came before the answer */
+			atomic_store(&c->rx.h->edges, 1);
 	} else {
 		if (lf__debug_on)
 			lf__debug("fd %d: a bad shm answer from the server: reset", fd);
@@ -305,6 +310,22 @@ void lf__shm_attach_client(int fd)
 }
 
 /* ---- what waits and ioctl see */
+
+/* An epoll ET registration: TCP gives an edge for every write that adds
+ * data, the doorbell only for a ring that was empty. The writer reads the
+ * reader's edges word and then sends an edge byte for each push that
+ * found the bell already set (shm_io.c); the reader takes those bytes
+ * along with the tokens. Once asked, for the connection's life. */
+void lf__shm_want_edges(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (!c)
+		return;
+	atomic_store(&c->edges, true);
+	if (atomic_load(&c->state) == ON)
+		atomic_store(&c->rx.h->edges, 1);
+}
 
 bool lf__shm_inq(int fd, int *out)
 {
@@ -357,7 +378,15 @@ static void poll_fix(struct pollfd *p, bool *full)
 	if ((p->revents & (POLLIN | POLLRDNORM)) && !lf__fd_shut_rd(p->fd) &&
 	    (st == OFF || (st == ON && lf__shm_avail(c) == 0 && (!c->server || c->stream_done)))) {
 		char b;
-		if (lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) < 0 && errno == EAGAIN)
+		ssize_t r;
+		if (st == ON) { /* edge bytes of pushes already read say nothing */
+			pthread_mutex_lock(&c->rxl);
+			r = lf__shm_io_skip_edges(p->fd, &b);
+			pthread_mutex_unlock(&c->rxl);
+		} else {
+			r = lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		}
+		if (r < 0 && errno == EAGAIN)
 			p->revents &= (short)~(POLLIN | POLLRDNORM);
 	}
 }

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum { UNDECIDED, ON, OFF, BROKEN };
 
@@ -26,6 +27,7 @@ struct lf_shm_conn {
 	uint64_t stream_out;    /* client: stream bytes written before the switch */
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
 	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
+	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
 };
 
 /* shm.c */
@@ -36,5 +38,9 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
+/* Under rxl, with the ring's stream part done: takes the edge bytes at the
+ * head of the socket and peeks the byte after them into *next (1), or
+ * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
+ssize_t lf__shm_io_skip_edges(int fd, char *next);
 
 #endif

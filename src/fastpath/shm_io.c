@@ -24,6 +24,7 @@
 
 #define IOV_MAX_SHM 64
 #define TOKEN 't'
+#define EDGE 'e'
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
@@ -91,13 +92,45 @@ static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
 static int take_token(struct lf_shm_conn *c, int fd)
 {
 	char b;
-	ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+	ssize_t r = lf__shm_io_skip_edges(fd, &b);
 
-	if (r == 1)
-		return b == TOKEN ? 0 : LF_RING_BAD;
+	if (r == 1) {
+		if (b != TOKEN)
+			return LF_RING_BAD;
+		lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+		lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		return 0;
+	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		c->owed++;
 	return 0; /* or the peer is gone: its end will be read */
+}
+
+/* Edge bytes (EDGE) come only while the reader asked for them (an epoll ET
+ * registration), one for each push that found the bell set: they stand
+ * for no bytes of the ring, and are taken wherever the reader looks at the
+ * socket. Two batches a call at most (the second finds what follows a
+ * full first one: the end, a token): a peer that keeps sending them cannot
+ * hold the reader here. */
+ssize_t lf__shm_io_skip_edges(int fd, char *next)
+{
+	char buf[256];
+
+	for (int batch = 0; batch < 2; batch++) {
+		ssize_t r = lf__sys_recvfrom(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT, NULL, NULL), k = 0;
+		if (r <= 0)
+			return r;
+		while (k < r && buf[k] == EDGE)
+			k++;
+		if (k)
+			lf__sys_recvfrom(fd, buf, (size_t)k, MSG_DONTWAIT, NULL, NULL);
+		if (k < r) {
+			*next = buf[k];
+			return 1;
+		}
+	}
+	errno = EAGAIN;
+	return -1;
 }
 
 /* The reader found its ring empty: clear the bell, and with it the token,
@@ -201,11 +234,11 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 				return lf__shm_broken(c, fd);
 			return (ssize_t)got;
 		}
-		pthread_mutex_unlock(&c->rxl);
 		/* Empty, bell clear: the socket holds the end, a token of a push
-		 * that raced us, one we owe, or nothing. */
+		 * that raced us, one we owe, edge bytes, or nothing. */
 		char b;
-		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		ssize_t r = lf__shm_io_skip_edges(fd, &b);
+		pthread_mutex_unlock(&c->rxl);
 		if (r <= 0)
 			return r;
 		pthread_mutex_lock(&c->rxl);
@@ -399,8 +432,12 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
-	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1))
+	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
+		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
+		if (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+			lf__sys_sendto(fd, &e, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 		return 0;
+	}
 	char t = TOKEN;
 	if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)
 		return 0;

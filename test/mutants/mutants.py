@@ -922,3 +922,21 @@ MUTANTS += [
           "\treturn (long)(LF_RING_SIZE - used);\n")],
         ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
 ]
+
+# The shared-memory tier's edges for epoll ET (shm_io.c, docs/shm.md "Edges").
+MUTANTS += [
+    Mutant(
+        "shm-no-edge-per-push",
+        "a tier writer sends no edge byte for a push into a non-empty ring: epoll ET gets one edge per ring fill, not one per write",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n",
+          "\t\tif (0 && atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and readiness'", "e2e:test_shm.py -k edge_per_write"]),
+    Mutant(
+        "shm-edges-left-after-token",
+        "a tier reader that takes its token leaves the edge bytes of pushes it has read: epoll says readable with nothing to read",
+        [("src/fastpath/shm_io.c",
+          "\t\tlf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */\n",
+          "")],
+        ["e2e:test_shm.py -k edge_per_write"]),
+]
