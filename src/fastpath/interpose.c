@@ -490,6 +490,8 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	struct lf_fd *f = lf__fd_peek(fd);
 	unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
 
+	if ((fl & LF_F_SHM) && ev && op != EPOLL_CTL_DEL && (ev->events & EPOLLET))
+		lf__shm_want_edges(fd); /* the tier's writer then gives an edge per push (shm.c) */
 	if ((fl & (LF_F_UNCONFIRMED | LF_F_PENDING | LF_F_OPTIN | LF_F_RESET)) ||
 	    ((fl & LF_F_FAST) && f->spin_us && op != EPOLL_CTL_MOD))
 		return epoll_note(epfd, op, fd, ev, f, fl);

@@ -34,6 +34,9 @@ void lf__shm_put(struct lf_shm_conn *c); /* one not attached after all (NULL: no
 
 bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret);
 bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret);
+/* epoll_ctl with EPOLLET on a tier socket: from now on the peer's writer
+ * sends an edge byte for every push, as TCP gives an edge per write. */
+void lf__shm_want_edges(int fd);
 /* FIONREAD / SIOCINQ: the bytes readable. */
 bool lf__shm_inq(int fd, int *out);
 /* poll/ppoll over sets that hold tier sockets: wait() is the wait without

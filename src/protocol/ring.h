@@ -31,6 +31,7 @@ struct lf_ring_hdr {
 	_Atomic uint32_t want_space;         /* writer waits for room (futex on space_seq) */
 	_Atomic uint64_t pre;                /* client-to-server: bytes the client wrote on the stream first */
 	_Atomic uint32_t switched;           /* ... and that number is final */
+	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */

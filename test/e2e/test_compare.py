@@ -246,7 +246,6 @@ def _shm_known(why, *scenarios, raises=FastPathDiffers):
 
 
 SHM_KNOWN = {
-    **_shm_known("epoll ET: an edge per empty-to-non-empty ring, not per write", "readiness"),
     **_shm_known("unread ring bytes at close do not reset the peer", "tcp-info"),
     **_shm_known("urgent data refused (EOPNOTSUPP)", "oob", raises=AssertionError),
     **_shm_known("sendfile/splice bypass the interposer: reset", "sendfile-splice", raises=AssertionError),

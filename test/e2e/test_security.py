@@ -7,7 +7,9 @@ rendezvous, forged hellos for a plain and a pending connection, the
 sock_diag watcher's race (with UDP and TCP decoys), a server of another
 uid looking for descriptors, a flood of junk hellos; and the failures
 another uid cannot cause but that must not hang anyone either: clients
-and workers killed at the worst moment. The scripts the attacker and the
+and workers killed at the worst moment; on the shared-memory tier,
+forged hellos that ask for its memfd, and a peer of another uid (server
+or client) that writes garbage into the rings. The scripts the attacker and the
 clients run are in attack/ (docs/security.md has the threat model)."""
 import glob
 import json
@@ -159,9 +161,12 @@ def attacker():
     shutil.copy(BUILD / "libloopfast-preload.so", preload)
     os.chmod(preload, 0o755)
 
-    def run_as(name, *args, preload_lib=False, user=USER, nofile=None):
-        """nofile: the soft RLIMIT_NOFILE it runs with."""
+    def run_as(name, *args, preload_lib=False, user=USER, nofile=None, tier=None):
+        """nofile: the soft RLIMIT_NOFILE it runs with; tier: LOOPFAST_TIER
+        (with preload_lib)."""
         env = dict(os.environ, LD_PRELOAD=preload, LOOPFAST_ENABLE="1") if preload_lib else None
+        if env is not None and tier:
+            env["LOOPFAST_TIER"] = tier
         limit = ["prlimit", f"--nofile={nofile}:"] if nofile else []
         return subprocess.Popen([*limit, "setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", py,
                                  scripts[name], *map(str, args)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -173,10 +178,10 @@ def attacker():
     shutil.rmtree(d)
 
 
-def start_server(attacker, n):
+def start_server(attacker, n, tier=None):
     """A loopfast server (root) that has bound its socket and waits for go()
     before it listens; returns it with its port and listener inode."""
-    srv = subprocess.Popen(wrap("loopfast", [attacker.py, attacker.scripts["server"], str(n), "4"]),
+    srv = subprocess.Popen(wrap("loopfast", [attacker.py, attacker.scripts["server"], str(n), "4"], tier=tier),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     port, ino = map(int, readline(srv).split())
     return srv, port, ino
@@ -188,15 +193,18 @@ def go(srv):
     assert readline(srv).strip() == "listening"
 
 
-def test_squatted_rendezvous_gets_nothing(build, attacker):
+@pytest.mark.parametrize("tier", [None, "shm"])
+def test_squatted_rendezvous_gets_nothing(build, attacker, tier):
     # The root server has bound its socket; before it listens, a process
     # of another uid takes the rendezvous and stash names of that socket.
-    srv, port, ino = start_server(attacker, 1)
+    # With tier "shm" both ends ask for the shared-memory tier (the
+    # client's hello is of kind T): the squatter gets no memfd either.
+    srv, port, ino = start_server(attacker, 1, tier)
     squat = attacker("squat", "4", ino)
     try:
         assert readline(squat).strip() == "ready"
         go(srv)
-        cli = subprocess.Popen(wrap("loopfast", [str(PROBE), "client-echo", str(port)]), stdout=subprocess.PIPE,
+        cli = subprocess.Popen(wrap("loopfast", [str(PROBE), "client-echo", str(port)], tier=tier), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, LOOPFAST_DEBUG="1"))
         out, err = cli.communicate(timeout=30)
         assert "echo ok" in out, out + err
@@ -240,14 +248,14 @@ def test_forged_hello_cannot_take_a_plain_connection(build, attacker):
 
 # ---- helpers for the attacks below (scripts in attack/)
 
-def as_root(attacker, name, *args, loopfast=True, debug=False):
+def as_root(attacker, name, *args, loopfast=True, debug=False, tier=None):
     """A script of attack/ run as root (under `loopfast run` unless told
-    otherwise, with LOOPFAST_DEBUG if debug); its stderr goes to a file
-    (p.errors() reads its end)."""
+    otherwise, with LOOPFAST_DEBUG if debug; tier "shm": `--tier shm`); its
+    stderr goes to a file (p.errors() reads its end)."""
     err = tempfile.TemporaryFile(mode="w+")
     argv = [attacker.py, attacker.path(name), *map(str, args)]
     env = dict(os.environ, LOOPFAST_DEBUG="1") if debug else None
-    p = subprocess.Popen(wrap("loopfast" if loopfast else "tcp", argv), stdin=subprocess.PIPE,
+    p = subprocess.Popen(wrap("loopfast" if loopfast else "tcp", argv, tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=err, text=True, env=env)
 
     def errors():
@@ -257,10 +265,10 @@ def as_root(attacker, name, *args, loopfast=True, debug=False):
     return p
 
 
-def echo_server(attacker, fam, *opts, debug=False, loopfast=True):
+def echo_server(attacker, fam, *opts, debug=False, loopfast=True, tier=None):
     """attack/echo_server.py as root under loopfast: (process, port, listener
     inode, pid of the process that listens)."""
-    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug, loopfast=loopfast)
+    srv = as_root(attacker, "echo_server", fam, *opts, debug=debug, loopfast=loopfast, tier=tier)
     port, ino, pid = map(int, readline(srv).split())
     if "--go" not in opts:
         assert readline(srv).strip() == "listening"
@@ -1216,4 +1224,116 @@ def test_client_names_tell_other_users_no_pid(build, attacker):
     finally:
         for v in victims:
             stop(v)
+        stop(srv)
+
+
+# ---- the shared-memory tier (docs/shm.md; docs/security.md, "The shared-memory tier")
+
+MEMFD = "memfd:loopfast-shm"
+
+
+def memfds(pid):
+    """The inodes of the tier's memfds that pid's process tree maps, from
+    the kernel (/proc/PID/maps): the same inode at both ends of a
+    connection is the proof that it is on the tier."""
+    out = set()
+    for p in process_tree(pid):
+        try:
+            out |= {int(line.split()[4]) for line in open(f"/proc/{p}/maps") if MEMFD in line}
+        except OSError:
+            pass
+    return out
+
+
+@FAMS
+def test_forged_tier_hellos_get_no_memfd(build, attacker, fam):
+    # Both ends ask for the tier. The victim (root) has bound its port and
+    # not yet connected; the attacker queues 16 hellos of kind T naming
+    # exactly that endpoint, ahead of the victim's: each asks for the
+    # memfd that would carry the victim's bytes. None is vouched for by
+    # the kernel, so none gets an answer (the server answers only the
+    # hello it joins to the connection); the victim is served on the tier.
+    srv, port, ino, pid = echo_server(attacker, fam, tier="shm")
+    victim = as_root(attacker, "victim", fam, port, tier="shm")
+    forge = None
+    try:
+        vport = int(readline(victim))
+        forge = attacker("forge", fam, port, ino, vport, "--count", 16, "--tier")
+        assert readline(forge).split() == ["queued", "16"]
+        assert queued_on(fam, ino) >= 16  # the forged hellos are in the rendezvous, ahead of the victim
+        send_line(victim)
+        v = json.loads(readline(victim))
+        assert v == {"outcome": "ok", "fast": True}, (v, victim.errors())
+        wait_fast_path(victim, pid, port)  # both ends, from kernel state
+        assert memfds(victim.pid) & memfds(pid), "the victim's connection is not on the tier"
+        assert not memfds(forge.pid)
+        got = result(forge)
+    finally:
+        stop(victim)
+        stop(srv)
+        if forge:
+            stop(forge)
+    assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
+
+
+SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room"])
+
+
+@SCRIBBLES
+def test_server_of_another_uid_writing_garbage_in_the_rings(build, attacker, mode):
+    # The tier joins a root client to a server of another uid when both ask
+    # (the client chose that server, as over TCP): the memfd is the
+    # server's own, and it can write any word of it. After an honest round
+    # trip on the tier (the same memfd mapped at both ends), it writes
+    # garbage into the rings' words (attack/shm_scribble.py) and rings the
+    # doorbell by hand. The client's next call gets what a TCP client gets
+    # from a peer that broke the connection, ECONNRESET: no crash, no
+    # hang, no byte that was not sent.
+    evil = attacker("shm_scribble", "server", "4", mode, preload_lib=True, tier="shm")
+    cl = None
+    try:
+        port = int(readline(evil))
+        cl = as_root(attacker, "shm_client", "4", port, "write" if mode == "room" else "read", tier="shm")
+        assert readline(cl).strip() == "ready", cl.errors()
+        assert readline(evil).strip() == "ready"
+        wait_fast_path(cl, evil.pid, port)
+        assert memfds(cl.pid) & memfds(evil.pid), "the connection is not on the tier"
+        send_line(evil)
+        assert readline(evil).strip() == "scribbled"
+        send_line(cl)
+        out = json.loads(readline(cl, 30))
+        assert cl.wait(timeout=10) == 0, cl.errors()
+    finally:
+        for p in (cl, evil):
+            if p:
+                stop(p)
+    assert out == {"outcome": "ConnectionResetError", "bytes": 0}, out
+
+
+@SCRIBBLES
+def test_client_of_another_uid_writing_garbage_in_the_rings(build, attacker, mode):
+    # The other direction: a root server on the tier, and a client of
+    # another uid that asked for it too. The server sends it the memfd of
+    # that one connection (the connection itself: it carries nothing but
+    # the bytes the two exchange). The client writes garbage into it: the
+    # server's read or write on that connection fails as on a reset TCP
+    # connection (the echo server closes it), and the server goes on
+    # serving everyone else.
+    srv, port, ino, pid = echo_server(attacker, "4", tier="shm")
+    evil = attacker("shm_scribble", "client", "4", mode, port, preload_lib=True, tier="shm")
+    try:
+        assert readline(evil).strip() == "ready"
+        wait_fast_path(evil, pid, port)
+        assert memfds(evil.pid) & memfds(pid), "the connection is not on the tier"
+        send_line(evil)
+        assert readline(evil).strip() == "scribbled"
+        deadline = time.monotonic() + 20
+        while fast_path_pairs(process_tree(evil.pid), process_tree(pid), port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # The server dropped its end (kernel state): its call failed.
+        assert not fast_path_pairs(process_tree(evil.pid), process_tree(pid), port), "the server kept the connection"
+        assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
+        assert srv.poll() is None, srv.errors()
+    finally:
+        stop(evil)
         stop(srv)

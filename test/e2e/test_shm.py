@@ -5,7 +5,8 @@ every byte (SHA-256 of what was read); a connection one end of which did
 not ask maps nothing and stays a Unix stream; a writer whose reader stops
 gets EAGAIN no earlier than on the Unix stream, and its memory stays
 bounded; kill -9 of either end mid-stream ends the other's calls with the
-end (EOF, EPIPE or ECONNRESET), never a hang. The TCP comparison matrix
+end (EOF, EPIPE or ECONNRESET), never a hang; epoll ET gives an edge per
+write, as TCP does (the same script on TCP is the control). The TCP comparison matrix
 with the tier on is test_compare.py's test_same_as_tcp_shm."""
 import os
 import signal
@@ -229,3 +230,49 @@ def test_kill9_mid_stream_ends_the_other_side(build, victim):
         for p in (cli, srv):
             if p:
                 stop(p)
+
+
+# Both ends in one process: an edge-triggered and a level-triggered epoll
+# set on the server's end, and the client's writes between their waits.
+EDGES = textwrap.dedent("""
+    import select, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    a.setblocking(False)
+    et, lt = select.epoll(), select.epoll()
+    et.register(a, select.EPOLLIN | select.EPOLLET); lt.register(a, select.EPOLLIN)
+    out = []
+    c.sendall(b"a")
+    out += [len(et.poll(5)), len(et.poll(0.2))]  # an edge, then none
+    c.sendall(b"b")                              # more data, "a" not read: a new edge
+    out.append(len(et.poll(5)))
+    c.sendall(b"c"); c.sendall(b"d")
+    out.append(len(et.poll(5)))
+    out.append(a.recv(100).decode())
+    out += [len(lt.poll(0)), len(et.poll(0))]    # all read: nothing to report
+    print(*out, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_epoll_edge_per_write_as_tcp(build):
+    """epoll ET gives an edge for every write that adds data, even to a
+    queue the reader has not emptied, as TCP does (the same script run on
+    plain TCP is the control); once all is read, level-triggered epoll
+    reports nothing (the edge bytes are taken with the data). On the tier:
+    the process maps the memfd for both its ends."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        p = subprocess.Popen(lf_cmd([sys.executable, "-c", EDGES], tier=tier) if tier != "tcp"
+                             else [sys.executable, "-c", EDGES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            got[tier] = readline(p).split()
+            if tier == "shm":
+                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+        finally:
+            stop(p)
+    assert got["tcp"] == ["1", "0", "1", "1", "abcd", "0", "0"], got
+    assert got["shm"] == got["tcp"], got

@@ -863,7 +863,7 @@ MUTANTS += [
         ["e2e:test_cli.py -k version_is_the_one"]),
 ]
 
-# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c, issue
+# The shared-memory tier (src/protocol/ring.c, src/fastpath/shm.c and shm_io.c, issue
 # 23's first cut), each against test-ring or test_shm.py.
 MUTANTS += [
     Mutant(
@@ -883,7 +883,7 @@ MUTANTS += [
     Mutant(
         "shm-reader-keeps-token",
         "a reader that emptied its ring leaves the token on the socket: readable with nothing to read",
-        [("src/fastpath/shm.c",
+        [("src/fastpath/shm_io.c",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
         ["e2e:test_shm.py"]),
@@ -912,4 +912,49 @@ MUTANTS += [
           "\t\tif (held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))\n",
           "\t\tif (1 || held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))\n")],
         ["e2e:test_supervisor.py -k test_listener_made_again"]),
+]
+
+# The shared-memory tier against a peer of another uid that writes
+# garbage into the rings (test_security.py, docs/security.md).
+MUTANTS += [
+    Mutant(
+        "shm-reader-trusts-bell",
+        "a tier reader takes a bell word of any value as set: a peer's garbage bell is cleared, not a reset",
+        [("src/fastpath/shm_io.c",
+          "\tif (b != 1)\n\t\treturn LF_RING_BAD;\n\tatomic_store(&c->rx.h->bell, 0);\n",
+          "\tatomic_store(&c->rx.h->bell, 0);\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and bell'"]),
+    Mutant(
+        "shm-reader-swallows-stray-token",
+        "a tier reader drops a token byte that no push explains instead of resetting the connection",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (stray && !owed)\n\t\t\tbreak;\n",
+          "\t\tif (stray && !owed) {\n\t\t\tlf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);\n"
+          "\t\t\terrno = EAGAIN;\n\t\t\treturn -1;\n\t\t}\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and token'"]),
+    Mutant(
+        "shm-writer-trusts-head",
+        "the ring writer takes the peer's head as it is: a head far ahead reads as room, not a reset",
+        [("src/protocol/ring.c",
+          "\treturn used > LF_RING_SIZE ? LF_RING_BAD : (long)(LF_RING_SIZE - used);\n",
+          "\treturn (long)(LF_RING_SIZE - used);\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
+]
+
+# The shared-memory tier's edges for epoll ET (shm_io.c, docs/shm.md "Edges").
+MUTANTS += [
+    Mutant(
+        "shm-no-edge-per-push",
+        "a tier writer sends no edge byte for a push into a non-empty ring: epoll ET gets one edge per ring fill, not one per write",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n",
+          "\t\tif (0 && atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and readiness'", "e2e:test_shm.py -k edge_per_write"]),
+    Mutant(
+        "shm-edges-left-after-token",
+        "a tier reader that takes its token leaves the edge bytes of pushes it has read: epoll says readable with nothing to read",
+        [("src/fastpath/shm_io.c",
+          "\t\tlf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */\n",
+          "")],
+        ["e2e:test_shm.py -k edge_per_write"]),
 ]

@@ -1,6 +1,7 @@
 """Forged hellos for one endpoint (run as the attacker): queues COUNT
 hellos on the rendezvous, each bound to the client name of VPORT -> SPORT
-with a nonce of its own (--write: and writes N bytes on each), prints "queued N", then reads whatever reaches
+with a nonce of its own (--write: and writes N bytes on each; --tier: names
+of kind T, which ask for the shared-memory tier), prints "queued N", then reads whatever reaches
 them until stdin closes and prints one JSON line: hellos queued, bytes and
 descriptors received."""
 import argparse
@@ -21,12 +22,13 @@ ap.add_argument("ino", type=int)
 ap.add_argument("vport", type=int)
 ap.add_argument("--count", type=int, default=16)
 ap.add_argument("--write", type=int, default=0)
+ap.add_argument("--tier", action="store_true", help="names of kind T: hellos that ask for the shared-memory tier")
 a = ap.parse_args()
 
 hellos = []
 for i in range(a.count):
     u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    u.bind(client_name(a.fam, a.vport, a.sport, random.getrandbits(48)))
+    u.bind(client_name(a.fam, a.vport, a.sport, random.getrandbits(48), kind="T" if a.tier else "C"))
     u.setblocking(False)
     u.connect(rendezvous(a.fam, a.ino))
     if a.write:

@@ -52,10 +52,11 @@ def rendezvous(fam, ino):
     return b"\0loopfast/%d/L/%s/%d" % (VERSION, fam.encode(), ino)
 
 
-def client_name(fam, cport, sport, nonce, caddr=None, saddr=None):
+def client_name(fam, cport, sport, nonce, caddr=None, saddr=None, kind="C"):
+    """kind "T": the name of a client that asks for the shared-memory tier."""
     caddr, saddr = caddr or ADDR[fam], saddr or ADDR[fam]
-    return b"\0loopfast/%d/C/%s/%s/%d/%s/%d/%x" % (VERSION, fam.encode(), caddr.encode(), cport, saddr.encode(), sport,
-                                                  nonce)
+    return b"\0loopfast/%d/%s/%s/%s/%d/%s/%d/%x" % (VERSION, kind.encode(), fam.encode(), caddr.encode(), cport,
+                                                  saddr.encode(), sport, nonce)
 
 
 def fds_in(ancillary):

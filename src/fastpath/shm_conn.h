@@ -1,0 +1,46 @@
+/* The shared-memory tier's private header: the connection's state, which
+ * shm.c (state, the switch, poll, FIONREAD) and shm_io.c (reads, writes,
+ * waits) share. Nothing else includes it: the rest of the library sees
+ * shm.h. */
+#ifndef LF_SHM_CONN_H
+#define LF_SHM_CONN_H
+
+#include "ring.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum { UNDECIDED, ON, OFF, BROKEN };
+
+struct lf_shm_conn {
+	atomic_int refs;        /* first: fdtab.c counts the dups that share it */
+	bool server;
+	atomic_int state;
+	void *map;
+	struct lf_ring rx, tx;
+	pthread_mutex_t rxl, txl; /* one reader and one writer of the process at a time; never held across a wait */
+	uint64_t stream_in;     /* server: stream bytes read before the ring */
+	bool stream_done;       /* server: all of them */
+	uint64_t stream_out;    /* client: stream bytes written before the switch */
+	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
+	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
+	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
+};
+
+/* shm.c */
+struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: not on the tier */
+long lf__shm_avail(const struct lf_shm_conn *c);          /* bytes in rx now (LF_RING_BAD: garbage) */
+void lf__shm_decide(struct lf_shm_conn *c, int fd);       /* the client takes the answer if it came */
+int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connection: -1, ECONNRESET */
+
+/* shm_io.c */
+void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
+/* Under rxl, with the ring's stream part done: takes the edge bytes at the
+ * head of the socket and peeks the byte after them into *next (1), or
+ * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
+ssize_t lf__shm_io_skip_edges(int fd, char *next);
+
+#endif

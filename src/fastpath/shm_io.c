@@ -1,0 +1,591 @@
+/* The shared-memory tier's reads and writes and their waits (shm.c holds
+ * the connection's state and the switch; docs/shm.md the argument).
+ *
+ * The doorbell: the socket holds one token byte exactly while a ring holds
+ * data (plus tokens in flight), so that the kernel's own poll, select and
+ * epoll on the socket say POLLIN when, and only when, a read would find
+ * data or the end. The writer rings (bell 0 -> 1, then one byte) after it
+ * published bytes; the reader, having emptied the ring, clears the bell
+ * and reads one token, unless the ring filled again and it could re-own
+ * the token (bell 0 -> 1). Store-then-load on both sides (Dekker), so a
+ * push is never left without its token.
+ *
+ * Room: a writer that finds its ring full waits on a futex in the shared
+ * page, in slices, looking at the socket for the peer's end between them;
+ * the reader wakes it after making room. */
+#include "internal.h"
+#include "shm.h"
+#include "shm_conn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <string.h>
+
+#define IOV_MAX_SHM 64
+#define TOKEN 't'
+#define EDGE 'e'
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+	return lf__sys_futex((uint32_t *)w, op, val, ts);
+}
+
+/* ---- reading */
+
+struct cur {
+	struct iovec v[IOV_MAX_SHM];
+	size_t n, len;
+};
+
+static void cur_init(struct cur *k, const struct iovec *iov, size_t n)
+{
+	k->n = n < IOV_MAX_SHM ? n : IOV_MAX_SHM;
+	k->len = 0;
+	for (size_t i = 0; i < k->n; i++) {
+		k->v[i] = iov[i];
+		k->len += iov[i].iov_len;
+	}
+}
+
+static void cur_skip(struct cur *k, size_t by)
+{
+	size_t i = 0;
+
+	k->len -= by;
+	while (i < k->n && by >= k->v[i].iov_len)
+		by -= k->v[i++].iov_len;
+	memmove(k->v, k->v + i, (k->n - i) * sizeof(k->v[0]));
+	k->n -= i;
+	if (k->n) {
+		k->v[0].iov_base = (char *)k->v[0].iov_base + by;
+		k->v[0].iov_len -= by;
+	}
+}
+
+/* The iovec of the first `len` bytes of k (for a read that must stop there). */
+static size_t cur_trunc(const struct cur *k, size_t len, struct iovec *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < k->n && len; i++, n++) {
+		out[n] = k->v[i];
+		if (out[n].iov_len > len)
+			out[n].iov_len = len;
+		len -= out[n].iov_len;
+	}
+	return n;
+}
+
+static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
+{
+	struct iovec v[IOV_MAX_SHM];
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = cur_trunc(k, len, v) };
+
+	return lf__sys_recvmsg(fd, &m, flags | MSG_DONTWAIT);
+}
+
+/* Takes one token off the socket: the one a push committed to (bell was
+ * 1), which is there or about to be. One not there yet (its writer is
+ * between its bell and its byte: descheduled, stopped) is owed: taken when
+ * it comes (read_once), never waited for. 0, or LF_RING_BAD. */
+static int take_token(struct lf_shm_conn *c, int fd)
+{
+	char b;
+	ssize_t r = lf__shm_io_skip_edges(fd, &b);
+
+	if (r == 1) {
+		if (b != TOKEN)
+			return LF_RING_BAD;
+		lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+		lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		return 0;
+	}
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		c->owed++;
+	return 0; /* or the peer is gone: its end will be read */
+}
+
+/* Edge bytes (EDGE) come only while the reader asked for them (an epoll ET
+ * registration), one for each push that found the bell set: they stand
+ * for no bytes of the ring, and are taken wherever the reader looks at the
+ * socket. Two batches a call at most (the second finds what follows a
+ * full first one: the end, a token): a peer that keeps sending them cannot
+ * hold the reader here. */
+ssize_t lf__shm_io_skip_edges(int fd, char *next)
+{
+	char buf[256];
+
+	for (int batch = 0; batch < 2; batch++) {
+		ssize_t r = lf__sys_recvfrom(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT, NULL, NULL), k = 0;
+		if (r <= 0)
+			return r;
+		while (k < r && buf[k] == EDGE)
+			k++;
+		if (k)
+			lf__sys_recvfrom(fd, buf, (size_t)k, MSG_DONTWAIT, NULL, NULL);
+		if (k < r) {
+			*next = buf[k];
+			return 1;
+		}
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+/* The reader found its ring empty: clear the bell, and with it the token,
+ * unless the ring filled again meanwhile (Dekker: the writer stores tail
+ * then loads bell; we store bell then load tail). Under rxl. */
+static int settle(struct lf_shm_conn *c, int fd)
+{
+	uint32_t b = atomic_load(&c->rx.h->bell), zero = 0;
+
+	if (b == 0)
+		return 0;
+	if (b != 1)
+		return LF_RING_BAD;
+	atomic_store(&c->rx.h->bell, 0);
+	atomic_thread_fence(memory_order_seq_cst);
+	long a = lf__ring_avail(&c->rx);
+	if (a < 0)
+		return LF_RING_BAD;
+	if (a > 0 && atomic_compare_exchange_strong(&c->rx.h->bell, &zero, 1))
+		return 0; /* the token stays, for the bytes now there */
+	return take_token(c, fd);
+}
+
+static void wake_writer(struct lf_shm_conn *c)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&c->rx.h->want_space)) {
+		atomic_store(&c->rx.h->want_space, 0);
+		atomic_fetch_add(&c->rx.h->space_seq, 1);
+		futex(&c->rx.h->space_seq, FUTEX_WAKE, INT_MAX, NULL);
+	}
+}
+
+/* The server's reads of what the client wrote on the stream before its
+ * switch. >=0 bytes, -1 errno (EAGAIN: nothing yet), or -2: done, read
+ * the ring. */
+static ssize_t server_stream(struct lf_shm_conn *c, int fd, const struct cur *k, int flags)
+{
+	for (int i = 0; i < 3; i++) {
+		if (atomic_load_explicit(&c->rx.h->switched, memory_order_acquire)) {
+			uint64_t pre = atomic_load(&c->rx.h->pre);
+			if (pre < c->stream_in)
+				return lf__shm_broken(c, fd);
+			if (pre == c->stream_in) {
+				c->stream_done = true;
+				return -2;
+			}
+			size_t want = pre - c->stream_in < k->len ? (size_t)(pre - c->stream_in) : k->len;
+			ssize_t r = stream_read(fd, k, want, flags & MSG_PEEK);
+			if (r > 0 && !(flags & MSG_PEEK))
+				c->stream_in += (uint64_t)r;
+			return r;
+		}
+		ssize_t r = stream_read(fd, k, k->len, MSG_PEEK);
+		if (r < 0 && errno != EAGAIN)
+			return r;
+		if (atomic_load_explicit(&c->rx.h->switched, memory_order_acquire))
+			continue; /* what we peeked may end in a token: read up to pre */
+		if (r <= 0 || (flags & MSG_PEEK))
+			return r;
+		r = stream_read(fd, k, (size_t)r, 0);
+		if (r > 0)
+			c->stream_in += (uint64_t)r;
+		return r;
+	}
+	errno = EAGAIN;
+	return -1;
+}
+
+/* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait). */
+static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags)
+{
+	bool peek = flags & MSG_PEEK;
+
+	if (c->server && !c->stream_done) {
+		ssize_t r = server_stream(c, fd, k, flags);
+		if (r != -2)
+			return r;
+	}
+	for (int tries = 0; tries < 3; tries++) {
+		pthread_mutex_lock(&c->rxl);
+		lf__ring_sync(&c->rx, true);
+		long a = lf__ring_avail(&c->rx);
+		if (a == 0 && settle(c, fd) == LF_RING_BAD)
+			a = LF_RING_BAD;
+		else if (a == 0)
+			a = lf__ring_avail(&c->rx);
+		if (a < 0) {
+			pthread_mutex_unlock(&c->rxl);
+			return lf__shm_broken(c, fd);
+		}
+		if (a > 0) {
+			size_t got = lf__ring_read(&c->rx, k->v, k->n, (size_t)a < k->len ? (size_t)a : k->len, peek);
+			int s = 0;
+			if (!peek && got == (size_t)a)
+				s = settle(c, fd);
+			if (!peek)
+				wake_writer(c);
+			pthread_mutex_unlock(&c->rxl);
+			if (s == LF_RING_BAD)
+				return lf__shm_broken(c, fd);
+			return (ssize_t)got;
+		}
+		/* Empty, bell clear: the socket holds the end, a token of a push
+		 * that raced us, one we owe, edge bytes, or nothing. */
+		char b;
+		ssize_t r = lf__shm_io_skip_edges(fd, &b);
+		pthread_mutex_unlock(&c->rxl);
+		if (r <= 0)
+			return r;
+		pthread_mutex_lock(&c->rxl);
+		bool stray = lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0;
+		bool owed = stray && c->owed;
+		if (owed) {
+			c->owed--;
+			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+		}
+		pthread_mutex_unlock(&c->rxl);
+		if (stray && !owed)
+			break;
+	}
+	return lf__shm_broken(c, fd); /* a byte on the socket that no push explains */
+}
+
+/* Waits for POLLIN (read) or room (write) as a blocking call does: the
+ * socket's timeout (EAGAIN), signals (EINTR unless SA_RESTART and no
+ * timeout). 0: look again; -1: errno. */
+static int wait_fd(int fd, short ev, int opt, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	int ms = -1;
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) && (tv.tv_sec || tv.tv_usec))
+		ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	int r = ev ? lf__sys_poll1(fd, ev, ms) : 0;
+	if (r == 0 && ev) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (r < 0 && errno != EINTR)
+		return -1;
+	if (atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || ms >= 0)) {
+		errno = EINTR;
+		return -1;
+	}
+	return 0;
+}
+
+static bool nonblocking(int fd, int flags)
+{
+	struct lf_fd *f = lf__fd(fd);
+	return (flags & MSG_DONTWAIT) || (atomic_load(&f->flags) & LF_F_NONBLOCK);
+}
+
+/* A blocking read spins first when the socket has a budget (spin.c's
+ * rules, simplified: no back-off). */
+static void spin(struct lf_shm_conn *c, int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	unsigned s0 = atomic_load(&lf__sig_seen);
+
+	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
+		return;
+	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
+	while (lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0 && lf__sys_now_ns() < end)
+		__builtin_ia32_pause();
+}
+
+/* SO_RCVLOWAT on a blocking read: wait until the ring holds `target`
+ * bytes, or the end, an error, a signal or the timeout. The socket cannot
+ * say it (its token stands for "not empty"), so the writer wakes a futex
+ * after each push while the reader asks (want_data). 0: read now; -1:
+ * errno. */
+static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	uint64_t end = 0;
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
+		end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	for (;;) {
+		uint32_t seq = atomic_load(&c->rx.h->data_seq);
+		atomic_store(&c->rx.h->want_data, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		long a = lf__shm_avail(c);
+		if (a < 0 || (size_t)a >= target)
+			return 0; /* enough (or garbage: the read resets) */
+		char b;
+		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		if (r == 0 || (r < 0 && errno != EAGAIN))
+			return 0; /* the end, or an error: the read says which */
+		struct timespec ts = { 0, 20000000 }; /* slices: the peer's end comes on the socket */
+		if (futex(&c->rx.h->data_seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR &&
+		    atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+			errno = EINTR;
+			return -1;
+		}
+		if (end && lf__sys_now_ns() >= end) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
+bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct cur k;
+	size_t total = 0;
+	unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
+	struct lf_fd *f = lf__fd(fd);
+	bool shut = atomic_load(&f->flags) & LF_F_SHUT_RD;
+
+	if (!c || (flags & (MSG_OOB | MSG_ERRQUEUE)))
+		return false;
+	lf__shm_decide(c, fd);
+	int st = atomic_load(&c->state);
+	if (st == OFF || st == BROKEN)
+		return false;
+	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	if (flags & MSG_TRUNC) { /* TCP discards the bytes (the buffer may be NULL): read them into scratch */
+		static __thread char scratch[65536];
+		size_t len = k.len < sizeof(scratch) ? k.len : sizeof(scratch);
+		k.n = 1;
+		k.len = len;
+		k.v[0] = (struct iovec){ scratch, len };
+	}
+	m->msg_flags = 0;
+	int e0 = errno;
+	lf__shm_io_flush(c, fd);
+	static uint32_t lowat_bit;
+	if (!lowat_bit)
+		lowat_bit = lf__carried_bit(SO_RCVLOWAT);
+	int lowat = 1;
+	socklen_t ll = sizeof(lowat);
+	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
+	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
+	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < k.len ? (size_t)lowat : k.len, s0, i0) < 0) {
+		*ret = -1;
+		return true;
+	}
+	for (;;) {
+		ssize_t r;
+		if (atomic_load(&c->state) == UNDECIDED) {
+			errno = EAGAIN;
+			r = -1;
+		} else {
+			r = k.len ? read_once(c, fd, &k, flags) : 0;
+		}
+		if (r > 0) {
+			total += (size_t)r;
+			cur_skip(&k, (size_t)r);
+			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || !k.len)
+				break;
+			continue;
+		}
+		if (r == 0)
+			break; /* the end (after what WAITALL got) */
+		if (errno != EAGAIN || shut || nonblocking(fd, flags)) {
+			if (total || (shut && errno == EAGAIN))
+				break; /* SHUT_RD: TCP reads 0 where it would wait */
+			*ret = -1;
+			return true;
+		}
+		spin(c, fd);
+		if (atomic_load(&c->state) == ON && lf__shm_avail(c) != 0)
+			continue;
+		if (wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0) < 0) {
+			if (total)
+				break;
+			*ret = -1;
+			return true;
+		}
+		lf__shm_decide(c, fd);
+		if (atomic_load(&c->state) == OFF)
+			return false; /* the server said no: the stream's from here */
+	}
+	errno = e0;
+	*ret = (ssize_t)total;
+	return true;
+}
+
+/* ---- writing */
+
+/* After publishing bytes: one token if the bell was clear. -1: errno of
+ * the peer's end (EPIPE, ECONNRESET; SIGPIPE as the kernel sends it). */
+static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
+{
+	uint32_t zero = 0;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&c->tx.h->want_data, memory_order_relaxed)) { /* a reader waits for its mark */
+		atomic_store(&c->tx.h->want_data, 0);
+		atomic_fetch_add(&c->tx.h->data_seq, 1);
+		futex(&c->tx.h->data_seq, FUTEX_WAKE, INT_MAX, NULL);
+	}
+	uint32_t b = atomic_load(&c->tx.h->bell);
+	if (b > 1)
+		return lf__shm_broken(c, fd);
+	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
+		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
+		if (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+			lf__sys_sendto(fd, &e, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+		return 0;
+	}
+	char t = TOKEN;
+	if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)
+		return 0;
+	if (errno != EAGAIN)
+		return -1;
+	/* The socket is full of what the client wrote before its switch: the
+	 * token goes when there is room (flush), and the reader, which reads
+	 * those bytes first, owes it meanwhile (take_token). */
+	atomic_store(&c->unsent, true);
+	return 0;
+}
+
+void lf__shm_io_flush(struct lf_shm_conn *c, int fd)
+{
+	char t = TOKEN;
+
+	if (atomic_load_explicit(&c->unsent, memory_order_relaxed) && atomic_exchange(&c->unsent, false) &&
+	    lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) < 0 && errno == EAGAIN)
+		atomic_store(&c->unsent, true);
+}
+
+/* Waits for room in the ring, in slices of 20 ms between which the socket
+ * tells whether the peer has gone. 0: look again; -1: errno. */
+static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsigned i0, uint64_t end)
+{
+	uint32_t seq = atomic_load(&c->tx.h->space_seq);
+
+	lf__shm_io_flush(c, fd);
+	atomic_store(&c->tx.h->want_space, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	long s = lf__ring_space(&c->tx);
+	if (s != 0)
+		return s < 0 ? lf__shm_broken(c, fd) : 0;
+	int rev = lf__sys_poll1(fd, 0, 0);
+	if (rev > 0 && (rev & (POLLHUP | POLLERR))) {
+		char t = TOKEN; /* the kernel's answer to a write now: EPIPE (and SIGPIPE) or the reset */
+		if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) < 0)
+			return -1;
+	}
+	struct timespec ts = { 0, 20000000 };
+	if (futex(&c->tx.h->space_seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR &&
+	    atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+		errno = EINTR;
+		return -1;
+	}
+	if (end && lf__sys_now_ns() >= end) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
+}
+
+static uint64_t send_deadline(int fd)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
+		return 0;
+	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* The client's writes before it has the answer: on the stream, counted. */
+static bool client_stream(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
+{
+	pthread_mutex_lock(&c->txl);
+	if (atomic_load(&c->state) != UNDECIDED) {
+		pthread_mutex_unlock(&c->txl);
+		return false;
+	}
+	struct msghdr copy = { .msg_iov = m->msg_iov, .msg_iovlen = m->msg_iovlen };
+	ssize_t r = lf__sys_sendmsg(fd, &copy, flags | MSG_DONTWAIT);
+	if (r > 0)
+		c->stream_out += (uint64_t)r;
+	pthread_mutex_unlock(&c->txl);
+	*ret = r;
+	return r >= 0 || errno != EAGAIN || nonblocking(fd, flags);
+}
+
+bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_fd *f = lf__fd(fd);
+	unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
+	struct cur k;
+	size_t total = 0;
+	uint64_t end = 0;
+
+	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR))
+		return false;
+	if (flags & MSG_OOB) { /* urgent data has no place in the ring */
+		errno = EOPNOTSUPP;
+		*ret = -1;
+		return true;
+	}
+	for (;;) {
+		lf__shm_decide(c, fd);
+		int st = atomic_load(&c->state);
+		if (st == OFF || st == BROKEN)
+			return false;
+		if (st == ON)
+			break;
+		if (client_stream(c, fd, m, flags, ret))
+			return true;
+		if (wait_fd(fd, POLLOUT | POLLIN, SO_SNDTIMEO, s0, i0) < 0) {
+			*ret = -1;
+			return true;
+		}
+	}
+	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	int e0 = errno;
+	lf__shm_io_flush(c, fd);
+	while (k.len) {
+		pthread_mutex_lock(&c->txl);
+		lf__ring_sync(&c->tx, false);
+		long s = lf__ring_space(&c->tx);
+		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		pthread_mutex_unlock(&c->txl);
+		if (s < 0) {
+			*ret = lf__shm_broken(c, fd);
+			return true;
+		}
+		if (put) {
+			if (ring_bell(c, fd, flags) < 0) {
+				*ret = -1;
+				return true;
+			}
+			total += put;
+			cur_skip(&k, put);
+			continue;
+		}
+		if (nonblocking(fd, flags))
+			break;
+		if (!end)
+			end = send_deadline(fd);
+		if (wait_room(c, fd, flags, s0, i0, end) < 0) {
+			if (total)
+				break;
+			*ret = -1;
+			return true;
+		}
+	}
+	if (!total && k.len) {
+		errno = EAGAIN;
+		*ret = -1;
+		return true;
+	}
+	errno = e0;
+	*ret = (ssize_t)total;
+	return true;
+}

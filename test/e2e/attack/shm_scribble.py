@@ -1,0 +1,74 @@
+"""A peer of another uid on the shared-memory tier (run as the attacker,
+under loopfast with LOOPFAST_TIER=shm, so that its end of the connection
+is genuine) that writes garbage into the rings' shared words. ROLE
+"server": listens, prints its port, accepts one connection; ROLE
+"client": connects to PORT. Either way it does one honest round trip
+("hi\\n", answered by the server's echo), prints "ready" and waits for a
+line on stdin; then writes MODE's garbage into the page its own process
+maps (as any process can write its own memory), prints "scribbled", and
+holds the connection until stdin closes (then prints one JSON line). MODE:
+  tail   the tail of the ring it writes: 2**40 ahead of the reader
+  bell   the bell of the ring it writes: 7
+  head   the reader's own head of the ring it writes: 2**40 past the tail
+  token  nothing in the page; a token byte that no push explains
+  room   the head of the ring the victim writes (the attacker reads it):
+         2**40; as a client, then one honest byte, which the server echoes
+Each ends with a token byte on the socket written by a raw system call (the
+doorbell a reader wakes on), except "room", whose victim is its writer."""
+import ctypes
+import json
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lfsec import ADDR, FAMILY, raw  # noqa: E402
+
+SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
+MEMFD = "memfd:loopfast-shm"
+# src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
+# 128 bytes per direction ([0] client to server, [1] server to client);
+# in each, tail at 0 (u64), bell at 8 (u32), head at 64 (u64).
+RING0, HDR, TAIL, BELL, HEAD = 64, 128, 0, 8, 64
+
+role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+if role == "server":
+    lst = socket.socket(FAMILY[fam])
+    lst.bind((ADDR[fam], 0))
+    lst.listen(1)
+    print(lst.getsockname()[1], flush=True)
+    c, _ = lst.accept()
+    c.sendall(c.recv(100))
+else:
+    c = socket.create_connection((ADDR[fam], int(sys.argv[4])))
+    c.sendall(b"hi\n")
+    assert c.recv(100) == b"hi\n"
+print("ready", flush=True)
+sys.stdin.readline()
+
+base = min(int(line.split("-")[0], 16) for line in open("/proc/self/maps") if MEMFD in line)
+mine = RING0 + HDR * (1 if role == "server" else 0)     # the ring this end writes
+theirs = RING0 + HDR * (0 if role == "server" else 1)   # the ring the victim writes
+
+
+def word(off, size):
+    return (ctypes.c_uint64 if size == 8 else ctypes.c_uint32).from_address(base + off)
+
+
+tail = word(mine + TAIL, 8)
+if mode == "tail":
+    tail.value += 2 ** 40
+elif mode == "bell":
+    word(mine + BELL, 4).value = 7
+elif mode == "head":
+    word(mine + HEAD, 8).value = tail.value + 2 ** 40
+elif mode == "room":
+    word(theirs + HEAD, 8).value = 2 ** 40
+    if role == "client":
+        c.sendall(b"x")  # the server echoes it: a write into the ring
+if mode != "room":
+    token = ctypes.create_string_buffer(b"t")  # held: the raw call reads it
+    assert raw(SYS_WRITE, c.fileno(), ctypes.addressof(token), 1) == 1
+print("scribbled", flush=True)
+sys.stdin.read()
+print(json.dumps({"mode": mode}), flush=True)
