@@ -354,7 +354,11 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		return false;
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (flags & MSG_TRUNC) { /* TCP discards the bytes (the buffer may be NULL): read them into scratch */
-		static __thread char scratch[65536];
+		/* One buffer for every thread (nothing is read back from it):
+		 * a thread-local one would add 64 KiB to every thread's static
+		 * TLS, and glibc then refuses threads with small stacks
+		 * (mariadbd's timer thread: "Can't initialize timers"). */
+		static char scratch[65536];
 		size_t len = k.len < sizeof(scratch) ? k.len : sizeof(scratch);
 		k.n = 1;
 		k.len = len;

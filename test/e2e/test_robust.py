@@ -218,3 +218,17 @@ def test_default_and_ignored_signals_end_as_without_loopfast(build, sig, disp, f
     want = (-signal.Signals[sig], None) if disp == "dfl" else (0, "alive")
     assert ends["tcp"][0] == want[0] and (want[1] is None or want[1] in ends["tcp"][1]), ends  # the control
     assert ends["loopfast"] == ends["tcp"], ends
+
+
+def test_threads_with_small_stacks_still_start(build, mode):
+    # glibc takes a thread's static TLS (every loaded library's __thread
+    # variables) out of its stack and refuses a thread whose stack cannot
+    # hold it: a preloaded library with a large thread-local buffer makes
+    # programs that start threads with small stacks fail (mariadbd's timer
+    # thread: "Can't initialize timers"). A 64 KiB stack starts as without
+    # loopfast, whatever tier the process asked for.
+    code = ("import threading; threading.stack_size(65536); t = threading.Thread(target=lambda: None); t.start(); "
+            "t.join(); print('ok')")
+    for tier in (None, "shm"):
+        p = subprocess.run(wrap(mode, [PY, "-c", code], tier=tier), capture_output=True, text=True, timeout=60)
+        assert (p.returncode, p.stdout.strip()) == (0, "ok"), (mode, tier, p.stderr[-500:])

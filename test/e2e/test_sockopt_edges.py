@@ -182,7 +182,7 @@ TAKER = textwrap.dedent("""
 """)
 
 
-def test_listener_handed_to_another_uid_gets_no_rendezvous(build):
+def test_listener_handed_to_another_uid_gets_no_rendezvous(build, shared_build):
     """A root server's opted-in listener passed by SCM_RIGHTS to a process
     of another uid (nobody, under --per-socket too) that asks for the fast
     path on it: the opt-in fails (EPERM), the option then answers 0, and
@@ -197,8 +197,10 @@ def test_listener_handed_to_another_uid_gets_no_rendezvous(build):
                              stdout=subprocess.PIPE, text=True)
     try:
         port = int(readline(owner))
+        # nobody runs the shared copy of the build: this one may be in a
+        # directory only root can enter (a clone in root's home)
         taker = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-                                *PER_SOCKET, PY, "-c", TAKER, path],
+                                str(shared_build / "loopfast"), *PER_SOCKET[1:], PY, "-c", TAKER, path],
                                capture_output=True, text=True, timeout=60)
         got = json.loads(taker.stdout)
         assert got == {"set": "EPERM", "get": 0, "names": []}, (got, taker.stderr)
