@@ -124,3 +124,16 @@ int kpath_fast_end(int fd, pid_t peer)
 			return 1;
 	return 0;
 }
+
+bool kpath_maps_tier(void)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	bool found = false;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "memfd:loopfast-shm") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}

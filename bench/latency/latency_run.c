@@ -110,21 +110,6 @@ static bool spins(enum lat_transport t)
 	return t == LAT_FASTPATH_SPIN || t == LAT_FASTPATH_SHM_SPIN;
 }
 
-/* The shm tier's rows: this process maps the tier's memfd, as the kernel
- * shows it (/proc/self/maps), or the row is not the tier's. */
-static bool maps_tier(void)
-{
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, "memfd:loopfast-shm") != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 static void uds_name(struct sockaddr_un *a, socklen_t *len, pid_t echoer)
 {
 	memset(a, 0, sizeof(*a));
@@ -326,7 +311,7 @@ static void child_main(struct child *c, int role)
 	}
 	c->me->cpu_s = cpu_s() - cpu0;
 	c->me->wall_s = (double)mono_ns() / 1e9 - wall0;
-	if (is_tier(c->tr) && !maps_tier())
+	if (is_tier(c->tr) && !kpath_maps_tier())
 		child_exit(c, LAT_UNAVAILABLE, "the shm tier was not taken (no memfd:loopfast-shm in /proc/self/maps)");
 	ops->fini(ctx);
 	_exit(0);

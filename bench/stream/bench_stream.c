@@ -86,19 +86,6 @@ __attribute__((noreturn, format(printf, 2, 3))) static void fail(struct result *
 	_exit(1);
 }
 
-static bool maps_tier(void)
-{
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "r");
-	bool found = false;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, "memfd:loopfast-shm") != NULL;
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /* The kernel's word on this end: the path the row names, or the run ends.
  * The tier's memfd comes with the server's answer at its accept, which a
  * client reads at its next call: the writer looks at its maps after its
@@ -110,9 +97,9 @@ static void check_path(struct result *r, int path, int fd, pid_t peer, const cha
 	int k = kpath_fast_end(fd, peer);
 	if (k != 1 && !(tier && !strcmp(who, "writer"))) /* the writer's second look: the reader may be done */
 		fail(r, "%s: not on the fast path (the kernel shows %s)", who, k < 0 ? strerror(-k) : "plain TCP");
-	if (tier && path == P_SHM && !maps_tier()) /* an answer not read yet: a wait reads it */
+	if (tier && path == P_SHM && !kpath_maps_tier()) /* an answer not read yet: a wait reads it */
 		poll(&(struct pollfd){ fd, POLLIN, 0 }, 1, 1000);
-	if (tier && path == P_SHM && !maps_tier())
+	if (tier && path == P_SHM && !kpath_maps_tier())
 		fail(r, "%s: no memfd:loopfast-shm in /proc/self/maps (the tier was not taken)", who);
 }
 
