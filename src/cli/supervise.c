@@ -31,6 +31,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -264,11 +265,40 @@ int sv_domain(int fd)
 	return syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &v, &l) ? -1 : v;
 }
 
-bool sv_same_uid(int copy, pid_t pid)
+/* Whether socket copy lives in this process's network namespace: the
+ * kernel's own answer (SIOCGSKNS, which needs CAP_NET_ADMIN over the
+ * socket's namespace), else the namespace the calling thread tid is in
+ * now. Loopback addresses, the listeners sock_diag reports and the
+ * rendezvous' abstract names are all per namespace. */
+static bool same_netns(int copy, pid_t tid)
+{
+	static struct stat self;
+	struct stat it;
+	char path[64];
+	int ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
+	bool ok;
+
+	if (!self.st_ino && stat("/proc/self/ns/net", &self))
+		return false;
+	if (ns >= 0) {
+		ok = fstat(ns, &it) == 0;
+		syscall(SYS_close, ns);
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", tid);
+		ok = stat(path, &it) == 0;
+	}
+	return ok && it.st_ino == self.st_ino && it.st_dev == self.st_dev;
+}
+
+bool sv_may_switch(int copy, pid_t pid)
 {
 	static uid_t said = (uid_t)-1;
 	struct stat st;
 
+	if (!same_netns(copy, pid)) {
+		DEBUG("process %d: a socket in another network namespace: plain TCP", pid);
+		return false;
+	}
 	if (fstat(copy, &st))
 		return false;
 	if (st.st_uid == geteuid())
@@ -373,7 +403,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		r = -ENOPROTOOPT;
 	else if (svs_listener((unsigned long)st.st_ino) >= 0)
 		r = v ? 0 : -EISCONN; /* served already */
-	else if (v && (!sv_same_uid(copy, n->pid) || sv_has_preload(n->pid)))
+	else if (v && (!sv_may_switch(copy, n->pid) || sv_has_preload(n->pid)))
 		r = -EOPNOTSUPP;
 	else
 		r = setsockopt(copy, SOL_LOOPFAST, opt, &v, sizeof(v)) ? -errno : 0;

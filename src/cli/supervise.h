@@ -32,11 +32,14 @@ bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 int sv_grab(pid_t tid, int fd);
 /* The kernel's SO_DOMAIN of fd (past the library), or -1. */
 int sv_domain(int fd);
-/* Whether the supervisor may act for this socket of the program: the
- * sockets it makes and the rendezvous it serves carry the supervisor's
- * credentials, so only a socket of the supervisor's own uid (the
- * creator's, as fstat and sock_diag report it). Says once why not. */
-bool sv_same_uid(int copy, pid_t pid);
+/* Whether the supervisor may switch this socket of the program (before
+ * its connect, or its listener): it must be in the supervisor's network
+ * namespace (where the listener is looked up, the hello queued, the
+ * rendezvous named), and be of the supervisor's own
+ * uid (the sockets it makes and the rendezvous it serves carry the
+ * supervisor's credentials; the creator's uid, as fstat and sock_diag
+ * report it). Says once per uid why not. */
+bool sv_may_switch(int copy, pid_t pid);
 /* Whether the program wants the fast path for this socket: opted in with
  * SOL_LOOPFAST, or (whole-process mode) not opted out. */
 bool sv_wanted(int copy);

@@ -132,7 +132,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		return sv_reply(lfd, n->id, 0, true);
 	}
 	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
-	    !sv_same_uid(copy, n->pid)) {
+	    !sv_may_switch(copy, n->pid)) {
 		if (copy >= 0)
 			close(copy);
 		if (tcp >= 0)

@@ -187,7 +187,7 @@ void svs_listen(int lfd, const struct seccomp_notif *n)
 	 * kind of socket, one the program did not opt in, one of another
 	 * uid, or a process that negotiates itself: the kernel's listen. */
 	if (fstat(copy, &st) || svs_listener((unsigned long)st.st_ino) >= 0 || !tcp_socket(copy) || !sv_wanted(copy) ||
-	    !sv_same_uid(copy, n->pid) || sv_has_preload(n->pid) ||
+	    !sv_may_switch(copy, n->pid) || sv_has_preload(n->pid) ||
 	    rendezvous_made(sv_domain(copy), (unsigned long)st.st_ino) || !sv_valid(lfd, n->id) ||
 	    lf_enable_fast_path(copy)) {
 		syscall(SYS_close, copy);

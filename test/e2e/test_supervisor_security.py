@@ -93,8 +93,6 @@ INNER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="the supervisor negotiates a program's loopback connect in its own network "
-                   "namespace, not the socket's: a listener of another uid outside takes the connection (issue 21)")
 def test_program_in_its_own_network_namespace_keeps_its_connection(build, attacker, svsec):  # noqa: F811
     """A supervised tree with a network namespace of its own (unshare -n,
     a rootless container, a test harness): its client connects to its own
