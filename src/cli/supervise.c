@@ -294,9 +294,15 @@ bool sv_may_switch(int copy, pid_t pid)
 {
 	static uid_t said = (uid_t)-1;
 	struct stat st;
+	int pin;
 
 	if (!same_netns(copy, pid)) {
 		DEBUG("process %d: a socket in another network namespace: plain TCP", pid);
+		return false;
+	}
+	if ((pin = lf__sopt_pinned_on(copy))) {
+		DEBUG("process %d: option %d/%d is on, the fast path cannot keep it: plain TCP", pid, pin >> 16,
+		      pin & 0xffff);
 		return false;
 	}
 	if (fstat(copy, &st))

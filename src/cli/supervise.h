@@ -35,7 +35,8 @@ int sv_domain(int fd);
 /* Whether the supervisor may switch this socket of the program (before
  * its connect, or its listener): it must be in the supervisor's network
  * namespace (where the listener is looked up, the hello queued, the
- * rendezvous named), and be of the supervisor's own
+ * rendezvous named), carry no option the fast path cannot keep (asked of
+ * the kernel: setsockopt is not trapped), and be of the supervisor's own
  * uid (the sockets it makes and the rendezvous it serves carry the
  * supervisor's credentials; the creator's uid, as fstat and sock_diag
  * report it). Says once per uid why not. */

@@ -223,8 +223,6 @@ def test_socket_closed_during_its_connect_leaves_the_new_file_alone(build, svsec
     assert ends[1] == "fd file", ends
 
 
-@pytest.mark.xfail(strict=True, reason="the supervisor switches a socket on which an option the fast path cannot "
-                   "keep was set (setsockopt is not trapped): MSG_ZEROCOPY's completion never comes (issue 21)")
 def test_option_the_fast_path_cannot_keep_stays_tcp(build, svsec):
     """A supervised program sets SO_ZEROCOPY before it connects to a
     server under loopfast and sends with MSG_ZEROCOPY: over TCP the
