@@ -37,6 +37,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -64,6 +65,21 @@ static bool cloexec_of(pid_t tid, int fd)
 	buf[n] = 0;
 	char *fl = strstr(buf, "flags:");
 	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+}
+
+/* Whether the program's fd still holds the socket the connect was made
+ * on (tcp: our dup of it), asked just before that number is replaced. A
+ * close and a new open between this look and the ADDFD remain possible
+ * (the kernel offers no compare-and-replace of an fd). */
+static bool still_there(const struct seccomp_notif *n, int fd, int tcp)
+{
+	struct stat a, b;
+	int now = sv_grab(n->pid, fd);
+	bool same = now >= 0 && fstat(now, &a) == 0 && fstat(tcp, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+
+	if (now >= 0)
+		syscall(SYS_close, now);
+	return same;
 }
 
 /* ---- connections waiting for their claim */
@@ -147,6 +163,17 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		 * the TCP socket in progress, and the server drops the hello. */
 		struct pollfd p = { copy, POLLOUT, 0 };
 		poll(&p, 1, 2000);
+	}
+	if (sv_domain(copy) == AF_UNIX && !still_there(n, fd, tcp)) {
+		/* The program closed the socket while we connected (another
+		 * thread), and its number may hold a new file now: left alone.
+		 * Over TCP the connect ends on the closed socket's file as
+		 * here; the fast-path connection goes with our copy. */
+		SV_DEBUG("connect fd %d of %d: the socket was closed meanwhile: the number is left alone", fd, n->pid);
+		sv_reply(lfd, n->id, r ? -e : 0, false);
+		close(copy);
+		syscall(SYS_close, tcp);
+		return;
 	}
 	if (sv_domain(copy) == AF_UNIX) {
 		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,

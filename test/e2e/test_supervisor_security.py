@@ -199,8 +199,6 @@ LATE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="the supervisor's NOTIF_ADDFD (SETFD) replaces whatever the program holds at "
-                   "the connecting socket's number by then: a file another thread opened there is closed (issue 21)")
 def test_socket_closed_during_its_connect_leaves_the_new_file_alone(build, svsec):
     """A watchdog thread aborts a connect by closing its socket, and the
     number is taken by the next open (/dev/null here). Over TCP the connect
