@@ -248,12 +248,14 @@ bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return len == 0 || process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
-int sv_grab(pid_t tid, int fd)
+int sv_grab(int lfd, const struct seccomp_notif *n, int fd)
 {
-	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	int pfd = (int)syscall(SYS_pidfd_open, n->pid, PIDFD_THREAD);
 	if (pfd < 0)
 		return -1;
-	int copy = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+	/* The thread id may have been reused between the notification and
+	 * pidfd_open: still waiting, the call is its, and the pidfd too. */
+	int copy = sv_valid(lfd, n->id) ? (int)syscall(SYS_pidfd_getfd, pfd, fd, 0) : -1;
 	syscall(SYS_close, pfd);
 	return copy;
 }
@@ -396,7 +398,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		return sv_reply(lfd, n->id, -EINVAL, false);
 	if (!sv_read(n->pid, n->data.args[3], &v, sizeof(v)))
 		return sv_reply(lfd, n->id, -EFAULT, false);
-	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
 	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
 		syscall(SYS_close, copy);
@@ -443,7 +445,7 @@ static void on_getopt(int lfd, const struct seccomp_notif *n)
 
 	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)))
 		return sv_reply(lfd, n->id, -EFAULT, false);
-	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
 		syscall(SYS_close, copy);

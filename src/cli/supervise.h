@@ -28,8 +28,10 @@ void sv_reply(int lfd, uint64_t id, int err, bool cont);
 bool sv_valid(int lfd, uint64_t id);
 bool sv_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
-/* A copy of fd of thread tid (in this process, close-on-exec), or -1. */
-int sv_grab(pid_t tid, int fd);
+/* A copy of fd of the notification's thread (in this process,
+ * close-on-exec), or -1; -1 too when the call is no longer waiting once
+ * the thread's pidfd is open (its id reused). */
+int sv_grab(int lfd, const struct seccomp_notif *n, int fd);
 /* The kernel's SO_DOMAIN of fd (past the library), or -1. */
 int sv_domain(int fd);
 /* Whether the supervisor may switch this socket of the program (before

@@ -71,10 +71,10 @@ static bool cloexec_of(pid_t tid, int fd)
  * on (tcp: our dup of it), asked just before that number is replaced. A
  * close and a new open between this look and the ADDFD remain possible
  * (the kernel offers no compare-and-replace of an fd). */
-static bool still_there(const struct seccomp_notif *n, int fd, int tcp)
+static bool still_there(int lfd, const struct seccomp_notif *n, int fd, int tcp)
 {
 	struct stat a, b;
-	int now = sv_grab(n->pid, fd);
+	int now = sv_grab(lfd, n, fd);
 	bool same = now >= 0 && fstat(now, &a) == 0 && fstat(tcp, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 
 	if (now >= 0)
@@ -142,7 +142,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !sv_read(n->pid, n->data.args[1], &ss, len) ||
 	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return sv_reply(lfd, n->id, 0, true);
-	int copy = sv_grab(n->pid, fd), tcp = -1;
+	int copy = sv_grab(lfd, n, fd), tcp = -1;
 	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy))) {
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);
@@ -164,7 +164,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		struct pollfd p = { copy, POLLOUT, 0 };
 		poll(&p, 1, 2000);
 	}
-	if (sv_domain(copy) == AF_UNIX && !still_there(n, fd, tcp)) {
+	if (sv_domain(copy) == AF_UNIX && !still_there(lfd, n, fd, tcp)) {
 		/* The program closed the socket while we connected (another
 		 * thread), and its number may hold a new file now: left alone.
 		 * Over TCP the connect ends on the closed socket's file as
@@ -209,7 +209,7 @@ void svc_name(int lfd, const struct seccomp_notif *n, bool peer)
 	socklen_t room, l = sizeof(ss);
 	int copy;
 
-	if (!sv_read(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if (!sv_read(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	int dom = sv_domain(copy);
 	int r = dom == AF_UNIX ? (peer ? getpeername : getsockname)(copy, (void *)&ss, &l) : -1;
@@ -230,7 +230,7 @@ void svc_domain_opt(int lfd, const struct seccomp_notif *n)
 	socklen_t room, l = sizeof(int);
 	int v, copy;
 
-	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	int r = sv_domain(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
 	close(copy);

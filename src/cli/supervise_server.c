@@ -177,7 +177,7 @@ static bool rendezvous_made(int family, unsigned long ino)
 
 void svs_listen(int lfd, const struct seccomp_notif *n)
 {
-	int copy = sv_grab(n->pid, (int)n->data.args[0]), v = 0;
+	int copy = sv_grab(lfd, n, (int)n->data.args[0]), v = 0;
 	socklen_t vl = sizeof(v);
 	struct stat st;
 
@@ -264,7 +264,7 @@ static void unpark(int ep, int i)
 
 void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 {
-	int fd = (int)n->data.args[0], copy = sv_grab(n->pid, fd), h;
+	int fd = (int)n->data.args[0], copy = sv_grab(lfd, n, fd), h;
 	int flags = n->data.nr == __NR_accept4 ? (int)n->data.args[3] : 0;
 	uint64_t addr = n->data.args[1], lenp = n->data.args[2];
 	socklen_t room = 0;
