@@ -3,7 +3,8 @@
  * socket calls themselves); docs/supervisor.md says what it does and
  * what it does not.
  *
- * The child installs a seccomp filter before exec (with no_new_privs)
+ * The child installs a seccomp filter before exec (with no_new_privs
+ * unless it may do without: root)
  * that sends the calls that decide a connection's path and what TCP's
  * answers need (connect, listen, accept, accept4, bind, getsockname,
  * getpeername, getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
@@ -127,15 +128,20 @@ struct insn {
 #define IS(val, t, f) { BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(val), t, f }
 #define ARG(i) (offsetof(struct seccomp_data, args) + 8 * (i)) /* the low half (little-endian) */
 
-static int install_filter(void)
+/* The filter; with nnp (no_new_privs set) execve and execveat are
+ * trapped too, so that a set-uid exec, which runs without its privilege
+ * then, is said (on_exec). */
+static int load_filter(bool nnp)
 {
 	/* getsockopt and setsockopt: only the SOL_LOOPFAST level, and
 	 * SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the two a Unix socket
 	 * answers otherwise than TCP); every other option is the kernel's,
 	 * untrapped, compared here so that it costs nothing. */
-	static const struct insn code[] = {
+	int ex = nnp ? NOTIF : NEXT;
+	const struct insn code[] = {
 		LD(offsetof(struct seccomp_data, arch)), IS(ARCH, NEXT, ALLOW),
 		LD(offsetof(struct seccomp_data, nr)),
+		IS(__NR_execve, ex, NEXT), IS(__NR_execveat, ex, NEXT),
 		IS(__NR_connect, NOTIF, NEXT), IS(__NR_listen, NOTIF, NEXT), IS(__NR_accept, NOTIF, NEXT),
 		IS(__NR_accept4, NOTIF, NEXT), IS(__NR_bind, NOTIF, NEXT), IS(__NR_getsockname, NOTIF, NEXT),
 		IS(__NR_getpeername, NOTIF, NEXT),
@@ -155,8 +161,6 @@ static int install_filter(void)
 	f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
 	struct sock_fprog prog = { N + 2, f };
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
 	/* Go preempts its threads with SIGURG all the time: once we have the
 	 * call, only a fatal signal ends the wait (5.19 and later). */
 	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -164,6 +168,22 @@ static int install_filter(void)
 	if (fd < 0 && errno == EINVAL)
 		fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 	return fd;
+}
+
+/* Without no_new_privs when the kernel allows it (CAP_SYS_ADMIN: root),
+ * so that set-uid and set-gid execs in the tree keep their privilege;
+ * otherwise with it (seccomp's rule for everyone else), and set-uid execs
+ * are trapped to be said. */
+static int install_filter(void)
+{
+	bool nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1; /* set already, by whoever ran us */
+	int fd = load_filter(nnp);
+
+	if (fd >= 0 || nnp || errno != EACCES)
+		return fd;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return load_filter(true);
 }
 
 static void send_fd(int sock, int fd)
@@ -578,6 +598,55 @@ void sv_sweep(void)
 	swept_ms = now_ms();
 }
 
+/* A string of the program's (at most size - 1 bytes), read a page at a
+ * time (it may end just before an unmapped one). */
+static bool read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
+{
+	size_t got = 0;
+
+	while (got < size - 1) {
+		size_t room = 4096 - (size_t)((addr + got) % 4096);
+		if (room > size - 1 - got)
+			room = size - 1 - got;
+		if (!sv_read(pid, addr + got, buf + got, room))
+			return false;
+		buf[got + room] = 0;
+		if (memchr(buf + got, 0, room))
+			return true;
+		got += room;
+	}
+	return false;
+}
+
+/* execve, execveat (trapped only under no_new_privs): a set-uid or
+ * set-gid file runs without its privilege; said on stderr, then the
+ * kernel's exec, unchanged. The path is read for the message only (the
+ * program may change it before the kernel reads it: then the message is
+ * wrong, nothing else). */
+static void on_exec(int lfd, const struct seccomp_notif *n)
+{
+	bool at = n->data.nr == __NR_execveat;
+	char path[4096], full[4200];
+	struct stat st;
+
+	if (read_str(n->pid, n->data.args[at ? 1 : 0], path, sizeof(path))) {
+		if (path[0] == '/')
+			snprintf(full, sizeof(full), "%s", path);
+		else if (at && (int)n->data.args[0] != AT_FDCWD)
+			snprintf(full, sizeof(full), "/proc/%d/fd/%d/%s", n->pid, (int)n->data.args[0], path);
+		else
+			snprintf(full, sizeof(full), "/proc/%d/cwd/%s", n->pid, path);
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+		    ((st.st_mode & S_ISUID) || (st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)))
+			fprintf(stderr,
+				"loopfast: process %d runs %s, a set-%s program: under loopfast run's seccomp filter "
+				"(no_new_privs, which seccomp needs without root) it runs WITHOUT its privilege; run "
+				"loopfast run as root, or without loopfast\n",
+				n->pid, path, (st.st_mode & S_ISUID) ? "uid" : "gid");
+	}
+	sv_reply(lfd, n->id, 0, true);
+}
+
 static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 {
 	memset(n, 0, size);
@@ -600,6 +669,9 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 		return svs_accept(lfd, ep, n);
 	case __NR_bind:
 		return svs_bind(lfd, n);
+	case __NR_execve:
+	case __NR_execveat:
+		return on_exec(lfd, n);
 	default:
 		return sv_reply(lfd, n->id, 0, true);
 	}
