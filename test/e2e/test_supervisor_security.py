@@ -26,6 +26,7 @@ import pytest
 import kernel
 from conftest import LOOPFAST, readline, stop
 from test_security import USER, attacker  # noqa: F401 (the fixture)
+from test_supervisor import reaped  # noqa: F401 (the fixture: every program's group killed at the end)
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
 SUPERVISED = [str(LOOPFAST), "run", "--mode", "seccomp", "--"]
