@@ -17,9 +17,9 @@
  * any of the protocol: they call libloopfast's connect, listen and
  * accept4 on this process's copies of the program's sockets.
  *
- * Caveats: one thread serves every trapped call, so a connect that waits
- * (a full accept queue) holds up the others (a blocking accept does not:
- * it is parked); socket options and epoll registrations made before the
+ * Caveats: one thread serves every trapped call, and never waits in one
+ * (a blocking accept is parked, a connect's handshake finished when its
+ * socket is writable); socket options and epoll registrations made before the
  * switch are not carried over. */
 #include "cli.h"
 #include "internal.h"
@@ -733,7 +733,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		/* Parked accepts are looked at for signals every 100 ms;
 		 * listeners and choices are swept at most once a second. */
 		bool sweeps = svs_listening() || nchoices;
-		int k = epoll_wait(ep, ev, 16, svs_parked() ? 100 : sweeps ? 1000 : -1);
+		int k = epoll_wait(ep, ev, 16, svs_parked() || svc_pending() ? 100 : sweeps ? 1000 : -1);
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
@@ -742,6 +742,8 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
 			} else if ((t & SV_TAG_MASK) == SV_TAG_WATCH) {
 				svc_watch_end(ep, (int)(t & 0xffff));
+			} else if ((t & SV_TAG_MASK) == SV_TAG_CONN) {
+				svc_conn_ready(lfd, ep, (int)(t & 0xffff));
 			} else if ((t & SV_TAG_MASK) == SV_TAG_PARK) {
 				svs_park_ready(lfd, ep, (int)(t & 0xffff));
 			} else if (t == 2) {
@@ -753,6 +755,8 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		}
 		if (svs_parked())
 			svs_tick(lfd, ep);
+		if (svc_pending())
+			svc_tick(lfd, ep);
 		if (sweeps && now_ms() - swept_ms >= 1000)
 			sv_sweep();
 		/* Reap: the program, and the orphans of its tree. */

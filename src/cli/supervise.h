@@ -18,6 +18,7 @@ extern bool sv_debug;
 /* Tags of the notification loop's epoll events (the low bits: an index). */
 #define SV_TAG_WATCH 0x10000u /* a client's bell (supervise_client.c) */
 #define SV_TAG_PARK 0x20000u  /* a blocking accept waiting for a connection (supervise_server.c) */
+#define SV_TAG_CONN 0x30000u  /* a connect whose handshake is in progress (supervise_client.c) */
 #define SV_TAG_MASK 0xffff0000u
 
 /* ---- supervise.c: talking to the kernel about a notification */
@@ -62,6 +63,12 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n);
 void svc_name(int lfd, const struct seccomp_notif *n, bool peer);
 void svc_domain_opt(int lfd, const struct seccomp_notif *n);
 void svc_watch_end(int ep, int i);
+/* Connects held while their handshake goes on: one is ready (the loop's
+ * epoll), whether any is held (then svs_tick-like looks: svc_tick ends
+ * those past their deadline, or whose caller is gone). */
+void svc_conn_ready(int lfd, int ep, int i);
+bool svc_pending(void);
+void svc_tick(int lfd, int ep);
 
 /* ---- supervise_server.c */
 

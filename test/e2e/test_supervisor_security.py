@@ -135,8 +135,6 @@ FULL = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="the supervisor makes a blocking connect itself, in its one thread: every "
-                   "other trapped call of the tree waits for it (issue 21)")
 def test_a_waiting_connect_does_not_hold_up_the_others(build, svsec):
     """One thread of a supervised program connects (blocking) to a server
     whose accept queue is full: TCP retries its SYN for as long as the
