@@ -3,7 +3,8 @@
  * socket calls themselves); docs/supervisor.md says what it does and
  * what it does not.
  *
- * The child installs a seccomp filter before exec (with no_new_privs)
+ * The child installs a seccomp filter before exec (with no_new_privs
+ * unless it may do without: root)
  * that sends the calls that decide a connection's path and what TCP's
  * answers need (connect, listen, accept, accept4, bind, getsockname,
  * getpeername, getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
@@ -16,9 +17,9 @@
  * any of the protocol: they call libloopfast's connect, listen and
  * accept4 on this process's copies of the program's sockets.
  *
- * Caveats: one thread serves every trapped call, so a connect that waits
- * (a full accept queue) holds up the others (a blocking accept does not:
- * it is parked); socket options and epoll registrations made before the
+ * Caveats: one thread serves every trapped call, and never waits in one
+ * (a blocking accept is parked, a connect's handshake finished when its
+ * socket is writable); socket options and epoll registrations made before the
  * switch are not carried over. */
 #include "cli.h"
 #include "internal.h"
@@ -31,6 +32,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -126,15 +128,20 @@ struct insn {
 #define IS(val, t, f) { BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(val), t, f }
 #define ARG(i) (offsetof(struct seccomp_data, args) + 8 * (i)) /* the low half (little-endian) */
 
-static int install_filter(void)
+/* The filter; with nnp (no_new_privs set) execve and execveat are
+ * trapped too, so that a set-uid exec, which runs without its privilege
+ * then, is said (on_exec). */
+static int load_filter(bool nnp)
 {
 	/* getsockopt and setsockopt: only the SOL_LOOPFAST level, and
 	 * SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the two a Unix socket
 	 * answers otherwise than TCP); every other option is the kernel's,
 	 * untrapped, compared here so that it costs nothing. */
-	static const struct insn code[] = {
+	int ex = nnp ? NOTIF : NEXT;
+	const struct insn code[] = {
 		LD(offsetof(struct seccomp_data, arch)), IS(ARCH, NEXT, ALLOW),
 		LD(offsetof(struct seccomp_data, nr)),
+		IS(__NR_execve, ex, NEXT), IS(__NR_execveat, ex, NEXT),
 		IS(__NR_connect, NOTIF, NEXT), IS(__NR_listen, NOTIF, NEXT), IS(__NR_accept, NOTIF, NEXT),
 		IS(__NR_accept4, NOTIF, NEXT), IS(__NR_bind, NOTIF, NEXT), IS(__NR_getsockname, NOTIF, NEXT),
 		IS(__NR_getpeername, NOTIF, NEXT),
@@ -154,8 +161,6 @@ static int install_filter(void)
 	f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
 	struct sock_fprog prog = { N + 2, f };
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-		return -1;
 	/* Go preempts its threads with SIGURG all the time: once we have the
 	 * call, only a fatal signal ends the wait (5.19 and later). */
 	int fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -163,6 +168,22 @@ static int install_filter(void)
 	if (fd < 0 && errno == EINVAL)
 		fd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 	return fd;
+}
+
+/* Without no_new_privs when the kernel allows it (CAP_SYS_ADMIN: root),
+ * so that set-uid and set-gid execs in the tree keep their privilege;
+ * otherwise with it (seccomp's rule for everyone else), and set-uid execs
+ * are trapped to be said. */
+static int install_filter(void)
+{
+	bool nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1; /* set already, by whoever ran us */
+	int fd = load_filter(nnp);
+
+	if (fd >= 0 || nnp || errno != EACCES)
+		return fd;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return load_filter(true);
 }
 
 static void send_fd(int sock, int fd)
@@ -247,12 +268,14 @@ bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return len == 0 || process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
-int sv_grab(pid_t tid, int fd)
+int sv_grab(int lfd, const struct seccomp_notif *n, int fd)
 {
-	int pfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	int pfd = (int)syscall(SYS_pidfd_open, n->pid, PIDFD_THREAD);
 	if (pfd < 0)
 		return -1;
-	int copy = (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
+	/* The thread id may have been reused between the notification and
+	 * pidfd_open: still waiting, the call is its, and the pidfd too. */
+	int copy = sv_valid(lfd, n->id) ? (int)syscall(SYS_pidfd_getfd, pfd, fd, 0) : -1;
 	syscall(SYS_close, pfd);
 	return copy;
 }
@@ -264,11 +287,46 @@ int sv_domain(int fd)
 	return syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &v, &l) ? -1 : v;
 }
 
-bool sv_same_uid(int copy, pid_t pid)
+/* Whether socket copy lives in this process's network namespace: the
+ * kernel's own answer (SIOCGSKNS, which needs CAP_NET_ADMIN over the
+ * socket's namespace), else the namespace the calling thread tid is in
+ * now. Loopback addresses, the listeners sock_diag reports and the
+ * rendezvous' abstract names are all per namespace. */
+static bool same_netns(int copy, pid_t tid)
+{
+	static struct stat self;
+	struct stat it;
+	char path[64];
+	int ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
+	bool ok;
+
+	if (!self.st_ino && stat("/proc/self/ns/net", &self))
+		return false;
+	if (ns >= 0) {
+		ok = fstat(ns, &it) == 0;
+		syscall(SYS_close, ns);
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", tid);
+		ok = stat(path, &it) == 0;
+	}
+	return ok && it.st_ino == self.st_ino && it.st_dev == self.st_dev;
+}
+
+bool sv_may_switch(int copy, pid_t pid)
 {
 	static uid_t said = (uid_t)-1;
 	struct stat st;
+	int pin;
 
+	if (!same_netns(copy, pid)) {
+		DEBUG("process %d: a socket in another network namespace: plain TCP", pid);
+		return false;
+	}
+	if ((pin = lf__sopt_pinned_on(copy))) {
+		DEBUG("process %d: option %d/%d is on, the fast path cannot keep it: plain TCP", pid, pin >> 16,
+		      pin & 0xffff);
+		return false;
+	}
 	if (fstat(copy, &st))
 		return false;
 	if (st.st_uid == geteuid())
@@ -360,7 +418,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		return sv_reply(lfd, n->id, -EINVAL, false);
 	if (!sv_read(n->pid, n->data.args[3], &v, sizeof(v)))
 		return sv_reply(lfd, n->id, -EFAULT, false);
-	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
 	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
 		syscall(SYS_close, copy);
@@ -373,7 +431,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		r = -ENOPROTOOPT;
 	else if (svs_listener((unsigned long)st.st_ino) >= 0)
 		r = v ? 0 : -EISCONN; /* served already */
-	else if (v && (!sv_same_uid(copy, n->pid) || sv_has_preload(n->pid)))
+	else if (v && (!sv_may_switch(copy, n->pid) || sv_has_preload(n->pid)))
 		r = -EOPNOTSUPP;
 	else
 		r = setsockopt(copy, SOL_LOOPFAST, opt, &v, sizeof(v)) ? -errno : 0;
@@ -407,7 +465,7 @@ static void on_getopt(int lfd, const struct seccomp_notif *n)
 
 	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)))
 		return sv_reply(lfd, n->id, -EFAULT, false);
-	if ((copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	if (!sv_valid(lfd, n->id) || fstat(copy, &st)) {
 		syscall(SYS_close, copy);
@@ -540,6 +598,55 @@ void sv_sweep(void)
 	swept_ms = now_ms();
 }
 
+/* A string of the program's (at most size - 1 bytes), read a page at a
+ * time (it may end just before an unmapped one). */
+static bool read_str(pid_t pid, uint64_t addr, char *buf, size_t size)
+{
+	size_t got = 0;
+
+	while (got < size - 1) {
+		size_t room = 4096 - (size_t)((addr + got) % 4096);
+		if (room > size - 1 - got)
+			room = size - 1 - got;
+		if (!sv_read(pid, addr + got, buf + got, room))
+			return false;
+		buf[got + room] = 0;
+		if (memchr(buf + got, 0, room))
+			return true;
+		got += room;
+	}
+	return false;
+}
+
+/* execve, execveat (trapped only under no_new_privs): a set-uid or
+ * set-gid file runs without its privilege; said on stderr, then the
+ * kernel's exec, unchanged. The path is read for the message only (the
+ * program may change it before the kernel reads it: then the message is
+ * wrong, nothing else). */
+static void on_exec(int lfd, const struct seccomp_notif *n)
+{
+	bool at = n->data.nr == __NR_execveat;
+	char path[4096], full[4200];
+	struct stat st;
+
+	if (read_str(n->pid, n->data.args[at ? 1 : 0], path, sizeof(path))) {
+		if (path[0] == '/')
+			snprintf(full, sizeof(full), "%s", path);
+		else if (at && (int)n->data.args[0] != AT_FDCWD)
+			snprintf(full, sizeof(full), "/proc/%d/fd/%d/%s", n->pid, (int)n->data.args[0], path);
+		else
+			snprintf(full, sizeof(full), "/proc/%d/cwd/%s", n->pid, path);
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+		    ((st.st_mode & S_ISUID) || (st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)))
+			fprintf(stderr,
+				"loopfast: process %d runs %s, a set-%s program: under loopfast run's seccomp filter "
+				"(no_new_privs, which seccomp needs without root) it runs WITHOUT its privilege; run "
+				"loopfast run as root, or without loopfast\n",
+				n->pid, path, (st.st_mode & S_ISUID) ? "uid" : "gid");
+	}
+	sv_reply(lfd, n->id, 0, true);
+}
+
 static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 {
 	memset(n, 0, size);
@@ -562,6 +669,9 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 		return svs_accept(lfd, ep, n);
 	case __NR_bind:
 		return svs_bind(lfd, n);
+	case __NR_execve:
+	case __NR_execveat:
+		return on_exec(lfd, n);
 	default:
 		return sv_reply(lfd, n->id, 0, true);
 	}
@@ -623,7 +733,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		/* Parked accepts are looked at for signals every 100 ms;
 		 * listeners and choices are swept at most once a second. */
 		bool sweeps = svs_listening() || nchoices;
-		int k = epoll_wait(ep, ev, 16, svs_parked() ? 100 : sweeps ? 1000 : -1);
+		int k = epoll_wait(ep, ev, 16, svs_parked() || svc_pending() ? 100 : sweeps ? 1000 : -1);
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
@@ -632,6 +742,8 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
 			} else if ((t & SV_TAG_MASK) == SV_TAG_WATCH) {
 				svc_watch_end(ep, (int)(t & 0xffff));
+			} else if ((t & SV_TAG_MASK) == SV_TAG_CONN) {
+				svc_conn_ready(lfd, ep, (int)(t & 0xffff));
 			} else if ((t & SV_TAG_MASK) == SV_TAG_PARK) {
 				svs_park_ready(lfd, ep, (int)(t & 0xffff));
 			} else if (t == 2) {
@@ -643,6 +755,8 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		}
 		if (svs_parked())
 			svs_tick(lfd, ep);
+		if (svc_pending())
+			svc_tick(lfd, ep);
 		if (sweeps && now_ms() - swept_ms >= 1000)
 			sv_sweep();
 		/* Reap: the program, and the orphans of its tree. */

@@ -18,6 +18,7 @@ extern bool sv_debug;
 /* Tags of the notification loop's epoll events (the low bits: an index). */
 #define SV_TAG_WATCH 0x10000u /* a client's bell (supervise_client.c) */
 #define SV_TAG_PARK 0x20000u  /* a blocking accept waiting for a connection (supervise_server.c) */
+#define SV_TAG_CONN 0x30000u  /* a connect whose handshake is in progress (supervise_client.c) */
 #define SV_TAG_MASK 0xffff0000u
 
 /* ---- supervise.c: talking to the kernel about a notification */
@@ -28,15 +29,21 @@ void sv_reply(int lfd, uint64_t id, int err, bool cont);
 bool sv_valid(int lfd, uint64_t id);
 bool sv_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
-/* A copy of fd of thread tid (in this process, close-on-exec), or -1. */
-int sv_grab(pid_t tid, int fd);
+/* A copy of fd of the notification's thread (in this process,
+ * close-on-exec), or -1; -1 too when the call is no longer waiting once
+ * the thread's pidfd is open (its id reused). */
+int sv_grab(int lfd, const struct seccomp_notif *n, int fd);
 /* The kernel's SO_DOMAIN of fd (past the library), or -1. */
 int sv_domain(int fd);
-/* Whether the supervisor may act for this socket of the program: the
- * sockets it makes and the rendezvous it serves carry the supervisor's
- * credentials, so only a socket of the supervisor's own uid (the
- * creator's, as fstat and sock_diag report it). Says once why not. */
-bool sv_same_uid(int copy, pid_t pid);
+/* Whether the supervisor may switch this socket of the program (before
+ * its connect, or its listener): it must be in the supervisor's network
+ * namespace (where the listener is looked up, the hello queued, the
+ * rendezvous named), carry no option the fast path cannot keep (asked of
+ * the kernel: setsockopt is not trapped), and be of the supervisor's own
+ * uid (the sockets it makes and the rendezvous it serves carry the
+ * supervisor's credentials; the creator's uid, as fstat and sock_diag
+ * report it). Says once per uid why not. */
+bool sv_may_switch(int copy, pid_t pid);
 /* Whether the program wants the fast path for this socket: opted in with
  * SOL_LOOPFAST, or (whole-process mode) not opted out. */
 bool sv_wanted(int copy);
@@ -56,6 +63,12 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n);
 void svc_name(int lfd, const struct seccomp_notif *n, bool peer);
 void svc_domain_opt(int lfd, const struct seccomp_notif *n);
 void svc_watch_end(int ep, int i);
+/* Connects held while their handshake goes on: one is ready (the loop's
+ * epoll), whether any is held (then svs_tick-like looks: svc_tick ends
+ * those past their deadline, or whose caller is gone). */
+void svc_conn_ready(int lfd, int ep, int i);
+bool svc_pending(void);
+void svc_tick(int lfd, int ep);
 
 /* ---- supervise_server.c */
 

@@ -37,6 +37,7 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -64,6 +65,21 @@ static bool cloexec_of(pid_t tid, int fd)
 	buf[n] = 0;
 	char *fl = strstr(buf, "flags:");
 	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+}
+
+/* Whether the program's fd still holds the socket the connect was made
+ * on (tcp: our dup of it), asked just before that number is replaced. A
+ * close and a new open between this look and the ADDFD remain possible
+ * (the kernel offers no compare-and-replace of an fd). */
+static bool still_there(int lfd, const struct seccomp_notif *n, int fd, int tcp)
+{
+	struct stat a, b;
+	int now = sv_grab(lfd, n, fd);
+	bool same = now >= 0 && fstat(now, &a) == 0 && fstat(tcp, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+
+	if (now >= 0)
+		syscall(SYS_close, now);
+	return same;
 }
 
 /* ---- connections waiting for their claim */
@@ -111,6 +127,159 @@ no: /* cannot watch: the verdict is left to the library's next look */
 	syscall(SYS_close, tcp);
 }
 
+/* ---- the end of a connect: the result put in the program */
+
+/* The connect on copy is done (ret: its answer, 0 or -errno): a copy
+ * switched to the fast path replaces the program's socket under the same
+ * number, and the bell is watched; anything else is plain TCP, made here
+ * on the program's socket, and answered as it is. */
+static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, int ret, unsigned port)
+{
+	int fd = (int)n->data.args[0];
+
+	if (sv_domain(copy) == AF_UNIX && !still_there(lfd, n, fd, tcp)) {
+		/* The program closed the socket while we connected (another
+		 * thread), and its number may hold a new file now: left alone.
+		 * Over TCP the connect ends on the closed socket's file as
+		 * here; the fast-path connection goes with our copy. */
+		SV_DEBUG("connect fd %d of %d: the socket was closed meanwhile: the number is left alone", fd, n->pid);
+		sv_reply(lfd, n->id, ret, false);
+		close(copy);
+		syscall(SYS_close, tcp);
+		return;
+	}
+	if (sv_domain(copy) == AF_UNIX) {
+		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
+						   .newfd = (uint32_t)fd,
+						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
+			/* The caller is gone (ENOENT), or its fd table is full:
+			 * either way the connection is unusable. */
+			SV_DEBUG("fd %d of %d: cannot put the fast-path socket in place: %s", fd, n->pid, strerror(errno));
+			sv_reply(lfd, n->id, -ECONNRESET, false);
+			close(copy);
+			syscall(SYS_close, tcp);
+			return;
+		}
+		SV_DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, port, ret ? strerror(-ret) : "0");
+		sv_reply(lfd, n->id, ret, false);
+		watch_add(ep, copy, tcp);
+		return;
+	}
+	SV_DEBUG("connect fd %d of %d to port %u: plain TCP (%s)", fd, n->pid, port, ret ? strerror(-ret) : "0");
+	sv_reply(lfd, n->id, ret, false);
+	close(copy);
+	syscall(SYS_close, tcp);
+}
+
+/* Connects whose handshake is in progress, the program's call held: the
+ * switch must happen while we hold it (only then can we replace the
+ * program's fd). Watched in the loop's epoll (the TCP file, writable when
+ * the handshake ends, with an error too), never waited for. A blocking
+ * socket's call is answered when the handshake ends (TCP's own timeout,
+ * or SO_SNDTIMEO's: then EINPROGRESS, as TCP's); a non-blocking one's
+ * within 2 s (past that the program keeps the TCP socket in progress, and
+ * the server drops the hello). */
+#define MAX_PENDS 1024
+struct pend {
+	struct seccomp_notif n;
+	int copy, tcp; /* tcp < 0: a free entry */
+	bool blocking;
+	unsigned port;
+	uint64_t deadline; /* ms, CLOCK_MONOTONIC; 0: none */
+};
+static struct pend *pends;
+static int npends, pending;
+
+static uint64_t now_ms(void)
+{
+	return lf__sys_now_ns() / 1000000;
+}
+
+/* Holds the call; false when it cannot (then the caller answers now). */
+static bool pend(int ep, const struct seccomp_notif *n, int copy, int tcp, bool blocking, unsigned port)
+{
+	struct timeval tv = { 0 };
+	socklen_t tl = sizeof(tv);
+	int i = 0;
+
+	while (i < npends && pends[i].tcp >= 0)
+		i++;
+	if (pending >= MAX_PENDS)
+		return false;
+	if (i == npends) {
+		struct pend *t = realloc(pends, (size_t)(npends + 16) * sizeof(*t));
+		if (!t)
+			return false;
+		pends = t;
+		for (int k = npends; k < npends + 16; k++)
+			pends[k].tcp = -1;
+		npends += 16;
+	}
+	struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = SV_TAG_CONN | (uint32_t)i };
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, tcp, &ev))
+		return false;
+	if (blocking)
+		syscall(SYS_getsockopt, tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl);
+	uint64_t wait = blocking ? (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 : 2000;
+	pends[i] = (struct pend){ *n, copy, tcp, blocking, port, wait ? now_ms() + wait : 0 };
+	pending++;
+	return true;
+}
+
+/* Lets go of entry i; its call is answered by the caller (or gone). */
+static struct pend unpend(int ep, int i)
+{
+	struct pend p = pends[i];
+	epoll_ctl(ep, EPOLL_CTL_DEL, p.tcp, NULL);
+	pends[i].tcp = -1;
+	pending--;
+	return p;
+}
+
+void svc_conn_ready(int lfd, int ep, int i)
+{
+	if (i >= npends || pends[i].tcp < 0)
+		return;
+	struct pend p = unpend(ep, i);
+	struct pollfd pf = { p.copy, POLLOUT, 0 };
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (!sv_valid(lfd, p.n.id)) { /* the caller is gone (killed) */
+		close(p.copy);
+		syscall(SYS_close, p.tcp);
+		return;
+	}
+	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
+	if (sv_domain(p.copy) != AF_UNIX && p.blocking)
+		syscall(SYS_getsockopt, p.tcp, SOL_SOCKET, SO_ERROR, &err, &el);
+	finish(lfd, ep, &p.n, p.copy, p.tcp, p.blocking ? -err : -EINPROGRESS, p.port);
+}
+
+bool svc_pending(void)
+{
+	return pending > 0;
+}
+
+void svc_tick(int lfd, int ep)
+{
+	uint64_t now = now_ms();
+
+	for (int i = 0; i < npends; i++) {
+		if (pends[i].tcp < 0)
+			continue;
+		if (!sv_valid(lfd, pends[i].n.id)) {
+			struct pend p = unpend(ep, i);
+			close(p.copy);
+			syscall(SYS_close, p.tcp);
+		} else if (pends[i].deadline && now >= pends[i].deadline) {
+			struct pend p = unpend(ep, i);
+			finish(lfd, ep, &p.n, p.copy, p.tcp, -EINPROGRESS, p.port);
+		}
+	}
+}
+
 /* ---- the trapped calls */
 
 void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
@@ -126,51 +295,37 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !sv_read(n->pid, n->data.args[1], &ss, len) ||
 	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return sv_reply(lfd, n->id, 0, true);
-	int copy = sv_grab(n->pid, fd), tcp = -1;
+	int copy = sv_grab(lfd, n, fd), tcp = -1;
 	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy))) {
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);
 	}
 	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
-	    !sv_same_uid(copy, n->pid)) {
+	    !sv_may_switch(copy, n->pid)) {
 		if (copy >= 0)
 			close(copy);
 		if (tcp >= 0)
 			syscall(SYS_close, tcp);
 		return sv_reply(lfd, n->id, 0, true);
 	}
+	/* Never waits here: a blocking socket is made non-blocking for the
+	 * library's connect (the program is held in this very call; only
+	 * another thread's F_GETFL at that moment would see it), and a
+	 * handshake in progress is finished later (conn_ready). */
+	long fl = syscall(SYS_fcntl, copy, F_GETFL);
+	bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
+	if (blocking)
+		syscall(SYS_fcntl, copy, F_SETFL, fl | O_NONBLOCK);
 	int r = connect(copy, (void *)&ss, len), e = r ? errno : 0;
-	if (r && e == EINPROGRESS && sv_domain(copy) != AF_UNIX) {
-		/* The handshake is still in progress, the hello queued: the
-		 * switch must happen while we hold the call (only then can we
-		 * replace the program's fd). Bounded: past it the program keeps
-		 * the TCP socket in progress, and the server drops the hello. */
-		struct pollfd p = { copy, POLLOUT, 0 };
-		poll(&p, 1, 2000);
-	}
-	if (sv_domain(copy) == AF_UNIX) {
-		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
-						   .newfd = (uint32_t)fd,
-						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
-		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
-			/* The caller is gone (ENOENT), or its fd table is full:
-			 * either way the connection is unusable. */
-			SV_DEBUG("fd %d of %d: cannot put the fast-path socket in place: %s", fd, n->pid, strerror(errno));
-			sv_reply(lfd, n->id, -ECONNRESET, false);
-			close(copy);
-			syscall(SYS_close, tcp);
-			return;
-		}
-		SV_DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
-		sv_reply(lfd, n->id, r ? -e : 0, false);
-		watch_add(ep, copy, tcp);
+	if (blocking)
+		syscall(SYS_fcntl, copy, F_SETFL, fl);
+	if (r && e == EINPROGRESS && sv_domain(copy) != AF_UNIX && pend(ep, n, copy, tcp, blocking, dst.port))
 		return;
-	}
-	/* Plain TCP, made here on the program's socket: its answer. */
-	SV_DEBUG("connect fd %d of %d to port %u: plain TCP (%s)", fd, n->pid, dst.port, r ? strerror(e) : "0");
-	sv_reply(lfd, n->id, r ? -e : 0, false);
-	close(copy);
-	syscall(SYS_close, tcp);
+	if (blocking && r && e == EINPROGRESS && sv_domain(copy) == AF_UNIX)
+		r = e = 0; /* switched: its handshake is done, and a blocking connect says so */
+	/* Not held (out of room): EINPROGRESS, TCP's answer to a connect
+	 * whose wait ended (SO_SNDTIMEO); the handshake goes on. */
+	finish(lfd, ep, n, copy, tcp, r ? -e : 0, dst.port);
 }
 
 /* getsockname, getpeername: a fast-path socket answers TCP's addresses
@@ -182,7 +337,7 @@ void svc_name(int lfd, const struct seccomp_notif *n, bool peer)
 	socklen_t room, l = sizeof(ss);
 	int copy;
 
-	if (!sv_read(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if (!sv_read(n->pid, n->data.args[2], &room, sizeof(room)) || (copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	int dom = sv_domain(copy);
 	int r = dom == AF_UNIX ? (peer ? getpeername : getsockname)(copy, (void *)&ss, &l) : -1;
@@ -203,7 +358,7 @@ void svc_domain_opt(int lfd, const struct seccomp_notif *n)
 	socklen_t room, l = sizeof(int);
 	int v, copy;
 
-	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(n->pid, (int)n->data.args[0])) < 0)
+	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	int r = sv_domain(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
 	close(copy);

@@ -177,7 +177,7 @@ static bool rendezvous_made(int family, unsigned long ino)
 
 void svs_listen(int lfd, const struct seccomp_notif *n)
 {
-	int copy = sv_grab(n->pid, (int)n->data.args[0]), v = 0;
+	int copy = sv_grab(lfd, n, (int)n->data.args[0]), v = 0;
 	socklen_t vl = sizeof(v);
 	struct stat st;
 
@@ -187,7 +187,7 @@ void svs_listen(int lfd, const struct seccomp_notif *n)
 	 * kind of socket, one the program did not opt in, one of another
 	 * uid, or a process that negotiates itself: the kernel's listen. */
 	if (fstat(copy, &st) || svs_listener((unsigned long)st.st_ino) >= 0 || !tcp_socket(copy) || !sv_wanted(copy) ||
-	    !sv_same_uid(copy, n->pid) || sv_has_preload(n->pid) ||
+	    !sv_may_switch(copy, n->pid) || sv_has_preload(n->pid) ||
 	    rendezvous_made(sv_domain(copy), (unsigned long)st.st_ino) || !sv_valid(lfd, n->id) ||
 	    lf_enable_fast_path(copy)) {
 		syscall(SYS_close, copy);
@@ -264,7 +264,7 @@ static void unpark(int ep, int i)
 
 void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 {
-	int fd = (int)n->data.args[0], copy = sv_grab(n->pid, fd), h;
+	int fd = (int)n->data.args[0], copy = sv_grab(lfd, n, fd), h;
 	int flags = n->data.nr == __NR_accept4 ? (int)n->data.args[3] : 0;
 	uint64_t addr = n->data.args[1], lenp = n->data.args[2];
 	socklen_t room = 0;

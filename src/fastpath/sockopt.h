@@ -18,6 +18,18 @@ int lf__sopt_set(int fd, int family, int level, int opt, const void *val, sockle
  * connect/accept; an option the fast path cannot keep pins the socket to
  * plain TCP. */
 void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len);
+
+/* ---- pinned.c: the options the fast path cannot keep (compiled alone
+ * into the library and the CLI) */
+
+/* Whether a value turns an option on (any byte non-zero). */
+bool lf__sopt_turns_on(const void *val, socklen_t len);
+/* Whether this set pins a socket to plain TCP for life. */
+bool lf__sopt_pins(int level, int opt, const void *val, socklen_t len);
+/* The first such option the kernel says is on for TCP socket fd, as
+ * level << 16 | opt, or 0: for a socket whose sets loopfast did not see
+ * (loopfast run's supervisor traps no setsockopt). */
+int lf__sopt_pinned_on(int fd);
 /* True when fd is a fast-path socket (asked of the kernel); fills family. */
 bool lf__fast_family(int fd, int *family);
 

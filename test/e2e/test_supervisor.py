@@ -86,6 +86,38 @@ def clients():
                "server-c": [str(d / "svs")], "server-go": [str(d / "svgo")]}
 
 
+@pytest.fixture(autouse=True)
+def reaped(monkeypatch):
+    """Every program a test here starts is in a process group of its own,
+    and the whole group is killed when the test ends, passed or not. A
+    supervised program is the supervisor's child, not the test's: killing
+    `loopfast run` alone (stop(), a subprocess.run timeout, a failed
+    assertion before the cleanup) leaves it to init, where its trapped
+    calls fail with ENOSYS (the kernel's answer once the supervisor is
+    gone, issue 21): a server whose accept loop retries on errors
+    (busybox httpd) then spins for ever. Orphans keep their group, so
+    killpg reaches them."""
+    started, init = [], subprocess.Popen.__init__
+
+    def own_group(self, *args, **kw):
+        kw.setdefault("start_new_session", True)
+        init(self, *args, **kw)
+        started.append(self)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", own_group)
+    yield
+    monkeypatch.undo()
+    for p in started:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def server(under_lf):
     cmd = [sys.executable, "-c", ECHO]
     p = subprocess.Popen(lf_cmd(cmd) if under_lf else cmd, stdout=subprocess.PIPE, text=True)

@@ -958,3 +958,21 @@ MUTANTS += [
           "")],
         ["e2e:test_shm.py -k edge_per_write"]),
 ]
+# The supervisor's checks before it switches a socket (src/cli/supervise.c),
+# against test_supervisor_security.py.
+MUTANTS += [
+    Mutant(
+        "supervisor-ignores-network-namespace",
+        "the supervisor negotiates a socket of another network namespace in its own: another uid's listener there takes the connection",
+        [("src/cli/supervise.c",
+          "\tif (!same_netns(copy, pid)) {\n",
+          "\tif (0 && !same_netns(copy, pid)) {\n")],
+        ["e2e:test_supervisor_security.py -k test_program_in_its_own_network_namespace_keeps_its_connection"]),
+    Mutant(
+        "supervisor-switches-pinned-socket",
+        "the supervisor switches a socket on which an option the fast path cannot keep is on (SO_ZEROCOPY): its completion never comes",
+        [("src/cli/supervise.c",
+          "\tif ((pin = lf__sopt_pinned_on(copy))) {\n",
+          "\tif (0 && (pin = lf__sopt_pinned_on(copy))) {\n")],
+        ["e2e:test_supervisor_security.py -k test_option_the_fast_path_cannot_keep_stays_tcp"]),
+]

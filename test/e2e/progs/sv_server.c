@@ -5,7 +5,9 @@
  * EOF. With "eintr", SIGUSR1 has a handler installed without SA_RESTART:
  * an accept it interrupts prints "accept Interrupted system call" and the
  * server goes on; with "restart", the same handler with SA_RESTART (the
- * accept goes on by itself; the handler prints "signal"). */
+ * accept goes on by itself; the handler prints "signal"). Any other accept
+ * error but ECONNABORTED ends it (status 1): under a supervisor that died,
+ * accept fails with ENOSYS for ever, and a retry would spin. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -56,9 +58,12 @@ int main(int argc, char **argv)
 			caught = 0;
 		}
 		if (c < 0) {
-			printf("accept %s\n", strerror(errno));
+			int e = errno;
+			printf("accept %s\n", strerror(e));
 			fflush(stdout);
-			continue;
+			if (e == EINTR || e == ECONNABORTED)
+				continue;
+			return 1; /* ENOSYS (the supervisor is gone) and the rest: never spin */
 		}
 		getsockname(c, (void *)&la, &ll);
 		name(&la, ls);
