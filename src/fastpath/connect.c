@@ -506,6 +506,11 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 		plain(LF_EV_FAILED, "no socket for the hello", fd, &dst, NULL);
 		return -1;
 	}
+	if (!lf__diag_same_netns(unx)) { /* this thread is in another network namespace than the look-up's */
+		lf__sys_close(unx);
+		plain(LF_EV_FAILED, "the thread is in another network namespace", fd, &dst, NULL);
+		return -1;
+	}
 	bool shm = lf__shm_wants(fd);
 	if (!shm) /* a client that asks for the tier takes the server's memfd with its answer (shm.c) */
 		lf__sys_no_rights(unx);
@@ -665,6 +670,8 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	 * back); the window runs from this look-up to the real connect. */
 	if (lf__diag_listener(&dst, &src, &lst) < 0)
 		return plain(LF_EV_NO_LISTENER, "no listener", fd, &dst, NULL);
+	if (!lf__diag_same_netns(fd))
+		return plain(LF_EV_FAILED, "the socket is in another network namespace", fd, &dst, NULL);
 	if ((cached = neg_cached(&dst, &lst)) >= 0)
 		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
 

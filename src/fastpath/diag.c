@@ -31,6 +31,7 @@
 
 static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
 static uint32_t nl_portid;  /* its identity */
+static uint64_t nl_netns;   /* the network namespace it looks at (SO_NETNS_COOKIE; 0: unknown) */
 static int probe_fd = -1;   /* hidden, as nl_fd */
 static ino_t probe_ino;     /* its identity */
 static pthread_mutex_t nl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -115,6 +116,9 @@ static int nl_socket(void)
 		lf__sys_close(fd);
 		return -1;
 	}
+	socklen_t cl = sizeof(nl_netns);
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &nl_netns, &cl))
+		nl_netns = 0;
 	lf__fd_hide(fd, &nl_fd);
 	return nl_fd;
 }
@@ -206,6 +210,16 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	}
 	pthread_mutex_unlock(&nl_lock);
 	return r;
+}
+
+bool lf__diag_same_netns(int fd)
+{
+	uint64_t c = 0;
+	socklen_t cl = sizeof(c);
+
+	if (!nl_netns)
+		return true; /* a kernel without the cookie (before Linux 5.14) */
+	return lf__sys_getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &cl) == 0 && c == nl_netns;
 }
 
 /* Makes the netlink socket now, for a listener: every hello its accepts

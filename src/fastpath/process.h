@@ -33,6 +33,12 @@ int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct 
  * 0, -ENOENT or -errno. */
 int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out);
 void lf__diag_ready(void);
+/* After a look-up: whether socket fd is in the network namespace that
+ * look-up saw. A process can make sockets in other namespaces (unshare,
+ * setns), and a loopback connect there must not be negotiated here: the
+ * listener found and the rendezvous reached would be another
+ * namespace's. True when the kernel cannot tell (before Linux 5.14). */
+bool lf__diag_same_netns(int fd);
 /* Whether a Unix stream socket listens on the abstract name: 1, 0, or
  * -errno (one system call; nothing reaches the name's owner). */
 int lf__diag_rendezvous(const struct sockaddr_un *name, socklen_t len);

@@ -44,6 +44,9 @@ int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct
 #ifndef SO_PASSRIGHTS
 #define SO_PASSRIGHTS 83
 #endif
+#ifndef SO_NETNS_COOKIE /* Linux 5.14: which network namespace a socket is in */
+#define SO_NETNS_COOKIE 71
+#endif
 int lf__sys_no_rights(int unx);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 /* Whether fd is a TCP socket of AF_INET or AF_INET6 (SO_PROTOCOL, then

@@ -1337,3 +1337,57 @@ def test_client_of_another_uid_writing_garbage_in_the_rings(build, attacker, mod
     finally:
         stop(evil)
         stop(srv)
+
+
+# A root process under loopfast run makes a loopback connect in its own
+# network namespace (so that loopfast's sock_diag socket is made there),
+# then a namespace of its own (unshare -n) with a listener on PORT, makes a
+# socket there, returns to the first namespace (setns) and connects that
+# socket to 127.0.0.1:PORT: the kernel connects it in the socket's
+# namespace, to the inner listener. Prints what the client read back and
+# what the inner listener got.
+NETNS_CLIENT = textwrap.dedent("""
+    import ctypes, json, os, socket, subprocess, sys
+    port = int(sys.argv[1])
+    libc = ctypes.CDLL(None, use_errno=True)
+    t = socket.socket(); t.connect_ex(("127.0.0.1", 1)); t.close()
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    assert libc.unshare(0x40000000) == 0
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    lst = socket.socket(); lst.bind(("127.0.0.1", port)); lst.listen(4)
+    s = socket.socket()
+    assert libc.setns(home, 0x40000000) == 0
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"secret"); s.settimeout(2)
+    try:
+        back = s.recv(100).decode()
+    except OSError as e:
+        back = type(e).__name__
+    lst.settimeout(5)
+    c, _ = lst.accept(); c.settimeout(5)
+    print(json.dumps({"client_read": back, "inner_got": c.recv(100).decode()}), flush=True)
+""")
+
+
+def test_socket_of_another_network_namespace_is_not_negotiated_here(build, attacker):
+    # Another uid holds a listener on the same port in the first namespace,
+    # with a rendezvous (attack/sv_evil.py take). Over TCP the inner
+    # listener gets the bytes; under loopfast it must too: loopfast looks
+    # the listener up and queues its hello in the namespace its sock_diag
+    # socket was made in, so a socket of another namespace is left to TCP
+    # (SO_NETNS_COOKIE). Before that check the outsider read "secret" and
+    # the client read its "pwned".
+    outcomes = {}
+    for mode in ("tcp", "loopfast"):
+        evil = attacker("sv_evil", "take", 6)
+        try:
+            port = int(readline(evil))
+            run = subprocess.run(wrap(mode, [attacker.py, "-c", NETNS_CLIENT, str(port)]), capture_output=True,
+                                 text=True, timeout=90)
+            assert run.returncode == 0, (mode, run.stderr[-2000:])
+            outcomes[mode] = (json.loads(run.stdout.splitlines()[-1]), json.loads(readline(evil, 60)))
+        finally:
+            stop(evil)
+    print(outcomes)
+    assert outcomes["tcp"] == ({"client_read": "TimeoutError", "inner_got": "secret"}, {"got": ""}), outcomes
+    assert outcomes["loopfast"] == outcomes["tcp"]

@@ -976,3 +976,18 @@ MUTANTS += [
           "\tif (0 && (pin = lf__sopt_pinned_on(copy))) {\n")],
         ["e2e:test_supervisor_security.py -k test_option_the_fast_path_cannot_keep_stays_tcp"]),
 ]
+
+# A socket of another network namespace (issue 19's threat model: a listener
+# of another uid in the namespace the look-up saw takes the connection).
+MUTANTS += [
+    Mutant(
+        "connect-ignores-network-namespace",
+        "the preload negotiates a loopback connect of a socket made in another network namespace",
+        [("src/fastpath/connect.c",
+          "\tif (!lf__diag_same_netns(fd))\n",
+          "\tif (0)\n"),
+         ("src/fastpath/connect.c",
+          "\tif (!lf__diag_same_netns(unx)) {",
+          "\tif (0) {")],
+        ["e2e:test_security.py -k another_network_namespace"]),
+]
