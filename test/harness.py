@@ -258,7 +258,10 @@ def run_pytest(suite, build, args, env=None, cwd=None):
     os.close(fd)
     e = dict(os.environ, LOOPFAST_BUILD=os.path.abspath(build), LOOPFAST_TEST_REPORT=report, **(env or {}))
     try:
-        rc, _ = stream([sys.executable, "-m", "pytest", "-q", *args], env=e, cwd=cwd or E2E, limit=PYTEST_LIMIT_S)
+        # --durations: the slowest tests, for whoever keeps make test
+        # within its ten minutes
+        rc, _ = stream([sys.executable, "-m", "pytest", "-q", "--durations=15", *args], env=e, cwd=cwd or E2E,
+                       limit=PYTEST_LIMIT_S)
         try:
             with open(report) as f:
                 doc = json.load(f)

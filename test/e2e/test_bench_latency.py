@@ -288,6 +288,7 @@ def test_plot_writes_a_png(tmp_path):
     assert json.loads(js.read_text())["rows"]
 
 
+@pytest.mark.extra  # a whole sockperf run (9 s): make test-extra's
 def test_compare_sockperf():
     assert shutil.which("sockperf"), "sockperf is not installed (scripts/deps.sh installs it)"
     r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block",

@@ -1379,12 +1379,13 @@ def test_socket_of_another_network_namespace_is_not_negotiated_here(build, attac
     # the client read its "pwned".
     outcomes = {}
     for mode in ("tcp", "loopfast"):
-        evil = attacker("sv_evil", "take", 6)
+        evil = attacker("sv_evil", "take")
         try:
             port = int(readline(evil))
             run = subprocess.run(wrap(mode, [attacker.py, "-c", NETNS_CLIENT, str(port)]), capture_output=True,
                                  text=True, timeout=90)
             assert run.returncode == 0, (mode, run.stderr[-2000:])
+            evil.stdin.close()  # it stops waiting for a hello
             outcomes[mode] = (json.loads(run.stdout.splitlines()[-1]), json.loads(readline(evil, 60)))
         finally:
             stop(evil)

@@ -112,6 +112,7 @@ def kill_outside_the_gap(pid, ino, rnd, look, timeout=10):
     pytest.fail(f"worker {pid} was never seen waiting in accept while holding connections within {timeout} s")
 
 
+@pytest.mark.extra  # 15 s: make test-extra's, to keep make test within ten minutes
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("fam", ["4", "6"])
 def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam):  # noqa: F811

@@ -112,6 +112,7 @@ def test_program_in_its_own_network_namespace_keeps_its_connection(build, attack
             run = subprocess.run([*cmd, "unshare", "-n", PY, "-c", INNER, str(port), os.path.join(svsec, "svsec"),
                                   "secret"], capture_output=True, text=True, timeout=90)
             inner = json.loads(run.stdout.splitlines()[-1]) if run.stdout else run.stderr
+            evil.stdin.close()  # it stops waiting for a hello
             outcomes.append((inner, json.loads(readline(evil, 60))))
         finally:
             stop(evil)
@@ -179,7 +180,7 @@ def test_setuid_exec_in_the_tree_is_not_silent(build, svsec):
     assert sup.returncode == 0 and sup.stdout == plain.stdout, (sup.stdout, sup.stderr)
 
 
-def test_setuid_exec_under_a_user_supervisor_is_said(build, attacker, svsec):  # noqa: F811
+def test_setuid_exec_under_a_user_supervisor_is_said(build, attacker, svsec, shared_build):  # noqa: F811
     """The same set-uid copy of id(1) run by the second user: without
     loopfast it runs as nobody. A user's supervisor must set no_new_privs
     (seccomp's rule without CAP_SYS_ADMIN), so the set-uid is lost; that
@@ -193,7 +194,10 @@ def test_setuid_exec_under_a_user_supervisor_is_said(build, attacker, svsec):  #
     as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
     plain = subprocess.run([*as_user, exe, "-u"], capture_output=True, text=True, timeout=30)
     assert plain.stdout.strip() == str(nobody.pw_uid), plain  # the control: the set-uid took effect
-    sup = subprocess.run([*as_user, *SUPERVISED, "/bin/sh", "-c", f"/usr/bin/id -u; {exe} -u"],
+    # the second user runs the shared copy of the build: this one may be in a
+    # directory only root can enter (a clone in root's home)
+    sup = subprocess.run([*as_user, str(shared_build / "loopfast"), *SUPERVISED[1:], "/bin/sh", "-c",
+                          f"/usr/bin/id -u; {exe} -u"],
                          capture_output=True, text=True, timeout=60)
     assert sup.stdout.split() == [str(user.pw_uid)] * 2, (sup.stdout, sup.stderr)  # lost, as under no_new_privs
     said = [line for line in sup.stderr.splitlines() if "set-uid" in line]

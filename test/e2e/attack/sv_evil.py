@@ -2,7 +2,8 @@
 on 127.0.0.1 and a rendezvous made by hand, named after the listener's
 inode (so a loopfast client joins it). Prints its port, then:
 
-  MODE "take" [SECONDS]: takes the first hello within SECONDS (15), reads what its client
+  MODE "take": takes the first hello that comes before its stdin closes
+  (at most 60 s), reads what its client
   sent (5 s), answers "pwned", and prints {"got": TEXT}.
   MODE "sendfd": serves one connection, fast path (its hello: the
   doorbell is claimed as loopfast's server does) or plain TCP, by sending
@@ -29,9 +30,10 @@ rdv.listen(8)
 print(lst.getsockname()[1], flush=True)
 
 if mode == "take":
-    rdv.settimeout(float(sys.argv[2]) if len(sys.argv) > 2 else 15)
     got = b""
     try:
+        if rdv not in select.select([rdv, sys.stdin], [], [], 60)[0]:
+            raise TimeoutError
         h, _ = rdv.accept()
         h.settimeout(5)
         got = h.recv(100)
