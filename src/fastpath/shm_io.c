@@ -300,6 +300,27 @@ static void spin(struct lf_shm_conn *c, int fd)
 		__builtin_ia32_pause();
 }
 
+/* One slice (20 ms) of a wait for the word w to move from seq: between
+ * slices the caller looks at the socket (the peer's end comes there). 0:
+ * look again; -1 and EINTR for a signal whose handler interrupts (or any,
+ * with a timeout: as the kernel's SO_RCVTIMEO/SO_SNDTIMEO waits), EAGAIN
+ * once `end` (0: none) has passed. */
+static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i0, uint64_t end)
+{
+	struct timespec ts = { 0, 20000000 };
+
+	if (futex(w, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR && atomic_load(&lf__sig_seen) != s0 &&
+	    (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+		errno = EINTR;
+		return -1;
+	}
+	if (end && lf__sys_now_ns() >= end) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
+}
+
 /* SO_RCVLOWAT on a blocking read: wait until the ring holds `target`
  * bytes, or the end, an error, a signal or the timeout. The socket cannot
  * say it (its token stands for "not empty"), so the writer wakes a futex
@@ -324,16 +345,8 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
 		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
 		if (r == 0 || (r < 0 && errno != EAGAIN))
 			return 0; /* the end, or an error: the read says which */
-		struct timespec ts = { 0, 20000000 }; /* slices: the peer's end comes on the socket */
-		if (futex(&c->rx.h->data_seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR &&
-		    atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
-			errno = EINTR;
+		if (wait_slice(&c->rx.h->data_seq, seq, s0, i0, end)) /* the peer's end comes on the socket */
 			return -1;
-		}
-		if (end && lf__sys_now_ns() >= end) {
-			errno = EAGAIN;
-			return -1;
-		}
 	}
 }
 
@@ -481,17 +494,7 @@ static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsi
 		if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) < 0)
 			return -1;
 	}
-	struct timespec ts = { 0, 20000000 };
-	if (futex(&c->tx.h->space_seq, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR &&
-	    atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
-		errno = EINTR;
-		return -1;
-	}
-	if (end && lf__sys_now_ns() >= end) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return 0;
+	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);
 }
 
 static uint64_t send_deadline(int fd)
