@@ -90,3 +90,21 @@ def test_relative_links_lead_somewhere():
             if not (page.parent / target.split("#")[0]).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, broken
+
+
+def test_every_man_page_names_itself_for_whatis():
+    """man's index (whatis, apropos; lintian's bad-whatis-entry) reads a
+    page's NAME section as "NAME[, NAME...] \\- description", each NAME a
+    single word: `loopfast bench stream \\- ...` is not found."""
+    bad = []
+    for page in sorted((ROOT / "man").glob("*.[137]")):
+        lines = page.read_text().splitlines()
+        if lines and lines[0].startswith(".so "):
+            continue  # a link to the page that documents it
+        i = lines.index(".SH NAME") + 1 if ".SH NAME" in lines else len(lines)
+        j = next((k for k in range(i, len(lines)) if lines[k].startswith(".SH")), len(lines))
+        section = " ".join(lines[i:j])
+        names = section.split(" \\- ")[0].split(",") if " \\- " in section else []
+        if not names or any(len(n.split()) != 1 for n in names):
+            bad.append(f"{page.name}: {section[:80]!r}")
+    assert not bad, bad
