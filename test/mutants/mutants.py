@@ -32,14 +32,14 @@ MUTANTS = [
         [("src/fastpath/connect.c",
           "\tif (lf__diag_listener(&dst, &src, &lst) < 0)\n",
           "\tif (lf__diag_listener(&dst, &src, &lst) < 0 || 1)\n")],
-        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes'"]),
+        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes' -m 'not extra'"]),
     Mutant(
         "client-stays-on-tcp",
         "the server claims the hello, the client keeps its TCP socket",
         [("src/fastpath/connect.c",
           "\tlf__count(LF_EV_FAST_CLIENT);\n\tif (lf__switch_fd(unx, fd, family, f, nonblock, cloexec, LF_SW_CLIENT) < 0) {\n",
           "\tlf__count(LF_EV_FAST_CLIENT);\n\tlf__sys_close(unx);\n\tif (0) {\n")],
-        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes'"]),
+        ["e2e:test_compare.py -k 'names-v4 or test_both_ends_in_different_processes' -m 'not extra'"]),
     Mutant(
         "hello-unverified",
         "a hello is accepted without verification (vouched() always true)",
@@ -111,7 +111,7 @@ MUTANTS = [
         [("src/fastpath/connect.c",
           "\t\tint err, h = handshake(fd, 0, &err);\n",
           "\t\tint err, h = handshake(fd, -1, &err);\n")],
-        ["e2e:test_compare.py -k 'connect-again-v4 or connect-full-poll-v4'"], limit_s=60),
+        ["e2e:test_compare.py -k 'connect-again-v4 or connect-full-poll-v4' -m 'not extra'"], limit_s=60),
     Mutant(
         "connect-uninterruptible",
         "a signal cannot interrupt a blocking connect (signals blocked around the doorbell)",
@@ -121,7 +121,7 @@ MUTANTS = [
           "\tint r = lf__sys_connect(fd, sa, len);\n\te = r ? errno : 0;\n"
           "\tpthread_sigmask(SIG_SETMASK, &old_, NULL);\n"),
          ("src/fastpath/connect.c", "#include <pthread.h>\n", "#include <pthread.h>\n#include <signal.h>\n")],
-        ["e2e:test_compare.py -k 'connect-eintr-v4 or connect-eintr-reconnect-v4'"], limit_s=60),
+        ["e2e:test_compare.py -k 'connect-eintr-v4 or connect-eintr-reconnect-v4' -m 'not extra'"], limit_s=60),
 
     # ---- what the attacks found (bell.c, io.c)
     Mutant(
@@ -177,14 +177,14 @@ MUTANTS = [
           "\t\tput_addr(peer ? &remote : &local, family, sa, room, len);\n",
           "\t{\n\t\tstruct lf_ep x_ = peer ? remote : local;\n\t\tx_.port += peer;\n"
           "\t\tput_addr(&x_, family, sa, room, len);\n\t}\n")],
-        ["e2e:test_compare.py -k 'names-v4'"]),
+        ["e2e:test_compare.py -k 'names-v4' -m 'not extra'"]),
     Mutant(
         "halfclose-swallowed",
         "shutdown(SHUT_WR) on a fast-path socket succeeds but is not passed on",
         [("src/fastpath/interpose.c",
           "\tr = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);\n",
           "\tr = how == SHUT_RD || how == SHUT_WR ? 0 : REAL(shutdown)(fd, SHUT_WR);\n")],
-        ["e2e:test_compare.py -k 'halfclose-v4'"]),
+        ["e2e:test_compare.py -k 'halfclose-v4' -m 'not extra'"]),
 
     # ---- the spin tier (spin.c), run with spinning on
     Mutant(
@@ -200,7 +200,7 @@ MUTANTS = [
           "\t\t\tn--;\n"
           "\t\t}\n"
           "\t\tif (n > 0)\n\t\t\tseen_ += (size_t)n;\n")],
-        ["e2e-spin:test_compare.py -k 'bulk'"],
+        ["e2e-spin:test_compare.py -k 'bulk' -m 'not extra'"],
         env={"LFPROBE_BULK_MB": "16"}),
     Mutant(
         "spin-read-ignores-signal",
@@ -345,7 +345,7 @@ MUTANTS = [
         [("src/fastpath/sockopt.c",
           "\t\tif ((at = rec_find(f, level, opt)) >= 0)\n",
           "\t\tif (0 && (at = rec_find(f, level, opt)) >= 0)\n")],
-        ["e2e:test_compare.py -k 'sockopts-v4 or dup-v4'"]),
+        ["e2e:test_compare.py -k 'sockopts-v4 or dup-v4' -m 'not extra'"]),
     Mutant(
         "exec-drops-loopfast",
         "a program exec'd with an opted-in listener open and a cleaned environment does not get loopfast "
@@ -360,14 +360,14 @@ MUTANTS = [
         [("src/fastpath/fdtab.c",
           "\tmemcpy(dst->opt, src->opt, sizeof(dst->opt));\n\tdst->optset = src->optset;\n",
           "\tdst->optset = 0;\n")],
-        ["e2e:test_compare.py -k 'sockopt-shared-v4'"]),
+        ["e2e:test_compare.py -k 'sockopt-shared-v4' -m 'not extra'"]),
     Mutant(
         "fdtab-reset-keeps-options",
         "a closed socket's recorded options outlive it: the next fast-path socket given its fd number answers them",
         [("src/fastpath/fdtab.c",
           "\tf->optset = f->sockset = 0;\n",
           "\tf->sockset = 0;\n")],
-        ["e2e:test_compare.py -k 'sockopts-v4 or sockopt-table-v4'"]),
+        ["e2e:test_compare.py -k 'sockopts-v4 or sockopt-table-v4' -m 'not extra'"]),
     Mutant(
         "bench-latency-trusts-loopfast",
         "the latency bench takes lf_fast_path_active's word for the path instead of the kernel's",
@@ -456,35 +456,35 @@ MUTANTS += [
         [("src/fastpath/listener.c",
           "\tif ((!lf__ep_is_loopback(&ep) && !lf__ep_is_any(&ep)) ||\n",
           "\tif (!lf__ep_is_loopback(&ep) ||\n")],
-        ["e2e:test_compare.py -k 'names-any-v4 or names-dual-v4 or names-v6only-v6'"]),
+        ["e2e:test_compare.py -k 'names-any-v4 or names-dual-v4 or names-v6only-v6' -m 'not extra'"]),
     Mutant(
         "poll-timeout-in-microseconds",
         "a spinning poll gives the kernel the time left in microseconds where nanoseconds are due (ends 1000 times early)",
         [("src/fastpath/wait.c",
           "\t\tstruct timespec ts = ns_ts(left);\n\t\t*handled = true;\n",
           "\t\tstruct timespec ts = ns_ts(left / 1000);\n\t\t*handled = true;\n")],
-        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+        ["e2e-spin:test_compare.py -k 'readiness-v4' -m 'not extra'"]),
     Mutant(
         "spin-left-in-microseconds",
         "a spin that found nothing reports the time left to its wait in microseconds (poll, select, epoll_wait end early)",
         [("src/fastpath/spin.c",
           "\t\t*left_ns = timeout_ns - (int64_t)(now - start);\n",
           "\t\t*left_ns = (timeout_ns - (int64_t)(now - start)) / 1000;\n")],
-        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+        ["e2e-spin:test_compare.py -k 'readiness-v4' -m 'not extra'"]),
     Mutant(
         "select-sets-not-restored",
         "a select that spun in vain blocks on the sets its last try emptied: bytes that come later never wake it",
         [("src/fastpath/wait.c",
           "\tfor (int i = 0; i < 3; i++)\n\t\tif (a.sets[i])\n\t\t\t*a.sets[i] = a.saved[i];\n\tstruct timespec ts",
           "\tstruct timespec ts")],
-        ["e2e-spin:test_compare.py -k 'readiness-v4'"]),
+        ["e2e-spin:test_compare.py -k 'readiness-v4' -m 'not extra'"]),
     Mutant(
         "client-name-server-address",
         "a client's name carries its own address where the server's is due: getpeername says 127.0.0.1 for 127.0.0.2",
         [("src/protocol/addrmap.c",
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
-        ["e2e:test_compare.py -k 'names-lo2-v4'"]),
+        ["e2e:test_compare.py -k 'names-lo2-v4' -m 'not extra'"]),
     # ---- issue 18: listeners that appear (life)
     Mutant(
         "life-refused-connect-remembered",
@@ -689,7 +689,7 @@ MUTANTS += [
         [("src/fastpath/claim.c",
           "\t\tif (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n",
           "\t\tif (0 && u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n")],
-        ["e2e:test_compare.py -k fd-limit"]),
+        ["e2e:test_compare.py -k fd-limit -m 'not extra'"]),
     Mutant(
         "claim-ignores-listener-linger",
         "a linger set on the listener where loopfast cannot see it is not noticed when the listener is opted in: "
@@ -697,7 +697,7 @@ MUTANTS += [
         [("src/fastpath/listener.c",
           "\tif (lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n",
           "\tif (0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 && lg.l_onoff)\n")],
-        ["e2e:test_compare.py -k listener-linger"]),
+        ["e2e:test_compare.py -k listener-linger -m 'not extra'"]),
     Mutant(
         "switch-nonblock-from-any-answer",
         "the switch takes every connect as non-blocking (not only one that answered EINPROGRESS without a send "
@@ -705,7 +705,7 @@ MUTANTS += [
         [("src/fastpath/connect.c",
           "\tif (e == EINPROGRESS && !(f->sockset & 2u) /* lf__carried[1] is SO_SNDTIMEO */)\n",
           "\tif (1 || (e == EINPROGRESS && !(f->sockset & 2u)))\n")],
-        ["e2e:test_compare.py -k 'fd-limit-v4 or prefork-v4 or exec-v4'"]),
+        ["e2e:test_compare.py -k 'fd-limit-v4 or prefork-v4 or exec-v4' -m 'not extra'"]),
 ]
 
 MUTANTS += [
