@@ -8,7 +8,8 @@ set -euo pipefail
 pkgs=()
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
 for p in openssh-server openssh-client nginx wrk php-fpm memcached libmemcached-tools haproxy redis-server \
-	 redis-tools socat iperf3 mosquitto mosquitto-clients curl openssl python3 python3-aiohttp gunicorn; do
+	 redis-tools socat iperf3 mosquitto mosquitto-clients curl openssl python3 python3-aiohttp gunicorn \
+	 caddy etcd-server etcd-client busybox-static; do
 	need "$p"
 done
 # node and a JDK may come from elsewhere (the machine image has both): use

@@ -1,0 +1,131 @@
+"""caddy, Debian's (a Go program linked with cgo: it has a program
+interpreter and Go's build-info section; `loopfast run` picks the seccomp
+supervisor for it by the latter, and LOOPFAST_DEBUG says so): a static
+file, a `respond` answer and a `reverse_proxy` to a Python http.server
+under the preload. Clients: curl (the preload) and busybox's static wget
+(supervised). Each round runs without loopfast and under it, with the
+same answers, and caddy stopped with SIGTERM ends alike.
+
+Under loopfast the proxy's hop (caddy, supervised, to the upstream) is on
+the fast path at both ends, from the kernel: caddy's own descriptor (not
+its supervisor's) joined to the upstream's. The clients' hop is plain TCP
+at both ends, and must be: caddy sets SO_REUSEPORT on every listener
+(checked here from the kernel), and loopfast serves no SO_REUSEPORT
+listener (loopfast(7), "Where the fast path does not apply")."""
+import ctypes
+import hashlib
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+import kernel
+from conftest import await_tcp, finish, lf, need
+
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # the same on x86_64 and aarch64
+
+CADDYFILE = """{{
+	admin off
+	auto_https off
+	storage file_system {home}/data
+}}
+http://127.0.0.1:{port} {{
+	bind 127.0.0.1
+	respond /hello "hello from caddy" 200
+	reverse_proxy /up/* 127.0.0.1:{up}
+	root * {tmp}/www
+	file_server
+}}
+"""
+
+
+def programs(p):
+    """The processes a `loopfast run` started (its supervisor left out:
+    the proof is the program's own descriptors), or p's tree."""
+    tree = kernel.process_tree(p.pid)
+    return [q for q in tree if q != p.pid] if os.readlink(f"/proc/{p.pid}/exe").endswith("/loopfast") else tree
+
+
+def await_pairs(kind, client, server, port, timeout=60):
+    """The pairs (kernel.unix_pairs or tcp_pairs) from the programs of
+    client to those of server on port, once there is one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pairs = getattr(kernel, kind)(programs(client), programs(server), port)
+        if pairs or time.monotonic() > deadline or client.poll() is not None:
+            return pairs
+        time.sleep(0.05)
+
+
+def reuseport(pid, port):
+    """SO_REUSEPORT of pid's TCP listener on 127.0.0.1:port, read from a
+    copy of its descriptor (pidfd_getfd)."""
+    want = {ino for ino, (st, local, _) in kernel.tcp_sockets().items() if st == "LISTEN" and local == ("127.0.0.1", port)}
+    pfd = libc.syscall(SYS_PIDFD_OPEN, pid, 0)
+    assert pfd >= 0, os.strerror(ctypes.get_errno())
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in {f"socket:[{i}]" for i in want}:
+                copy = libc.syscall(SYS_PIDFD_GETFD, pfd, int(fd), 0)
+                assert copy >= 0, os.strerror(ctypes.get_errno())
+                with socket.socket(fileno=copy) as s:
+                    return s.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT)
+    finally:
+        os.close(pfd)
+    pytest.fail(f"process {pid} holds no listener on 127.0.0.1:{port}")
+
+
+@pytest.mark.timeout(180)
+def test_caddy_file_respond_and_reverse_proxy(procs, tmp):
+    need("caddy", "curl", "busybox", "python3")
+    blob = os.urandom(16 << 20)  # far more than the pipes and socket buffers hold: a client not read holds
+    (tmp / "www").mkdir()
+    (tmp / "www" / "blob").write_bytes(blob)
+    (tmp / "up" / "up").mkdir(parents=True)
+    (tmp / "up" / "up" / "blob").write_bytes(blob[::-1])
+    rounds = []
+    for under in (False, True):
+        tag = "lf" if under else "plain"
+        run = lf if under else (lambda *argv: list(map(str, argv)))
+        up, up_port = procs.serve(f"upstream-{tag}", lambda port: run(
+            "python3", "-m", "http.server", port, "--bind", "127.0.0.1", "--directory", tmp / "up"), port=0)
+        home = tmp / f"home-{tag}"
+        env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+               "LOOPFAST_DEBUG": "1"}
+
+        def caddy(port):
+            conf = tmp / f"Caddyfile-{tag}"
+            conf.write_text(CADDYFILE.format(home=home, port=port, up=up_port, tmp=tmp))
+            return run("caddy", "run", "--config", conf, "--adapter", "caddyfile")
+
+        srv, port = procs.serve(f"caddy-{tag}", caddy, env=env)
+        url = f"http://127.0.0.1:{port}"
+        hello = [finish(procs.start(f"curl-hello-{tag}", run("curl", "-sS", f"{url}/hello"), stdout=subprocess.PIPE)),
+                 finish(procs.start(f"wget-hello-{tag}", run("busybox", "wget", "-q", "-O", "-", f"{url}/hello"),
+                                    stdout=subprocess.PIPE))]
+        sums = []
+        for name, argv in (("curl", ["curl", "-sS"]), ("wget", ["busybox", "wget", "-q", "-O", "-"])):
+            for path in ("/blob", "/up/blob"):
+                cli = procs.start(f"{name}-{path[1:].replace('/', '-')}-{tag}", run(*argv, url + path),
+                                  stdout=subprocess.PIPE)
+                if under:
+                    # The client's hop: plain TCP at both ends (SO_REUSEPORT).
+                    await_tcp(srv, cli, f"127.0.0.1:{port}")
+                    if path.startswith("/up/"):
+                        # The proxy's hop: caddy's own socket joined to the upstream's.
+                        assert await_pairs("unix_pairs", srv, up, up_port), (kernel.unix_sockets(), up.log.read_text())
+                        assert not kernel.tcp_pairs(programs(srv), programs(up), up_port)
+                sums.append(hashlib.sha256(finish(cli)).hexdigest())
+        if under:
+            assert reuseport(programs(srv)[0], port) == 1
+            log = srv.log.read_text(errors="replace")
+            assert "/usr/bin/caddy is a Go binary: supervised" in log, log[-2000:]
+        procs.stop(srv)
+        procs.stop(up)
+        rounds.append((hello, sums, srv.returncode))
+    want = [hashlib.sha256(blob).hexdigest(), hashlib.sha256(blob[::-1]).hexdigest()] * 2
+    assert rounds[0] == ([b"hello from caddy"] * 2, want, 0), rounds[0]
+    assert rounds[1] == rounds[0]
