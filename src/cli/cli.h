@@ -12,6 +12,7 @@ int cmd_status(int argc, char **argv);
 /* supervise.c: the seccomp supervisor of `loopfast run`. */
 const char *lf_cli_supervise_why(const char *path);
 #include <stdbool.h>
-int lf_cli_supervise(const char *path, char **argv, const char *why, bool per_socket);
+/* notify_mainpid: under systemd (NOTIFY_SOCKET), MAINPID= names the program. */
+int lf_cli_supervise(const char *path, char **argv, const char *why, bool per_socket, bool notify_mainpid);
 
 #endif

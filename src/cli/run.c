@@ -1,4 +1,5 @@
-/* loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude LIST] [--mode preload|seccomp] [--] PROG [ARGS...]
+/* loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude LIST] [--mode preload|seccomp]
+ *              [--notify-mainpid] [--] PROG [ARGS...]
  *
  * Runs PROG with the interposer preloaded and every loopback TCP socket
  * opted in (LOOPFAST_ENABLE=1); children inherit the environment. With
@@ -10,7 +11,10 @@
  * from every process of the tree.
  * A static binary or a Go binary (which makes its socket calls itself)
  * runs under the seccomp supervisor instead (supervise.c); --mode
- * (--supervise is --mode seccomp) chooses either way. */
+ * (--supervise is --mode seccomp) chooses either way. Under the supervisor
+ * PROG is a child of this process; --notify-mainpid tells systemd so
+ * (NOTIFY_SOCKET, MAINPID=). Under the preload PROG is exec'd here: it has
+ * this process's PID already, and the option changes nothing. */
 #include "cli.h"
 #include "internal.h"
 
@@ -98,6 +102,7 @@ int cmd_run(int argc, char **argv)
 {
 	const char *spin = NULL, *lib, *mode = "1", *force = NULL, *tier = NULL;
 	char path[PATH_MAX], *end, *exclude = NULL;
+	bool mainpid = false;
 	int i = 1;
 
 	for (; i < argc && argv[i][0] == '-'; i++) {
@@ -133,6 +138,8 @@ int cmd_run(int argc, char **argv)
 				return lf_cli_error("out of memory");
 			free(exclude);
 			exclude = more;
+		} else if (!strcmp(argv[i], "--notify-mainpid")) {
+			mainpid = true;
 		} else if (!strcmp(argv[i], "--supervise")) {
 			force = "seccomp";
 		} else if (!strcmp(argv[i], "--mode")) {
@@ -140,7 +147,7 @@ int cmd_run(int argc, char **argv)
 				return lf_cli_error("--mode takes preload or seccomp");
 			force = argv[i];
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude PORT|ADDR:PORT[,...]] [--mode preload|seccomp | --supervise] [--] PROG [ARGS...]\n");
+			printf("usage: loopfast run [--per-socket] [--spin-us N] [--tier shm|uds] [--exclude PORT|ADDR:PORT[,...]] [--mode preload|seccomp | --supervise] [--notify-mainpid] [--] PROG [ARGS...]\n");
 			return 0;
 		} else {
 			return lf_cli_error("run: unknown option '%s'", argv[i]);
@@ -159,7 +166,7 @@ int cmd_run(int argc, char **argv)
 			return lf_cli_error("out of memory");
 		if (spin)
 			fprintf(stderr, "loopfast: --spin-us: a supervised program's data calls are not seen: no spinning\n");
-		return lf_cli_supervise(path, argv + i, why, strcmp(mode, "1") != 0);
+		return lf_cli_supervise(path, argv + i, why, strcmp(mode, "1") != 0, mainpid);
 	}
 	if (is_static_elf(path))
 		fprintf(stderr, "loopfast: %s is statically linked: the fast path cannot apply to it; running it on plain TCP\n", path);

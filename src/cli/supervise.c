@@ -51,6 +51,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,10 +220,15 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-/* The supervised child: the filter, then the program (exec), or fn. */
+/* The supervised child: the filter, then the program (exec), or fn.
+ * It waits for the supervisor's byte after handing over the filter's
+ * listener, so that whatever the supervisor says first (systemd's
+ * MAINPID=) is said before the program can say anything. */
 static _Noreturn void child(int sock, const char *path, char **argv, void (*fn)(void *), void *arg,
 			    const sigset_t *mask)
 {
+	char go;
+
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	int fd = install_filter();
 	if (fd < 0)
@@ -231,6 +237,7 @@ static _Noreturn void child(int sock, const char *path, char **argv, void (*fn)(
 	if (fd < 0)
 		_exit(126);
 	syscall(SYS_close, fd);
+	(void)syscall(SYS_read, sock, &go, 1); /* 0 if the supervisor is gone: its calls fail with ENOSYS */
 	syscall(SYS_close, sock);
 	if (fn) {
 		fn(arg);
@@ -679,13 +686,50 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 
 /* ---- the supervisor */
 
+/* systemd's notification protocol (sd_notify(3)): one datagram to the
+ * Unix socket NOTIFY_SOCKET names (abstract when it starts with '@'),
+ * here "MAINPID=<the program's pid>", so that the unit's main process is
+ * the program: the PID a Type=notify unit with NotifyAccess=main accepts
+ * READY=1 from, and the one systemctl shows and signals. The cost: the
+ * program is not systemd's child, which then does not learn its exit
+ * status (docs/supervisor.md, "Under systemd"). Other kinds of address
+ * (vsock:) are not handled: said on stderr. */
+static void notify_mainpid(pid_t pid)
+{
+	const char *to = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	size_t len = to ? strlen(to) : 0;
+	char msg[32];
+	int n = snprintf(msg, sizeof(msg), "MAINPID=%d", (int)pid), s = -1;
+
+	if (!to || !*to)
+		return;
+	if ((to[0] != '/' && to[0] != '@') || len < 2 || len > sizeof(sun.sun_path)) {
+		fprintf(stderr, "loopfast: NOTIFY_SOCKET=%s is not a Unix socket's path or abstract name: %s not sent\n",
+			to, msg);
+		return;
+	}
+	memcpy(sun.sun_path, to, len);
+	if (to[0] == '@')
+		sun.sun_path[0] = 0;
+	errno = 0;
+	if ((s = (int)syscall(SYS_socket, AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    syscall(SYS_sendto, s, msg, (size_t)n, MSG_NOSIGNAL, &sun, offsetof(struct sockaddr_un, sun_path) + len) != n)
+		fprintf(stderr, "loopfast: cannot send %s to NOTIFY_SOCKET=%s: %s\n", msg, to, strerror(errno));
+	else
+		DEBUG("sent %s to NOTIFY_SOCKET=%s", msg, to);
+	if (s >= 0)
+		syscall(SYS_close, s);
+}
+
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT };
 
 /* Runs path (or fn(arg), in a child: `loopfast bench connect`'s seccomp
  * row) under the filter and serves its calls until the whole tree under
  * it has ended (a subreaper: orphans come to us); returns as the program
  * ended: its exit code, or dies of its signal. */
-static int supervise(const char *path, char **argv, void (*fn)(void *), void *arg, const char *why, bool only_opted)
+static int supervise(const char *path, char **argv, void (*fn)(void *), void *arg, const char *why, bool only_opted,
+		     bool mainpid)
 {
 	sigset_t block, old;
 	int sv[2], lfd, ep, sfd, status = 0;
@@ -709,6 +753,9 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 	signal(SIGPIPE, SIG_IGN);
 	close(sv[1]);
 	lfd = recv_fd(sv[0]);
+	if (mainpid)
+		notify_mainpid(pid);
+	(void)syscall(SYS_sendto, sv[0], "", 1, MSG_NOSIGNAL, NULL, 0); /* the child may exec */
 	close(sv[0]);
 	sfd = signalfd(-1, &block, SFD_CLOEXEC | SFD_NONBLOCK);
 	ep = epoll_create1(EPOLL_CLOEXEC);
@@ -788,12 +835,12 @@ out:
 	return WEXITSTATUS(status);
 }
 
-int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_opted)
+int lf_cli_supervise(const char *path, char **argv, const char *why, bool only_opted, bool notify_mainpid)
 {
-	return supervise(path, argv, NULL, NULL, why, only_opted);
+	return supervise(path, argv, NULL, NULL, why, only_opted, notify_mainpid);
 }
 
 int lf_cli_supervise_fn(void (*fn)(void *), void *arg)
 {
-	return supervise("(a function)", NULL, fn, arg, "a benchmark's process", false);
+	return supervise("(a function)", NULL, fn, arg, "a benchmark's process", false, false);
 }

@@ -16,13 +16,14 @@ import ctypes
 import hashlib
 import os
 import socket
+import struct
 import subprocess
 import time
 
 import pytest
 
 import kernel
-from conftest import await_tcp, finish, lf, need
+from conftest import LOOPFAST, await_tcp, finish, lf, need
 
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # the same on x86_64 and aarch64
@@ -129,3 +130,70 @@ def test_caddy_file_respond_and_reverse_proxy(procs, tmp):
     want = [hashlib.sha256(blob).hexdigest(), hashlib.sha256(blob[::-1]).hexdigest()] * 2
     assert rounds[0] == ([b"hello from caddy"] * 2, want, 0), rounds[0]
     assert rounds[1] == rounds[0]
+
+
+def notify_socket(tmp, abstract):
+    """A fake systemd notification socket (a datagram socket that gets
+    each sender's credentials) and the NOTIFY_SOCKET that names it."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    if abstract:
+        name = f"@lf-notify-{os.getpid()}-{tmp.name}"
+        s.bind("\0" + name[1:])
+    else:
+        name = str(tmp / "notify")
+        s.bind(name)
+    return s, name
+
+
+def notices(s, until, timeout=60):
+    """[(sender pid, message)] received on s, up to the one equal to until."""
+    got = []
+    s.settimeout(timeout)
+    while not got or got[-1][1] != until:
+        try:
+            msg, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(12))
+        except socket.timeout:
+            pytest.fail(f"no {until!r} within {timeout} s: {got}")
+        pid = next(struct.unpack("iII", d)[0] for lvl, typ, d in anc
+                   if lvl == socket.SOL_SOCKET and typ == socket.SCM_CREDENTIALS)
+        got.append((pid, msg.decode()))
+    return got
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["plain", "seccomp", "seccomp-mainpid", "preload-mainpid"])
+def test_caddy_notify_socket(procs, tmp, how):
+    """Under systemd (Type=notify): caddy says READY=1 on NOTIFY_SOCKET
+    itself (it inherits the variable), from its own pid, under loopfast
+    as without. Supervised, caddy is the supervisor's child: with
+    --notify-mainpid the supervisor first says MAINPID=<caddy's pid>
+    (which a unit with NotifyAccess=main needs to accept caddy's READY=1),
+    before caddy can say anything; without it, nothing (the unit needs
+    NotifyAccess=all). Under the preload (--mode preload), caddy is exec'd
+    by `loopfast run`: its pid is already the one systemd started, and
+    nothing is said for it. Abstract names (@...) and paths both."""
+    need("caddy")
+    s, name = notify_socket(tmp, abstract=how != "seccomp")
+    with s:
+        opts = {"plain": None, "seccomp": [], "seccomp-mainpid": ["--notify-mainpid"],
+                "preload-mainpid": ["--notify-mainpid", "--mode", "preload"]}[how]
+        home = tmp / "home"
+        env = {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+               "NOTIFY_SOCKET": name}
+
+        def caddy(port):
+            conf = tmp / "Caddyfile"
+            conf.write_text(CADDYFILE.format(home=home, port=port, up=1, tmp=tmp))
+            argv = ["caddy", "run", "--config", conf, "--adapter", "caddyfile"]
+            return argv if opts is None else [str(LOOPFAST), "run", *opts, "--", *argv]
+
+        srv, port = procs.serve(f"caddy-{how}", caddy, env=env)
+        got = notices(s, "READY=1")
+        pid = programs(srv)[0] if how.startswith("seccomp") else srv.pid
+        assert pid == srv.pid or kernel.process_tree(srv.pid) == [srv.pid, pid]
+        want = [(srv.pid, f"MAINPID={pid}")] if how == "seccomp-mainpid" else []
+        assert got == want + [(pid, "RELOADING=1"), (pid, "READY=1")], (got, srv.pid, pid)  # caddy says both
+        procs.stop(srv)
+        assert srv.returncode == 0
+        assert notices(s, "STOPPING=1") == [(pid, "STOPPING=1")]
