@@ -20,9 +20,12 @@ the same clients, the outputs compared and the path of each connection
 proved from the kernel at both ends; stopped with SIGTERM as without
 loopfast; a blocking accept interrupted by a signal handler as over TCP;
 a listener closed and made again on its port; a program of another uid
-than the supervisor kept on plain TCP; busybox's static nc and httpd."""
+than the supervisor kept on plain TCP; busybox's static nc and httpd; a
+set-uid root program run by a second user's supervisor (said, run
+without its privilege, still on the fast path)."""
 import os
 import pathlib
+import pwd
 import shutil
 import signal
 import subprocess
@@ -34,6 +37,7 @@ import pytest
 
 from conftest import BUILD, LOOPFAST, go_binary, lf_cmd, readline, stop
 import kernel
+from test_security import USER, attacker  # noqa: F401 (the fixture: the second user)
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
 
@@ -638,5 +642,52 @@ def test_sol_loopfast_answers(clients):
             "connected-after 1",
         ]
         assert run(cmd)[0] == "unconnected operation not supported | protocol not available | operation not supported"
+    finally:
+        stop(srv)
+
+
+def uids(pid):
+    """pid's real, effective, saved and filesystem uids (/proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        return [int(u) for line in f if line.startswith("Uid:") for u in line.split()[1:]]
+
+
+def test_setuid_root_program_under_a_user_supervisor(clients, attacker, shared_build):  # noqa: F811
+    """A set-uid root program (a copy of the static C client owned by
+    root, mode 4755) run by a second user: without loopfast it runs with
+    euid 0. That user's `loopfast run` must set no_new_privs (seccomp's
+    rule without CAP_SYS_ADMIN), under which the kernel runs it without
+    its privilege: loopfast says so on stderr, naming the process and the
+    program (the program is PROG itself: its own exec is trapped too), and
+    the program still runs, as the user (its uids from /proc), and reaches
+    a loopfast server of the same user on the fast path (both ends from
+    the kernel). (test_supervisor_security.py: the same for a set-uid exec
+    further down the tree, and root's supervisor, which keeps it.)"""
+    exe = pathlib.Path(clients["c"][0]).with_name("svc-suid-root")
+    shutil.copy(clients["c"][0], exe)
+    os.chown(exe, 0, 0)
+    os.chmod(exe, 0o4755)
+    user = pwd.getpwnam(USER)
+    as_user = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--"]
+    lf_user = [str(shared_build / "loopfast"), "run", "--"]
+    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")  # one the user can run
+    srv = subprocess.Popen([*as_user, *lf_user, py, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+    port = int(readline(srv))
+    try:
+        seen = []
+        for lf in (False, True):
+            c = subprocess.Popen([*as_user, *(lf_user if lf else []), str(exe), str(port), "1000", "wait"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            read_client(c, port, 1000)
+            prog = program_pid(c) if lf else c.pid
+            seen.append(uids(prog))
+            assert_path([prog], kernel.process_tree(srv.pid), port, fast=lf)
+            end_by_sigterm(c)
+            said = [line for line in c.stderr.read().splitlines() if "set-uid" in line]
+            assert said == ([f"loopfast: process {prog} runs {exe}, a set-uid program: under loopfast run's seccomp "
+                             "filter (no_new_privs, which seccomp needs without root) it runs WITHOUT its privilege; "
+                             "run loopfast run as root, or without loopfast"] if lf else []), said
+        u = user.pw_uid
+        assert seen == [[u, 0, 0, 0], [u, u, u, u]], seen  # the control: the set-uid took effect
     finally:
         stop(srv)
