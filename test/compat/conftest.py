@@ -409,3 +409,23 @@ def await_established(client, port, timeout=60):
         if client.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"{client.name} holds no connection to port {port}\n{tail(client)}")
         time.sleep(0.02)
+
+
+# --- supervised programs (test_caddy.py, test_etcd.py) ------------------------
+
+def programs(p):
+    """The processes a `loopfast run` started (its supervisor left out:
+    the proof is the program's own descriptors), or p's tree."""
+    tree = kernel.process_tree(p.pid)
+    return [q for q in tree if q != p.pid] if os.readlink(f"/proc/{p.pid}/exe").endswith("/loopfast") else tree
+
+
+def await_pairs(kind, client, server, port, timeout=60):
+    """The pairs (kernel.unix_pairs or tcp_pairs) from the programs of
+    client to those of server on port, once there is one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pairs = getattr(kernel, kind)(programs(client), programs(server), port)
+        if pairs or time.monotonic() > deadline or client.poll() is not None:
+            return pairs
+        time.sleep(0.05)

@@ -18,12 +18,11 @@ import os
 import socket
 import struct
 import subprocess
-import time
 
 import pytest
 
 import kernel
-from conftest import LOOPFAST, await_tcp, finish, lf, need
+from conftest import LOOPFAST, await_pairs, await_tcp, finish, lf, need, programs
 
 libc = ctypes.CDLL(None, use_errno=True)
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD = 434, 438  # the same on x86_64 and aarch64
@@ -41,24 +40,6 @@ http://127.0.0.1:{port} {{
 	file_server
 }}
 """
-
-
-def programs(p):
-    """The processes a `loopfast run` started (its supervisor left out:
-    the proof is the program's own descriptors), or p's tree."""
-    tree = kernel.process_tree(p.pid)
-    return [q for q in tree if q != p.pid] if os.readlink(f"/proc/{p.pid}/exe").endswith("/loopfast") else tree
-
-
-def await_pairs(kind, client, server, port, timeout=60):
-    """The pairs (kernel.unix_pairs or tcp_pairs) from the programs of
-    client to those of server on port, once there is one."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pairs = getattr(kernel, kind)(programs(client), programs(server), port)
-        if pairs or time.monotonic() > deadline or client.poll() is not None:
-            return pairs
-        time.sleep(0.05)
 
 
 def reuseport(pid, port):

@@ -14,8 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import finish, free_port, lf, need, wait_line, wait_log
-from test_caddy import await_pairs, programs
+from conftest import await_pairs, finish, free_port, lf, need, programs, wait_line, wait_log
 
 import kernel
 
