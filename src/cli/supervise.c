@@ -237,7 +237,8 @@ static _Noreturn void child(int sock, const char *path, char **argv, void (*fn)(
 	if (fd < 0)
 		_exit(126);
 	syscall(SYS_close, fd);
-	(void)syscall(SYS_read, sock, &go, 1); /* 0 if the supervisor is gone: its calls fail with ENOSYS */
+	while (syscall(SYS_read, sock, &go, 1) < 0 && errno == EINTR) /* 0 if the supervisor is gone */
+		;
 	syscall(SYS_close, sock);
 	if (fn) {
 		fn(arg);
