@@ -995,3 +995,22 @@ MUTANTS += [
           "\tif (0) {")],
         ["e2e:test_security.py -k another_network_namespace"]),
 ]
+
+# loopfast run under systemd and set-uid programs under a user's supervisor
+# (src/cli/supervise.c, issue 21, sv-real).
+MUTANTS += [
+    Mutant(
+        "supervisor-forgets-mainpid",
+        "--notify-mainpid sends nothing: a Type=notify unit with NotifyAccess=main never takes the program's READY=1",
+        [("src/cli/supervise.c",
+          "\tif (mainpid)\n\t\tnotify_mainpid(pid);\n",
+          "\tif (0 && mainpid)\n\t\tnotify_mainpid(pid);\n")],
+        ["compat:test_caddy.py -k 'notify_socket and mainpid and not preload'"]),
+    Mutant(
+        "supervisor-setuid-exec-silent",
+        "a set-uid program run under a user's supervisor loses its privilege without a word",
+        [("src/cli/supervise.c",
+          "\t\tif (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&\n",
+          "\t\tif (0 && stat(full, &st) == 0 && S_ISREG(st.st_mode) &&\n")],
+        ["e2e:test_supervisor.py -k setuid_root"]),
+]
