@@ -340,6 +340,35 @@ bool sv_may_switch(int copy, pid_t pid)
 	return false;
 }
 
+/* Whether a signal is pending for thread tid that a handler of its
+ * process catches and that it does not block (/proc's status). A signal
+ * for the whole process counts only in a process of one thread: in
+ * another, the kernel may have picked another thread for it, and an
+ * -ERESTARTSYS with no signal for this thread would reach the program
+ * as errno 512. */
+bool sv_handler_due(pid_t tid)
+{
+	char path[64], buf[4096];
+	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+
+	if (f >= 0)
+		close(f);
+	if (k <= 0)
+		return false;
+	buf[k] = 0;
+	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+		sscanf(l, "SigPnd: %llx", &pnd);
+		sscanf(l, "ShdPnd: %llx", &shd);
+		sscanf(l, "SigBlk: %llx", &blk);
+		sscanf(l, "SigCgt: %llx", &cgt);
+		sscanf(l, "Threads: %llu", &threads);
+	}
+	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
+}
+
 /* A process with the preload (a nested loopfast run) negotiates itself. */
 bool sv_has_preload(pid_t pid)
 {

@@ -45,7 +45,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define SV_ERESTARTSYS 512 /* the kernel's: restart, or EINTR without SA_RESTART */
 #define MAX_PARKS 1024
 
 /* The listeners served here: the socket's inode and this process's copy. */
@@ -314,35 +313,6 @@ void svs_park_ready(int lfd, int ep, int i)
 		unpark(ep, i); /* else another accept took the connection: still parked */
 }
 
-/* Whether a signal is pending for thread tid that a handler of its
- * process catches and that it does not block (/proc's status). A signal
- * for the whole process counts only in a process of one thread: in
- * another, the kernel may have picked another thread for it, and an
- * -ERESTARTSYS with no signal for this thread would reach the program
- * as errno 512. */
-static bool handler_due(pid_t tid)
-{
-	char path[64], buf[4096];
-	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	int f = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
-
-	if (f >= 0)
-		close(f);
-	if (k <= 0)
-		return false;
-	buf[k] = 0;
-	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
-		sscanf(l, "SigPnd: %llx", &pnd);
-		sscanf(l, "ShdPnd: %llx", &shd);
-		sscanf(l, "SigBlk: %llx", &blk);
-		sscanf(l, "SigCgt: %llx", &cgt);
-		sscanf(l, "Threads: %llu", &threads);
-	}
-	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
-}
-
 void svs_tick(int lfd, int ep)
 {
 	for (int i = 0; i < nparks; i++) {
@@ -350,7 +320,7 @@ void svs_tick(int lfd, int ep)
 			continue;
 		if (!sv_valid(lfd, parks[i].id)) {
 			unpark(ep, i);
-		} else if (handler_due(parks[i].pid)) {
+		} else if (sv_handler_due(parks[i].pid)) {
 			SV_DEBUG("accept of %d: a signal for a handler: interrupted", parks[i].pid);
 			sv_reply(lfd, parks[i].id, -SV_ERESTARTSYS, false);
 			unpark(ep, i);

@@ -1,0 +1,143 @@
+"""The supervisor's connect against TCP's (issue 21; docs/supervisor.md,
+"Connect semantics"): a static C client (progs/sv_connect.c) makes a
+blocking connect to a listener whose accept queue is full (backlog 0 and
+one connection queued: its SYN is dropped and retransmitted), interrupted
+by a signal with and without SA_RESTART, bounded by SO_SNDTIMEO, refused
+when the listener closes, and a non-blocking one (EINPROGRESS, then poll
+and SO_ERROR); each run without loopfast and under `loopfast run`, the
+answers compared, and the connection's path seen from the kernel at both
+ends. Then IPv6: ::1, an IPv4-mapped address and a dual-stack [::]
+listener, with the C client and server and with Go."""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import lf_cmd, readline, stop
+import kernel
+from test_supervisor import PROGS, assert_path, end_by_sigterm, go_build, program_pid, reaped  # noqa: F401
+
+SERVER = """
+import socket, sys, threading
+fam = socket.AF_INET6 if sys.argv[1] != "4" else socket.AF_INET
+s = socket.socket(fam); s.bind((sys.argv[1] if sys.argv[1] != "4" else "127.0.0.1", 0)); s.listen(0)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        c.sendall(b)
+def loop():
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+for line in sys.stdin:
+    if line.strip() == "go":
+        threading.Thread(target=loop, daemon=True).start()
+    elif line.strip() == "close":
+        s.close()
+"""
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    d = tmp_path_factory.mktemp("svconn")
+    out = subprocess.run(["cc", "-O2", "-static", "-o", str(d / "svconn"), str(PROGS / "sv_connect.c")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return str(d / "svconn")
+
+
+def in_syscall(pid, name):
+    nr = {"x86_64": {"connect": 42, "accept": 43}, "aarch64": {"connect": 203, "accept": 202}}[os.uname().machine]
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split()[0] == str(nr[name])
+    except (OSError, IndexError):
+        return False
+
+
+def wait_until(what, cond):
+    deadline = time.monotonic() + 20
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def full_server(family="4"):
+    """A loopfast server (Python, the preload) listening with backlog 0,
+    one plain connection queued: the next SYN is dropped. It accepts once
+    told "go" on stdin; "close" closes its listener."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", SERVER, family]), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    port = int(readline(srv))
+    filler = socket.create_connection(("::1" if family == "::1" else "127.0.0.1", port), timeout=10)
+    return srv, port, filler
+
+
+def tell(srv, what):
+    srv.stdin.write(what + "\n")
+    srv.stdin.flush()
+
+
+# What each mode answers over TCP, line by line (names: without the ports).
+WANT = {
+    "block": ["connect 0", "names", "echo OK 100000", "waiting"],
+    "nb": ["connect Operation now in progress", "poll 0", "names", "echo OK 100000", "waiting"],
+    "eintr": ["signal", "connect Interrupted system call", "poll 0", "names", "echo OK 100000", "waiting"],
+    "restart": ["signal", "connect 0", "names", "echo OK 100000", "waiting"],
+    "sndtimeo": ["connect Operation now in progress", "poll 0", "names", "echo OK 100000", "waiting"],
+    "refused": ["connect Connection refused"],
+}
+# Under the supervisor: where the switch could be made in the held call,
+# the fast path; an interrupted or timed-out connect goes on as plain TCP.
+FAST = {"block": True, "nb": True, "eintr": False, "restart": False, "sndtimeo": False}
+
+
+@pytest.mark.parametrize("mode", [m if m in ("eintr", "refused") else pytest.param(m, marks=pytest.mark.extra)
+                                  for m in WANT])
+def test_connect_to_full_queue(prog, mode):
+    """Each of TCP's blocking-connect behaviours, the same answers without
+    loopfast and under the supervisor: the signal's handler runs while the
+    connect waits (the server accepts only once it has), EINTR without
+    SA_RESTART and the handshake then completing in the background (poll,
+    SO_ERROR 0), the connect going on under SA_RESTART, SO_SNDTIMEO's
+    EINPROGRESS no sooner than its 500 ms, the listener's close refusing
+    the connect; a non-blocking connect's EINPROGRESS then 0 from
+    SO_ERROR."""
+    said = []
+    for lf in (False, True):
+        srv, port, filler = full_server()
+        try:
+            cmd = [prog, str(port), "block" if mode == "refused" else mode]
+            t0 = time.monotonic()
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            pid = program_pid(c) if lf else c.pid
+            lines = []
+            if mode in ("eintr", "restart", "sndtimeo"):
+                # The answer comes while the SYN is still dropped: nothing
+                # is accepted before it.
+                lines += [readline(c).strip() for _ in range(2 if mode == "eintr" else 1)]
+                if mode == "sndtimeo":
+                    assert time.monotonic() - t0 >= 0.5
+            elif mode == "nb" and not lf:
+                lines.append(readline(c).strip())
+            else:  # blocked in connect (under the supervisor: the call held)
+                wait_until("the program never waited in connect", lambda: in_syscall(pid, "connect"))
+                time.sleep(0.2)
+            tell(srv, "close" if mode == "refused" else "go")
+            while not lines or lines[-1] not in ("waiting", "connect Connection refused"):
+                lines.append(readline(c).strip())
+            said.append([ln.split()[0] if ln.startswith("names") else ln for ln in lines])
+            assert said[-1] == WANT[mode], ("under loopfast" if lf else "without loopfast", said)
+            if mode != "refused":
+                assert_path([pid], kernel.process_tree(srv.pid), port, fast=lf and FAST[mode])
+                end_by_sigterm(c)
+            else:
+                assert c.wait(timeout=30) == 1
+        finally:
+            filler.close()
+            stop(srv)
