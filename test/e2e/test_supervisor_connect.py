@@ -9,6 +9,7 @@ answers compared, and the connection's path seen from the kernel at both
 ends. Then IPv6: ::1, an IPv4-mapped address and a dual-stack [::]
 listener, with the C client and server and with Go."""
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -43,12 +44,25 @@ for line in sys.stdin:
 
 
 @pytest.fixture(scope="module")
-def prog(tmp_path_factory):
+def built(tmp_path_factory):
+    """The static programs: {"svconn": the C client, "svs": the C server},
+    and "svgo", the Go programs (CGO_ENABLED=0) once asked for."""
     d = tmp_path_factory.mktemp("svconn")
-    out = subprocess.run(["cc", "-O2", "-static", "-o", str(d / "svconn"), str(PROGS / "sv_connect.c")],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return str(d / "svconn")
+    for src, out in (("sv_connect.c", "svconn"), ("sv_server.c", "svs")):
+        done = subprocess.run(["cc", "-O2", "-static", "-o", str(d / out), str(PROGS / src)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+
+    def get(name):
+        if name == "svgo" and not (d / name).exists():
+            go_build(d, PROGS / "sv_go.go", "svgo")
+        return str(d / name)
+    return get
+
+
+@pytest.fixture(scope="module")
+def prog(built):
+    return built("svconn")
 
 
 def in_syscall(pid, name):
@@ -141,3 +155,62 @@ def test_connect_to_full_queue(prog, mode):
         finally:
             filler.close()
             stop(srv)
+
+
+# ---- IPv6: ::1, an IPv4-mapped address, a dual-stack [::] listener
+
+def ports_out(line):
+    """A line with every ":PORT" at the end of a word made ":P"."""
+    return re.sub(r":\d+(?=\s|$)", ":P", line.strip())
+
+
+CASES = [  # server, its SV_HOST, client, its address (sv_connect's family, Go's SV_HOST)
+    ("c", "::1", "c", "6"),
+    ("go", "::1", "go", "::1"),
+    ("c", "::", "c", "4"),
+    ("c", "::", "c", "4m"),
+    ("c", "::", "go", "::1"),
+    ("go", "::", "c", "6"),
+    ("go", "::", "go", "127.0.0.1"),
+]
+
+
+@pytest.mark.parametrize("server,host,client,addr", CASES)
+def test_ipv6(built, server, host, client, addr):
+    """A static C or Go server listening on ::1 or on [::] (dual-stack),
+    and a static C or Go client connecting to ::1, to 127.0.0.1 or to
+    ::ffff:127.0.0.1: the same addresses on both sides (accept's and
+    getsockname's on the server, the client's names and SO_DOMAIN) and
+    the same bytes without loopfast and under `loopfast run` (both
+    supervised); the path seen from the kernel at both ends, fast path
+    under loopfast, plain TCP without."""
+    said = []
+    for lf in (False, True):
+        cmd = [built("svs")] if server == "c" else [built("svgo"), "echo-server", "log"]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True,
+                               env=dict(os.environ, SV_HOST=host))
+        try:
+            line = readline(srv).split()
+            assert line[0] == "listening", line
+            port = int(line[1])
+            if client == "c":
+                cmd, env = [built("svconn"), str(port), "block", addr], os.environ
+            else:
+                cmd, env = [built("svgo"), "echo-client", str(port), "100000", "wait"], dict(os.environ, SV_HOST=addr)
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True, env=env)
+            lines = []
+            while not lines or lines[-1] != "waiting":
+                lines.append(readline(c).strip())
+            lines.append(readline(srv).strip())
+            names = next(ln.split() for ln in lines if ln.startswith("names"))
+            # The server's accept names the client's port, its getsockname the port it listens on.
+            assert lines[-1].split()[2].rsplit(":", 1)[1] == names[1].rsplit(":", 1)[1], lines
+            assert lines[-1].split()[1].rsplit(":", 1)[1] == names[2].rsplit(":", 1)[1] == str(port), lines
+            lines = [ports_out(ln) for ln in lines]
+            assert_path([program_pid(c) if lf else c.pid], [program_pid(srv) if lf else srv.pid], port, fast=lf)
+            said.append(lines)
+            end_by_sigterm(c)
+        finally:
+            stop(srv)
+    assert said[0] == said[1], said
+    assert said[0][-2:] == ["waiting", said[0][-1]] and said[0][-1].startswith("accepted"), said

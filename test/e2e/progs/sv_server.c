@@ -7,12 +7,15 @@
  * server goes on; with "restart", the same handler with SA_RESTART (the
  * accept goes on by itself; the handler prints "signal"). Any other accept
  * error but ECONNABORTED ends it (status 1): under a supervisor that died,
- * accept fails with ENOSYS for ever, and a retry would spin. */
+ * accept fails with ENOSYS for ever, and a retry would spin. SV_HOST in
+ * the environment: another address to listen on ("::1", "::": IPv6, a
+ * dual-stack listener); IPv6 addresses are printed "[ADDR]:PORT". */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,15 +28,25 @@ static void on_usr1(int sig)
 	caught = 1;
 }
 
-static void name(const struct sockaddr_in *a, char *out)
+static void name(const struct sockaddr_storage *a, char *out)
 {
-	sprintf(out, "%s:%u", inet_ntoa(a->sin_addr), ntohs(a->sin_port));
+	char h[INET6_ADDRSTRLEN];
+	const struct sockaddr_in *v4 = (const void *)a;
+	const struct sockaddr_in6 *v6 = (const void *)a;
+
+	if (a->ss_family == AF_INET6)
+		sprintf(out, "[%s]:%u", inet_ntop(AF_INET6, &v6->sin6_addr, h, sizeof(h)), ntohs(v6->sin6_port));
+	else
+		sprintf(out, "%s:%u", inet_ntop(AF_INET, &v4->sin_addr, h, sizeof(h)), ntohs(v4->sin_port));
 }
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t sl = sizeof(sa);
+	struct sockaddr_storage sa = { 0 };
+	struct sockaddr_in *v4 = (void *)&sa;
+	struct sockaddr_in6 *v6 = (void *)&sa;
+	const char *host = getenv("SV_HOST");
+	socklen_t sl;
 	char buf[65536], ls[64], ps[64];
 
 	if (argc > 1 && (!strcmp(argv[1], "eintr") || !strcmp(argv[1], "restart"))) {
@@ -41,16 +54,24 @@ int main(int argc, char **argv)
 		sigaction(SIGUSR1, &act, NULL);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0 || bind(l, (void *)&sa, sizeof(sa)) || listen(l, 16) || getsockname(l, (void *)&sa, &sl)) {
+	if (host && strchr(host, ':')) {
+		v6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, host, &v6->sin6_addr);
+		sl = sizeof(*v6);
+	} else {
+		v4->sin_family = AF_INET;
+		v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*v4);
+	}
+	int l = socket(sa.ss_family, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (void *)&sa, sl) || listen(l, 16) || getsockname(l, (void *)&sa, &sl)) {
 		printf("listen %s\n", strerror(errno));
 		return 1;
 	}
-	printf("listening %u\n", ntohs(sa.sin_port));
+	printf("listening %u\n", ntohs(sa.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port));
 	fflush(stdout);
 	for (;;) {
-		struct sockaddr_in la, pa;
+		struct sockaddr_storage la, pa;
 		socklen_t ll = sizeof(la), pl = sizeof(pa);
 		int c = accept(l, (void *)&pa, &pl);
 		if (caught) {
