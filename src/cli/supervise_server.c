@@ -31,6 +31,7 @@
 #include "supervise.h"
 #include "loopfast.h"
 #include "protocol.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -64,6 +66,7 @@ struct park {
 	int flags; /* accept4's */
 	uint64_t addr, lenp;
 	socklen_t room;
+	uint64_t deadline; /* SO_RCVTIMEO's end (ms, CLOCK_MONOTONIC); 0: none */
 };
 static struct park *parks;
 static int nparks, parked;
@@ -297,7 +300,14 @@ void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 			syscall(SYS_close, d);
 		return sv_reply(lfd, n->id, 0, true);
 	}
-	parks[i] = (struct park){ n->id, n->pid, h, d, flags, addr, lenp, room };
+	/* The listener's SO_RCVTIMEO bounds the wait, as the kernel's accept
+	 * (EAGAIN, svs_tick). */
+	struct timeval tv = { 0 };
+	socklen_t tl = sizeof(tv);
+	syscall(SYS_getsockopt, h, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl);
+	uint64_t wait = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	parks[i] = (struct park){ n->id, n->pid, h, d, flags, addr, lenp, room,
+				  wait ? lf__sys_now_ns() / 1000000 + wait : 0 };
 	parked++;
 }
 
@@ -323,6 +333,9 @@ void svs_tick(int lfd, int ep)
 		} else if (sv_handler_due(parks[i].pid)) {
 			SV_DEBUG("accept of %d: a signal for a handler: interrupted", parks[i].pid);
 			sv_reply(lfd, parks[i].id, -SV_ERESTARTSYS, false);
+			unpark(ep, i);
+		} else if (parks[i].deadline && lf__sys_now_ns() / 1000000 >= parks[i].deadline) {
+			sv_reply(lfd, parks[i].id, -EAGAIN, false); /* SO_RCVTIMEO's end */
 			unpark(ep, i);
 		}
 	}

@@ -214,3 +214,33 @@ def test_ipv6(built, server, host, client, addr):
             stop(srv)
     assert said[0] == said[1], said
     assert said[0][-2:] == ["waiting", said[0][-1]] and said[0][-1].startswith("accepted"), said
+
+
+def test_accept_rcvtimeo(built, prog):
+    """SO_RCVTIMEO on a blocking listener bounds its accept: EAGAIN no
+    sooner than its 500 ms, under the supervisor (a parked accept) as over
+    TCP; then (the timeout taken off) the next connection is accepted, on
+    the fast path under loopfast."""
+    said = []
+    for lf in (False, True):
+        cmd = [built("svs"), "rcvtimeo"]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            t0 = time.monotonic()
+            line = readline(srv).split()
+            assert line[0] == "listening", line
+            port = int(line[1])
+            lines = [readline(srv).strip()]
+            assert time.monotonic() - t0 >= 0.5
+            cmd = [prog, str(port), "block"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            while not lines or lines[-1] != "waiting":
+                lines.append(readline(c).strip())
+            lines.append(readline(srv).split()[0])
+            assert_path([program_pid(c) if lf else c.pid], [program_pid(srv) if lf else srv.pid], port, fast=lf)
+            said.append([ln.split()[0] if ln.startswith("names") else ln for ln in lines])
+            end_by_sigterm(c)
+        finally:
+            stop(srv)
+    want = ["accept Resource temporarily unavailable", "connect 0", "names", "echo OK 100000", "waiting", "accepted"]
+    assert said == [want, want]

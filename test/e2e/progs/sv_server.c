@@ -5,7 +5,10 @@
  * EOF. With "eintr", SIGUSR1 has a handler installed without SA_RESTART:
  * an accept it interrupts prints "accept Interrupted system call" and the
  * server goes on; with "restart", the same handler with SA_RESTART (the
- * accept goes on by itself; the handler prints "signal"). Any other accept
+ * accept goes on by itself; the handler prints "signal"). With
+ * "rcvtimeo", the listener has SO_RCVTIMEO 500 ms: the first accept that
+ * times out prints "accept Resource temporarily unavailable", and the
+ * timeout is taken off. Any other accept
  * error but ECONNABORTED ends it (status 1): under a supervisor that died,
  * accept fails with ENOSYS for ever, and a retry would spin. SV_HOST in
  * the environment: another address to listen on ("::1", "::": IPv6, a
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t caught;
@@ -68,6 +72,10 @@ int main(int argc, char **argv)
 		printf("listen %s\n", strerror(errno));
 		return 1;
 	}
+	struct timeval tv = { 0, 500000 };
+	int rcvtimeo = argc > 1 && !strcmp(argv[1], "rcvtimeo");
+	if (rcvtimeo)
+		setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	printf("listening %u\n", ntohs(sa.ss_family == AF_INET6 ? v6->sin6_port : v4->sin_port));
 	fflush(stdout);
 	for (;;) {
@@ -82,7 +90,11 @@ int main(int argc, char **argv)
 			int e = errno;
 			printf("accept %s\n", strerror(e));
 			fflush(stdout);
-			if (e == EINTR || e == ECONNABORTED)
+			if (rcvtimeo && e == EAGAIN) {
+				tv.tv_usec = 0;
+				setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			}
+			if (e == EINTR || e == ECONNABORTED || (rcvtimeo && e == EAGAIN))
 				continue;
 			return 1; /* ENOSYS (the supervisor is gone) and the rest: never spin */
 		}
