@@ -134,7 +134,7 @@ def test_connect_to_full_queue(prog, mode):
             if mode in ("eintr", "restart", "sndtimeo"):
                 # The answer comes while the SYN is still dropped: nothing
                 # is accepted before it.
-                lines += [readline(c).strip() for _ in range(2 if mode == "eintr" else 1)]
+                lines += [readline(c, 10).strip() for _ in range(2 if mode == "eintr" else 1)]
                 if mode == "sndtimeo":
                     assert time.monotonic() - t0 >= 0.5
             elif mode == "nb" and not lf:
@@ -230,7 +230,7 @@ def test_accept_rcvtimeo(built, prog):
             line = readline(srv).split()
             assert line[0] == "listening", line
             port = int(line[1])
-            lines = [readline(srv).strip()]
+            lines = [readline(srv, 10).strip()]
             assert time.monotonic() - t0 >= 0.5
             cmd = [prog, str(port), "block"]
             c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)

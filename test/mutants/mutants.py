@@ -995,3 +995,37 @@ MUTANTS += [
           "\tif (0) {")],
         ["e2e:test_security.py -k another_network_namespace"]),
 ]
+
+# The supervisor's held connect and parked accept against TCP's answers
+# (test_supervisor_connect.py).
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-ignores-signals",
+        "a blocking connect held by the supervisor is not interrupted by a signal for a handler: no EINTR, "
+        "the handler runs only once the handshake ends",
+        [("src/cli/supervise_client.c",
+          "\t\t} else if (pends[i].blocking && sv_handler_due(pends[i].n.pid)) {\n",
+          "\t\t} else if (0) {\n")],
+        ["e2e:test_supervisor_connect.py -k 'eintr or restart'"]),
+    Mutant(
+        "supervisor-connect-interrupt-eintr",
+        "an interrupted held connect answers EINTR itself, not ERESTARTSYS: under SA_RESTART the program sees EINTR",
+        [("src/cli/supervise_client.c",
+          "\t\t\tgive_up(lfd, ep, i, -SV_ERESTARTSYS);\n",
+          "\t\t\tgive_up(lfd, ep, i, -EINTR);\n")],
+        ["e2e:test_supervisor_connect.py -k restart"]),
+    Mutant(
+        "supervisor-connect-raw-so-error",
+        "a held blocking connect that is refused answers the kernel's SO_ERROR, which the library's poll has read: 0",
+        [("src/cli/supervise_client.c",
+          "\t\tgetsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);\n",
+          "\t\tsyscall(SYS_getsockopt, p.tcp, SOL_SOCKET, SO_ERROR, &err, &el);\n")],
+        ["e2e:test_supervisor_connect.py -k refused"]),
+    Mutant(
+        "supervisor-accept-ignores-rcvtimeo",
+        "a parked accept waits past its listener's SO_RCVTIMEO",
+        [("src/cli/supervise_server.c",
+          "\t\t} else if (parks[i].deadline && lf__sys_now_ns() / 1000000 >= parks[i].deadline) {\n",
+          "\t\t} else if (0) {\n")],
+        ["e2e:test_supervisor_connect.py -k rcvtimeo"]),
+]
