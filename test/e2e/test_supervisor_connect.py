@@ -111,7 +111,7 @@ WANT = {
 FAST = {"block": True, "nb": True, "eintr": False, "restart": False, "sndtimeo": False}
 
 
-@pytest.mark.parametrize("mode", [m if m in ("eintr", "refused") else pytest.param(m, marks=pytest.mark.extra)
+@pytest.mark.parametrize("mode", [m if m == "eintr" else pytest.param(m, marks=pytest.mark.extra)
                                   for m in WANT])
 def test_connect_to_full_queue(prog, mode):
     """Each of TCP's blocking-connect behaviours, the same answers without
@@ -243,4 +243,42 @@ def test_accept_rcvtimeo(built, prog):
         finally:
             stop(srv)
     want = ["accept Resource temporarily unavailable", "connect 0", "names", "echo OK 100000", "waiting", "accepted"]
+    assert said == [want, want]
+
+
+HOLD = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+print("connected", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_listener_options_inherited(built):
+    """Options a static C server set on its listener (SO_KEEPALIVE,
+    SO_RCVTIMEO 300 ms) are its accepted connections' over TCP (the kernel
+    copies them), and under the supervisor the claimed Unix socket's too:
+    the same getsockopt answers, and a read that times out (EAGAIN) where
+    the client sends nothing, on the fast path at both ends."""
+    said = []
+    for lf in (False, True):
+        cmd = [built("svs"), "inherit"]
+        srv = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            line = readline(srv).split()
+            assert line[0] == "listening", line
+            port = int(line[1])
+            cmd = [sys.executable, "-c", HOLD, str(port)]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert readline(c).strip() == "connected"
+            assert readline(srv).split()[0] == "accepted"
+            said.append([readline(srv).strip()])
+            assert said[-1] == ["inherited keepalive 1 rcvtimeo 300"], ("under loopfast" if lf else "without", said)
+            said[-1].append(readline(srv, 10).strip())
+            assert_path(kernel.process_tree(c.pid), [program_pid(srv) if lf else srv.pid], port, fast=lf)
+            c.stdin.close()
+            c.wait(timeout=30)
+        finally:
+            stop(srv)
+    want = ["inherited keepalive 1 rcvtimeo 300", "read Resource temporarily unavailable"]
     assert said == [want, want]

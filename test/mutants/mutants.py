@@ -1029,3 +1029,13 @@ MUTANTS += [
           "\t\t} else if (0) {\n")],
         ["e2e:test_supervisor_connect.py -k rcvtimeo"]),
 ]
+
+MUTANTS += [
+    Mutant(
+        "supervisor-listener-options-not-carried",
+        "options a supervised program set on its listener are not carried to the claimed Unix sockets",
+        [("src/cli/supervise_server.c",
+          "\tnote_options(copy);\n",
+          "")],
+        ["e2e:test_supervisor_connect.py -k inherited"]),
+]

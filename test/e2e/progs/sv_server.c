@@ -8,7 +8,13 @@
  * accept goes on by itself; the handler prints "signal"). With
  * "rcvtimeo", the listener has SO_RCVTIMEO 500 ms: the first accept that
  * times out prints "accept Resource temporarily unavailable", and the
- * timeout is taken off. Any other accept
+ * timeout is taken off. With "inherit", the listener has SO_KEEPALIVE
+ * and SO_RCVTIMEO 300 ms (set before listen; its accepts that time out
+ * are made again), which accepted connections inherit: after the
+ * "accepted" line the server prints "inherited keepalive K rcvtimeo MS"
+ * (the accepted socket's), then its first read's answer ("read N", or
+ * "read ERROR": EAGAIN when the client sent nothing within 300 ms), and
+ * closes the connection at the client's end (EOF). Any other accept
  * error but ECONNABORTED ends it (status 1): under a supervisor that died,
  * accept fails with ENOSYS for ever, and a retry would spin. SV_HOST in
  * the environment: another address to listen on ("::1", "::": IPv6, a
@@ -67,7 +73,13 @@ int main(int argc, char **argv)
 		v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		sl = sizeof(*v4);
 	}
-	int l = socket(sa.ss_family, SOCK_STREAM, 0);
+	int l = socket(sa.ss_family, SOCK_STREAM, 0), one = 1;
+	int inherit = argc > 1 && !strcmp(argv[1], "inherit");
+	if (inherit) { /* before listen, as servers set them */
+		struct timeval t3 = { 0, 300000 };
+		setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &t3, sizeof(t3));
+		setsockopt(l, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	}
 	if (l < 0 || bind(l, (void *)&sa, sl) || listen(l, 16) || getsockname(l, (void *)&sa, &sl)) {
 		printf("listen %s\n", strerror(errno));
 		return 1;
@@ -86,6 +98,8 @@ int main(int argc, char **argv)
 			printf("signal\n");
 			caught = 0;
 		}
+		if (c < 0 && inherit && errno == EAGAIN)
+			continue; /* the listener's own SO_RCVTIMEO */
 		if (c < 0) {
 			int e = errno;
 			printf("accept %s\n", strerror(e));
@@ -103,6 +117,25 @@ int main(int argc, char **argv)
 		name(&pa, ps);
 		printf("accepted %s %s\n", ls, ps);
 		fflush(stdout);
+		if (inherit) {
+			int ka = -1;
+			struct timeval t = { 0 };
+			socklen_t kl = sizeof(ka), tl = sizeof(t);
+			getsockopt(c, SOL_SOCKET, SO_KEEPALIVE, &ka, &kl);
+			getsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &t, &tl);
+			printf("inherited keepalive %d rcvtimeo %ld\n", ka, (long)(t.tv_sec * 1000 + t.tv_usec / 1000));
+			fflush(stdout);
+			ssize_t k = read(c, buf, sizeof(buf));
+			if (k < 0)
+				printf("read %s\n", strerror(errno));
+			else
+				printf("read %zd\n", k);
+			fflush(stdout);
+			while ((k = read(c, buf, sizeof(buf))) > 0 || (k < 0 && errno == EAGAIN))
+				;
+			close(c);
+			continue;
+		}
 		ssize_t n;
 		while ((n = read(c, buf, sizeof(buf))) > 0)
 			for (ssize_t off = 0, w; off < n; off += w)
