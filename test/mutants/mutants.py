@@ -902,8 +902,8 @@ MUTANTS += [
         "supervisor-parked-accept-ignores-signals",
         "a blocking accept parked in the supervisor is never interrupted for the program's signal handler",
         [("src/cli/supervise_server.c",
-          "\t\t} else if (handler_due(parks[i].pid)) {\n",
-          "\t\t} else if (0 && handler_due(parks[i].pid)) {\n")],
+          "\t\t} else if (sv_handler_due(parks[i].pid)) {\n",
+          "\t\t} else if (0 && sv_handler_due(parks[i].pid)) {\n")],
         ["e2e:test_supervisor.py -k 'test_blocking_accept_signal and eintr'"]),
     Mutant(
         "supervisor-keeps-closed-listeners",
