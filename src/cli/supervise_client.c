@@ -176,10 +176,12 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
  * switch must happen while we hold it (only then can we replace the
  * program's fd). Watched in the loop's epoll (the TCP file, writable when
  * the handshake ends, with an error too), never waited for. A blocking
- * socket's call is answered when the handshake ends (TCP's own timeout,
- * or SO_SNDTIMEO's: then EINPROGRESS, as TCP's); a non-blocking one's
- * within 2 s (past that the program keeps the TCP socket in progress, and
- * the server drops the hello). */
+ * socket's call is answered when the handshake ends (TCP's own timeout),
+ * when SO_SNDTIMEO has passed (EINPROGRESS, as TCP's) or when a signal
+ * for a handler of the program is pending (-ERESTARTSYS: EINTR, or the
+ * restart); a non-blocking one's within 2 s (EINPROGRESS). Answered
+ * before the handshake has ended, the program keeps its TCP socket and
+ * the hello is withdrawn (give_up). */
 #define MAX_PENDS 1024
 struct pend {
 	struct seccomp_notif n;

@@ -25,7 +25,10 @@
  * handler of the program should interrupt (looked at every 100 ms) is
  * answered -ERESTARTSYS, the kernel's own answer there: the handler runs,
  * and the accept is restarted (SA_RESTART) or fails with EINTR, as over
- * TCP. Any other listener (not opted in, another uid's, one a process
+ * TCP; one whose listener has SO_RCVTIMEO is answered EAGAIN once it has
+ * passed. The options the program set on a listener before it was served
+ * are noted so that the claim carries them to each accepted Unix socket
+ * (note_options). Any other listener (not opted in, another uid's, one a process
  * with the preload, or with libloopfast linked in, made a rendezvous for
  * already) is left to the kernel. */
 #include "supervise.h"
