@@ -5,7 +5,7 @@
  * AF_INET6 socket). MODE:
  *   block     a blocking connect;
  *   eintr     a blocking connect, SIGALRM's handler (no SA_RESTART) due
- *             after 300 ms;
+ *             after 600 ms (the supervisor has received the call by then);
  *   restart   the same with SA_RESTART;
  *   sndtimeo  a blocking connect with SO_SNDTIMEO 500 ms;
  *   nb        a non-blocking connect.
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
 	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
 	if (!strcmp(mode, "eintr") || !strcmp(mode, "restart")) {
 		struct sigaction act = { .sa_handler = on_alarm, .sa_flags = strcmp(mode, "restart") ? 0 : SA_RESTART };
-		struct itimerval t = { .it_value = { 0, 300000 } };
+		struct itimerval t = { .it_value = { 0, 600000 } };
 		sigaction(SIGALRM, &act, NULL);
 		setitimer(ITIMER_REAL, &t, NULL);
 	}
