@@ -59,6 +59,10 @@ void sv_sweep(void);
  * SV_ERESTARTSYS then lets the handler run). */
 bool sv_handler_due(pid_t tid);
 #define SV_ERESTARTSYS 512 /* the kernel's: restart, or EINTR without SA_RESTART */
+/* Notes on copy, in the library, the SOL_SOCKET options the program set
+ * on the socket (those that differ from a new TCP socket's), so that the
+ * switch carries them to the Unix socket. */
+void sv_note_options(int copy);
 /* Whether process pid has the preload (it negotiates itself). */
 bool sv_has_preload(pid_t pid);
 

@@ -342,6 +342,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	 * library's connect (the program is held in this very call; only
 	 * another thread's F_GETFL at that moment would see it), and a
 	 * handshake in progress is finished later (conn_ready). */
+	sv_note_options(copy);
 	long fl = syscall(SYS_fcntl, copy, F_GETFL);
 	bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
 	if (blocking)

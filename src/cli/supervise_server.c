@@ -28,7 +28,7 @@
  * TCP; one whose listener has SO_RCVTIMEO is answered EAGAIN once it has
  * passed. The options the program set on a listener before it was served
  * are noted so that the claim carries them to each accepted Unix socket
- * (note_options). Any other listener (not opted in, another uid's, one a process
+ * (sv_note_options). Any other listener (not opted in, another uid's, one a process
  * with the preload, or with libloopfast linked in, made a rendezvous for
  * already) is left to the kernel. */
 #include "supervise.h"
@@ -119,41 +119,6 @@ bool svs_parked(void)
 	return parked > 0;
 }
 
-/* The socket options the program set on its listener, which the
- * kernel's accepted connections inherit, are set again on our copy
- * through the library's setsockopt (the same value: nothing changes in
- * the kernel), which notes them as set, so that the claim carries them
- * over to the Unix socket that replaces each accepted connection
- * (connect.c's carry_options: what the preload does with the options it
- * saw set on a listener). setsockopt is not trapped: an option counts as
- * set when its value differs from a new TCP socket's, read once, when
- * the listener is served; one set on the listener after that is not
- * carried. The options: those the library carries (fdtab.c's
- * lf__carried, internal to the library). */
-static void note_options(int copy)
-{
-	static const int opts[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
-				    SO_PRIORITY, SO_RCVLOWAT, SO_RCVBUF, SO_SNDBUF };
-	int fresh = (int)syscall(SYS_socket, sv_domain(copy), SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	for (unsigned i = 0; fresh >= 0 && i < sizeof(opts) / sizeof(opts[0]); i++) {
-		char a[32], b[32];
-		socklen_t al = sizeof(a), bl = sizeof(b);
-		if (syscall(SYS_getsockopt, copy, SOL_SOCKET, opts[i], a, &al) ||
-		    syscall(SYS_getsockopt, fresh, SOL_SOCKET, opts[i], b, &bl) || (al == bl && !memcmp(a, b, al)))
-			continue;
-		if (opts[i] == SO_RCVBUF || opts[i] == SO_SNDBUF) { /* read back doubled */
-			int v;
-			memcpy(&v, a, sizeof(v));
-			v /= 2;
-			memcpy(a, &v, sizeof(v));
-		}
-		setsockopt(copy, SOL_SOCKET, opts[i], a, al);
-	}
-	if (fresh >= 0)
-		syscall(SYS_close, fresh);
-}
-
 void svs_keep(int copy)
 {
 	struct stat st;
@@ -163,7 +128,7 @@ void svs_keep(int copy)
 		close(copy);
 		return;
 	}
-	note_options(copy);
+	sv_note_options(copy);
 	while (i < nheld && held[i].copy >= 0)
 		i++;
 	if (i == nheld && !grow((void **)&held, &nheld, sizeof(*held), held_free)) {

@@ -282,3 +282,28 @@ def test_listener_options_inherited(built):
             stop(srv)
     want = ["inherited keepalive 1 rcvtimeo 300", "read Resource temporarily unavailable"]
     assert said == [want, want]
+
+
+def test_client_options_carried(prog):
+    """SO_RCVTIMEO set on a static C client's socket before its connect:
+    over TCP a read with nothing sent times out (EAGAIN); under the
+    supervisor the Unix socket that replaces the TCP socket carries it,
+    so the same, on the fast path at both ends."""
+    said = []
+    for lf in (False, True):
+        srv, port, filler = full_server()
+        try:
+            tell(srv, "go")
+            cmd = [prog, str(port), "rcvtimeo"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            lines = [readline(c).strip(), readline(c, 10).strip()]
+            while lines[-1] != "waiting":
+                lines.append(readline(c).strip())
+            assert_path([program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid), port, fast=lf)
+            said.append([ln.split()[0] if ln.startswith("names") else ln for ln in lines])
+            end_by_sigterm(c)
+        finally:
+            filler.close()
+            stop(srv)
+    want = ["connect 0", "read Resource temporarily unavailable", "names", "echo OK 100000", "waiting"]
+    assert said == [want, want]

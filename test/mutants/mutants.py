@@ -1035,7 +1035,17 @@ MUTANTS += [
         "supervisor-listener-options-not-carried",
         "options a supervised program set on its listener are not carried to the claimed Unix sockets",
         [("src/cli/supervise_server.c",
-          "\tnote_options(copy);\n",
+          "\tsv_note_options(copy);\n",
           "")],
         ["e2e:test_supervisor_connect.py -k inherited"]),
+]
+
+MUTANTS += [
+    Mutant(
+        "supervisor-client-options-not-carried",
+        "options a supervised client set before its connect stay on the TCP socket, not the Unix socket that replaces it",
+        [("src/cli/supervise_client.c",
+          "\tsv_note_options(copy);\n",
+          "")],
+        ["e2e:test_supervisor_connect.py -k client_options_carried"]),
 ]

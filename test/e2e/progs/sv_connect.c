@@ -8,7 +8,10 @@
  *             after 600 ms (the supervisor has received the call by then);
  *   restart   the same with SA_RESTART;
  *   sndtimeo  a blocking connect with SO_SNDTIMEO 500 ms;
- *   nb        a non-blocking connect.
+ *   nb        a non-blocking connect;
+ *   rcvtimeo  a blocking connect with SO_RCVTIMEO 300 ms set before it:
+ *             once connected, a read before anything was sent prints
+ *             "read R" (EAGAIN's message over TCP).
  * Prints "signal" from the handler when it runs, then "connect R" (0, or
  * strerror); after EINTR or EINPROGRESS waits for the handshake with
  * poll and prints "poll E" (SO_ERROR: 0 or strerror). Once connected:
@@ -86,6 +89,10 @@ int main(int argc, char **argv)
 		sigaction(SIGALRM, &act, NULL);
 		setitimer(ITIMER_REAL, &t, NULL);
 	}
+	if (!strcmp(mode, "rcvtimeo")) {
+		struct timeval tv = { 0, 300000 };
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
 	if (!strcmp(mode, "sndtimeo")) {
 		struct timeval tv = { 0, 500000 };
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -103,6 +110,11 @@ int main(int argc, char **argv)
 	if (e)
 		return 1;
 	fcntl(fd, F_SETFL, 0);
+	if (!strcmp(mode, "rcvtimeo")) {
+		char b;
+		ssize_t k = read(fd, &b, 1);
+		say("read", k < 0 ? errno : 0);
+	}
 	struct sockaddr_storage la, pa;
 	socklen_t ll = sizeof(la), pl = sizeof(pa);
 	char ls[80], ps[80];
