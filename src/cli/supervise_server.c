@@ -28,9 +28,9 @@
  * TCP; one whose listener has SO_RCVTIMEO is answered EAGAIN once it has
  * passed. The options the program set on a listener before it was served
  * are noted so that the claim carries them to each accepted Unix socket
- * (sv_note_options). Any other listener (not opted in, another uid's, one a process
- * with the preload, or with libloopfast linked in, made a rendezvous for
- * already) is left to the kernel. */
+ * (sv_note_options). Any other listener (not opted in, another uid's, one
+ * a process with the preload, or with libloopfast linked in, made a
+ * rendezvous for already) is left to the kernel. */
 #include "supervise.h"
 #include "loopfast.h"
 #include "protocol.h"
