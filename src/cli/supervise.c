@@ -348,6 +348,84 @@ bool sv_may_switch(int copy, pid_t pid)
 	return false;
 }
 
+/* Whether a signal is pending for thread tid that a handler of its
+ * process catches and that it does not block (/proc's status). A signal
+ * for the whole process counts only in a process of one thread: in
+ * another, the kernel may have picked another thread for it, and an
+ * -ERESTARTSYS with no signal for this thread would reach the program
+ * as errno 512. */
+bool sv_handler_due(pid_t tid)
+{
+	char path[64], buf[4096];
+	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
+
+	if (f >= 0)
+		close(f);
+	if (k <= 0)
+		return false;
+	buf[k] = 0;
+	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+		sscanf(l, "SigPnd: %llx", &pnd);
+		sscanf(l, "ShdPnd: %llx", &shd);
+		sscanf(l, "SigBlk: %llx", &blk);
+		sscanf(l, "SigCgt: %llx", &cgt);
+		sscanf(l, "Threads: %llu", &threads);
+	}
+	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
+}
+
+/* The socket options the program set on a socket before the supervisor
+ * switches it (its connect, its listen) are set again on our copy, with
+ * the same value (nothing changes in the kernel), through the library's
+ * setsockopt, which notes them as set: the switch then carries them over
+ * to the Unix socket, the client's at its connect, the claim to each
+ * connection accepted from a listener (which inherits the listener's
+ * options over TCP) — what the preload does with the options it saw set
+ * (connect.c's carry_options). setsockopt is not trapped: an option
+ * counts as set when its value differs from a new TCP socket's (read
+ * once per family). The options: those the library carries (fdtab.c's
+ * lf__carried, internal to the library). */
+void sv_note_options(int copy)
+{
+	static const int opts[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
+				    SO_PRIORITY, SO_RCVLOWAT, SO_RCVBUF, SO_SNDBUF };
+	enum { N = sizeof(opts) / sizeof(opts[0]) };
+	static struct { bool read; char v[N][32]; socklen_t l[N]; } fresh[2]; /* AF_INET, AF_INET6 */
+	int fam = sv_domain(copy), k = fam == AF_INET6;
+
+	if (fam != AF_INET && fam != AF_INET6)
+		return;
+	if (!fresh[k].read) {
+		int s = (int)syscall(SYS_socket, fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return;
+		for (int i = 0; i < N; i++) {
+			fresh[k].l[i] = sizeof(fresh[k].v[i]);
+			if (syscall(SYS_getsockopt, s, SOL_SOCKET, opts[i], fresh[k].v[i], &fresh[k].l[i]))
+				fresh[k].l[i] = 0;
+		}
+		syscall(SYS_close, s);
+		fresh[k].read = true;
+	}
+	for (int i = 0; i < N; i++) {
+		char a[32];
+		socklen_t al = sizeof(a);
+		if (syscall(SYS_getsockopt, copy, SOL_SOCKET, opts[i], a, &al) ||
+		    (al == fresh[k].l[i] && !memcmp(a, fresh[k].v[i], al)))
+			continue;
+		if (opts[i] == SO_RCVBUF || opts[i] == SO_SNDBUF) { /* read back doubled */
+			int v;
+			memcpy(&v, a, sizeof(v));
+			v /= 2;
+			memcpy(a, &v, sizeof(v));
+		}
+		setsockopt(copy, SOL_SOCKET, opts[i], a, al);
+	}
+}
+
 /* A process with the preload (a nested loopfast run) negotiates itself. */
 bool sv_has_preload(pid_t pid)
 {

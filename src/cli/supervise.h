@@ -54,6 +54,15 @@ bool sv_has_inode(const unsigned long *tab, size_t n, unsigned long ino);
 /* Lets go of what the tree no longer holds (supervise_server.c's
  * listeners: svs_sweep, and the opt-in choices). */
 void sv_sweep(void);
+/* Whether a signal is pending for thread tid that a handler of its
+ * process catches and that it does not block (a held call answered
+ * SV_ERESTARTSYS then lets the handler run). */
+bool sv_handler_due(pid_t tid);
+#define SV_ERESTARTSYS 512 /* the kernel's: restart, or EINTR without SA_RESTART */
+/* Notes on copy, in the library, the SOL_SOCKET options the program set
+ * on the socket (those that differ from a new TCP socket's), so that the
+ * switch carries them to the Unix socket. */
+void sv_note_options(int copy);
 /* Whether process pid has the preload (it negotiates itself). */
 bool sv_has_preload(pid_t pid);
 

@@ -176,10 +176,12 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
  * switch must happen while we hold it (only then can we replace the
  * program's fd). Watched in the loop's epoll (the TCP file, writable when
  * the handshake ends, with an error too), never waited for. A blocking
- * socket's call is answered when the handshake ends (TCP's own timeout,
- * or SO_SNDTIMEO's: then EINPROGRESS, as TCP's); a non-blocking one's
- * within 2 s (past that the program keeps the TCP socket in progress, and
- * the server drops the hello). */
+ * socket's call is answered when the handshake ends (TCP's own timeout),
+ * when SO_SNDTIMEO has passed (EINPROGRESS, as TCP's) or when a signal
+ * for a handler of the program is pending (-ERESTARTSYS: EINTR, or the
+ * restart); a non-blocking one's within 2 s (EINPROGRESS). Answered
+ * before the handshake has ended, the program keeps its TCP socket and
+ * the hello is withdrawn (give_up). */
 #define MAX_PENDS 1024
 struct pend {
 	struct seccomp_notif n;
@@ -252,9 +254,35 @@ void svc_conn_ready(int lfd, int ep, int i)
 		return;
 	}
 	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
+	/* The library's SO_ERROR: its poll has read the kernel's (a refused
+	 * handshake) and keeps it for the socket's next look. */
 	if (sv_domain(p.copy) != AF_UNIX && p.blocking)
-		syscall(SYS_getsockopt, p.tcp, SOL_SOCKET, SO_ERROR, &err, &el);
+		getsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);
 	finish(lfd, ep, &p.n, p.copy, p.tcp, p.blocking ? -err : -EINPROGRESS, p.port);
+}
+
+/* A held call that must be answered before its handshake has ended:
+ * SO_SNDTIMEO's deadline (err -EINPROGRESS), or a signal for a handler
+ * of the program during a blocking connect (err -ERESTARTSYS, the
+ * kernel's own answer there: the handler runs, then the connect fails
+ * with EINTR, or is restarted under SA_RESTART). Switched if the
+ * handshake has just ended (the library's poll); otherwise the hello is
+ * withdrawn (closing the copy closes it: the server treats a hello whose
+ * client has gone as none) and the connection goes on in the kernel as
+ * plain TCP, as TCP's own does after such an answer: a connect again
+ * (the restart) sees the hello's mark and is the kernel's (EALREADY,
+ * then 0 or EISCONN). The server can accept the connection only once its
+ * handshake has ended, so it cannot have claimed the hello before the
+ * close, except in the instant between the poll and the close. */
+static void give_up(int lfd, int ep, int i, int err)
+{
+	struct pend p = unpend(ep, i);
+	struct pollfd pf = { p.copy, POLLOUT, 0 };
+
+	poll(&pf, 1, 0);
+	if (sv_domain(p.copy) == AF_UNIX)
+		err = p.blocking ? 0 : -EINPROGRESS;
+	finish(lfd, ep, &p.n, p.copy, p.tcp, err, p.port);
 }
 
 bool svc_pending(void)
@@ -274,8 +302,10 @@ void svc_tick(int lfd, int ep)
 			close(p.copy);
 			syscall(SYS_close, p.tcp);
 		} else if (pends[i].deadline && now >= pends[i].deadline) {
-			struct pend p = unpend(ep, i);
-			finish(lfd, ep, &p.n, p.copy, p.tcp, -EINPROGRESS, p.port);
+			give_up(lfd, ep, i, -EINPROGRESS);
+		} else if (pends[i].blocking && sv_handler_due(pends[i].n.pid)) {
+			SV_DEBUG("connect of %d: a signal for a handler: interrupted, plain TCP", pends[i].n.pid);
+			give_up(lfd, ep, i, -SV_ERESTARTSYS);
 		}
 	}
 }
@@ -312,6 +342,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	 * library's connect (the program is held in this very call; only
 	 * another thread's F_GETFL at that moment would see it), and a
 	 * handshake in progress is finished later (conn_ready). */
+	sv_note_options(copy);
 	long fl = syscall(SYS_fcntl, copy, F_GETFL);
 	bool blocking = fl >= 0 && !(fl & O_NONBLOCK);
 	if (blocking)

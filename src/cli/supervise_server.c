@@ -25,12 +25,16 @@
  * handler of the program should interrupt (looked at every 100 ms) is
  * answered -ERESTARTSYS, the kernel's own answer there: the handler runs,
  * and the accept is restarted (SA_RESTART) or fails with EINTR, as over
- * TCP. Any other listener (not opted in, another uid's, one a process
- * with the preload, or with libloopfast linked in, made a rendezvous for
- * already) is left to the kernel. */
+ * TCP; one whose listener has SO_RCVTIMEO is answered EAGAIN once it has
+ * passed. The options the program set on a listener before it was served
+ * are noted so that the claim carries them to each accepted Unix socket
+ * (sv_note_options). Any other listener (not opted in, another uid's, one
+ * a process with the preload, or with libloopfast linked in, made a
+ * rendezvous for already) is left to the kernel. */
 #include "supervise.h"
 #include "loopfast.h"
 #include "protocol.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,10 +46,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#define SV_ERESTARTSYS 512 /* the kernel's: restart, or EINTR without SA_RESTART */
 #define MAX_PARKS 1024
 
 /* The listeners served here: the socket's inode and this process's copy. */
@@ -65,6 +69,7 @@ struct park {
 	int flags; /* accept4's */
 	uint64_t addr, lenp;
 	socklen_t room;
+	uint64_t deadline; /* SO_RCVTIMEO's end (ms, CLOCK_MONOTONIC); 0: none */
 };
 static struct park *parks;
 static int nparks, parked;
@@ -123,6 +128,7 @@ void svs_keep(int copy)
 		close(copy);
 		return;
 	}
+	sv_note_options(copy);
 	while (i < nheld && held[i].copy >= 0)
 		i++;
 	if (i == nheld && !grow((void **)&held, &nheld, sizeof(*held), held_free)) {
@@ -298,7 +304,14 @@ void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 			syscall(SYS_close, d);
 		return sv_reply(lfd, n->id, 0, true);
 	}
-	parks[i] = (struct park){ n->id, n->pid, h, d, flags, addr, lenp, room };
+	/* The listener's SO_RCVTIMEO bounds the wait, as the kernel's accept
+	 * (EAGAIN, svs_tick). */
+	struct timeval tv = { 0 };
+	socklen_t tl = sizeof(tv);
+	syscall(SYS_getsockopt, h, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl);
+	uint64_t wait = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	parks[i] = (struct park){ n->id, n->pid, h, d, flags, addr, lenp, room,
+				  wait ? lf__sys_now_ns() / 1000000 + wait : 0 };
 	parked++;
 }
 
@@ -314,35 +327,6 @@ void svs_park_ready(int lfd, int ep, int i)
 		unpark(ep, i); /* else another accept took the connection: still parked */
 }
 
-/* Whether a signal is pending for thread tid that a handler of its
- * process catches and that it does not block (/proc's status). A signal
- * for the whole process counts only in a process of one thread: in
- * another, the kernel may have picked another thread for it, and an
- * -ERESTARTSYS with no signal for this thread would reach the program
- * as errno 512. */
-static bool handler_due(pid_t tid)
-{
-	char path[64], buf[4096];
-	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	int f = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
-
-	if (f >= 0)
-		close(f);
-	if (k <= 0)
-		return false;
-	buf[k] = 0;
-	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
-		sscanf(l, "SigPnd: %llx", &pnd);
-		sscanf(l, "ShdPnd: %llx", &shd);
-		sscanf(l, "SigBlk: %llx", &blk);
-		sscanf(l, "SigCgt: %llx", &cgt);
-		sscanf(l, "Threads: %llu", &threads);
-	}
-	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
-}
-
 void svs_tick(int lfd, int ep)
 {
 	for (int i = 0; i < nparks; i++) {
@@ -350,9 +334,12 @@ void svs_tick(int lfd, int ep)
 			continue;
 		if (!sv_valid(lfd, parks[i].id)) {
 			unpark(ep, i);
-		} else if (handler_due(parks[i].pid)) {
+		} else if (sv_handler_due(parks[i].pid)) {
 			SV_DEBUG("accept of %d: a signal for a handler: interrupted", parks[i].pid);
 			sv_reply(lfd, parks[i].id, -SV_ERESTARTSYS, false);
+			unpark(ep, i);
+		} else if (parks[i].deadline && lf__sys_now_ns() / 1000000 >= parks[i].deadline) {
+			sv_reply(lfd, parks[i].id, -EAGAIN, false); /* SO_RCVTIMEO's end */
 			unpark(ep, i);
 		}
 	}

@@ -902,8 +902,8 @@ MUTANTS += [
         "supervisor-parked-accept-ignores-signals",
         "a blocking accept parked in the supervisor is never interrupted for the program's signal handler",
         [("src/cli/supervise_server.c",
-          "\t\t} else if (handler_due(parks[i].pid)) {\n",
-          "\t\t} else if (0 && handler_due(parks[i].pid)) {\n")],
+          "\t\t} else if (sv_handler_due(parks[i].pid)) {\n",
+          "\t\t} else if (0 && sv_handler_due(parks[i].pid)) {\n")],
         ["e2e:test_supervisor.py -k 'test_blocking_accept_signal and eintr'"]),
     Mutant(
         "supervisor-keeps-closed-listeners",
@@ -1013,4 +1013,58 @@ MUTANTS += [
           "\t\tif (stat(full, &st) == 0 && S_ISREG(st.st_mode) &&\n",
           "\t\tif (0 && stat(full, &st) == 0 && S_ISREG(st.st_mode) &&\n")],
         ["e2e:test_supervisor.py -k setuid_root"]),
+]
+
+# The supervisor's held connect and parked accept against TCP's answers
+# (test_supervisor_connect.py).
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-ignores-signals",
+        "a blocking connect held by the supervisor is not interrupted by a signal for a handler: no EINTR, "
+        "the handler runs only once the handshake ends",
+        [("src/cli/supervise_client.c",
+          "\t\t} else if (pends[i].blocking && sv_handler_due(pends[i].n.pid)) {\n",
+          "\t\t} else if (0) {\n")],
+        ["e2e:test_supervisor_connect.py -k 'eintr or restart'"]),
+    Mutant(
+        "supervisor-connect-interrupt-eintr",
+        "an interrupted held connect answers EINTR itself, not ERESTARTSYS: under SA_RESTART the program sees EINTR",
+        [("src/cli/supervise_client.c",
+          "\t\t\tgive_up(lfd, ep, i, -SV_ERESTARTSYS);\n",
+          "\t\t\tgive_up(lfd, ep, i, -EINTR);\n")],
+        ["e2e:test_supervisor_connect.py -k restart"]),
+    Mutant(
+        "supervisor-connect-raw-so-error",
+        "a held blocking connect that is refused answers the kernel's SO_ERROR, which the library's poll has read: 0",
+        [("src/cli/supervise_client.c",
+          "\t\tgetsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);\n",
+          "\t\tsyscall(SYS_getsockopt, p.tcp, SOL_SOCKET, SO_ERROR, &err, &el);\n")],
+        ["e2e:test_supervisor_connect.py -k refused"]),
+    Mutant(
+        "supervisor-accept-ignores-rcvtimeo",
+        "a parked accept waits past its listener's SO_RCVTIMEO",
+        [("src/cli/supervise_server.c",
+          "\t\t} else if (parks[i].deadline && lf__sys_now_ns() / 1000000 >= parks[i].deadline) {\n",
+          "\t\t} else if (0) {\n")],
+        ["e2e:test_supervisor_connect.py -k rcvtimeo"]),
+]
+
+MUTANTS += [
+    Mutant(
+        "supervisor-listener-options-not-carried",
+        "options a supervised program set on its listener are not carried to the claimed Unix sockets",
+        [("src/cli/supervise_server.c",
+          "\tsv_note_options(copy);\n",
+          "")],
+        ["e2e:test_supervisor_connect.py -k inherited"]),
+]
+
+MUTANTS += [
+    Mutant(
+        "supervisor-client-options-not-carried",
+        "options a supervised client set before its connect stay on the TCP socket, not the Unix socket that replaces it",
+        [("src/cli/supervise_client.c",
+          "\tsv_note_options(copy);\n",
+          "")],
+        ["e2e:test_supervisor_connect.py -k client_options_carried"]),
 ]

@@ -21,6 +21,9 @@
 //	                     one opted in after, each answer printed: a number,
 //	                     "ok", or the error.
 //
+// SV_HOST in the environment: the address to listen on and to dial
+// (127.0.0.1 when unset; "::1", "::" for IPv6 and a dual-stack listener).
+//
 // Signals are Go's defaults: SIGTERM ends the program by that signal.
 package main
 
@@ -39,8 +42,15 @@ import (
 	"time"
 )
 
+func host() string {
+	if h := os.Getenv("SV_HOST"); h != "" {
+		return h
+	}
+	return "127.0.0.1"
+}
+
 func listen() net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", net.JoinHostPort(host(), "0"))
 	if err != nil {
 		fmt.Println("listen", err)
 		os.Exit(1)
@@ -102,7 +112,7 @@ func httpServer() {
 }
 
 func echoClient(port string, n int, wait bool) {
-	c, err := net.Dial("tcp", "127.0.0.1:"+port)
+	c, err := net.Dial("tcp", net.JoinHostPort(host(), port))
 	if err != nil {
 		fmt.Println("connect", err)
 		os.Exit(1)
