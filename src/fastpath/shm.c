@@ -429,6 +429,16 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 	}
 }
 
+long lf__shm_room(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (!c)
+		return -1;
+	lf__shm_decide(c, fd);
+	return atomic_load(&c->state) == ON ? space_now(c) : -1;
+}
+
 /* ---- opting in */
 
 int lf__shm_set_tier(int fd, int tier)

@@ -43,6 +43,9 @@ bool lf__shm_inq(int fd, int *out);
  * the tier (wait.c); POLLIN and POLLOUT are then made the ring's. */
 int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, const void *mask,
 		 int (*wait)(struct pollfd *, unsigned long, long long, const void *));
+/* The bytes a write would put in the ring now without waiting; -1: the
+ * writes go on the Unix stream (not, or not yet, on the tier). */
+long lf__shm_room(int fd);
 /* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). */
 int lf__shm_set_tier(int fd, int tier);
 int lf__shm_get_tier(int fd);

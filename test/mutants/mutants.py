@@ -995,3 +995,39 @@ MUTANTS += [
           "\tif (0) {")],
         ["e2e:test_security.py -k another_network_namespace"]),
 ]
+
+# sendfile and splice on the shared-memory tier (shm_splice.c, docs/shm.md
+# "sendfile and splice").
+MUTANTS += [
+    Mutant(
+        "shm-sendfile-bypasses-ring",
+        "sendfile and splice on a tier socket go to the kernel's, past the rings (the reader takes file bytes for tokens)",
+        [("src/fastpath/shm_splice.c",
+          "\tif (!lf__shm_on(out) || !count)\n",
+          "\tif (1)\n"),
+         ("src/fastpath/shm_splice.c",
+          "\tif ((!from && !to) || !len ",
+          "\tif (1 || (!from && !to) || !len ")],
+        ["e2e:test_shm.py -k sendfile"]),
+    Mutant(
+        "shm-sendfile-keeps-file-position",
+        "sendfile without an offset on a tier socket leaves the file's position where it was",
+        [("src/fastpath/shm_splice.c",
+          "\telse\n\t\tlseek(in, pos + (off_t)total, SEEK_SET);\n",
+          "\telse\n\t\tlseek(in, pos, SEEK_SET);\n")],
+        ["e2e:test_shm.py -k sendfile"]),
+]
+
+# select and pselect on the shared-memory tier (wait.c select_tiered).
+MUTANTS += [
+    Mutant(
+        "shm-select-sees-the-socket",
+        "select and pselect on a tier socket answer from the Unix socket (writable with the ring full, readable for the server's answer)",
+        [("src/fastpath/wait.c",
+          "\tif (lf__shm_used && select_tiered(n, r, w, e, timeout, NULL, &ret)) {\n",
+          "\tif (0) {\n"),
+         ("src/fastpath/wait.c",
+          "\tif (lf__shm_used && select_tiered(n, r, w, e, t, mask, &ret))\n",
+          "\tif (0)\n")],
+        ["e2e:test_shm.py -k select"]),
+]
