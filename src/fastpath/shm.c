@@ -467,7 +467,14 @@ int lf__shm_get_tier(int fd)
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
 	if (c) {
-		lf__shm_decide(c, fd);
+		/* The client's answer (the first byte its socket gets) decides:
+		 * wait for it as a read would, so that the answer is the
+		 * connection's for life (RIO asks before it takes a socket). */
+		for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd))
+			if (atomic_load(&f->flags) & LF_F_NONBLOCK)
+				return -EAGAIN;
+			else if (lf__sys_poll1(fd, POLLIN, -1) < 0)
+				return -errno;
 		return atomic_load(&c->state) == ON ? LF_TIER_SHM : LF_TIER_UDS;
 	}
 	return f && (atomic_load(&f->flags) & LF_F_TIER) && !(atomic_load(&f->flags) & LF_F_FAST) ? LF_TIER_SHM

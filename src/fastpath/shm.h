@@ -46,7 +46,10 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 /* The bytes a write would put in the ring now without waiting; -1: the
  * writes go on the Unix stream (not, or not yet, on the tier). */
 long lf__shm_room(int fd);
-/* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). */
+/* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). get: LF_TIER_SHM
+ * while the connection holds the rings (a client waits for the server's
+ * answer: -EAGAIN when non-blocking, -EINTR), or, not connected yet, if
+ * it asked for them. */
 int lf__shm_set_tier(int fd, int tier);
 int lf__shm_get_tier(int fd);
 

@@ -1031,3 +1031,22 @@ MUTANTS += [
           "\tif (0)\n")],
         ["e2e:test_shm.py -k select"]),
 ]
+
+# RIO and the shared-memory tier (src/rio/rio_rq.c shm_tier, the public
+# query getsockopt(SOL_LOOPFAST, LOOPFAST_TIER) in api.c and shm.c).
+MUTANTS += [
+    Mutant(
+        "rio-takes-shm-tier-socket",
+        "RIO makes a request queue on a tier socket: io_uring's bytes go on the Unix stream, past the rings",
+        [("src/rio/rio_rq.c",
+          "\tif (type == SOCK_STREAM && (ret = shm_tier(fd)) != 0)\n",
+          "\tif (0)\n")],
+        ["e2e:test_rio_lib.py -k refuses"]),
+    Mutant(
+        "tier-query-says-shm-over-plain-tcp",
+        "getsockopt LOOPFAST_TIER says LF_TIER_SHM on a plain TCP connection whose socket asked for the tier (RIO refuses it)",
+        [("src/fastpath/api.c",
+          "\t\tif (r == 0 && chosen(fd, &st) && ",
+          "\t\tif (0 && chosen(fd, &st) && ")],
+        ["e2e:test_rio_lib.py -k refuses"]),
+]
