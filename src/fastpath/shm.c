@@ -439,6 +439,32 @@ long lf__shm_room(int fd)
 	return atomic_load(&c->state) == ON ? space_now(c) : -1;
 }
 
+/* A descriptor passed with SCM_RIGHTS arrives without the connection's
+ * state (its rings, its place in the stream), and the peer goes on
+ * writing to the ring: the receiver would read tokens as data. Until a
+ * hand-over exists (docs/shm.md, "Passing the socket"), sendmsg refuses
+ * a message that carries a socket on the tier (or still waiting for the
+ * server's answer), so that the sender keeps a working connection. */
+bool lf__shm_in_rights(const struct msghdr *m)
+{
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len < CMSG_LEN(0))
+			continue;
+		for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int x;
+			memcpy(&x, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			struct lf_shm_conn *c = lf__shm_conn_of(x);
+			if (!c)
+				continue;
+			lf__shm_decide(c, x);
+			int st = atomic_load(&c->state);
+			if (st == ON || st == UNDECIDED)
+				return true;
+		}
+	}
+	return false;
+}
+
 /* ---- opting in */
 
 int lf__shm_set_tier(int fd, int tier)

@@ -389,3 +389,42 @@ def test_select_sees_the_rings(build):
             stop(p)
     assert got["tcp"] == ["0", "1", "a", "0", "1"], got
     assert got["shm"] == got["tcp"], got
+
+
+# Passing a tier socket with SCM_RIGHTS (docs/shm.md, "Passing the
+# socket"): both ends in one process; the server's end is sent over a
+# socketpair, then both ends carry bytes each way.
+PASSFD = textwrap.dedent("""
+    import errno, os, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    u1, u2 = socket.socketpair()
+    try:
+        socket.send_fds(u1, [b"x"], [a.fileno()])
+        os.close(socket.recv_fds(u2, 1, 1)[1][0])
+        res = "passed"
+    except OSError as e:
+        res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
+    c.sendall(b"after"); got = a.recv(100)
+    a.sendall(b"back"); got2 = c.recv(100)
+    print(res, got.decode(), got2.decode(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_passing_a_tier_socket_is_refused_not_reset(build, tier):
+    """sendmsg with SCM_RIGHTS of a socket on the tier fails with
+    EOPNOTSUPP, and the connection goes on working at both ends (over the
+    Unix stream, the control, the descriptor passes). On the tier the
+    process maps the memfd for both its ends."""
+    p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD], tier=tier), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        got = readline(p, timeout=60).split()
+        if tier == "shm":
+            assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+    finally:
+        stop(p)
+    assert got == ["EOPNOTSUPP" if tier == "shm" else "passed", "after", "back"], got

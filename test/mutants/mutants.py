@@ -1050,3 +1050,14 @@ MUTANTS += [
           "\t\tif (0 && chosen(fd, &st) && ")],
         ["e2e:test_rio_lib.py -k refuses"]),
 ]
+
+# SCM_RIGHTS of a socket on the shared-memory tier (shm.c lf__shm_in_rights).
+MUTANTS += [
+    Mutant(
+        "shm-socket-passes-without-its-rings",
+        "sendmsg passes a socket on the tier with SCM_RIGHTS (the receiver would read tokens as data)",
+        [("src/fastpath/io.c",
+          "\tif (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {\n",
+          "\tif (0) {\n")],
+        ["e2e:test_shm.py -k passing"]),
+]
