@@ -494,8 +494,9 @@ int lf__shm_get_tier(int fd)
 
 	if (c) {
 		/* The client's answer (the first byte its socket gets) decides:
-		 * wait for it as a read would, so that the answer is the
-		 * connection's for life (RIO asks before it takes a socket). */
+		 * wait for it (EAGAIN when non-blocking; EINTR for a signal), so
+		 * that the answer is the connection's for life (RIO asks before
+		 * it takes a socket). */
 		for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd))
 			if (atomic_load(&f->flags) & LF_F_NONBLOCK)
 				return -EAGAIN;

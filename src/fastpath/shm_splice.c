@@ -101,18 +101,13 @@ LF_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 	}
 	while (total < count) {
 		size_t want = count - total < CHUNK ? count - total : CHUNK;
-		ssize_t n = pread(in, buf, want, pos + (off_t)total), w = 0;
-		if (n > 0)
-			w = put(out, buf, (size_t)n, 0);
-		if (n <= 0 || w < 0) {
-			if (n < 0 || w < 0) {
-				if (!total) {
-					free(buf);
-					return -1;
-				}
-			}
-			break;
+		ssize_t n = pread(in, buf, want, pos + (off_t)total), w = n > 0 ? put(out, buf, (size_t)n, 0) : 0;
+		if ((n < 0 || w < 0) && !total) {
+			free(buf);
+			return -1;
 		}
+		if (n <= 0 || w < 0)
+			break; /* the end of the file, or an error after some bytes went: their count */
 		total += (size_t)w;
 		if (w < n)
 			break; /* the ring took what it had room for, or a signal came */
