@@ -57,7 +57,9 @@ int lf_set_tier(int fd, int tier);
 #define LOOPFAST_FAST_PATH 1
 #define LOOPFAST_SPIN 2
 /*   LOOPFAST_TIER: lf_set_tier's tier (set); get: LF_TIER_SHM when the
- *     connection holds the rings (or, unconnected, asked for them). */
+ *     connection holds the rings (both ends asked; a client waits for the
+ *     server's answer: EAGAIN when non-blocking), or, unconnected, asked
+ *     for them; else LF_TIER_UDS (plain TCP too). */
 #define LOOPFAST_TIER 3
 
 /* Returns a static description of a (negative or positive) errno value. */

@@ -121,7 +121,8 @@ int lf_rio_dequeue_wait(struct lf_rio_cq *cq, struct lf_rio_result *res,
 /* Creates a request queue for socket `fd`. It reserves max_recv in
  * recv_cq and max_send in send_cq: -ENOSPC if that takes either past its
  * size (or 256 request queues use it). Returns 0 or -EBADF, -ENOTSOCK,
- * -EINVAL, -ENOSPC, -ENOMEM. */
+ * -EINVAL, -ENOSPC, -ENOMEM, -EPROTOTYPE (a loopfast connection on the
+ * shared-memory tier: getsockopt SOL_LOOPFAST LOOPFAST_TIER says 1). */
 int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
 		     struct lf_rio_cq *recv_cq, struct lf_rio_cq *send_cq,
 		     void *sock_ctx, struct lf_rio_rq **rq);

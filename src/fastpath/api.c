@@ -180,7 +180,11 @@ int lf__api_getopt(int fd, int opt, void *val, socklen_t *len)
 	if ((r = classify(fd, &family)) < 0)
 		return r;
 	if (opt == LOOPFAST_TIER) {
-		v = lf__shm_get_tier(fd);
+		int st;
+		if (r == 0 && chosen(fd, &st) && !(f && (atomic_load(&f->flags) & LF_F_PENDING)))
+			v = LF_TIER_UDS; /* plain TCP: no rings, whatever it asked */
+		else if ((v = lf__shm_get_tier(fd)) < 0)
+			return v;
 	} else if (opt == LOOPFAST_SPIN) {
 		v = f ? (int)f->spin_us : 0;
 	} else if ((r = local_lf_fast_path_active(fd)) >= 0) {

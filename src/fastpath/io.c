@@ -268,6 +268,10 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
+	if (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {
+		errno = EOPNOTSUPP; /* a socket on the shm tier cannot be passed yet (shm.c) */
+		return -1;
+	}
 	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
 		return REAL(sendmsg)(fd, m, flags);
 	/* No destination (TCP ignores it; a connected Unix socket refuses

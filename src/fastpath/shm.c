@@ -429,6 +429,42 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 	}
 }
 
+long lf__shm_room(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (!c)
+		return -1;
+	lf__shm_decide(c, fd);
+	return atomic_load(&c->state) == ON ? space_now(c) : -1;
+}
+
+/* A descriptor passed with SCM_RIGHTS arrives without the connection's
+ * state (its rings, its place in the stream), and the peer goes on
+ * writing to the ring: the receiver would read tokens as data. Until a
+ * hand-over exists (docs/shm.md, "Passing the socket"), sendmsg refuses
+ * a message that carries a socket on the tier (or still waiting for the
+ * server's answer), so that the sender keeps a working connection. */
+bool lf__shm_in_rights(const struct msghdr *m)
+{
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS || h->cmsg_len < CMSG_LEN(0))
+			continue;
+		for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int x;
+			memcpy(&x, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			struct lf_shm_conn *c = lf__shm_conn_of(x);
+			if (!c)
+				continue;
+			lf__shm_decide(c, x);
+			int st = atomic_load(&c->state);
+			if (st == ON || st == UNDECIDED)
+				return true;
+		}
+	}
+	return false;
+}
+
 /* ---- opting in */
 
 int lf__shm_set_tier(int fd, int tier)
@@ -457,7 +493,15 @@ int lf__shm_get_tier(int fd)
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
 	if (c) {
-		lf__shm_decide(c, fd);
+		/* The client's answer (the first byte its socket gets) decides:
+		 * wait for it (EAGAIN when non-blocking; EINTR for a signal), so
+		 * that the answer is the connection's for life (RIO asks before
+		 * it takes a socket). */
+		for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd))
+			if (atomic_load(&f->flags) & LF_F_NONBLOCK)
+				return -EAGAIN;
+			else if (lf__sys_poll1(fd, POLLIN, -1) < 0)
+				return -errno;
 		return atomic_load(&c->state) == ON ? LF_TIER_SHM : LF_TIER_UDS;
 	}
 	return f && (atomic_load(&f->flags) & LF_F_TIER) && !(atomic_load(&f->flags) & LF_F_FAST) ? LF_TIER_SHM

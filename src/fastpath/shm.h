@@ -43,7 +43,15 @@ bool lf__shm_inq(int fd, int *out);
  * the tier (wait.c); POLLIN and POLLOUT are then made the ring's. */
 int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, const void *mask,
 		 int (*wait)(struct pollfd *, unsigned long, long long, const void *));
-/* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). */
+/* The bytes a write would put in the ring now without waiting; -1: the
+ * writes go on the Unix stream (not, or not yet, on the tier). */
+long lf__shm_room(int fd);
+/* sendmsg's ancillary data passes a socket on the tier (SCM_RIGHTS): refused. */
+bool lf__shm_in_rights(const struct msghdr *m);
+/* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). get: LF_TIER_SHM
+ * while the connection holds the rings (a client waits for the server's
+ * answer: -EAGAIN when non-blocking, -EINTR), or, not connected yet, if
+ * it asked for them. */
 int lf__shm_set_tier(int fd, int tier);
 int lf__shm_get_tier(int fd);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 int lf__sys_close(int fd) { return (int)syscall(SYS_close, fd); }
+ssize_t lf__sys_read(int fd, void *buf, size_t len) { return syscall(SYS_read, fd, buf, len); }
 ssize_t lf__sys_write(int fd, const void *buf, size_t len) { return syscall(SYS_write, fd, buf, len); }
 int lf__sys_socket(int domain, int type, int proto) { return (int)syscall(SYS_socket, domain, type, proto); }
 int lf__sys_socketpair(int domain, int type, int proto, int sv[2]) { return (int)syscall(SYS_socketpair, domain, type, proto, sv); }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 int lf__sys_close(int fd);
+ssize_t lf__sys_read(int fd, void *buf, size_t len);
 ssize_t lf__sys_write(int fd, const void *buf, size_t len);
 int lf__sys_socket(int domain, int type, int proto);
 int lf__sys_socketpair(int domain, int type, int proto, int sv[2]);

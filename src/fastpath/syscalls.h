@@ -3,9 +3,11 @@
  * this table; loopfast.map exports the same names.
  *
  * X(return type, name, (parameters), (arguments)) */
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/uio.h>
 
 #define LF_SYSCALLS(X)                                                                                   \
@@ -36,6 +38,8 @@
 	X(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags), (fd, m, flags))                 \
 	X(int, recvmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *ts), (fd, v, n, flags, ts)) \
 	X(int, sendmmsg, (int fd, struct mmsghdr *v, unsigned int n, int flags), (fd, v, n, flags))     \
+	X(ssize_t, sendfile, (int out, int in, off_t *off, size_t n), (out, in, off, n))                 \
+	X(ssize_t, splice, (int in, loff_t *oin, int out, loff_t *oout, size_t n, unsigned fl), (in, oin, out, oout, n, fl)) \
 	X(int, poll, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))                     \
 	X(int, ppoll, (struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask), (fds, n, ts, mask)) \
 	X(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv), (n, r, w, e, tv))   \

@@ -238,18 +238,81 @@ static int select_common(int n, fd_set *r, fd_set *w, fd_set *e, int64_t timeout
 	return REAL(pselect)(n, r, w, e, *left < 0 ? NULL : &ts, mask);
 }
 
+/* select and pselect over sets that hold a tier socket: the wait of poll
+ * (shm.c makes POLLIN and POLLOUT the rings'), and the sets rebuilt from
+ * its answer as the kernel's select does (readable: POLLIN, POLLHUP or
+ * POLLERR; writable: POLLOUT or POLLERR; exceptional: POLLPRI; a closed
+ * descriptor: EBADF). false: no tier socket in the sets. */
+static bool select_tiered(int n, fd_set *r, fd_set *w, fd_set *e, int64_t t, const sigset_t *mask, int *ret)
+{
+	fd_set *sets[3] = { r, w, e };
+	const short evs[3] = { POLLIN, POLLOUT, POLLPRI };
+	unsigned long k = 0;
+	bool any = false;
+
+	n = n < FD_SETSIZE ? n : FD_SETSIZE;
+	for (int fd = 0; fd < n; fd++)
+		for (int i = 0; i < 3; i++)
+			if (sets[i] && FD_ISSET(fd, sets[i])) {
+				any |= lf__shm_on(fd);
+				k++;
+				break;
+			}
+	if (!any)
+		return false;
+	struct pollfd *fds = calloc(k, sizeof(*fds));
+	if (!fds) {
+		errno = ENOMEM;
+		*ret = -1;
+		return true;
+	}
+	k = 0;
+	for (int fd = 0; fd < n; fd++) {
+		short ev = 0;
+		for (int i = 0; i < 3; i++)
+			ev |= sets[i] && FD_ISSET(fd, sets[i]) ? evs[i] : 0;
+		if (ev)
+			fds[k++] = (struct pollfd){ .fd = fd, .events = ev };
+	}
+	*ret = lf__shm_poll(fds, k, t, mask, poll_tiered);
+	for (unsigned long j = 0; *ret > 0 && j < k; j++)
+		if (fds[j].revents & POLLNVAL) {
+			errno = EBADF;
+			*ret = -1;
+		}
+	if (*ret >= 0) {
+		for (int i = 0; i < 3; i++)
+			if (sets[i])
+				FD_ZERO(sets[i]);
+		*ret = 0;
+		const short got[3] = { POLLIN | POLLHUP | POLLERR, POLLOUT | POLLERR, POLLPRI };
+		for (unsigned long j = 0; j < k; j++)
+			for (int i = 0; i < 3; i++)
+				if ((fds[j].events & evs[i]) && (fds[j].revents & got[i])) {
+					FD_SET(fds[j].fd, sets[i]);
+					++*ret;
+				}
+	}
+	free(fds);
+	return true;
+}
+
 LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 {
 	int64_t left, timeout = tv ? (int64_t)tv->tv_sec * 1000000000 + tv->tv_usec * 1000 : -1;
 	uint64_t start = lf__sys_now_ns();
 	bool handled;
-	int ret = lf__bell_select(n, r, w, e, timeout, NULL, &handled);
+	int ret;
 
-	if (!handled)
-		ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
-	else
+	if (lf__shm_used && select_tiered(n, r, w, e, timeout, NULL, &ret)) {
 		handled = true;
-
+	} else {
+		ret = lf__bell_select(n, r, w, e, timeout, NULL, &handled);
+		if (!handled)
+			ret = select_common(n, r, w, e, timeout, NULL, &left, &handled);
+		else
+			handled = true;
+	}
 	if (!handled) {
 		ret = REAL(select)(n, r, w, e, tv);
 		settle_selected(n, w, e, ret);
@@ -269,7 +332,11 @@ LF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct times
 {
 	int64_t left, t = ts ? (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec : -1;
 	bool handled;
-	int ret = lf__bell_select(n, r, w, e, t, mask, &handled);
+	int ret;
+
+	if (lf__shm_used && select_tiered(n, r, w, e, t, mask, &ret))
+		return ret;
+	ret = lf__bell_select(n, r, w, e, t, mask, &handled);
 
 	if (!handled)
 		ret = select_common(n, r, w, e, t, mask, &left, &handled);

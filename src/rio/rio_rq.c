@@ -11,12 +11,32 @@
  * nothing here calls it.
  */
 #include "rio_internal.h"
+#include "loopfast.h" /* SOL_LOOPFAST, LOOPFAST_TIER: constants only */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A loopfast connection on the shared-memory tier (docs/shm.md) moves its
+ * bytes through rings in the two processes' memory, with token bytes on
+ * its socket: io_uring's reads and writes on the socket would miss the
+ * former and read the latter as data. Such a socket is refused
+ * (-EPROTOTYPE), asked through the fast path's public socket option, so
+ * RIO needs none of its internals: without loopfast (no interposer) the
+ * private level answers ENOPROTOOPT, and any other error of the query
+ * but its wait for the server's answer (-EAGAIN on a non-blocking socket,
+ * -EINTR) means no rings. 0: not on the tier. */
+static int shm_tier(int fd)
+{
+	int tier = LF_TIER_UDS;
+	socklen_t len = sizeof(tier);
+
+	if (getsockopt(fd, SOL_LOOPFAST, LOOPFAST_TIER, &tier, &len) < 0)
+		return errno == EAGAIN || errno == EINTR ? -errno : 0;
+	return tier == LF_TIER_SHM ? -EPROTOTYPE : 0;
+}
 
 LF_RIO_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv, unsigned max_send,
 			       struct lf_rio_cq *rcq, struct lf_rio_cq *scq,
@@ -34,6 +54,8 @@ LF_RIO_EXPORT int lf_rio_rq_create(struct lf_rio *rio, int fd, unsigned max_recv
 		return -errno;
 	if (type != SOCK_STREAM && type != SOCK_DGRAM)
 		return -EOPNOTSUPP;
+	if (type == SOCK_STREAM && (ret = shm_tier(fd)) != 0)
+		return ret;
 	if (max_recv > LF_RIO_MAX_SIZE || max_send > LF_RIO_MAX_SIZE || !(max_recv + max_send))
 		return -EINVAL;
 

@@ -145,6 +145,51 @@ def test_rio_program_talks_plain_tcp_to_a_loopfast_server(build, tmp_path, fast)
                 stop(p)
 
 
+@pytest.mark.parametrize("case", ["uds", "shm", "tcp"])
+def test_rio_refuses_a_socket_on_the_shm_tier(build, tmp_path, case):
+    """A request queue on a fast-path connection whose two ends asked for
+    the shared-memory tier is refused with -EPROTOTYPE (docs/rio.md: its
+    bytes are in rings io_uring cannot see), found through the public
+    getsockopt(SOL_LOOPFAST, LOOPFAST_TIER), which says 1 (LF_TIER_SHM).
+    The same program's RIO echo works on the Unix-stream fast path (uds:
+    the client did not ask), and over plain TCP to a server without
+    loopfast (tcp: the client asked; the query says 0). All from the
+    kernel: the Unix stream, or TCP, at both ends, and the memfd of the
+    rings mapped by both processes only when both asked."""
+    need_io_uring()
+    from test_shm import maps_memfd
+    exe = client(tmp_path, True)
+    srv = subprocess.Popen(([] if case == "tcp" else [str(LOOPFAST), "run", "--tier", "shm", "--"]) +
+                           [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        env = dict(os.environ, LOOPFAST_ENABLE="1", **({"RIO_CLIENT_SHM": "1"} if case != "uds" else {}))
+        cli = subprocess.Popen([str(exe), str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+        if case != "uds":  # LF_TIER_SHM only with the rings: the client has the server's answer
+            assert readline(cli) == ("tier 1\n" if case == "shm" else "tier 0\n")
+        assert readline(cli) == "connected\n"
+        if case == "tcp":
+            wait_tcp(cli, srv.pid, port)
+        else:
+            wait_fast_path(cli, srv.pid, port)
+        if case == "shm":
+            assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1, "not on the tier"
+        cli.stdin.close()
+        if case == "shm":
+            assert cli.wait(timeout=30) == 1
+            assert cli.stderr.read() == "rio_client: lf_rio_rq_create: Protocol wrong type for socket\n"
+        else:
+            assert readline(cli) == "echoed\n"
+            assert (maps_memfd(cli.pid), maps_memfd(srv.pid)) == (0, 0)
+            assert cli.wait(timeout=30) == 0
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)
+
+
 def test_programs_built_against_the_old_library_find_rio(build, tmp_path):
     """libloopfast.so.0 used to define lf_rio_*: a program linked against
     it (here against a stand-in of that soname whose calls fail with -42)

@@ -276,3 +276,155 @@ def test_epoll_edge_per_write_as_tcp(build):
             stop(p)
     assert got["tcp"] == ["1", "0", "1", "1", "abcd", "0", "0"], got
     assert got["shm"] == got["tcp"], got
+
+
+# sendfile and splice on a tier socket (docs/shm.md, "sendfile and splice"):
+# both ends in one process. A non-blocking sendfile with the reader
+# stalled sends part of the file, then EAGAIN, the file's position moved by
+# exactly what was sent; the rest goes by sendfile at an explicit offset
+# (the position stays), a send and a splice from a pipe to the socket; the
+# reader splices the first 4 MiB and recv's the rest.
+SENDFILE = textwrap.dedent("""
+    import os, socket, sys, tempfile, threading
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    data = os.urandom(16 << 20)
+    f = tempfile.TemporaryFile(); f.write(data); f.flush(); f.seek(0)
+    c.setblocking(False)
+    sent, eagain = 0, False
+    while sent < len(data):
+        try:
+            sent += os.sendfile(c.fileno(), f.fileno(), None, len(data) - sent)
+        except BlockingIOError:
+            eagain = True; break
+    pos = os.lseek(f.fileno(), 0, os.SEEK_CUR)
+    got = bytearray()
+    def reader():                               # splice, then recv: one stream either way
+        r, w = os.pipe()
+        while len(got) < (4 << 20):
+            n = os.splice(a.fileno(), w, 65536)
+            while n:
+                b = os.read(r, n); got.extend(b); n -= len(b)
+        while b := a.recv(65536):
+            got.extend(b)
+    t = threading.Thread(target=reader); t.start()
+    c.setblocking(True)
+    off = sent
+    while off < len(data):
+        off += os.sendfile(c.fileno(), f.fileno(), off, len(data) - off)
+    c.sendall(b"mid")
+    pr, pw = os.pipe(); os.write(pw, b"END")
+    spliced = os.splice(pr, c.fileno(), 3)
+    c.shutdown(socket.SHUT_WR); t.join()
+    print(eagain, 0 < sent < len(data), pos == sent, os.lseek(f.fileno(), 0, os.SEEK_CUR) == pos, spliced,
+          bytes(got) == data + b"midEND", flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_sendfile_and_splice_as_tcp(build):
+    """sendfile and splice on the tier answer as over TCP (the same script
+    on plain TCP is the control) and carry every byte; the process maps the
+    memfd for both its ends."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [sys.executable, "-c", SENDFILE]
+        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            got[tier] = readline(p, timeout=60).split()
+            if tier == "shm":
+                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+        finally:
+            stop(p)
+    assert got["tcp"] == ["True", "True", "True", "True", "3", "True"], got
+    assert got["shm"] == got["tcp"], got
+
+
+# select on a tier socket (docs/shm.md, "The doorbell"): both ends in one
+# process. Readable only with data (not for the server's answer, which
+# the client's socket holds before any byte of the server's), writable
+# only while the ring has room.
+SELECT = textwrap.dedent("""
+    import select, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    out = [len(select.select([c], [], [], 0.3)[0])]      # nothing sent: not readable
+    a.sendall(b"a")
+    out += [len(select.select([c], [], [], 5)[0]), c.recv(10).decode()]
+    c.setblocking(False)
+    while True:
+        try:
+            c.send(b"y" * 65536)
+        except BlockingIOError:
+            break
+    out.append(len(select.select([], [c], [], 0.3)[1]))  # full: not writable
+    a.setblocking(False)
+    while select.select([a], [], [], 0.3)[0]:
+        try:
+            a.recv(1 << 20)
+        except BlockingIOError:
+            pass
+    out.append(len(select.select([], [c], [], 5)[1]))    # room again
+    print(*out, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_select_sees_the_rings(build):
+    """select says readable only when a read would find data and writable
+    only while the ring has room, as over TCP (the same script on plain TCP
+    is the control); the process maps the memfd for both its ends."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [sys.executable, "-c", SELECT]
+        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            got[tier] = readline(p, timeout=60).split()
+            if tier == "shm":
+                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+        finally:
+            stop(p)
+    assert got["tcp"] == ["0", "1", "a", "0", "1"], got
+    assert got["shm"] == got["tcp"], got
+
+
+# Passing a tier socket with SCM_RIGHTS (docs/shm.md, "Passing the
+# socket"): both ends in one process; the server's end is sent over a
+# socketpair, then both ends carry bytes each way.
+PASSFD = textwrap.dedent("""
+    import errno, os, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    u1, u2 = socket.socketpair()
+    try:
+        socket.send_fds(u1, [b"x"], [a.fileno()])
+        os.close(socket.recv_fds(u2, 1, 1)[1][0])
+        res = "passed"
+    except OSError as e:
+        res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
+    c.sendall(b"after"); got = a.recv(100)
+    a.sendall(b"back"); got2 = c.recv(100)
+    print(res, got.decode(), got2.decode(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_passing_a_tier_socket_is_refused_not_reset(build, tier):
+    """sendmsg with SCM_RIGHTS of a socket on the tier fails with
+    EOPNOTSUPP, and the connection goes on working at both ends (over the
+    Unix stream, the control, the descriptor passes). On the tier the
+    process maps the memfd for both its ends."""
+    p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD], tier=tier), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        got = readline(p, timeout=60).split()
+        if tier == "shm":
+            assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+    finally:
+        stop(p)
+    assert got == ["EOPNOTSUPP" if tier == "shm" else "passed", "after", "back"], got

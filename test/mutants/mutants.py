@@ -1068,3 +1068,69 @@ MUTANTS += [
           "")],
         ["e2e:test_supervisor_connect.py -k client_options_carried"]),
 ]
+
+# sendfile and splice on the shared-memory tier (shm_splice.c, docs/shm.md
+# "sendfile and splice").
+MUTANTS += [
+    Mutant(
+        "shm-sendfile-bypasses-ring",
+        "sendfile and splice on a tier socket go to the kernel's, past the rings (the reader takes file bytes for tokens)",
+        [("src/fastpath/shm_splice.c",
+          "\tif (!lf__shm_on(out) || !count)\n",
+          "\tif (1)\n"),
+         ("src/fastpath/shm_splice.c",
+          "\tif ((!from && !to) || !len ",
+          "\tif (1 || (!from && !to) || !len ")],
+        ["e2e:test_shm.py -k sendfile"]),
+    Mutant(
+        "shm-sendfile-keeps-file-position",
+        "sendfile without an offset on a tier socket leaves the file's position where it was",
+        [("src/fastpath/shm_splice.c",
+          "\telse\n\t\tlseek(in, pos + (off_t)total, SEEK_SET);\n",
+          "\telse\n\t\tlseek(in, pos, SEEK_SET);\n")],
+        ["e2e:test_shm.py -k sendfile"]),
+]
+
+# select and pselect on the shared-memory tier (wait.c select_tiered).
+MUTANTS += [
+    Mutant(
+        "shm-select-sees-the-socket",
+        "select and pselect on a tier socket answer from the Unix socket (writable with the ring full, readable for the server's answer)",
+        [("src/fastpath/wait.c",
+          "\tif (lf__shm_used && select_tiered(n, r, w, e, timeout, NULL, &ret)) {\n",
+          "\tif (0) {\n"),
+         ("src/fastpath/wait.c",
+          "\tif (lf__shm_used && select_tiered(n, r, w, e, t, mask, &ret))\n",
+          "\tif (0)\n")],
+        ["e2e:test_shm.py -k select"]),
+]
+
+# RIO and the shared-memory tier (src/rio/rio_rq.c shm_tier, the public
+# query getsockopt(SOL_LOOPFAST, LOOPFAST_TIER) in api.c and shm.c).
+MUTANTS += [
+    Mutant(
+        "rio-takes-shm-tier-socket",
+        "RIO makes a request queue on a tier socket: io_uring's bytes go on the Unix stream, past the rings",
+        [("src/rio/rio_rq.c",
+          "\tif (type == SOCK_STREAM && (ret = shm_tier(fd)) != 0)\n",
+          "\tif (0)\n")],
+        ["e2e:test_rio_lib.py -k refuses"]),
+    Mutant(
+        "tier-query-says-shm-over-plain-tcp",
+        "getsockopt LOOPFAST_TIER says LF_TIER_SHM on a plain TCP connection whose socket asked for the tier (RIO refuses it)",
+        [("src/fastpath/api.c",
+          "\t\tif (r == 0 && chosen(fd, &st) && ",
+          "\t\tif (0 && chosen(fd, &st) && ")],
+        ["e2e:test_rio_lib.py -k refuses"]),
+]
+
+# SCM_RIGHTS of a socket on the shared-memory tier (shm.c lf__shm_in_rights).
+MUTANTS += [
+    Mutant(
+        "shm-socket-passes-without-its-rings",
+        "sendmsg passes a socket on the tier with SCM_RIGHTS (the receiver would read tokens as data)",
+        [("src/fastpath/io.c",
+          "\tif (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {\n",
+          "\tif (0) {\n")],
+        ["e2e:test_shm.py -k passing"]),
+]

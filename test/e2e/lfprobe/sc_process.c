@@ -300,6 +300,7 @@ void sc_scm_rights(void)
 	if (p == 0) {
 		close(s);
 		close(c);
+		close(sp[0]); /* a parent that fails before it sends gives EOF here, not a hang */
 		int fd = recv_fd(sp[1]);
 		int v, one = 1;
 		socklen_t l = sizeof(v);
@@ -311,6 +312,7 @@ void sc_scm_rights(void)
 		echo(fd);
 		_exit(0);
 	}
+	close(sp[1]);
 	send_fd(sp[0], s);
 	close(s);
 	char m[64] = { 0 };

@@ -104,9 +104,17 @@ int main(int argc, char **argv)
 	int ret = lf_enable_fast_path(fd);
 	if (ret < 0)
 		fail("lf_enable_fast_path", ret);
+	if (getenv("RIO_CLIENT_SHM") && (ret = lf_set_tier(fd, LF_TIER_SHM)) < 0)
+		fail("lf_set_tier", ret);
 #endif
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		fail("connect", errno);
+#ifdef LF_FAST
+	int tier = -1;
+	socklen_t tl = sizeof(tier);
+	if (getenv("RIO_CLIENT_SHM") && getsockopt(fd, SOL_LOOPFAST, LOOPFAST_TIER, &tier, &tl) == 0)
+		printf("tier %d\n", tier);
+#endif
 	printf("connected\n");
 	fflush(stdout);
 	while (read(0, &c, 1) > 0)
