@@ -28,7 +28,15 @@ struct lf_shm_conn {
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
 	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
 	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
+	/* The reader's last look at the socket that found nothing (under
+	 * rxl): when, the waits and this thread's signals by then. A
+	 * non-blocking read may answer EAGAIN without looking again while
+	 * nothing can have come since (shm_io.c, quiet). */
+	uint64_t looked_ns;
+	unsigned looked_waits, looked_sig;
+	const void *looked_thread;
 };
+
 
 /* shm.c */
 struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: not on the tier */
@@ -38,6 +46,7 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
+void lf__shm_io_sleep(struct lf_shm_conn *c);             /* the reader is about to sleep: writers ring, not wait */
 /* Under rxl, with the ring's stream part done: takes the edge bytes at the
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */

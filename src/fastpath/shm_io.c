@@ -88,17 +88,22 @@ static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
 /* Takes one token off the socket: the one a push committed to (bell was
  * 1), which is there or about to be. One not there yet (its writer is
  * between its bell and its byte: descheduled, stopped) is owed: taken when
- * it comes (read_once), never waited for. 0, or LF_RING_BAD. */
+ * it comes (read_once), never waited for. 0, or LF_RING_BAD. Without edge
+ * bytes (no ET registration asked for them) the token is the socket's
+ * first byte: one read takes it. */
 static int take_token(struct lf_shm_conn *c, int fd)
 {
 	char b;
-	ssize_t r = lf__shm_io_skip_edges(fd, &b);
+	bool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);
+	ssize_t r = edges ? lf__shm_io_skip_edges(fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 
 	if (r == 1) {
 		if (b != TOKEN)
 			return LF_RING_BAD;
-		lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
-		lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		if (edges) {
+			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		}
 		return 0;
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -200,8 +205,56 @@ static ssize_t server_stream(struct lf_shm_conn *c, int fd, const struct cur *k,
 	return -1;
 }
 
-/* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait). */
-static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags)
+/* How a read that finds its ring empty (and the bell clear) looks at the
+ * socket, where the end, a late token or garbage would be. */
+enum look { LOOK, LOOK_QUIET, LOOK_LATER };
+
+/* A look at the socket less than LOOK_NS ago found nothing, and since then
+ * this thread has handled no signal, the process has made no wait (poll,
+ * select, epoll: lf__shm_waits), the peer has not begun to close (fin,
+ * set before its close or SHUT_WR), and no token is owed: what a look now
+ * would find can only be the end of a peer that died without closing
+ * (kill -9, _exit), and a polling reader sees it at its next look, at most
+ * LOOK_NS later (docs/shm.md, "Spinning"). Under rxl. */
+#define LOOK_NS 20000u
+
+static bool quiet(const struct lf_shm_conn *c)
+{
+	if (c->owed || atomic_load_explicit(&c->edges, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || c->looked_thread != (const void *)&lf__sig_seen ||
+	    c->looked_sig != atomic_load_explicit(&lf__sig_seen, memory_order_relaxed) ||
+	    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))
+		return false;
+	return lf__sys_now_ns() - c->looked_ns < LOOK_NS;
+}
+
+static void looked(struct lf_shm_conn *c, unsigned waits)
+{
+	c->looked_ns = lf__sys_now_ns();
+	c->looked_waits = waits;
+	c->looked_sig = atomic_load_explicit(&lf__sig_seen, memory_order_relaxed);
+	c->looked_thread = &lf__sig_seen;
+}
+
+/* The reader polls its ring: a writer that finds the bell clear waits a
+ * moment for the bytes to be taken rather than ring (shm_io.c, handed_off). */
+static void wake_up(struct lf_shm_conn *c)
+{
+	if (!atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		atomic_store_explicit(&c->rx.h->awake, 1, memory_order_relaxed);
+}
+
+void lf__shm_io_sleep(struct lf_shm_conn *c)
+{
+	if (atomic_load(&c->state) == ON && atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		atomic_store_explicit(&c->rx.h->awake, 0, memory_order_relaxed);
+}
+
+/* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait).
+ * An empty ring: LOOK looks at the socket; LOOK_QUIET (a non-blocking
+ * read) only unless quiet(); LOOK_LATER (a blocking read, which then polls
+ * the socket) does not. */
+static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look)
 {
 	bool peek = flags & MSG_PEEK;
 
@@ -236,8 +289,18 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		/* Empty, bell clear: the socket holds the end, a token of a push
 		 * that raced us, one we owe, edge bytes, or nothing. */
+		if (look == LOOK_QUIET)
+			wake_up(c);
+		if (look == LOOK_LATER || (look == LOOK_QUIET && quiet(c))) {
+			pthread_mutex_unlock(&c->rxl);
+			errno = EAGAIN;
+			return -1;
+		}
 		char b;
+		unsigned waits = atomic_load_explicit(&lf__shm_waits, memory_order_acquire);
 		ssize_t r = lf__shm_io_skip_edges(fd, &b);
+		if (r < 0 && errno == EAGAIN)
+			looked(c, waits);
 		pthread_mutex_unlock(&c->rxl);
 		if (r <= 0)
 			return r;
@@ -295,6 +358,7 @@ static void spin(struct lf_shm_conn *c, int fd)
 
 	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
 		return;
+	wake_up(c);
 	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
 	while (lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0 && lf__sys_now_ns() < end)
 		__builtin_ia32_pause();
@@ -391,13 +455,15 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		*ret = -1;
 		return true;
 	}
+	bool nb = nonblocking(fd, flags);
+	enum look look = nb ? LOOK_QUIET : shut ? LOOK : LOOK_LATER;
 	for (;;) {
 		ssize_t r;
 		if (atomic_load(&c->state) == UNDECIDED) {
 			errno = EAGAIN;
 			r = -1;
 		} else {
-			r = k.len ? read_once(c, fd, &k, flags) : 0;
+			r = k.len ? read_once(c, fd, &k, flags, look) : 0;
 		}
 		if (r > 0) {
 			total += (size_t)r;
@@ -408,7 +474,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		}
 		if (r == 0)
 			break; /* the end (after what WAITALL got) */
-		if (errno != EAGAIN || shut || nonblocking(fd, flags)) {
+		if (errno != EAGAIN || shut || nb) {
 			if (total || (shut && errno == EAGAIN))
 				break; /* SHUT_RD: TCP reads 0 where it would wait */
 			*ret = -1;
@@ -417,6 +483,8 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		spin(c, fd);
 		if (atomic_load(&c->state) == ON && lf__shm_avail(c) != 0)
 			continue;
+		lf__shm_io_sleep(c);
+		look = LOOK; /* what woke the wait may be the end */
 		if (wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0) < 0) {
 			if (total)
 				break;
@@ -434,9 +502,44 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 
 /* ---- writing */
 
-/* After publishing bytes: one token if the bell was clear. -1: errno of
- * the peer's end (EPIPE, ECONNRESET; SIGPIPE as the kernel sends it). */
-static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
+/* A writer that found the bell clear, while its reader polls the ring
+ * (awake): waits up to HANDOFF_NS for the reader to have taken every byte
+ * up to t (its head), and then needs no token: the ring is empty and the
+ * bell clear, as after a read that settled. Otherwise (the reader took
+ * only part, or none: it stopped polling) it rings as always, and stops
+ * waiting for this reader until it polls again. Only a wait, never a
+ * skipped token for bytes still in the ring. Not with edges (each push
+ * is an edge there). */
+#define HANDOFF_NS 5000u
+
+static bool handed_off(struct lf_shm_conn *c, uint64_t t)
+{
+	uint64_t end = 0;
+	uint32_t one = 1;
+
+	if (!atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+		return false;
+	for (unsigned i = 0; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
+		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
+			return true;
+		if (i % 64 == 0) {
+			uint64_t now = lf__sys_now_ns();
+			if (!end)
+				end = now + HANDOFF_NS;
+			else if (now >= end)
+				break;
+		}
+		__builtin_ia32_pause();
+	}
+	atomic_compare_exchange_strong(&c->tx.h->awake, &one, 0);
+	return false;
+}
+
+/* After publishing bytes up to upto: one token if the bell was clear and the
+ * reader did not take them at once. -1: errno of the peer's end (EPIPE,
+ * ECONNRESET; SIGPIPE as the kernel sends it). */
+static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 {
 	uint32_t zero = 0;
 
@@ -449,6 +552,8 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
+	if (b == 0 && handed_off(c, upto))
+		return 0;
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
 		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
 		if (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
@@ -562,13 +667,14 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		lf__ring_sync(&c->tx, false);
 		long s = lf__ring_space(&c->tx);
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		uint64_t t = c->tx.pos;
 		pthread_mutex_unlock(&c->txl);
 		if (s < 0) {
 			*ret = lf__shm_broken(c, fd);
 			return true;
 		}
 		if (put) {
-			if (ring_bell(c, fd, flags) < 0) {
+			if (ring_bell(c, fd, flags, t) < 0) {
 				*ret = -1;
 				return true;
 			}
