@@ -343,6 +343,29 @@ static int wait_fd(int fd, short ev, int opt, unsigned s0, unsigned i0)
 	return 0;
 }
 
+/* A blocking read's wait: the kernel's own blocking recv, peeking one
+ * byte, so that the wake-up is a read's and the kernel applies
+ * SO_RCVTIMEO and signals (EINTR, or a restart under SA_RESTART) as for
+ * the read itself. A token, edge byte or answer, the end or an error end
+ * it; an error is the read's answer (the peek took it). A signal that
+ * ran during the spin before it, or a socket that says EAGAIN with no
+ * timeout set (non-blocking in the kernel), take wait_fd's rules. 0: look
+ * again; -1: errno. */
+static int wait_read(int fd, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	char b;
+
+	if (atomic_load(&lf__sig_seen) != s0)
+		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
+		return 0;
+	if (errno == EAGAIN && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec)
+		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+	return -1;
+}
+
 static bool nonblocking(int fd, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -485,7 +508,9 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			continue;
 		lf__shm_io_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
-		if (wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0) < 0) {
+		if (wait_read(fd, s0, i0) < 0) {
+			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
+				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
 			if (total)
 				break;
 			*ret = -1;
