@@ -10,6 +10,11 @@
  * the token (bell 0 -> 1). Store-then-load on both sides (Dekker), so a
  * push is never left without its token.
  *
+ * Spinning (docs/shm.md): a writer whose reader polls waits a moment for
+ * it to take the bytes rather than ring (handed_off), and a non-blocking
+ * read of an empty ring looks at the socket only when something may have
+ * come since its last look (quiet).
+ *
  * Room: a writer that finds its ring full waits on a futex in the shared
  * page, in slices, looking at the socket for the peer's end between them;
  * the reader wakes it after making room. */
