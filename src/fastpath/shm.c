@@ -383,7 +383,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 	lf__shm_io_flush(c, p->fd);
 	int st = atomic_load(&c->state);
 	if (st == ON && (p->events & (POLLIN | POLLRDNORM)))
-		lf__shm_io_sleep(c);
+		lf__shm_spin_sleep(c);
 	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
 		*full = true;

@@ -46,10 +46,17 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
-void lf__shm_io_sleep(struct lf_shm_conn *c);             /* the reader is about to sleep: writers ring, not wait */
 /* Under rxl, with the ring's stream part done: takes the edge bytes at the
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
 ssize_t lf__shm_io_skip_edges(int fd, char *next);
+
+/* shm_spin.c (docs/shm.md, "Spinning") */
+bool lf__shm_spin_quiet(const struct lf_shm_conn *c);      /* under rxl: nothing can have come since the last look */
+void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits); /* under rxl: a look found nothing (waits: as before it) */
+void lf__shm_spin_wake(struct lf_shm_conn *c);            /* the reader polls its ring */
+void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
+void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */
 
 #endif

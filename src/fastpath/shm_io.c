@@ -11,9 +11,9 @@
  * push is never left without its token.
  *
  * Spinning (docs/shm.md): a writer whose reader polls waits a moment for
- * it to take the bytes rather than ring (handed_off), and a non-blocking
+ * it to take the bytes rather than ring, and a non-blocking
  * read of an empty ring looks at the socket only when something may have
- * come since its last look (quiet).
+ * come since its last look: shm_spin.c.
  *
  * Room: a writer that finds its ring full waits on a futex in the shared
  * page, in slices, looking at the socket for the peer's end between them;
@@ -214,51 +214,10 @@ static ssize_t server_stream(struct lf_shm_conn *c, int fd, const struct cur *k,
  * socket, where the end, a late token or garbage would be. */
 enum look { LOOK, LOOK_QUIET, LOOK_LATER };
 
-/* A look at the socket less than LOOK_NS ago found nothing, and since then
- * this thread has handled no signal, the process has made no wait (poll,
- * select, epoll: lf__shm_waits), the peer has not begun to close (fin,
- * set before its close or SHUT_WR), and no token is owed: what a look now
- * would find can only be the end of a peer that died without closing
- * (kill -9, _exit), and a polling reader sees it at its next look, at most
- * LOOK_NS later (docs/shm.md, "Spinning"). Under rxl. */
-#define LOOK_NS 20000u
-
-static bool quiet(const struct lf_shm_conn *c)
-{
-	if (c->owed || atomic_load_explicit(&c->edges, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || c->looked_thread != (const void *)&lf__sig_seen ||
-	    c->looked_sig != atomic_load_explicit(&lf__sig_seen, memory_order_relaxed) ||
-	    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))
-		return false;
-	return lf__sys_now_ns() - c->looked_ns < LOOK_NS;
-}
-
-static void looked(struct lf_shm_conn *c, unsigned waits)
-{
-	c->looked_ns = lf__sys_now_ns();
-	c->looked_waits = waits;
-	c->looked_sig = atomic_load_explicit(&lf__sig_seen, memory_order_relaxed);
-	c->looked_thread = &lf__sig_seen;
-}
-
-/* The reader polls its ring: a writer that finds the bell clear waits a
- * moment for the bytes to be taken rather than ring (shm_io.c, handed_off). */
-static void wake_up(struct lf_shm_conn *c)
-{
-	if (!atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
-		atomic_store_explicit(&c->rx.h->awake, 1, memory_order_relaxed);
-}
-
-void lf__shm_io_sleep(struct lf_shm_conn *c)
-{
-	if (atomic_load(&c->state) == ON && atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
-		atomic_store_explicit(&c->rx.h->awake, 0, memory_order_relaxed);
-}
-
 /* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait).
  * An empty ring: LOOK looks at the socket; LOOK_QUIET (a non-blocking
- * read) only unless quiet(); LOOK_LATER (a blocking read, which then polls
- * the socket) does not. */
+ * read) only when something may have come (shm_spin.c); LOOK_LATER (a
+ * blocking read, which then waits on the socket) does not. */
 static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look)
 {
 	bool peek = flags & MSG_PEEK;
@@ -295,8 +254,8 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		/* Empty, bell clear: the socket holds the end, a token of a push
 		 * that raced us, one we owe, edge bytes, or nothing. */
 		if (look == LOOK_QUIET)
-			wake_up(c);
-		if (look == LOOK_LATER || (look == LOOK_QUIET && quiet(c))) {
+			lf__shm_spin_wake(c);
+		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c))) {
 			pthread_mutex_unlock(&c->rxl);
 			errno = EAGAIN;
 			return -1;
@@ -305,7 +264,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		unsigned waits = atomic_load_explicit(&lf__shm_waits, memory_order_acquire);
 		ssize_t r = lf__shm_io_skip_edges(fd, &b);
 		if (r < 0 && errno == EAGAIN)
-			looked(c, waits);
+			lf__shm_spin_looked(c, waits);
 		pthread_mutex_unlock(&c->rxl);
 		if (r <= 0)
 			return r;
@@ -375,24 +334,6 @@ static bool nonblocking(int fd, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
 	return (flags & MSG_DONTWAIT) || (atomic_load(&f->flags) & LF_F_NONBLOCK);
-}
-
-/* A blocking read spins first when the socket has a budget (spin.c's
- * rules, simplified: no back-off). */
-static void spin(struct lf_shm_conn *c, int fd)
-{
-	struct lf_fd *f = lf__fd(fd);
-	unsigned s0 = atomic_load(&lf__sig_seen);
-
-	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
-		return;
-	wake_up(c);
-	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
-	for (unsigned i = 1; lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0; i++) {
-		if (i % 32 == 0 && lf__sys_now_ns() >= end) /* the clock costs more than a look at the ring */
-			break;
-		__builtin_ia32_pause();
-	}
 }
 
 /* One slice (20 ms) of a wait for the word w to move from seq: between
@@ -511,10 +452,10 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			*ret = -1;
 			return true;
 		}
-		spin(c, fd);
+		lf__shm_spin(c, fd);
 		if (atomic_load(&c->state) == ON && lf__shm_avail(c) != 0)
 			continue;
-		lf__shm_io_sleep(c);
+		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
 		if (wait_read(fd, s0, i0) < 0) {
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
@@ -535,40 +476,6 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 
 /* ---- writing */
 
-/* A writer that found the bell clear, while its reader polls the ring
- * (awake): waits up to HANDOFF_NS for the reader to have taken every byte
- * up to t (its head), and then needs no token: the ring is empty and the
- * bell clear, as after a read that settled. Otherwise (the reader took
- * only part, or none: it stopped polling) it rings as always, and stops
- * waiting for this reader until it polls again. Only a wait, never a
- * skipped token for bytes still in the ring. Not with edges (each push
- * is an edge there). */
-#define HANDOFF_NS 5000u
-
-static bool handed_off(struct lf_shm_conn *c, uint64_t t)
-{
-	uint64_t end = 0;
-	uint32_t one = 1;
-
-	if (!atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
-		return false;
-	for (unsigned i = 0; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
-		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
-			return true;
-		if (i % 64 == 0) {
-			uint64_t now = lf__sys_now_ns();
-			if (!end)
-				end = now + HANDOFF_NS;
-			else if (now >= end)
-				break;
-		}
-		__builtin_ia32_pause();
-	}
-	atomic_compare_exchange_strong(&c->tx.h->awake, &one, 0);
-	return false;
-}
-
 /* After publishing bytes up to upto: one token if the bell was clear and the
  * reader did not take them at once. -1: errno of the peer's end (EPIPE,
  * ECONNRESET; SIGPIPE as the kernel sends it). */
@@ -585,7 +492,7 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
-	if (b == 0 && handed_off(c, upto))
+	if (b == 0 && lf__shm_spin_handed_off(c, upto))
 		return 0;
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
 		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
