@@ -325,6 +325,8 @@ LF_EXPORT int shutdown(int fd, int how)
 		return REAL(shutdown)(fd, how);
 	}
 	errno = e0;
+	if (how != SHUT_RD)
+		lf__shm_fin(fd); /* the peer's shm reader looks at the socket from now on */
 	r = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);
 	if (r < 0)
 		return r;

@@ -34,6 +34,7 @@
 
 bool lf__shm_global;
 bool lf__shm_used;
+atomic_uint lf__shm_waits;
 
 /* What the rings hold now, as seen from this process without a lock: the
  * own position read from the page (a forked process may have moved it). */
@@ -78,6 +79,8 @@ static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
+	if (c->map && atomic_load(&c->state) == ON) /* the process's last descriptor of it: closing */
+		atomic_store(&c->tx.h->fin, 1);
 	if (c->map)
 		munmap(c->map, LF_RING_MAP);
 	free(c);
@@ -120,6 +123,14 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd)
 	lf__sys_shutdown(fd, SHUT_RDWR);
 	errno = ECONNRESET;
 	return -1;
+}
+
+void lf__shm_fin(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (c && atomic_load(&c->state) == ON)
+		atomic_store(&c->tx.h->fin, 1);
 }
 
 /* ---- negotiation */
@@ -371,6 +382,8 @@ static void poll_fix(struct pollfd *p, bool *full)
 	lf__shm_decide(c, p->fd);
 	lf__shm_io_flush(c, p->fd);
 	int st = atomic_load(&c->state);
+	if (st == ON && (p->events & (POLLIN | POLLRDNORM)))
+		lf__shm_spin_sleep(c);
 	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
 		*full = true;
@@ -413,6 +426,7 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		/* A full ring has no kernel event: look again every millisecond. */
 		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : left;
 		int r = wait(fds, n, slice, mask);
+		lf__shm_waited();
 		if (r <= 0) {
 			if (r < 0 || slice == left)
 				return r;

@@ -5,6 +5,7 @@
 #ifndef LF_SHM_H
 #define LF_SHM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -16,6 +17,20 @@ struct pollfd;
 extern bool lf__shm_global;
 /* Some socket of the process asked for the tier, or holds it. */
 extern bool lf__shm_used;
+
+/* Waits the process made (poll, select, epoll): what may have told it
+ * that a socket is readable, or at its end. A non-blocking read on the
+ * tier that finds its ring empty looks at the socket after each
+ * (shm_io.c). Counted after the wait returns. */
+extern atomic_uint lf__shm_waits;
+static inline void lf__shm_waited(void)
+{
+	if (lf__shm_used)
+		atomic_fetch_add_explicit(&lf__shm_waits, 1, memory_order_release);
+}
+/* The end of fd is closing (close, SHUT_WR): the peer's reader looks at
+ * the socket from now on rather than answer from its ring alone. */
+void lf__shm_fin(int fd);
 
 /* Client, before its hello: does fd ask for the tier? */
 bool lf__shm_wants(int fd);

@@ -28,7 +28,15 @@ struct lf_shm_conn {
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
 	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
 	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
+	/* The reader's last look at the socket that found nothing (under
+	 * rxl): when, the waits and this thread's signals by then. A
+	 * non-blocking read may answer EAGAIN without looking again while
+	 * nothing can have come since (shm_io.c, quiet). */
+	uint64_t looked_ns;
+	unsigned looked_waits, looked_sig;
+	const void *looked_thread;
 };
+
 
 /* shm.c */
 struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: not on the tier */
@@ -42,5 +50,13 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the s
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
 ssize_t lf__shm_io_skip_edges(int fd, char *next);
+
+/* shm_spin.c (docs/shm.md, "Spinning") */
+bool lf__shm_spin_quiet(const struct lf_shm_conn *c);      /* under rxl: nothing can have come since the last look */
+void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits); /* under rxl: a look found nothing (waits: as before it) */
+void lf__shm_spin_wake(struct lf_shm_conn *c);            /* the reader polls its ring */
+void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
+void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */
 
 #endif

@@ -10,6 +10,11 @@
  * the token (bell 0 -> 1). Store-then-load on both sides (Dekker), so a
  * push is never left without its token.
  *
+ * Spinning (docs/shm.md): a writer whose reader polls waits a moment for
+ * it to take the bytes rather than ring, and a non-blocking
+ * read of an empty ring looks at the socket only when something may have
+ * come since its last look: shm_spin.c.
+ *
  * Room: a writer that finds its ring full waits on a futex in the shared
  * page, in slices, looking at the socket for the peer's end between them;
  * the reader wakes it after making room. */
@@ -88,17 +93,22 @@ static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
 /* Takes one token off the socket: the one a push committed to (bell was
  * 1), which is there or about to be. One not there yet (its writer is
  * between its bell and its byte: descheduled, stopped) is owed: taken when
- * it comes (read_once), never waited for. 0, or LF_RING_BAD. */
+ * it comes (read_once), never waited for. 0, or LF_RING_BAD. Without edge
+ * bytes (no ET registration asked for them) the token is the socket's
+ * first byte: one read takes it. */
 static int take_token(struct lf_shm_conn *c, int fd)
 {
 	char b;
-	ssize_t r = lf__shm_io_skip_edges(fd, &b);
+	bool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);
+	ssize_t r = edges ? lf__shm_io_skip_edges(fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 
 	if (r == 1) {
 		if (b != TOKEN)
 			return LF_RING_BAD;
-		lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
-		lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		if (edges) {
+			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+		}
 		return 0;
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -200,8 +210,15 @@ static ssize_t server_stream(struct lf_shm_conn *c, int fd, const struct cur *k,
 	return -1;
 }
 
-/* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait). */
-static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags)
+/* How a read that finds its ring empty (and the bell clear) looks at the
+ * socket, where the end, a late token or garbage would be. */
+enum look { LOOK, LOOK_QUIET, LOOK_LATER };
+
+/* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait).
+ * An empty ring: LOOK looks at the socket; LOOK_QUIET (a non-blocking
+ * read) only when something may have come (shm_spin.c); LOOK_LATER (a
+ * blocking read, which then waits on the socket) does not. */
+static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look)
 {
 	bool peek = flags & MSG_PEEK;
 
@@ -236,8 +253,18 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		/* Empty, bell clear: the socket holds the end, a token of a push
 		 * that raced us, one we owe, edge bytes, or nothing. */
+		if (look == LOOK_QUIET)
+			lf__shm_spin_wake(c);
+		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c))) {
+			pthread_mutex_unlock(&c->rxl);
+			errno = EAGAIN;
+			return -1;
+		}
 		char b;
+		unsigned waits = atomic_load_explicit(&lf__shm_waits, memory_order_acquire);
 		ssize_t r = lf__shm_io_skip_edges(fd, &b);
+		if (r < 0 && errno == EAGAIN)
+			lf__shm_spin_looked(c, waits);
 		pthread_mutex_unlock(&c->rxl);
 		if (r <= 0)
 			return r;
@@ -280,24 +307,33 @@ static int wait_fd(int fd, short ev, int opt, unsigned s0, unsigned i0)
 	return 0;
 }
 
+/* A blocking read's wait: the kernel's own blocking recv, peeking one
+ * byte, so that the wake-up is a read's and the kernel applies
+ * SO_RCVTIMEO and signals (EINTR, or a restart under SA_RESTART) as for
+ * the read itself. A token, edge byte or answer, the end or an error end
+ * it; an error is the read's answer (the peek took it). A signal that
+ * ran during the spin before it, or a socket that says EAGAIN with no
+ * timeout set (non-blocking in the kernel), take wait_fd's rules. 0: look
+ * again; -1: errno. */
+static int wait_read(int fd, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	char b;
+
+	if (atomic_load(&lf__sig_seen) != s0)
+		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
+		return 0;
+	if (errno == EAGAIN && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec)
+		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+	return -1;
+}
+
 static bool nonblocking(int fd, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
 	return (flags & MSG_DONTWAIT) || (atomic_load(&f->flags) & LF_F_NONBLOCK);
-}
-
-/* A blocking read spins first when the socket has a budget (spin.c's
- * rules, simplified: no back-off). */
-static void spin(struct lf_shm_conn *c, int fd)
-{
-	struct lf_fd *f = lf__fd(fd);
-	unsigned s0 = atomic_load(&lf__sig_seen);
-
-	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
-		return;
-	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
-	while (lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0 && lf__sys_now_ns() < end)
-		__builtin_ia32_pause();
 }
 
 /* One slice (20 ms) of a wait for the word w to move from seq: between
@@ -391,13 +427,15 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		*ret = -1;
 		return true;
 	}
+	bool nb = nonblocking(fd, flags);
+	enum look look = nb ? LOOK_QUIET : shut ? LOOK : LOOK_LATER;
 	for (;;) {
 		ssize_t r;
 		if (atomic_load(&c->state) == UNDECIDED) {
 			errno = EAGAIN;
 			r = -1;
 		} else {
-			r = k.len ? read_once(c, fd, &k, flags) : 0;
+			r = k.len ? read_once(c, fd, &k, flags, look) : 0;
 		}
 		if (r > 0) {
 			total += (size_t)r;
@@ -408,16 +446,20 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		}
 		if (r == 0)
 			break; /* the end (after what WAITALL got) */
-		if (errno != EAGAIN || shut || nonblocking(fd, flags)) {
+		if (errno != EAGAIN || shut || nb) {
 			if (total || (shut && errno == EAGAIN))
 				break; /* SHUT_RD: TCP reads 0 where it would wait */
 			*ret = -1;
 			return true;
 		}
-		spin(c, fd);
+		lf__shm_spin(c, fd);
 		if (atomic_load(&c->state) == ON && lf__shm_avail(c) != 0)
 			continue;
-		if (wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0) < 0) {
+		lf__shm_spin_sleep(c);
+		look = LOOK; /* what woke the wait may be the end */
+		if (wait_read(fd, s0, i0) < 0) {
+			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
+				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
 			if (total)
 				break;
 			*ret = -1;
@@ -434,9 +476,10 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 
 /* ---- writing */
 
-/* After publishing bytes: one token if the bell was clear. -1: errno of
- * the peer's end (EPIPE, ECONNRESET; SIGPIPE as the kernel sends it). */
-static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
+/* After publishing bytes up to upto: one token if the bell was clear and the
+ * reader did not take them at once. -1: errno of the peer's end (EPIPE,
+ * ECONNRESET; SIGPIPE as the kernel sends it). */
+static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 {
 	uint32_t zero = 0;
 
@@ -449,6 +492,8 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
+	if (b == 0 && lf__shm_spin_handed_off(c, upto))
+		return 0;
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
 		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
 		if (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
@@ -562,13 +607,14 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		lf__ring_sync(&c->tx, false);
 		long s = lf__ring_space(&c->tx);
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		uint64_t t = c->tx.pos;
 		pthread_mutex_unlock(&c->txl);
 		if (s < 0) {
 			*ret = lf__shm_broken(c, fd);
 			return true;
 		}
 		if (put) {
-			if (ring_bell(c, fd, flags) < 0) {
+			if (ring_bell(c, fd, flags, t) < 0) {
 				*ret = -1;
 				return true;
 			}

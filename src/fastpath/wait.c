@@ -315,9 +315,11 @@ LF_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
 	}
 	if (!handled) {
 		ret = REAL(select)(n, r, w, e, tv);
+		lf__shm_waited();
 		settle_selected(n, w, e, ret);
 		return ret;
 	}
+	lf__shm_waited();
 	settle_selected(n, w, e, ret);
 	if (tv) { /* Linux select reports the time left */
 		left = timeout - (int64_t)(lf__sys_now_ns() - start);
@@ -344,6 +346,7 @@ LF_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct times
 		handled = true;
 	if (!handled)
 		ret = REAL(pselect)(n, r, w, e, ts, mask);
+	lf__shm_waited();
 	settle_selected(n, w, e, ret);
 	return ret;
 }
@@ -430,16 +433,18 @@ static inline bool epoll_plain(int epfd)
 
 LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	if (epoll_plain(epfd))
-		return REAL(epoll_pwait)(epfd, ev, max, timeout, NULL);
-	return epoll_loop(epfd, ev, max, timeout, NULL);
+	int r = epoll_plain(epfd) ? REAL(epoll_pwait)(epfd, ev, max, timeout, NULL)
+				  : epoll_loop(epfd, ev, max, timeout, NULL);
+	lf__shm_waited(); /* the shm tier's reads look at their sockets again */
+	return r;
 }
 
 LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	if (epoll_plain(epfd))
-		return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-	return epoll_loop(epfd, ev, max, timeout, mask);
+	int r = epoll_plain(epfd) ? REAL(epoll_pwait)(epfd, ev, max, timeout, mask)
+				  : epoll_loop(epfd, ev, max, timeout, mask);
+	lf__shm_waited();
+	return r;
 }
 
 /* epoll_pwait2 (nanosecond timeout): the bells' events taken out as above
@@ -458,6 +463,7 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 					: left;
 		struct timespec t = ns_ts(slice);
 		int r = lf__sys_epoll_pwait2(epfd, ev, max, slice < 0 ? NULL : &t, mask);
+		lf__shm_waited();
 		if (r < 0 || (r == 0 && slice == left))
 			return r;
 		int k = r ? lf__bell_epoll_filter(ev, r) : 0;

@@ -32,10 +32,12 @@ struct lf_ring_hdr {
 	_Atomic uint64_t pre;                /* client-to-server: bytes the client wrote on the stream first */
 	_Atomic uint32_t switched;           /* ... and that number is final */
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
+	_Atomic uint32_t fin;                /* writer: its end is closing (close, SHUT_WR): the reader looks at the socket */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
 	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
+	_Atomic uint32_t awake;              /* reader polls the ring: a writer may wait a moment for it rather than ring */
 };
 
 struct lf_ring_page {

@@ -428,3 +428,157 @@ def test_passing_a_tier_socket_is_refused_not_reset(build, tier):
     finally:
         stop(p)
     assert got == ["EOPNOTSUPP" if tier == "shm" else "passed", "after", "back"], got
+# Both ends in one process again: a reader that polls its ring with
+# non-blocking reads (the spin of docs/shm.md, "Spinning"), which answers
+# EAGAIN without a system call while nothing can have come, and whose
+# writer waits a moment for it rather than ring. Raw system calls (ctypes)
+# end the peer's side, or read the kernel's queue, past loopfast.
+SPINNING = textwrap.dedent("""
+    import ctypes, select, socket, sys, threading, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_ioctl, SYS_shutdown, FIONREAD = 16, 48, 0x541B   # x86_64
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+
+    def pair():
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        a.setblocking(False)
+        global mapped                                # the kernel's maps: both ends' rings
+        mapped = min(mapped, sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps")))
+        return c, a
+
+    mapped = 99
+    def spin(a, n=300):                              # polls: EAGAIN n times, or what comes
+        for _ in range(n):
+            try:
+                return a.recv(100)
+            except BlockingIOError:
+                pass
+        return None
+
+    def kernel_queue(fd):                            # the socket's own receive queue, not loopfast's answer
+        n = ctypes.c_int(0)
+        assert libc.syscall(SYS_ioctl, fd, FIONREAD, ctypes.byref(n)) == 0
+        return n.value
+
+    out = []
+    for i in range(20 if mode != "wake" else 3):
+        c, a = pair()
+        ep = select.epoll(); ep.register(a, select.EPOLLIN)
+        assert spin(a) is None
+        if mode == "close":                          # the peer closes: the next read sees the end
+            c.close()
+        elif mode == "raw-shutdown":                 # an end loopfast did not see, then a wait that reports it
+            libc.syscall(SYS_shutdown, c.fileno(), socket.SHUT_WR)
+            assert any(ep.poll(0) for _ in range(10000))
+        elif mode == "wake":                         # the reader stops polling and sleeps: the write must wake it
+            t = threading.Thread(target=lambda: (time.sleep(0.2), c.sendall(b"x"))); t.start()
+            events = len(ep.poll(10)); t.join()
+            queued = kernel_queue(a.fileno())
+            got = spin(a)
+            out.append(f"{events}/{queued}/{got!r}/{kernel_queue(a.fileno())}")
+            c.close(); a.close(); ep.close()
+            continue
+        try:
+            out.append("EOF" if a.recv(100) == b"" else "data")
+        except BlockingIOError:
+            out.append("EAGAIN")
+        c.close(); a.close(); ep.close()
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def run_both(script, *args):
+    """script's line on TCP (the control) and on the tier; on the tier the
+    process maps the memfd for its connections' ends."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [sys.executable, "-c", script, *args]
+        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=60)
+        finally:
+            stop(p)
+        assert p.returncode == 0, err
+        maps, *got[tier] = out.split()
+        assert maps == ("maps=0" if tier == "tcp" else "maps=2"), f"{tier}: {maps} (not on the tier)"
+    return got
+
+
+@pytest.mark.parametrize("mode", ["close", "raw-shutdown"])
+def test_a_polling_reader_sees_the_end_at_once(build, mode):
+    """A reader that polls its empty ring with non-blocking reads answers
+    EAGAIN from the ring alone while nothing can have come; the peer's
+    close (which says so in the page), or a wait that reported the end
+    (epoll here; the end itself came past loopfast, as a killed peer's
+    does), makes its next read look at the socket: EOF at once, as on TCP,
+    in every one of 20 rounds."""
+    got = run_both(SPINNING, mode)
+    assert got["tcp"] == ["EOF"] * 20, got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_a_writer_wakes_a_reader_that_stopped_polling(build):
+    """The writer of a reader that was polling waits a moment for it to
+    take the bytes rather than ring; a reader that went to sleep in the
+    kernel's epoll_wait meanwhile (loopfast cannot tell) is still woken:
+    the token is on the socket (the kernel's own FIONREAD says 1 byte)
+    until the read takes the data, and after it the socket holds nothing,
+    as the TCP control's does."""
+    got = run_both(SPINNING, "wake")
+    assert got["tcp"] == ["1/1/b'x'/0"] * 3, got
+    assert got["shm"] == got["tcp"], got
+
+
+SPIN_READER = textwrap.dedent("""
+    import socket, sys, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    print(s.getsockname()[1], flush=True)
+    a, _ = s.accept()
+    assert a.recv(1) == b"0"; a.sendall(b"1")
+    a.setblocking(False)
+    print("polling", flush=True)
+    end = time.monotonic() + 10                   # no wait, no signal: only its own looks can see the end
+    while time.monotonic() < end:
+        try:
+            d = a.recv(100)
+            print("EOF" if d == b"" else "data", flush=True); break
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            print(e.__class__.__name__, flush=True); break
+    else:
+        print("nothing in 10 s", flush=True)
+""")
+
+SPIN_PEER = textwrap.dedent("""
+    import socket, sys, time
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    c.sendall(b"0"); assert c.recv(1) == b"1"
+    print("ready", flush=True); time.sleep(60)
+""")
+
+
+def test_a_polling_reader_sees_a_killed_peer(build):
+    """kill -9 of the peer of a reader that polls with non-blocking reads
+    and never waits: nothing in the page says so, and the reader sees the
+    end at one of its periodic looks at the socket (docs/shm.md, at most
+    20 us after it), long before its 10 s give up."""
+    srv = start("shm", SPIN_READER)
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = start("shm", SPIN_PEER, port)
+        assert readline(cli).strip() == "ready"
+        assert readline(srv).strip() == "polling"
+        assert maps_memfd(srv.pid) >= 1 and maps_memfd(cli.pid) >= 1, "the connection is not on the tier"
+        for p in process_tree(cli.pid):
+            os.kill(p, signal.SIGKILL)
+        assert readline(srv, timeout=30).strip() in ("EOF", "ConnectionResetError")
+    finally:
+        for p in (cli, srv):
+            if p:
+                stop(p)

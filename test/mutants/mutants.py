@@ -1134,3 +1134,37 @@ MUTANTS += [
           "\tif (0) {\n")],
         ["e2e:test_shm.py -k passing"]),
 ]
+
+# The shared-memory tier's spin without system calls (shm_spin.c, docs/shm.md
+# "Spinning"): the writer's hand-off to a polling reader and the reader's
+# quiet answers, each against test_shm.py.
+MUTANTS += [
+    Mutant(
+        "shm-writer-skips-token-for-polling-reader",
+        "a tier writer whose reader was polling skips the token without waiting for the reader to take the bytes: a reader that went to sleep in epoll_wait is never woken",
+        [("src/fastpath/shm_spin.c",
+          "\t\tif ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)\n\t\t\treturn true;\n",
+          "\t\treturn true;\n")],
+        ["e2e:test_shm.py -k stopped_polling"]),
+    Mutant(
+        "shm-quiet-after-a-wait",
+        "a tier reader's non-blocking read answers EAGAIN from its ring alone after a wait (epoll) that reported the end",
+        [("src/fastpath/shm_spin.c",
+          "\t    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))\n",
+          "\t    0)\n")],
+        ["e2e:test_shm.py -k 'sees_the_end_at_once and raw-shutdown'"]),
+    Mutant(
+        "shm-quiet-after-peer-close",
+        "a tier reader's non-blocking read answers EAGAIN from its ring alone after the peer closed (the page's fin word unread)",
+        [("src/fastpath/shm_spin.c",
+          "\t    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || ",
+          "\t    ")],
+        ["e2e:test_shm.py -k 'sees_the_end_at_once and close'"]),
+    Mutant(
+        "shm-quiet-forever",
+        "a tier reader that polls never looks at its socket again: a killed peer's end is never seen",
+        [("src/fastpath/shm_spin.c",
+          "\treturn lf__sys_now_ns() - c->looked_ns < LOOK_NS;\n",
+          "\treturn true;\n")],
+        ["e2e:test_shm.py -k killed_peer"]),
+]

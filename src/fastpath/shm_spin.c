@@ -1,0 +1,107 @@
+/* The shared-memory tier's polling (docs/shm.md, "Spinning"): what lets
+ * a round trip between two ends that poll make no system call, while the
+ * doorbell's invariant (shm_io.c: the socket holds a token while the ring
+ * holds data) holds whenever a call returns.
+ *
+ * - A reader that polls says so (`awake` in its half of the page); a
+ *   writer that finds the bell clear waits a moment for such a reader to
+ *   take every byte, and then owes no token (lf__shm_spin_handed_off).
+ * - A non-blocking read of an empty ring answers EAGAIN without looking at
+ *   the socket while nothing can have come since its last look
+ *   (lf__shm_spin_quiet).
+ * - A blocking read spins on its ring under --spin-us (lf__shm_spin).
+ * Called by shm_io.c (reads and writes) and shm.c (poll). */
+#include "internal.h"
+#include "shm.h"
+#include "shm_conn.h"
+
+/* A look at the socket less than LOOK_NS ago found nothing, and since then
+ * this thread has handled no signal, the process has made no wait (poll,
+ * select, epoll: lf__shm_waits), the peer has not begun to close (fin,
+ * set before its close or SHUT_WR), and no token is owed: what a look now
+ * would find can only be the end of a peer that died without closing
+ * (kill -9, _exit), and a polling reader sees it at its next look, at most
+ * LOOK_NS later (docs/shm.md, "Spinning"). Under rxl. */
+#define LOOK_NS 20000u
+
+bool lf__shm_spin_quiet(const struct lf_shm_conn *c)
+{
+	if (c->owed || atomic_load_explicit(&c->edges, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || c->looked_thread != (const void *)&lf__sig_seen ||
+	    c->looked_sig != atomic_load_explicit(&lf__sig_seen, memory_order_relaxed) ||
+	    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))
+		return false;
+	return lf__sys_now_ns() - c->looked_ns < LOOK_NS;
+}
+
+void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits)
+{
+	c->looked_ns = lf__sys_now_ns();
+	c->looked_waits = waits;
+	c->looked_sig = atomic_load_explicit(&lf__sig_seen, memory_order_relaxed);
+	c->looked_thread = &lf__sig_seen;
+}
+
+void lf__shm_spin_wake(struct lf_shm_conn *c)
+{
+	if (!atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		atomic_store_explicit(&c->rx.h->awake, 1, memory_order_relaxed);
+}
+
+void lf__shm_spin_sleep(struct lf_shm_conn *c)
+{
+	if (atomic_load(&c->state) == ON && atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		atomic_store_explicit(&c->rx.h->awake, 0, memory_order_relaxed);
+}
+
+/* A blocking read spins on its ring first when the socket has a budget
+ * (spin.c's rules, simplified: no back-off). */
+void lf__shm_spin(struct lf_shm_conn *c, int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+	unsigned s0 = atomic_load(&lf__sig_seen);
+
+	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
+		return;
+	lf__shm_spin_wake(c);
+	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
+	for (unsigned i = 1; lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0; i++) {
+		if (i % 32 == 0 && lf__sys_now_ns() >= end) /* the clock costs more than a look at the ring */
+			break;
+		__builtin_ia32_pause();
+	}
+}
+
+/* A writer that found the bell clear, while its reader polls the ring
+ * (awake): waits up to HANDOFF_NS for the reader to have taken every byte
+ * up to t (its head), and then needs no token: the ring is empty and the
+ * bell clear, as after a read that settled. Otherwise (the reader took
+ * only part, or none: it stopped polling) it rings as always, and stops
+ * waiting for this reader until it polls again. Only a wait, never a
+ * skipped token for bytes still in the ring. Not with edges (each push
+ * is an edge there). */
+#define HANDOFF_NS 5000u
+
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
+{
+	uint64_t end = 0;
+	uint32_t one = 1;
+
+	if (!atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+		return false;
+	for (unsigned i = 0; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
+		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
+			return true;
+		if (i % 64 == 0) {
+			uint64_t now = lf__sys_now_ns();
+			if (!end)
+				end = now + HANDOFF_NS;
+			else if (now >= end)
+				break;
+		}
+		__builtin_ia32_pause();
+	}
+	atomic_compare_exchange_strong(&c->tx.h->awake, &one, 0);
+	return false;
+}
