@@ -150,13 +150,15 @@ class FastPathDiffers(AssertionError):
 KNOWN = {}
 
 
-def run(mode, scenario, family, spin=None, listen="lo", tier=None):
+def run(mode, scenario, family, spin=None, listen="lo", tier=None, probe=PROBE):
     """The probe's transcript (lines not starting with "#"), its "#path"
     lines as (who, path, inode, peer inode) (the inodes None where the
     probe gives none) and its whole output. Each run has a process group
-    of its own: the probe's proof of "unix" looks for the peer there."""
+    of its own: the probe's proof of "unix" looks for the peer there.
+    probe: the lfprobe binary (test_supervisor_compare.py runs one linked
+    -static)."""
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"), LFPROBE_LISTEN=listen)
-    p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin, tier), capture_output=True, text=True,
+    p = subprocess.run(wrap(mode, [str(probe), scenario, family], spin, tier), capture_output=True, text=True,
                        timeout=60, env=env, process_group=0)
     assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     lines = p.stdout.splitlines()
@@ -205,13 +207,13 @@ def compare(scenario, tcp, lf, lf_out):
     return used
 
 
-def same_as_tcp(scenario, family, listen="lo", tier=None):
+def same_as_tcp(scenario, family, listen="lo", tier=None, probe=PROBE):
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
-    tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen)
+    tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen, probe=probe)
     for line in MUST_SHOW.get(scenario, []):
         assert any(line in l for l in tcp), f"plain TCP did not show {line!r}: the scenario's setup failed\n" + \
             "\n".join(tcp)
-    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen, tier)
+    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen, tier, probe)
     used = compare(scenario, tcp, lf, lf_out)
     assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \
         f"documented differences that did not occur: {set(range(len(DOCUMENTED[scenario]))) - used}"
