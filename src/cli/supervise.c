@@ -589,6 +589,15 @@ void sv_sweep(void)
 	size_t n = sv_tree_inodes(&inos);
 	int k = 0;
 
+	/* A listener missing from the scan may be held by a process forked
+	 * while it ran (not yet listed when the tree was, its parent's
+	 * descriptors read after the parent closed its own): a second scan,
+	 * which lists the tree after the first read them, finds it. Made only
+	 * then. */
+	if (svs_missing(inos, n)) {
+		free(inos);
+		n = sv_tree_inodes(&inos);
+	}
 	svs_sweep(inos, n);
 	for (int i = 0; i < nchoices; i++)
 		if (sv_has_inode(inos, n, choices[i].ino))

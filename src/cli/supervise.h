@@ -82,6 +82,8 @@ void svs_park_ready(int lfd, int ep, int i);
 bool svs_listening(void);
 bool svs_parked(void);
 void svs_tick(int lfd, int ep);
+/* Whether a listener held here is not among inos (then svs_sweep lets it go). */
+bool svs_missing(const unsigned long *inos, size_t n);
 void svs_sweep(const unsigned long *inos, size_t n);
 /* The listener this process serves for the socket with inode ino, as
  * the copy the library knows it by, or -1. */

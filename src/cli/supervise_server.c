@@ -136,13 +136,26 @@ void svs_keep(int copy)
  * let go, so that the port is free and clients are refused as over TCP.
  * Not one with a parked accept: that accept keeps it, as the kernel's
  * would. */
+static bool gone(int i, const unsigned long *inos, size_t n)
+{
+	bool busy = false;
+	for (int k = 0; k < nparks && !busy; k++)
+		busy = parks[k].dup >= 0 && parks[k].copy == held[i].copy;
+	return held[i].copy >= 0 && !busy && !sv_has_inode(inos, n, held[i].ino);
+}
+
+bool svs_missing(const unsigned long *inos, size_t n)
+{
+	for (int i = 0; i < nheld; i++)
+		if (gone(i, inos, n))
+			return true;
+	return false;
+}
+
 void svs_sweep(const unsigned long *inos, size_t n)
 {
 	for (int i = 0; i < nheld; i++) {
-		bool busy = false;
-		for (int k = 0; k < nparks && !busy; k++)
-			busy = parks[k].dup >= 0 && parks[k].copy == held[i].copy;
-		if (held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))
+		if (!gone(i, inos, n))
 			continue;
 		SV_DEBUG("listener inode %lu: closed by the program, its rendezvous goes", held[i].ino);
 		close(held[i].copy);
