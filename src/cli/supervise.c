@@ -532,21 +532,24 @@ static void children_of(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
 		closedir(d);
 }
 
-size_t sv_tree_inodes(unsigned long **out)
+/* The socket inodes the processes of the tree hold (sorted, in *out),
+ * or, with want, whether one holds want (1 or 0, stopping there). */
+static size_t tree_scan(unsigned long **out, unsigned long want)
 {
 	pid_t *pids = NULL;
 	size_t np = 0, cap = 0, n = 0, icap = 0;
 	unsigned long *inos = NULL;
 	char path[64], link[320], target[64];
+	bool found = false;
 
 	children_of(getpid(), &pids, &np, &cap);
 	for (size_t i = 0; i < np; i++)
 		children_of(pids[i], &pids, &np, &cap);
-	for (size_t i = 0; i < np; i++) {
+	for (size_t i = 0; i < np && !found; i++) {
 		snprintf(path, sizeof(path), "/proc/%d/fd", pids[i]);
 		DIR *d = opendir(path);
 		struct dirent *e;
-		while (d && (e = readdir(d))) {
+		while (d && !found && (e = readdir(d))) {
 			unsigned long ino;
 			snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
 			ssize_t k = readlink(link, target, sizeof(target) - 1);
@@ -555,6 +558,10 @@ size_t sv_tree_inodes(unsigned long **out)
 			target[k] = 0;
 			if (sscanf(target, "socket:[%lu]", &ino) != 1)
 				continue;
+			if (want) {
+				found = ino == want;
+				continue;
+			}
 			if (n == icap) {
 				unsigned long *t = realloc(inos, (icap = icap * 2 + 64) * sizeof(*inos));
 				if (!t)
@@ -567,9 +574,23 @@ size_t sv_tree_inodes(unsigned long **out)
 			closedir(d);
 	}
 	free(pids);
+	if (want)
+		return found;
 	qsort(inos, n, sizeof(*inos), cmp_ino);
 	*out = inos;
 	return n;
+}
+
+size_t sv_tree_inodes(unsigned long **out)
+{
+	return tree_scan(out, 0);
+}
+
+/* A second look when the first finds nothing: a process forked during
+ * the first (see sv_sweep) is listed by the second. */
+bool sv_tree_holds(unsigned long ino)
+{
+	return tree_scan(NULL, ino) || tree_scan(NULL, ino);
 }
 
 static uint64_t now_ms(void)

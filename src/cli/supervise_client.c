@@ -324,6 +324,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !sv_read(n->pid, n->data.args[1], &ss, len) ||
 	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return sv_reply(lfd, n->id, 0, true);
+	svs_check_port(dst.port);
 	int copy = sv_grab(lfd, n, fd), tcp = -1;
 	if (copy >= 0 && sv_domain(copy) == AF_UNIX && lf_fast_path_active(copy) == 1) {
 		int r = connect_again(copy);

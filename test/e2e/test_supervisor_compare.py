@@ -49,12 +49,6 @@ SECCOMP_DOCUMENTED = {
                  (r"then '@one '", r"then ''")],
     # TCP_NODELAY on a passed fast-path socket: the Unix socket's EOPNOTSUPP.
     "scm-rights": [(r"receiver: domain (\d+) nodelay-set 0", r"receiver: domain \1 nodelay-set -1")],
-    # connect to a port whose listener the program has just closed: the
-    # supervisor's copy keeps it until its sweep (up to a second), so some
-    # connects are accepted there and reset, where TCP refuses them all.
-    # No child hangs.
-    "fork-while-connecting": [(r"children that did not exit within 5 s: 0; connect refused in (\d+) of \1",
-                               r"children that did not exit within 5 s: 0; connect refused in \\d+ of \1")],
 }
 
 # A connect whose handshake waits (a full accept queue) is answered when
@@ -140,7 +134,7 @@ def supervised_same_as_tcp(probe, scenario, family):
 
 # make test: a few scenarios of the core (names, non-blocking connect and
 # readiness, half-close, a killed peer, SO_RCVLOWAT's readiness; SHUT_RD waits 5 s: extra).
-CORE = ["names", "connect-nonblock", "readiness", "halfclose", "sigkill", "rcvlowat"]
+CORE = ["names", "connect-nonblock", "connect-refused", "readiness", "halfclose", "sigkill", "rcvlowat"]
 
 
 @pytest.mark.parametrize("scenario", CORE)
