@@ -618,21 +618,24 @@ static void children_of(pid_t pid, pid_t **pids, size_t *n, size_t *cap)
 		closedir(d);
 }
 
-size_t sv_tree_inodes(unsigned long **out)
+/* The socket inodes the processes of the tree hold (sorted, in *out),
+ * or, with want, whether one holds want (1 or 0, stopping there). */
+static size_t tree_scan(unsigned long **out, unsigned long want)
 {
 	pid_t *pids = NULL;
 	size_t np = 0, cap = 0, n = 0, icap = 0;
 	unsigned long *inos = NULL;
 	char path[64], link[320], target[64];
+	bool found = false;
 
 	children_of(getpid(), &pids, &np, &cap);
 	for (size_t i = 0; i < np; i++)
 		children_of(pids[i], &pids, &np, &cap);
-	for (size_t i = 0; i < np; i++) {
+	for (size_t i = 0; i < np && !found; i++) {
 		snprintf(path, sizeof(path), "/proc/%d/fd", pids[i]);
 		DIR *d = opendir(path);
 		struct dirent *e;
-		while (d && (e = readdir(d))) {
+		while (d && !found && (e = readdir(d))) {
 			unsigned long ino;
 			snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
 			ssize_t k = readlink(link, target, sizeof(target) - 1);
@@ -641,6 +644,10 @@ size_t sv_tree_inodes(unsigned long **out)
 			target[k] = 0;
 			if (sscanf(target, "socket:[%lu]", &ino) != 1)
 				continue;
+			if (want) {
+				found = ino == want;
+				continue;
+			}
 			if (n == icap) {
 				unsigned long *t = realloc(inos, (icap = icap * 2 + 64) * sizeof(*inos));
 				if (!t)
@@ -653,9 +660,23 @@ size_t sv_tree_inodes(unsigned long **out)
 			closedir(d);
 	}
 	free(pids);
+	if (want)
+		return found;
 	qsort(inos, n, sizeof(*inos), cmp_ino);
 	*out = inos;
 	return n;
+}
+
+size_t sv_tree_inodes(unsigned long **out)
+{
+	return tree_scan(out, 0);
+}
+
+/* A second look when the first finds nothing: a process forked during
+ * the first (see sv_sweep) is listed by the second. */
+bool sv_tree_holds(unsigned long ino)
+{
+	return tree_scan(NULL, ino) || tree_scan(NULL, ino);
 }
 
 static uint64_t now_ms(void)
@@ -675,6 +696,15 @@ void sv_sweep(void)
 	size_t n = sv_tree_inodes(&inos);
 	int k = 0;
 
+	/* A listener missing from the scan may be held by a process forked
+	 * while it ran (not yet listed when the tree was, its parent's
+	 * descriptors read after the parent closed its own): a second scan,
+	 * which lists the tree after the first read them, finds it. Made only
+	 * then. */
+	if (svs_missing(inos, n)) {
+		free(inos);
+		n = sv_tree_inodes(&inos);
+	}
 	svs_sweep(inos, n);
 	for (int i = 0; i < nchoices; i++)
 		if (sv_has_inode(inos, n, choices[i].ino))

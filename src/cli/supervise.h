@@ -51,6 +51,8 @@ bool sv_wanted(int copy);
  * returns how many, *out malloc'd (NULL when none). */
 size_t sv_tree_inodes(unsigned long **out);
 bool sv_has_inode(const unsigned long *tab, size_t n, unsigned long ino);
+/* Whether a process of the tree holds socket inode ino. */
+bool sv_tree_holds(unsigned long ino);
 /* Lets go of what the tree no longer holds (supervise_server.c's
  * listeners: svs_sweep, and the opt-in choices). */
 void sv_sweep(void);
@@ -91,7 +93,11 @@ void svs_park_ready(int lfd, int ep, int i);
 bool svs_listening(void);
 bool svs_parked(void);
 void svs_tick(int lfd, int ep);
+/* Whether a listener held here is not among inos (then svs_sweep lets it go). */
+bool svs_missing(const unsigned long *inos, size_t n);
 void svs_sweep(const unsigned long *inos, size_t n);
+/* Before a connect to port: lets go of a listener on it the tree no longer holds. */
+void svs_check_port(unsigned port);
 /* The listener this process serves for the socket with inode ino, as
  * the copy the library knows it by, or -1. */
 int svs_listener(unsigned long ino);

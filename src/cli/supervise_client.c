@@ -129,6 +129,32 @@ no: /* cannot watch: the verdict is left to the library's next look */
 
 /* ---- the end of a connect: the result put in the program */
 
+/* Fast-path sockets whose connect was answered EINPROGRESS, by inode: TCP
+ * answers the next connect on such a socket 0, once, then EISCONN. The
+ * oldest is forgotten past 256 (it then gets EISCONN at once). */
+static unsigned long told_inprogress[256];
+static unsigned told_next;
+
+static unsigned long inode_of(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) ? 0 : (unsigned long)st.st_ino;
+}
+
+/* connect again on a switched socket: 0 once after EINPROGRESS, then
+ * EISCONN, as TCP (the kernel's connect of a Unix socket to an IP
+ * address would say EINVAL). */
+static int connect_again(int copy)
+{
+	unsigned long ino = inode_of(copy);
+	for (unsigned i = 0; ino && i < sizeof(told_inprogress) / sizeof(told_inprogress[0]); i++)
+		if (told_inprogress[i] == ino) {
+			told_inprogress[i] = 0;
+			return 0;
+		}
+	return -EISCONN;
+}
+
 /* The connect on copy is done (ret: its answer, 0 or -errno): a copy
  * switched to the fast path replaces the program's socket under the same
  * number, and the bell is watched; anything else is plain TCP, made here
@@ -161,6 +187,9 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 			syscall(SYS_close, tcp);
 			return;
 		}
+		if (ret == -EINPROGRESS)
+			told_inprogress[told_next++ % (sizeof(told_inprogress) / sizeof(told_inprogress[0]))] =
+				inode_of(copy);
 		SV_DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, port, ret ? strerror(-ret) : "0");
 		sv_reply(lfd, n->id, ret, false);
 		watch_add(ep, copy, tcp);
@@ -325,7 +354,13 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (len < sizeof(sa_family_t) || len > sizeof(ss) || !sv_read(n->pid, n->data.args[1], &ss, len) ||
 	    !sv_valid(lfd, n->id) || !lf__ep_from_sockaddr(&dst, (void *)&ss, len) || !lf__ep_is_loopback(&dst))
 		return sv_reply(lfd, n->id, 0, true);
+	svs_check_port(dst.port);
 	int copy = sv_grab(lfd, n, fd), tcp = -1;
+	if (copy >= 0 && sv_domain(copy) == AF_UNIX && lf_fast_path_active(copy) == 1) {
+		int r = connect_again(copy);
+		close(copy);
+		return sv_reply(lfd, n->id, r, false);
+	}
 	if (copy >= 0 && (hello_sent(copy) || !sv_wanted(copy))) {
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);

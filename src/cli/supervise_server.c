@@ -52,10 +52,12 @@
 
 #define MAX_PARKS 1024
 
-/* The listeners served here: the socket's inode and this process's copy. */
+/* The listeners served here: the socket's inode, its port and this
+ * process's copy. */
 struct held {
 	unsigned long ino;
 	int copy;
+	unsigned port;
 };
 static struct held *held;
 static int nheld;
@@ -135,25 +137,65 @@ void svs_keep(int copy)
 		close(copy); /* the library's close: the rendezvous goes, the listener is plain TCP */
 		return;
 	}
-	held[i] = (struct held){ (unsigned long)st.st_ino, copy };
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	unsigned port = 0;
+	if (syscall(SYS_getsockname, copy, &ss, &sl) == 0)
+		port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						      : ((struct sockaddr_in *)&ss)->sin_port);
+	held[i] = (struct held){ (unsigned long)st.st_ino, copy, port };
 }
 
 /* The listeners the tree no longer holds (closed, or passed out of it):
  * let go, so that the port is free and clients are refused as over TCP.
  * Not one with a parked accept: that accept keeps it, as the kernel's
  * would. */
+/* Whether listener i has a parked accept (which keeps it, as the
+ * kernel's would). */
+static bool busy(int i)
+{
+	for (int k = 0; k < nparks; k++)
+		if (parks[k].dup >= 0 && parks[k].copy == held[i].copy)
+			return true;
+	return false;
+}
+
+static bool gone(int i, const unsigned long *inos, size_t n)
+{
+	return held[i].copy >= 0 && !busy(i) && !sv_has_inode(inos, n, held[i].ino);
+}
+
+bool svs_missing(const unsigned long *inos, size_t n)
+{
+	for (int i = 0; i < nheld; i++)
+		if (gone(i, inos, n))
+			return true;
+	return false;
+}
+
+static void let_go(int i)
+{
+	SV_DEBUG("listener inode %lu: closed by the program, its rendezvous goes", held[i].ino);
+	close(held[i].copy);
+	held[i].copy = -1;
+}
+
 void svs_sweep(const unsigned long *inos, size_t n)
 {
-	for (int i = 0; i < nheld; i++) {
-		bool busy = false;
-		for (int k = 0; k < nparks && !busy; k++)
-			busy = parks[k].dup >= 0 && parks[k].copy == held[i].copy;
-		if (held[i].copy < 0 || busy || sv_has_inode(inos, n, held[i].ino))
-			continue;
-		SV_DEBUG("listener inode %lu: closed by the program, its rendezvous goes", held[i].ino);
-		close(held[i].copy);
-		held[i].copy = -1;
-	}
+	for (int i = 0; i < nheld; i++)
+		if (gone(i, inos, n))
+			let_go(i);
+}
+
+/* Before a connect to port: a listener on it that the program has closed
+ * since the last sweep is let go now, so that the connect is refused as
+ * over TCP rather than taken by our copy (and reset at the sweep). Looks
+ * only for that listener's inode, stopping where it is found. */
+void svs_check_port(unsigned port)
+{
+	for (int i = 0; i < nheld; i++)
+		if (held[i].copy >= 0 && held[i].port == port && !busy(i) && !sv_tree_holds(held[i].ino))
+			let_go(i);
 }
 
 static bool tcp_socket(int fd)

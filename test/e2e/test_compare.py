@@ -143,6 +143,15 @@ class FastPathDiffers(AssertionError):
     failure an expected-failure mark below may stand for)."""
 
 
+class ProbeFailed(AssertionError):
+    """The probe stopped on an answer it does not accept (exit status 1: a
+    check failed), rather than printing a transcript."""
+
+
+class ProbeHung(AssertionError):
+    """The probe's watchdog ended it: a call was still blocked (exit 3)."""
+
+
 # Known faults: the fast-path transcript differs from TCP's until they are
 # fixed; each entry a strict xfail (FastPathDiffers), which fails the run
 # the day it passes. (A worker killed between accept and claim used to
@@ -150,15 +159,19 @@ class FastPathDiffers(AssertionError):
 KNOWN = {}
 
 
-def run(mode, scenario, family, spin=None, listen="lo", tier=None):
+def run(mode, scenario, family, spin=None, listen="lo", tier=None, probe=PROBE):
     """The probe's transcript (lines not starting with "#"), its "#path"
     lines as (who, path, inode, peer inode) (the inodes None where the
     probe gives none) and its whole output. Each run has a process group
-    of its own: the probe's proof of "unix" looks for the peer there."""
+    of its own: the probe's proof of "unix" looks for the peer there.
+    probe: the lfprobe binary (test_supervisor_compare.py runs one linked
+    -static)."""
     env = dict(os.environ, LFPROBE_BULK_MB=os.environ.get("LFPROBE_BULK_MB", "1024"), LFPROBE_LISTEN=listen)
-    p = subprocess.run(wrap(mode, [str(PROBE), scenario, family], spin, tier), capture_output=True, text=True,
+    p = subprocess.run(wrap(mode, [str(probe), scenario, family], spin, tier), capture_output=True, text=True,
                        timeout=60, env=env, process_group=0)
-    assert p.returncode == 0, f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
+    if p.returncode != 0:
+        raise (ProbeHung if p.returncode == 3 else ProbeFailed)(
+            f"{mode} {scenario}: rc {p.returncode}\n{p.stdout}\n{p.stderr}")
     lines = p.stdout.splitlines()
     paths = []
     for f in (l.split() for l in lines if l.startswith("#path ")):
@@ -183,7 +196,7 @@ def cases(known=KNOWN):
             yield pytest.param(sc, "6", id=f"{sc}-v6", marks=known.get((sc, "6"), ()))
 
 
-def compare(scenario, tcp, lf, lf_out):
+def compare(scenario, tcp, lf, lf_out, documented=DOCUMENTED):
     """Every line as TCP's, except the documented ones, which must be as
     documented; returns the documented entries that occurred."""
     def differs(why):
@@ -192,7 +205,7 @@ def compare(scenario, tcp, lf, lf_out):
         differs("transcripts differ in length")
     used = set()
     for t, f in zip(tcp, lf):
-        for i, (pattern, fast) in enumerate(DOCUMENTED.get(scenario, [])):
+        for i, (pattern, fast) in enumerate(documented.get(scenario, [])):
             m = re.fullmatch(pattern, t)
             if m:
                 used.add(i)
@@ -205,18 +218,22 @@ def compare(scenario, tcp, lf, lf_out):
     return used
 
 
-def same_as_tcp(scenario, family, listen="lo", tier=None):
+def same_as_tcp(scenario, family, listen="lo", tier=None, probe=PROBE, documented=DOCUMENTED,
+                expected_path=EXPECTED_LOOPFAST_PATH):
+    """The transcript under loopfast is TCP's but for the documented lines,
+    and its connections are on the expected path (test_supervisor_compare.py
+    gives its own tables)."""
     spin = os.environ.get("LOOPFAST_TEST_SPIN_US")
-    tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen)
+    tcp, tcp_paths, tcp_out = run("tcp", scenario, family, listen=listen, probe=probe)
     for line in MUST_SHOW.get(scenario, []):
         assert any(line in l for l in tcp), f"plain TCP did not show {line!r}: the scenario's setup failed\n" + \
             "\n".join(tcp)
-    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen, tier)
-    used = compare(scenario, tcp, lf, lf_out)
-    assert used == set(range(len(DOCUMENTED.get(scenario, [])))), \
-        f"documented differences that did not occur: {set(range(len(DOCUMENTED[scenario]))) - used}"
+    lf, lf_paths, lf_out = run("loopfast", scenario, family, spin, listen, tier, probe)
+    used = compare(scenario, tcp, lf, lf_out, documented)
+    assert used == set(range(len(documented.get(scenario, [])))), \
+        f"documented differences that did not occur: {set(range(len(documented[scenario]))) - used}"
     assert all(p == "tcp" for _, p, _, _ in tcp_paths), tcp_out
-    want = EXPECTED_LOOPFAST_PATH.get(scenario, "unix")
+    want = expected_path.get(scenario, "unix")
     for who, p, _, _ in lf_paths:
         assert p == (want.get(who, "unix") if isinstance(want, dict) else want), lf_out
     check_pairs(tcp_paths, tcp_out)

@@ -1168,3 +1168,31 @@ MUTANTS += [
           "\treturn true;\n")],
         ["e2e:test_shm.py -k killed_peer"]),
 ]
+
+# The supervisor's answer to connect on a socket it has switched
+# (test_supervisor_compare.py: the matrix with a -static probe).
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-again-unix",
+        "connect again on a supervised fast-path socket is the kernel's (the Unix socket's EINVAL), not TCP's",
+        [("src/cli/supervise_client.c",
+          "\tif (copy >= 0 && sv_domain(copy) == AF_UNIX && lf_fast_path_active(copy) == 1) {\n",
+          "\tif (0 && copy >= 0 && sv_domain(copy) == AF_UNIX && lf_fast_path_active(copy) == 1) {\n")],
+        ["e2e:test_supervisor_compare.py -k 'test_supervised_core and connect-nonblock'"]),
+    Mutant(
+        "supervisor-connect-again-no-zero",
+        "connect again after EINPROGRESS on a supervised fast-path socket says EISCONN at once (TCP: 0 once)",
+        [("src/cli/supervise_client.c",
+          "\t\t\ttold_inprogress[i] = 0;\n\t\t\treturn 0;\n",
+          "\t\t\ttold_inprogress[i] = 0;\n\t\t\treturn -EISCONN;\n")],
+        ["e2e:test_supervisor_compare.py -k 'test_supervised_core and connect-nonblock'"]),
+]
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-keeps-closed-listener",
+        "a connect from the supervised tree reaches a listener the program closed (the supervisor's copy, until its sweep)",
+        [("src/cli/supervise_client.c",
+          "\tsvs_check_port(dst.port);\n",
+          "")],
+        ["e2e:test_supervisor_compare.py -k 'fork-while-connecting-v4'"]),
+]

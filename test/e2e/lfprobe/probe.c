@@ -135,6 +135,15 @@ static bool held_by_group(unsigned long ino)
 	return false;
 }
 
+/* Whether the kernel knows a Unix socket of inode ino. */
+static bool unix_known(unsigned long ino)
+{
+	struct unix_diag_req q = { .sdiag_family = AF_UNIX, .udiag_states = ~0u, .udiag_ino = (uint32_t)ino,
+				   .udiag_cookie = { INET_DIAG_NOCOOKIE, INET_DIAG_NOCOOKIE } };
+	struct unix_diag_msg m;
+	return sock_diag(&q, sizeof(q), &m, sizeof(m)) >= (ssize_t)sizeof(m) && m.udiag_ino == ino;
+}
+
 /* A connected Unix stream socket whose peer a process of this group
  * holds: "unix". Until the server accepts it, the peer waits in a
  * listener's queue, unheld and without an inode (sock_diag says 0): then
@@ -237,12 +246,16 @@ static const char *path_ino(int fd, unsigned long *ino, unsigned long *peer)
 	target[n] = 0;
 	if (sscanf(target, "socket:[%lu]", ino) != 1)
 		return "not-a-socket";
-	if (syscall(SYS_getsockname, fd, &ss, &sl))
-		return "no-name";
-	if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
-		return tcp_path(fd, *ino, peer);
-	if (ss.ss_family != AF_UNIX)
+	/* The family from sock_diag first: even a raw getsockname may be
+	 * answered by someone else than the kernel (a seccomp supervisor
+	 * gives a Unix socket TCP's names, as a library would). */
+	if (!unix_known(*ino)) {
+		if (syscall(SYS_getsockname, fd, &ss, &sl))
+			return "no-name";
+		if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6)
+			return tcp_path(fd, *ino, peer);
 		return "other";
+	}
 	/* A peer not accepted yet (no inode) is waited for up to 5 s in
 	 * all; one accepted but held by no process of the group (in flight
 	 * between two processes) up to 1 s. */

@@ -487,7 +487,9 @@ void sc_vectored(void)
 	ssize_t r1 = sendto(s, "@", 1, 0, (void *)&to, tl);
 	ssize_t r2 = sendmsg(s, &mn, 0);
 	out("sendto/sendmsg with an address: %zd %zd", r1, r2);
-	size_t k = read_full(c, buf, 5);
+	/* What was sent, no more: a refused send (a Unix stream's EISCONN
+	 * under a seccomp supervisor, which sees no send) leaves nothing. */
+	size_t k = read_full(c, buf, (size_t)(r1 > 0 ? r1 : 0) + (size_t)(r2 > 0 ? r2 : 0));
 	out("then '%.*s'", (int)k, buf);
 }
 

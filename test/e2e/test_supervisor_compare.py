@@ -1,0 +1,156 @@
+"""The behaviour comparison matrix (test_compare.py) with the probe linked
+-static, so that under `loopfast run` the seccomp supervisor serves it
+(docs/supervisor.md), not the preload: every scenario, both families, plain
+TCP without loopfast against `loopfast run`, the path of each connection
+proved from the kernel at both ends (the probe's "#path" lines, paired by
+inode), as test_compare.same_as_tcp does.
+
+The supervisor sees no data call, so some answers differ from TCP's (and
+from the preload's). Each is written down in docs/supervisor.md ("The
+behaviour matrix") and here, in one of three forms:
+  SECCOMP_DOCUMENTED  a line of the transcript whose supervised answer is
+                      the documented one (checked exactly, and required to
+                      occur, as test_compare.DOCUMENTED);
+  SECCOMP_PATH        connections that are documented to stay on plain TCP;
+  SECCOMP_KNOWN       scenarios that cannot run to their end under the
+                      supervisor (the probe stops at the first answer it
+                      does not accept): strict xfails that must fail in the
+                      way named (ProbeFailed: the probe stopped on an error,
+                      never ProbeHung or a timeout), each naming its section.
+No entry stands for a hang: SECCOMP_BUGS lists the hangs found, as bugs."""
+import pathlib
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import ROOT
+from test_compare import (DOCUMENTED, EXPECTED_LOOPFAST_PATH, FAMILY_AGNOSTIC, SCENARIOS, FastPathDiffers,
+                          ProbeFailed, ProbeHung, same_as_tcp)
+
+pytestmark = pytest.mark.timeout(150)
+
+DOC = "docs/supervisor.md, The behaviour matrix"
+
+# Lines the supervised run answers differently, as (TCP's line, the
+# supervised line) patterns; a scenario listed here replaces test_compare's
+# entries for the preload (the preload answers some of them itself).
+SECCOMP_DOCUMENTED = {
+    **DOCUMENTED,
+    # The kernel's SHUT_RD of a Unix stream: reads end, and the peer's
+    # writes fail (EPIPE) where TCP takes and delivers them. epoll is TCP's
+    # here (the Unix socket is readable once shut), unlike the preload's.
+    "shut-rd": [("the peer writes after SHUT_RD: 2 0", "the peer writes after SHUT_RD: -1 EPIPE"),
+                ("and the reader gets them: 2 'cd'", "and the reader gets them: 0 ''"),
+                ("the peer writes: 2 0", "the peer writes: -1 EPIPE")],
+    # sendto/sendmsg with a destination on a connected socket: TCP ignores
+    # it, a Unix stream refuses it (the preload drops the address).
+    "vectored": [(r"sendto/sendmsg with an address: 1 4", r"sendto/sendmsg with an address: -1 -1"),
+                 (r"then '@one '", r"then ''")],
+    # TCP_NODELAY on a passed fast-path socket: the Unix socket's EOPNOTSUPP.
+    "scm-rights": [(r"receiver: domain (\d+) nodelay-set 0", r"receiver: domain \1 nodelay-set -1")],
+}
+
+# A connect whose handshake waits (a full accept queue) is answered when
+# the supervisor stops holding it (a non-blocking one after 2 s, a blocking
+# one at SO_SNDTIMEO): its connection then goes on as plain TCP.
+_HELD = {"client": "tcp", "server": "tcp"}
+SECCOMP_PATH = {**EXPECTED_LOOPFAST_PATH,
+                **{sc: _HELD for sc in ("connect-full-poll", "connect-full-epoll", "connect-full-select",
+                                        "connect-sndtimeo", "connect-again")}}
+
+
+# The line each stopping scenario's probe must stop on (its documented
+# answer), so that no other failure passes for the expected one.
+STOPS = {}
+
+
+def _known(why, stop, *scenarios, raises=ProbeFailed):
+    STOPS.update({sc: stop for sc in scenarios if stop})
+    return {(sc, fam): pytest.mark.xfail(raises=raises, strict=True, reason=f"{DOC}: {why} (issue 21)")
+            for sc in scenarios for fam in ("4", "6")}
+
+
+SECCOMP_KNOWN = {
+    # getsockopt/setsockopt are not trapped (but SO_DOMAIN, SO_PROTOCOL,
+    # SOL_LOOPFAST): TCP-level options on a fast-path socket get the Unix
+    # socket's EOPNOTSUPP, the probe stops there.
+    **_known("TCP-level options answer EOPNOTSUPP", "(errno 95 Operation not supported)", "sockopts",
+             "sockopts-before", "tcp-info", "sockopt-pin", "sockopt-shared", "dup"),
+    **_known("socket options answer as a Unix socket's", None, "sockopt-table", raises=FastPathDiffers),
+    # An epoll registration made before connect stays on the TCP file:
+    # EPOLL_CTL_MOD of the fd says ENOENT.
+    **_known("epoll registered before connect", "epoll_ctl(ep, EPOLL_CTL_MOD, c, &ev) == 0 (errno 2 ",
+             "epoll-before-connect", "fortify-pwait2"),
+    # sendmmsg with destinations: EISCONN, nothing sent (the probe stops
+    # waiting for it); recvmmsg names the Unix peer.
+    **_known("sendmmsg with destinations", "sendmmsg with destinations: -1 EISCONN", "mmsg"),
+}
+
+# Not documented answers but bugs, listed so that the rest of the matrix
+# runs: they hang (the probe's watchdog ends them). A blocking connect to a
+# full accept queue held by the supervisor is not interrupted by SIGALRM
+# (main holds it until the handshake ends; the held-connect interruption
+# under review looks only at signals for the thread itself, and the
+# probe's watchdog thread makes SIGALRM a signal for the process). Once
+# fixed these connections go on as plain TCP (the hello withdrawn): move
+# them to SECCOMP_PATH.
+SECCOMP_BUGS = {(sc, fam): pytest.mark.xfail(raises=ProbeHung, strict=True,
+                                             reason="BUG, a hang: a held blocking connect ignores SIGALRM (issue 21)")
+                for sc in ("connect-eintr", "connect-eintr-reconnect") for fam in ("4", "6")}
+
+
+def cases():
+    for sc in SCENARIOS:
+        for fam in ("4",) if sc in FAMILY_AGNOSTIC else ("4", "6"):
+            marks = SECCOMP_KNOWN.get((sc, fam), SECCOMP_BUGS.get((sc, fam), ()))
+            yield pytest.param(sc, fam, id=f"{sc}-v{fam}", marks=marks)
+
+
+@pytest.fixture(scope="module")
+def static_probe():
+    """lfprobe linked -static (no program interpreter: loopfast run picks
+    the supervisor for it)."""
+    with tempfile.TemporaryDirectory(prefix="lf-svprobe-") as d:
+        out = pathlib.Path(d) / "lfprobe"
+        src = sorted(str(p) for p in (ROOT / "test" / "e2e" / "lfprobe").glob("*.c"))
+        done = subprocess.run(["cc", "-O2", "-D_GNU_SOURCE", "-static", "-pthread", "-o", str(out), *src],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        ph = subprocess.run(["readelf", "-lW", str(out)], capture_output=True, text=True, timeout=30).stdout
+        assert "LOAD" in ph and "INTERP" not in ph, f"lfprobe has a program interpreter:\n{ph}"
+        yield out
+
+
+def supervised_same_as_tcp(probe, scenario, family):
+    try:
+        same_as_tcp(scenario, family, probe=probe, documented=SECCOMP_DOCUMENTED, expected_path=SECCOMP_PATH)
+    except ProbeFailed as e:
+        stop = STOPS.get(scenario)
+        if stop and not (str(e).startswith("loopfast ") and stop in str(e)):
+            raise AssertionError(f"the probe did not stop on the documented answer {stop!r}:\n{e}") from e
+        raise
+
+
+# make test: a few scenarios of the core (names, non-blocking connect and
+# readiness, half-close, a killed peer, SO_RCVLOWAT's readiness; SHUT_RD waits 5 s: extra).
+CORE = ["names", "connect-nonblock", "connect-refused", "readiness", "halfclose", "sigkill", "rcvlowat"]
+
+
+@pytest.mark.parametrize("scenario", CORE)
+def test_supervised_core(build, static_probe, scenario):
+    supervised_same_as_tcp(static_probe, scenario, "4")
+
+
+# The whole matrix, both families (about 99 runs, minutes): make test-extra.
+@pytest.mark.extra
+@pytest.mark.parametrize("scenario,family", list(cases()))
+def test_supervised_same_as_tcp(build, static_probe, scenario, family):
+    supervised_same_as_tcp(static_probe, scenario, family)
+
+
+def test_every_entry_names_a_scenario():
+    """No entry outlives the scenario it documents."""
+    for table in (SECCOMP_DOCUMENTED, SECCOMP_PATH):
+        assert set(table) <= set(SCENARIOS)
+    assert {sc for sc, _ in [*SECCOMP_KNOWN, *SECCOMP_BUGS]} <= set(SCENARIOS)
