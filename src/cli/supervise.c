@@ -348,17 +348,11 @@ bool sv_may_switch(int copy, pid_t pid)
 	return false;
 }
 
-/* Whether a signal is pending for thread tid that a handler of its
- * process catches and that it does not block (/proc's status). A signal
- * for the whole process counts only in a process of one thread: in
- * another, the kernel may have picked another thread for it, and an
- * -ERESTARTSYS with no signal for this thread would reach the program
- * as errno 512. */
-bool sv_handler_due(pid_t tid)
+/* One task's status line "Key: %llx" (or "%llu"), 0 where unreadable. */
+static bool status_of(const char *path, unsigned long long *pnd, unsigned long long *shd, unsigned long long *blk,
+		      unsigned long long *cgt, unsigned long long *threads, int *tgid)
 {
-	char path[64], buf[4096];
-	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	char buf[4096];
 	int f = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
 
@@ -367,14 +361,53 @@ bool sv_handler_due(pid_t tid)
 	if (k <= 0)
 		return false;
 	buf[k] = 0;
-	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
-		sscanf(l, "SigPnd: %llx", &pnd);
-		sscanf(l, "ShdPnd: %llx", &shd);
-		sscanf(l, "SigBlk: %llx", &blk);
-		sscanf(l, "SigCgt: %llx", &cgt);
-		sscanf(l, "Threads: %llu", &threads);
+	for (char *sv = NULL, *l = strtok_r(buf, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv)) {
+		sscanf(l, "SigPnd: %llx", pnd);
+		sscanf(l, "ShdPnd: %llx", shd);
+		sscanf(l, "SigBlk: %llx", blk);
+		sscanf(l, "SigCgt: %llx", cgt);
+		sscanf(l, "Threads: %llu", threads);
+		sscanf(l, "Tgid: %d", tgid);
 	}
-	return ((pnd | (threads == 1 ? shd : 0)) & ~blk & cgt) != 0;
+	return true;
+}
+
+/* Whether a signal is pending for thread tid that a handler of its
+ * process catches and that it does not block (/proc's status). A signal
+ * for the whole process counts where tid is the one thread that can take
+ * it: every other thread blocks it (a watchdog thread, a program that
+ * keeps its signals for one thread). Otherwise the kernel may give it to
+ * another thread, and an -ERESTARTSYS with no signal for this thread
+ * would reach the program as errno 512. */
+bool sv_handler_due(pid_t tid)
+{
+	char path[64];
+	unsigned long long pnd = 0, shd = 0, blk = 0, cgt = 0, threads = 0, x = 0, oblk;
+	int tgid = 0, y;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	if (!status_of(path, &pnd, &shd, &blk, &cgt, &threads, &tgid))
+		return false;
+	shd &= ~blk & cgt;
+	if (shd && threads > 1) { /* keep what every other thread blocks */
+		snprintf(path, sizeof(path), "/proc/%d/task", tgid);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && shd && (e = readdir(d))) {
+			int t = atoi(e->d_name);
+			oblk = 0;
+			if (t <= 0 || t == tid)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/status", tgid, t);
+			if (status_of(path, &x, &x, &oblk, &x, &x, &y))
+				shd &= oblk;
+		}
+		if (d)
+			closedir(d);
+		else
+			shd = 0;
+	}
+	return ((pnd & ~blk & cgt) | shd) != 0;
 }
 
 /* The socket options the program set on a socket before the supervisor

@@ -17,7 +17,7 @@ behaviour matrix") and here, in one of three forms:
                       does not accept): strict xfails that must fail in the
                       way named (ProbeFailed: the probe stopped on an error,
                       never ProbeHung or a timeout), each naming its section.
-No entry stands for a hang: SECCOMP_BUGS lists the hangs found, as bugs."""
+No entry stands for a hang: a scenario that hangs fails."""
 import pathlib
 import subprocess
 import tempfile
@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT
 from test_compare import (DOCUMENTED, EXPECTED_LOOPFAST_PATH, FAMILY_AGNOSTIC, SCENARIOS, FastPathDiffers,
-                          ProbeFailed, ProbeHung, same_as_tcp)
+                          ProbeFailed, same_as_tcp)
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -53,11 +53,13 @@ SECCOMP_DOCUMENTED = {
 
 # A connect whose handshake waits (a full accept queue) is answered when
 # the supervisor stops holding it (a non-blocking one after 2 s, a blocking
-# one at SO_SNDTIMEO): its connection then goes on as plain TCP.
+# one at SO_SNDTIMEO, or at a signal for a handler: EINTR, or restarted
+# under SA_RESTART): its connection then goes on as plain TCP.
 _HELD = {"client": "tcp", "server": "tcp"}
 SECCOMP_PATH = {**EXPECTED_LOOPFAST_PATH,
                 **{sc: _HELD for sc in ("connect-full-poll", "connect-full-epoll", "connect-full-select",
-                                        "connect-sndtimeo", "connect-again")}}
+                                        "connect-sndtimeo", "connect-again", "connect-eintr",
+                                        "connect-eintr-reconnect", "connect-restart")}}
 
 
 # The line each stopping scenario's probe must stop on (its documented
@@ -87,23 +89,10 @@ SECCOMP_KNOWN = {
     **_known("sendmmsg with destinations", "sendmmsg with destinations: -1 EISCONN", "mmsg"),
 }
 
-# Not documented answers but bugs, listed so that the rest of the matrix
-# runs: they hang (the probe's watchdog ends them). A blocking connect to a
-# full accept queue held by the supervisor is not interrupted by SIGALRM
-# (main holds it until the handshake ends; the held-connect interruption
-# under review looks only at signals for the thread itself, and the
-# probe's watchdog thread makes SIGALRM a signal for the process). Once
-# fixed these connections go on as plain TCP (the hello withdrawn): move
-# them to SECCOMP_PATH.
-SECCOMP_BUGS = {(sc, fam): pytest.mark.xfail(raises=ProbeHung, strict=True,
-                                             reason="BUG, a hang: a held blocking connect ignores SIGALRM (issue 21)")
-                for sc in ("connect-eintr", "connect-eintr-reconnect") for fam in ("4", "6")}
-
-
 def cases():
     for sc in SCENARIOS:
         for fam in ("4",) if sc in FAMILY_AGNOSTIC else ("4", "6"):
-            marks = SECCOMP_KNOWN.get((sc, fam), SECCOMP_BUGS.get((sc, fam), ()))
+            marks = SECCOMP_KNOWN.get((sc, fam), ())
             yield pytest.param(sc, fam, id=f"{sc}-v{fam}", marks=marks)
 
 
@@ -153,4 +142,4 @@ def test_every_entry_names_a_scenario():
     """No entry outlives the scenario it documents."""
     for table in (SECCOMP_DOCUMENTED, SECCOMP_PATH):
         assert set(table) <= set(SCENARIOS)
-    assert {sc for sc, _ in [*SECCOMP_KNOWN, *SECCOMP_BUGS]} <= set(SCENARIOS)
+    assert {sc for sc, _ in SECCOMP_KNOWN} <= set(SCENARIOS)
