@@ -28,6 +28,7 @@ struct lf_shm_conn {
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
 	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
 	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
+	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 };
 
 /* shm.c */
@@ -42,5 +43,10 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the s
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
 ssize_t lf__shm_io_skip_edges(int fd, char *next);
+
+/* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */
+bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, before a copy into tx: false = wait as if full */
+void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
+void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
 
 #endif

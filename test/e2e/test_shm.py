@@ -276,3 +276,123 @@ def test_epoll_edge_per_write_as_tcp(build):
             stop(p)
     assert got["tcp"] == ["1", "0", "1", "1", "abcd", "0", "0"], got
     assert got["shm"] == got["tcp"], got
+
+
+# Memory (docs/shm.md, "Memory"): what the kernel says each process holds
+# of the tier's memfd. Idle: N connections, never used; or one that
+# carried MB each way (checked by SHA-256) and then sits.
+IDLE_SERVER = textwrap.dedent("""
+    import hashlib, os, socket, sys, time
+    n, size = int(sys.argv[1]), int(sys.argv[2])
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+    print(s.getsockname()[1], flush=True)
+    conns = [s.accept()[0] for _ in range(n)]
+    if size:
+        c, h, got = conns[0], hashlib.sha256(), 0
+        while got < size:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d); got += len(d)
+        data = os.urandom(size)
+        c.sendall(data)
+        print("server", got, h.hexdigest(), hashlib.sha256(data).hexdigest(), flush=True)
+    else:
+        print("accepted", len(conns), flush=True)
+    sys.stdin.readline()
+""")
+
+IDLE_CLIENT = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    port, n, size = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    print("connected", len(conns), flush=True)
+    sys.stdin.readline()              # the server has accepted them all: its answers are there
+    for c in conns:                   # takes the server's answer (maps the memfd); no byte either way
+        try:
+            c.recv(1, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+    if size:
+        c, data = conns[0], os.urandom(size)
+        c.sendall(data)
+        h, got = hashlib.sha256(), 0
+        while got < size:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d); got += len(d)
+        print("client", got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
+    else:
+        print("answered", flush=True)
+    sys.stdin.readline()
+""")
+
+IDLE_MAX = 64 * 1024
+
+
+def memfd_rss(pid):
+    """Rss of each mapping of the tier's memfd in pid's tree, in bytes
+    (/proc/PID/smaps: what this process's page tables hold of it)."""
+    out = []
+    for p in process_tree(pid):
+        try:
+            lines = open(f"/proc/{p}/smaps").read().splitlines()
+        except OSError:
+            continue
+        name = None
+        for line in lines:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                name = line
+            elif head and head[0] == "Rss:" and name and MEMFD in name:
+                out.append(int(head[1]) * 1024)
+    return out
+
+
+def idle_pair(n, size):
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_SERVER, str(n), str(size)], tier="shm"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = readline(srv).strip()
+    cli = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_CLIENT, port, str(n), str(size)], tier="shm"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert readline(cli).split() == ["connected", str(n)]
+    if not size:
+        assert readline(srv).split() == ["accepted", str(n)]
+    cli.stdin.write("\n")
+    cli.stdin.flush()
+    return srv, cli
+
+
+def test_idle_connections_hold_at_most_64k_each(build):
+    """20 connections never used: each process maps the memfd of each
+    (the tier, from the kernel), and each mapping has at most 64 KiB
+    resident."""
+    srv, cli = idle_pair(20, 0)
+    try:
+        assert readline(cli).strip() == "answered"
+        for p in (srv, cli):
+            rss = memfd_rss(p.pid)
+            assert len(rss) == 20, rss
+            assert max(rss) <= IDLE_MAX, rss
+    finally:
+        for p in (cli, srv):
+            stop(p)
+
+
+def test_after_streaming_idle_gives_pages_back(build):
+    """8 MB each way, every byte checked (SHA-256 at both ends); once the
+    connection is idle (each reader found its ring empty), each process
+    holds at most 64 KiB of the memfd again, where the stream had the
+    rings' pages resident."""
+    size = 8_000_000
+    srv, cli = idle_pair(1, size)
+    try:
+        c = readline(cli, timeout=90).split()
+        s = readline(srv).split()
+        assert c[0] == "client" and s[0] == "server", (c, s)
+        assert int(c[1]) == int(s[1]) == size and c[2] == s[2] and s[3] == c[3], (c, s)
+        for p in (srv, cli):
+            rss = memfd_rss(p.pid)
+            assert len(rss) == 1 and rss[0] <= IDLE_MAX, rss
+    finally:
+        for p in (cli, srv):
+            stop(p)
