@@ -8,9 +8,10 @@
  * system's Shmem (/proc/meminfo), and reports them per connection against
  * what each process held before it opened any (docs/shm.md, "Memory").
  *
- * The path is the kernel's word: fast and fast+shm rows check every
- * connection with kpath_fast_end at both ends, and a fast+shm row needs N
- * mappings of the memfd in each process; a row that did not get its path
+ * The path is the kernel's word: fast and fast+shm rows check 17
+ * connections spread over each end's with kpath_fast_end (each look reads
+ * the peer's descriptors: all of them would take minutes), and a fast+shm
+ * row needs N mappings of the memfd in the server and in the clients; a row that did not get its path
  * is reported unavailable. RLIMIT_NOFILE is raised to what N needs (up to
  * the hard limit, which root may raise). */
 #include "cmdline.h"
@@ -37,13 +38,18 @@
 #include <unistd.h>
 
 #define PATTERN 251
+/* The clients: as many as the descriptor limit asks (a fast-path client
+ * holds two descriptors a connection). */
+#define MAX_ENDS 9
 
 /* What the two processes share with the parent (a MAP_SHARED page). */
 struct idle_run {
 	uint16_t port;
-	pid_t pid[2];           /* server, client */
-	_Atomic int stage[2];   /* per end: 1 listening/connected, 2 holds all, 3 measured by the parent, -1 failed */
-	long rss0_kb[2];        /* VmRSS before any connection */
+	int ends;                    /* the server (0) and its clients (1..ends-1) */
+	pid_t pid[MAX_ENDS];
+	_Atomic int stage[MAX_ENDS]; /* per end: 1 listening/ready, 2 holds all, 3 idle (measure), 4 let go, -1 failed */
+	long rss0_kb[MAX_ENDS];      /* VmRSS before any connection */
+	_Atomic unsigned long long connects, accepts;
 	char why[160];
 };
 
@@ -129,10 +135,14 @@ static void nofile(struct idle_run *r, int end, unsigned long long n)
 
 	if (getrlimit(RLIMIT_NOFILE, &l))
 		fail(r, end, "getrlimit: %s", strerror(errno));
-	if (l.rlim_max < want)
-		l.rlim_max = want; /* root (CAP_SYS_RESOURCE) may raise it */
+	if (l.rlim_max < want) {
+		struct rlimit up = { want, want }; /* CAP_SYS_RESOURCE may raise the hard limit */
+		if (!setrlimit(RLIMIT_NOFILE, &up))
+			return;
+		want = l.rlim_max; /* else what it allows: a connection holds one for good */
+	}
 	l.rlim_cur = want;
-	if (setrlimit(RLIMIT_NOFILE, &l))
+	if (want < (rlim_t)n + 16 || setrlimit(RLIMIT_NOFILE, &l))
 		fail(r, end, "RLIMIT_NOFILE %llu: %s (raise the hard limit: ulimit -Hn)", (unsigned long long)want,
 		     strerror(errno));
 }
@@ -146,14 +156,26 @@ static void opt_in(struct idle_run *r, int end, int path, int fd)
 		fail(r, end, "opt-in: %s", lf_strerror(e));
 }
 
-/* Waits (without a deadline: the parent has one) until stage[end] is at least v. */
-static void await(struct idle_run *r, int end, int v)
+/* Waits (without a deadline: the parent has one) until the stage of ends
+ * [from, to) is at least v; leaves if any end failed. */
+static void await(struct idle_run *r, int from, int to, int v)
 {
-	while (r->stage[end] < v) {
-		if (r->stage[end] < 0 || r->stage[!end] < 0)
-			_exit(1);
-		usleep(1000);
-	}
+	for (int e = from; e < to; e++)
+		while (r->stage[e] < v) {
+			for (int f = 0; f < r->ends; f++)
+				if (r->stage[f] < 0)
+					_exit(1);
+			usleep(1000);
+		}
+}
+
+/* Whether fd is the fast path's end towards one of the ends [from, to). */
+static bool fast_to(struct idle_run *r, int fd, int from, int to)
+{
+	for (int e = from; e < to; e++)
+		if (kpath_fast_end(fd, r->pid[e]) == 1)
+			return true;
+	return false;
 }
 
 static void io_all(struct idle_run *r, int end, int fd, unsigned long long bytes, bool out)
@@ -180,7 +202,7 @@ static void io_all(struct idle_run *r, int end, int fd, unsigned long long bytes
 	}
 }
 
-/* One end: the server (end 0) accepts n, the client (end 1) connects n;
+/* One end: the server (end 0) accepts n, each client (1..) its share;
  * both prove the path of each, carry the burst, then hold them until the
  * parent has measured. */
 static void end_run(struct idle_run *r, int end, int path, unsigned long long n, unsigned long long burst)
@@ -203,12 +225,19 @@ static void end_run(struct idle_run *r, int end, int path, unsigned long long n,
 	r->rss0_kb[end] = status_kb(getpid(), "VmRSS");
 	r->pid[end] = getpid();
 	r->stage[end] = 1;
-	await(r, !end, 1);
-	pid_t peer = r->pid[!end];
+	await(r, 0, r->ends, 1);
+	int from = end ? 0 : 1, to = end ? 1 : r->ends; /* the peers */
 	for (unsigned long long i = 0; i < n; i++) {
 		if (end == 0) {
 			fds[i] = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+			r->accepts++;
 		} else {
+			/* At most 64 connects ahead of the server's accepts: a burst of
+			 * thousands overflows the rendezvous' backlog, and a hello that
+			 * finds it full goes plain TCP (as it should), not the row's path. */
+			while (r->connects - r->accepts >= 64)
+				usleep(100);
+			r->connects++;
 			struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 						 .sin_port = htons(r->port) };
 			fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -222,20 +251,21 @@ static void end_run(struct idle_run *r, int end, int path, unsigned long long n,
 			fail(r, end, "%s %llu: %s", end ? "socket" : "accept", i, strerror(errno));
 	}
 	r->stage[end] = 2;
-	await(r, !end, 2); /* every connection accepted: the answers are on their sockets */
+	await(r, 0, 1, 2); /* every connection accepted: the answers are on their sockets */
 	for (unsigned long long i = 0; i < n && path; i++) {
-		if (end == 1) /* the client takes the server's answer (never waits for it) */
+		if (end > 0) /* the client takes the server's answer (never waits for it) */
 			recv(fds[i], &(char){ 0 }, 1, MSG_DONTWAIT);
-		if (kpath_fast_end(fds[i], peer) != 1)
+		bool look = i % (n / 16 + 1) == 0 || i == n - 1; /* 17 of them: each look reads the peer's descriptors */
+		if (look && !fast_to(r, fds[i], from, to))
 			fail(r, end, "%s: connection %llu is not on the fast path (the kernel's answer)",
 			     end ? "client" : "server", i);
 	}
 	for (unsigned long long i = 0; i < n && burst; i++) { /* B bytes each way, one connection after another */
-		io_all(r, end, fds[i], burst, end == 1);
+		io_all(r, end, fds[i], burst, end > 0);
 		io_all(r, end, fds[i], burst, end == 0);
 	}
 	r->stage[end] = 3;
-	await(r, end, 4); /* the parent measures, then lets go */
+	await(r, end, end + 1, 4); /* the parent measures, then lets go */
 	_exit(0);
 }
 
@@ -243,7 +273,8 @@ struct idle_row {
 	bool ok;
 	char why[160];
 	unsigned long long n;
-	struct mem m[2];
+	int clients;     /* client processes (their figures summed) */
+	struct mem m[2]; /* the server, the clients */
 	long rss0_kb[2], shmem_kb;
 };
 
@@ -254,32 +285,64 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* How many client processes n connections need: a fast-path client holds
+ * two descriptors a connection, and the hard limit may be below 2n. */
+static int clients_for(unsigned long long n)
+{
+	struct rlimit l;
+	unsigned long long per = 0;
+
+	if (!getrlimit(RLIMIT_NOFILE, &l) && l.rlim_max != RLIM_INFINITY && l.rlim_max > 256)
+		per = (l.rlim_max - 128) / 2;
+	if (!per || n <= per)
+		return 1;
+	unsigned long long k = (n + per - 1) / per;
+	return k < MAX_ENDS - 1 ? (int)k : MAX_ENDS - 1;
+}
+
+static void add_mem(struct mem *sum, const struct mem *m)
+{
+	sum->vmrss_kb += m->vmrss_kb;
+	sum->memfd_rss_kb += m->memfd_rss_kb;
+	sum->memfd_pss_kb += m->memfd_pss_kb;
+	sum->maps += m->maps;
+}
+
 static void run_path(struct idle_run *r, int path, unsigned long long n, unsigned long long burst, struct idle_row *row)
 {
-	pid_t pid[2] = { 0, 0 };
+	pid_t pid[MAX_ENDS] = { 0 };
 	long shmem0 = meminfo_kb("Shmem");
 	uint64_t deadline = now_ns() + 600ull * 1000000000ull;
+	int k = clients_for(n);
 
 	memset(r, 0, sizeof(*r));
 	memset(row, 0, sizeof(*row));
+	r->ends = 1 + k;
 	row->n = n;
-	for (int end = 0; end < 2; end++) {
+	row->clients = k;
+	for (int end = 0; end < r->ends; end++) {
+		unsigned long long share = end == 0 ? n : n / (unsigned)k + ((unsigned)(end - 1) < n % (unsigned)k);
 		pid_t p = fork();
 		if (p == 0)
-			end_run(r, end, path, n, burst);
+			end_run(r, end, path, share, burst);
 		pid[end] = p;
 	}
 	bool ok = true;
-	while (ok && (r->stage[0] < 3 || r->stage[1] < 3)) {
-		ok = r->stage[0] >= 0 && r->stage[1] >= 0 && now_ns() < deadline;
-		usleep(2000);
-	}
+	for (int end = 0; ok && end < r->ends; end++)
+		while (ok && r->stage[end] < 3) {
+			for (int e = 0; e < r->ends; e++)
+				ok = ok && r->stage[e] >= 0;
+			ok = ok && now_ns() < deadline;
+			usleep(2000);
+		}
 	if (ok) {
-		read_mem(pid[0], &row->m[0]);
-		read_mem(pid[1], &row->m[1]);
+		struct mem m;
+		for (int end = 0; end < r->ends; end++) {
+			read_mem(pid[end], &m);
+			add_mem(&row->m[end > 0], &m);
+			row->rss0_kb[end > 0] += r->rss0_kb[end];
+		}
 		row->shmem_kb = meminfo_kb("Shmem") - shmem0;
-		row->rss0_kb[0] = r->rss0_kb[0];
-		row->rss0_kb[1] = r->rss0_kb[1];
 		if (path == 2 && (row->m[0].maps != (long)n || row->m[1].maps != (long)n)) {
 			ok = false;
 			snprintf(r->why, sizeof(r->why), "%ld and %ld mappings of memfd:loopfast-shm, not %llu each",
@@ -288,8 +351,9 @@ static void run_path(struct idle_run *r, int path, unsigned long long n, unsigne
 	} else if (!r->why[0]) {
 		snprintf(r->why, sizeof(r->why), "did not finish within 600 s");
 	}
-	r->stage[0] = r->stage[1] = 4;
-	for (int end = 0; end < 2; end++) {
+	for (int end = 0; end < r->ends; end++)
+		r->stage[end] = 4;
+	for (int end = 0; end < r->ends; end++) {
 		if (!ok)
 			kill(pid[end], SIGKILL);
 		waitpid(pid[end], NULL, 0);
@@ -349,17 +413,18 @@ int lf_bench_stream_idle(unsigned paths, unsigned long long n, unsigned long lon
 		       v[5], v[6]);
 		if (js)
 			fprintf(js,
-				"%s\n {\"path\": \"%s\", \"conns\": %llu, \"memfd_maps\": [%ld, %ld], "
+				"%s\n {\"path\": \"%s\", \"conns\": %llu, \"clients\": %d, \"memfd_maps\": [%ld, %ld], "
 				"\"vmrss_kb\": [%ld, %ld], \"vmrss_before_kb\": [%ld, %ld], \"memfd_rss_kb\": [%ld, %ld], "
 				"\"memfd_pss_kb\": [%ld, %ld], \"shmem_kb\": %ld, \"vmrss_per_conn\": [%.0f, %.0f], "
 				"\"memfd_rss_per_conn\": [%.0f, %.0f], \"memfd_pss_per_conn\": [%.0f, %.0f], "
 				"\"shmem_per_conn\": %.0f}",
-				first ? "" : ",", names[p], n, w->m[0].maps, w->m[1].maps, w->m[0].vmrss_kb, w->m[1].vmrss_kb,
+				first ? "" : ",", names[p], n, w->clients, w->m[0].maps, w->m[1].maps, w->m[0].vmrss_kb, w->m[1].vmrss_kb,
 				w->rss0_kb[0], w->rss0_kb[1], w->m[0].memfd_rss_kb, w->m[1].memfd_rss_kb, w->m[0].memfd_pss_kb,
 				w->m[1].memfd_pss_kb, w->shmem_kb, v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
 		first = false;
 	}
-	printf("(server, client: [0], [1] in the JSON; Shmem: /proc/meminfo's growth over the run)\n");
+	printf("(server, clients: [0], [1] in the JSON; the clients' figures are summed over their processes, as\n"
+	       " many as the descriptor limit needs; Shmem: /proc/meminfo's growth over the run)\n");
 	if (js) {
 		fprintf(js, "\n]}\n");
 		fclose(js);
