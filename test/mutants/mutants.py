@@ -995,3 +995,22 @@ MUTANTS += [
           "\tif (0) {")],
         ["e2e:test_security.py -k another_network_namespace"]),
 ]
+
+# The tier's memory (issue 23, "Memory"; src/fastpath/shm_mem.c): an idle
+# connection gives its rings' pages back, under the reader/writer handshake.
+MUTANTS += [
+    Mutant(
+        "shm-no-give-back",
+        "a tier reader that finds its ring empty never punches it: a connection that streamed keeps 516 KiB resident",
+        [("src/fastpath/shm_mem.c",
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
+          "\t    0)\n")],
+        ["e2e:test_shm.py -k after_streaming_idle", "e2e:test_bench_stream.py -k idle_connections"]),
+    Mutant(
+        "shm-give-back-wrong-ring",
+        "the reader punches the ring it writes (its peer's unread bytes) instead of the one it found empty",
+        [("src/fastpath/shm_mem.c",
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
+          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))\n")],
+        ["e2e:test_shm.py -k after_streaming_idle"]),
+]
