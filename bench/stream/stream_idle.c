@@ -49,12 +49,13 @@ struct idle_run {
 	pid_t pid[MAX_ENDS];
 	_Atomic int stage[MAX_ENDS]; /* per end: 1 listening/ready, 2 holds all, 3 idle (measure), 4 let go, -1 failed */
 	long rss0_kb[MAX_ENDS];      /* VmRSS before any connection */
+	long pte0_kb[MAX_ENDS];      /* VmPTE (page tables: kernel memory, not in VmRSS) before */
 	_Atomic unsigned long long connects, accepts;
 	char why[160];
 };
 
 struct mem {
-	long vmrss_kb, memfd_rss_kb, memfd_pss_kb;
+	long vmrss_kb, vmpte_kb, memfd_rss_kb, memfd_pss_kb;
 	long maps;
 };
 
@@ -100,6 +101,7 @@ static void read_mem(pid_t pid, struct mem *m)
 
 	memset(m, 0, sizeof(*m));
 	m->vmrss_kb = status_kb(pid, "VmRSS");
+	m->vmpte_kb = status_kb(pid, "VmPTE");
 	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
 	FILE *f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f)) {
@@ -223,6 +225,7 @@ static void end_run(struct idle_run *r, int end, int path, unsigned long long n,
 		r->port = ntohs(a.sin_port);
 	}
 	r->rss0_kb[end] = status_kb(getpid(), "VmRSS");
+	r->pte0_kb[end] = status_kb(getpid(), "VmPTE");
 	r->pid[end] = getpid();
 	r->stage[end] = 1;
 	await(r, 0, r->ends, 1);
@@ -275,7 +278,7 @@ struct idle_row {
 	unsigned long long n;
 	int clients;     /* client processes (their figures summed) */
 	struct mem m[2]; /* the server, the clients */
-	long rss0_kb[2], shmem_kb;
+	long rss0_kb[2], pte0_kb[2], shmem_kb;
 };
 
 static uint64_t now_ns(void)
@@ -303,6 +306,7 @@ static int clients_for(unsigned long long n)
 static void add_mem(struct mem *sum, const struct mem *m)
 {
 	sum->vmrss_kb += m->vmrss_kb;
+	sum->vmpte_kb += m->vmpte_kb;
 	sum->memfd_rss_kb += m->memfd_rss_kb;
 	sum->memfd_pss_kb += m->memfd_pss_kb;
 	sum->maps += m->maps;
@@ -341,6 +345,7 @@ static void run_path(struct idle_run *r, int path, unsigned long long n, unsigne
 			read_mem(pid[end], &m);
 			add_mem(&row->m[end > 0], &m);
 			row->rss0_kb[end > 0] += r->rss0_kb[end];
+			row->pte0_kb[end > 0] += r->pte0_kb[end];
 		}
 		row->shmem_kb = meminfo_kb("Shmem") - shmem0;
 		if (path == 2 && (row->m[0].maps != (long)n || row->m[1].maps != (long)n)) {
@@ -417,12 +422,14 @@ int lf_bench_stream_idle(unsigned paths, unsigned long long n, unsigned long lon
 				"\"vmrss_kb\": [%ld, %ld], \"vmrss_before_kb\": [%ld, %ld], \"memfd_rss_kb\": [%ld, %ld], "
 				"\"memfd_pss_kb\": [%ld, %ld], \"shmem_kb\": %ld, \"vmrss_per_conn\": [%.0f, %.0f], "
 				"\"memfd_rss_per_conn\": [%.0f, %.0f], \"memfd_pss_per_conn\": [%.0f, %.0f], "
-				"\"shmem_per_conn\": %.0f}",
+				"\"shmem_per_conn\": %.0f, \"vmpte_per_conn\": [%.0f, %.0f]}",
 				first ? "" : ",", names[p], n, w->clients, w->m[0].maps, w->m[1].maps, w->m[0].vmrss_kb, w->m[1].vmrss_kb,
 				w->rss0_kb[0], w->rss0_kb[1], w->m[0].memfd_rss_kb, w->m[1].memfd_rss_kb, w->m[0].memfd_pss_kb,
-				w->m[1].memfd_pss_kb, w->shmem_kb, v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+				w->m[1].memfd_pss_kb, w->shmem_kb, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+				per(w->m[0].vmpte_kb, w->pte0_kb[0], n), per(w->m[1].vmpte_kb, w->pte0_kb[1], n));
 		first = false;
 	}
+	printf("(page tables, VmPTE, per connection in the JSON: vmpte_per_conn)\n");
 	printf("(server, clients: [0], [1] in the JSON; the clients' figures are summed over their processes, as\n"
 	       " many as the descriptor limit needs; Shmem: /proc/meminfo's growth over the run)\n");
 	if (js) {

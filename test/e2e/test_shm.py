@@ -309,7 +309,7 @@ IDLE_SERVER = textwrap.dedent("""
 
 IDLE_CLIENT = textwrap.dedent("""
     import hashlib, os, socket, sys
-    port, n, size = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    port, n, size, chunk = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
     print("connected", len(conns), flush=True)
     sys.stdin.readline()              # the server has accepted them all: its answers are there
@@ -320,7 +320,8 @@ IDLE_CLIENT = textwrap.dedent("""
             pass
     if size:
         c, data = conns[0], os.urandom(size)
-        c.sendall(data)
+        for i in range(0, size, chunk or size):  # chunk: small writes, the reader empties the ring often
+            c.sendall(data[i:i + (chunk or size)])
         h, got = hashlib.sha256(), 0
         while got < size:
             d = c.recv(65536)
@@ -354,11 +355,11 @@ def memfd_rss(pid):
     return out
 
 
-def idle_pair(n, size):
+def idle_pair(n, size, chunk=0):
     srv = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_SERVER, str(n), str(size)], tier="shm"),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     port = readline(srv).strip()
-    cli = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_CLIENT, port, str(n), str(size)], tier="shm"),
+    cli = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_CLIENT, port, str(n), str(size), str(chunk)], tier="shm"),
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert readline(cli).split() == ["connected", str(n)]
     if not size:
@@ -384,13 +385,16 @@ def test_idle_connections_hold_at_most_64k_each(build):
             stop(p)
 
 
-def test_after_streaming_idle_gives_pages_back(build):
-    """8 MB each way, every byte checked (SHA-256 at both ends); once the
+@pytest.mark.parametrize("chunk", [0, 65536])
+def test_after_streaming_idle_gives_pages_back(build, chunk):
+    """8 MB each way (in one write, or in 64 KiB writes, where the
+    reader empties its ring, and gives pages back, again and again while
+    the writer goes on), every byte checked (SHA-256 at both ends); once the
     connection is idle (each reader found its ring empty), each process
     holds at most 64 KiB of the memfd again, where the stream had the
     rings' pages resident."""
     size = 8_000_000
-    srv, cli = idle_pair(1, size)
+    srv, cli = idle_pair(1, size, chunk)
     try:
         c = readline(cli, timeout=90).split()
         s = readline(srv).split()
