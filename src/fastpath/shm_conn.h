@@ -45,7 +45,8 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the s
 ssize_t lf__shm_io_skip_edges(int fd, char *next);
 
 /* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */
-bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, before a copy into tx: false = wait as if full */
+bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, before a copy into tx (false: not now) */
+bool lf__shm_mem_wait(struct lf_shm_conn *c, int fd);  /* writer, without txl, after a false: true once it may look again */
 void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
 void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
 

@@ -570,6 +570,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		if (mine)
 			lf__shm_mem_exit(c);
 		pthread_mutex_unlock(&c->txl);
+		if (!mine && lf__shm_mem_wait(c, fd))
+			continue; /* the reader's give-back ended */
 		if (s < 0) {
 			*ret = lf__shm_broken(c, fd);
 			return true;

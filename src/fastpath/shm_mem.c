@@ -25,9 +25,12 @@
  * Cost: on the writer's path an exchange and a load per copy, no system
  * call; on the reader's, one madvise per KEEP bytes or more, only where it
  * found its ring empty (it has already read a token, and is about to wait or
- * return with nothing). A peer that holds trim forever (hostile, or stopped
- * between its madvise and its release) only makes the writer wait as for a
- * full ring. */
+ * return with nothing). A writer that meets a give-back spins a little
+ * under its lock, then waits for the end of it without the lock (yields,
+ * then up to 20 slices of a millisecond) and looks again; after that it is
+ * treated as a full ring (EAGAIN when non-blocking). A peer that holds trim
+ * forever (hostile, or stopped between its madvise and its release) only
+ * makes the writer wait as for a full ring. */
 #include "internal.h"
 #include "shm_conn.h"
 
@@ -46,27 +49,34 @@ bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd)
 {
 	struct lf_ring_hdr *h = c->tx.h;
 
-	for (int i = 0;; i++) {
+	for (int i = 0; i < 100; i++) {
 		atomic_exchange(&h->wbusy, W_COPY);
 		if (!atomic_load(&h->trim))
 			return true;
 		atomic_store_explicit(&h->wbusy, W_IDLE, memory_order_release);
-		if (i < 100) {
-			__builtin_ia32_pause();
-		} else if (i < 200) {
-			sched_yield();
-		} else {
-			/* A peer gone mid-give-back (its fds closed: it ran no
-			 * more) holds trim forever: nothing punches any more. */
-			int rev = lf__sys_poll1(fd, 0, 1);
-			if (rev > 0 && (rev & (POLLHUP | POLLERR))) {
-				atomic_exchange(&h->wbusy, W_COPY);
-				return true;
-			}
-			if (i >= 220)
-				return false;
-		}
+		__builtin_ia32_pause();
 	}
+	/* A peer gone mid-give-back (its descriptors closed: it runs no more)
+	 * holds trim forever, and nothing punches any more. */
+	int rev = lf__sys_poll1(fd, 0, 0);
+	if (rev > 0 && (rev & (POLLHUP | POLLERR))) {
+		atomic_exchange(&h->wbusy, W_COPY);
+		return true;
+	}
+	return false;
+}
+
+bool lf__shm_mem_wait(struct lf_shm_conn *c, int fd)
+{
+	for (int i = 0; i < 30; i++) {
+		if (!atomic_load(&c->tx.h->trim))
+			return true;
+		if (i < 10)
+			sched_yield();
+		else
+			lf__sys_poll1(fd, 0, 1); /* a millisecond, or the peer's end */
+	}
+	return false;
 }
 
 void lf__shm_mem_exit(struct lf_shm_conn *c)
