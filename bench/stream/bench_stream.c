@@ -16,6 +16,7 @@
 #include "cmdline.h"
 #include "kpath.h"
 #include "loopfast.h"
+#include "stream.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,7 +57,7 @@ struct opts {
 	unsigned paths;
 	size_t sizes[MAX_SIZES];
 	int nsizes;
-	unsigned long long bytes, max_msgs;
+	unsigned long long bytes, max_msgs, idle, burst;
 	unsigned rounds;
 	const char *json;
 };
@@ -298,8 +299,11 @@ static double med(double *v, int n)
 static const char usage_text[] =
 	"usage: loopfast bench stream [--paths LIST] [--sizes N[,N...]] [--bytes N] [--max-msgs N]\n"
 	"         [--rounds N] [--json FILE]\n"
+	"       loopfast bench stream --idle N [--burst BYTES] [--paths LIST] [--json FILE]\n"
 	"paths: tcp, fast, fast+shm, unix (default: all); sizes: bytes per write (default 1,64,1024,65536,1048576)\n"
-	"bytes: per run (default 256 MiB), at most max-msgs writes (default 2000000)\n";
+	"bytes: per run (default 256 MiB), at most max-msgs writes (default 2000000)\n"
+	"idle: hold N connections (tcp, fast, fast+shm) and report their memory from the kernel;\n"
+	"  burst: bytes each carries each way first (default 0: never used)\n";
 
 static int parse_sizes(const char *opt, const char *s, struct opts *o)
 {
@@ -347,6 +351,10 @@ int cmd_bench_stream(int argc, char **argv)
 			err = lf_cli_parse_uint(a, val, 1, 1ull << 32, &o.max_msgs);
 		else if (!strcmp(a, "--rounds"))
 			err = lf_cli_parse_uint(a, val, 1, MAX_ROUNDS, &v) ?: (o.rounds = (unsigned)v, 0);
+		else if (!strcmp(a, "--idle"))
+			err = lf_cli_parse_uint(a, val, 1, 1000000, &o.idle);
+		else if (!strcmp(a, "--burst"))
+			err = lf_cli_parse_uint(a, val, 0, 1ull << 30, &o.burst);
 		else if (!strcmp(a, "--json"))
 			o.json = val, err = 0;
 		else
@@ -354,6 +362,8 @@ int cmd_bench_stream(int argc, char **argv)
 		if (err)
 			return err;
 	}
+	if (o.idle)
+		return lf_bench_stream_idle(o.paths & 7u, o.idle, o.burst, o.json);
 	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	static struct cell cells[MAX_SIZES][NPATHS];
 	if (r == MAP_FAILED)

@@ -150,8 +150,10 @@ static int settle(struct lf_shm_conn *c, int fd)
 {
 	uint32_t b = atomic_load(&c->rx.h->bell), zero = 0;
 
-	if (b == 0)
+	if (b == 0) {
+		lf__shm_mem_idle(c);
 		return 0;
+	}
 	if (b != 1)
 		return LF_RING_BAD;
 	atomic_store(&c->rx.h->bell, 0);
@@ -161,7 +163,9 @@ static int settle(struct lf_shm_conn *c, int fd)
 		return LF_RING_BAD;
 	if (a > 0 && atomic_compare_exchange_strong(&c->rx.h->bell, &zero, 1))
 		return 0; /* the token stays, for the bytes now there */
-	return take_token(c, fd);
+	int r = take_token(c, fd);
+	lf__shm_mem_idle(c); /* empty: its pages go back (shm_mem.c) */
+	return r;
 }
 
 static void wake_writer(struct lf_shm_conn *c)
@@ -605,10 +609,15 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	while (k.len) {
 		pthread_mutex_lock(&c->txl);
 		lf__ring_sync(&c->tx, false);
-		long s = lf__ring_space(&c->tx);
+		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
+		long s = mine ? lf__ring_space(&c->tx) : 0;
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
 		uint64_t t = c->tx.pos;
+		if (mine)
+			lf__shm_mem_exit(c);
 		pthread_mutex_unlock(&c->txl);
+		if (!mine && lf__shm_mem_wait(c, fd))
+			continue; /* the reader's give-back ended */
 		if (s < 0) {
 			*ret = lf__shm_broken(c, fd);
 			return true;

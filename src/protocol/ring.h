@@ -33,11 +33,13 @@ struct lf_ring_hdr {
 	_Atomic uint32_t switched;           /* ... and that number is final */
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
 	_Atomic uint32_t fin;                /* writer: its end is closing (close, SHUT_WR): the reader looks at the socket */
+	_Atomic uint32_t wbusy;              /* writer: 1 while it copies; 2 idle (0: it never wrote, or knows no trims) */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
 	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
 	_Atomic uint32_t awake;              /* reader polls the ring: a writer may wait a moment for it rather than ring */
+	_Atomic uint32_t trim;               /* reader: 1 while it gives the empty ring's pages back (shm_mem.c) */
 };
 
 struct lf_ring_page {

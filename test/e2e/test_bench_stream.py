@@ -39,7 +39,27 @@ def test_every_path_measured_and_every_byte_checked(build, tmp_path):
     (["--sizes", "0"], "--sizes"),
     (["--rounds", "99"], "--rounds"),
     (["--what", "1"], "unknown option"),
+    (["--idle", "0"], "--idle"),
 ])
 def test_bad_options(build, args, says):
     r = bench(*args)
     assert r.returncode == 2 and says in r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("burst", [0, 300000])
+def test_idle_connections_memory_from_the_kernel(build, tmp_path, burst):
+    """--idle: every path held (fast and fast+shm proved from the kernel at
+    both ends, or the row is unavailable and the command fails); on the
+    tier each process maps one memfd per connection and holds at most
+    64 KiB of each, never used or after carrying `burst` bytes each way."""
+    out = tmp_path / "idle.json"
+    r = bench("--idle", "40", "--burst", str(burst), "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    rows = {row["path"]: row for row in doc["rows"]}
+    assert set(rows) == {"tcp", "fast", "fast+shm"} and doc["burst"] == burst, doc
+    for path in ("tcp", "fast"):
+        assert rows[path]["memfd_maps"] == [0, 0], rows[path]
+    shm = rows["fast+shm"]
+    assert shm["memfd_maps"] == [40, 40], shm
+    assert all(0 < b <= 65536 for b in shm["memfd_rss_per_conn"]), shm

@@ -164,6 +164,9 @@ def test_every_byte_arrives(build, size):
 
 
 def test_a_stalled_reader_stops_the_writer_no_earlier_than_the_unix_stream(build):
+    """64 KiB non-blocking writes into a reader that never reads: the Unix
+    stream takes the most with them (233,152 bytes here; 219,264 with 1 MiB
+    writes, 180,224 with 4 KiB), the ring 262,144 at once."""
     took = {}
     for tier in ("uds", "shm"):
         srv = start(tier, SERVER, "stall")
@@ -176,10 +179,13 @@ def test_a_stalled_reader_stops_the_writer_no_earlier_than_the_unix_stream(build
             took[tier] = int(words[1])
             if tier == "shm":
                 assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+                # the ring grew at once to hold what was taken: its pages are resident
+                took["rss"] = sum(memfd_rss(cli.pid))
         finally:
             for p in (cli, srv):
                 if p:
                     stop(p)
+    assert took["rss"] >= took["shm"] - 4096, took
     assert took["shm"] >= took["uds"], took
     assert took["shm"] <= 2 * 1024 * 1024, took  # bounded: the ring, not the heap
 
@@ -582,3 +588,125 @@ def test_a_polling_reader_sees_a_killed_peer(build):
         for p in (cli, srv):
             if p:
                 stop(p)
+# Memory (docs/shm.md, "Memory"): what the kernel says each process holds
+# of the tier's memfd. Idle: N connections, never used; or one that
+# carried MB each way (checked by SHA-256) and then sits.
+IDLE_SERVER = textwrap.dedent("""
+    import hashlib, os, socket, sys, time
+    n, size = int(sys.argv[1]), int(sys.argv[2])
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+    print(s.getsockname()[1], flush=True)
+    conns = [s.accept()[0] for _ in range(n)]
+    if size:
+        c, h, got = conns[0], hashlib.sha256(), 0
+        while got < size:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d); got += len(d)
+        data = os.urandom(size)
+        c.sendall(data)
+        print("server", got, h.hexdigest(), hashlib.sha256(data).hexdigest(), flush=True)
+    else:
+        print("accepted", len(conns), flush=True)
+    sys.stdin.readline()
+""")
+
+IDLE_CLIENT = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    port, n, size, chunk = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    print("connected", len(conns), flush=True)
+    sys.stdin.readline()              # the server has accepted them all: its answers are there
+    for c in conns:                   # takes the server's answer (maps the memfd); no byte either way
+        try:
+            c.recv(1, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            pass
+    if size:
+        c, data = conns[0], os.urandom(size)
+        for i in range(0, size, chunk or size):  # chunk: small writes, the reader empties the ring often
+            c.sendall(data[i:i + (chunk or size)])
+        h, got = hashlib.sha256(), 0
+        while got < size:
+            d = c.recv(65536)
+            if not d: break
+            h.update(d); got += len(d)
+        print("client", got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
+    else:
+        print("answered", flush=True)
+    sys.stdin.readline()
+""")
+
+IDLE_MAX = 64 * 1024
+
+
+def memfd_rss(pid):
+    """Rss of each mapping of the tier's memfd in pid's tree, in bytes
+    (/proc/PID/smaps: what this process's page tables hold of it)."""
+    out = []
+    for p in process_tree(pid):
+        try:
+            lines = open(f"/proc/{p}/smaps").read().splitlines()
+        except OSError:
+            continue
+        name = None
+        for line in lines:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                name = line
+            elif head and head[0] == "Rss:" and name and MEMFD in name:
+                out.append(int(head[1]) * 1024)
+    return out
+
+
+def idle_pair(n, size, chunk=0):
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_SERVER, str(n), str(size)], tier="shm"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    port = readline(srv).strip()
+    cli = subprocess.Popen(lf_cmd([sys.executable, "-c", IDLE_CLIENT, port, str(n), str(size), str(chunk)], tier="shm"),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert readline(cli).split() == ["connected", str(n)]
+    if not size:
+        assert readline(srv).split() == ["accepted", str(n)]
+    cli.stdin.write("\n")
+    cli.stdin.flush()
+    return srv, cli
+
+
+def test_idle_connections_hold_at_most_64k_each(build):
+    """20 connections never used: each process maps the memfd of each
+    (the tier, from the kernel), and each mapping has at most 64 KiB
+    resident."""
+    srv, cli = idle_pair(20, 0)
+    try:
+        assert readline(cli).strip() == "answered"
+        for p in (srv, cli):
+            rss = memfd_rss(p.pid)
+            assert len(rss) == 20, rss
+            assert max(rss) <= IDLE_MAX, rss
+    finally:
+        for p in (cli, srv):
+            stop(p)
+
+
+@pytest.mark.parametrize("chunk", [0, 65536])
+def test_after_streaming_idle_gives_pages_back(build, chunk):
+    """8 MB each way (in one write, or in 64 KiB writes, where the
+    reader empties its ring, and gives pages back, again and again while
+    the writer goes on), every byte checked (SHA-256 at both ends); once the
+    connection is idle (each reader found its ring empty), each process
+    holds at most 64 KiB of the memfd again, where the stream had the
+    rings' pages resident."""
+    size = 8_000_000
+    srv, cli = idle_pair(1, size, chunk)
+    try:
+        c = readline(cli, timeout=90).split()
+        s = readline(srv).split()
+        assert c[0] == "client" and s[0] == "server", (c, s)
+        assert int(c[1]) == int(s[1]) == size and c[2] == s[2] and s[3] == c[3], (c, s)
+        for p in (srv, cli):
+            rss = memfd_rss(p.pid)
+            assert len(rss) == 1 and rss[0] <= IDLE_MAX, rss
+    finally:
+        for p in (cli, srv):
+            stop(p)

@@ -884,8 +884,8 @@ MUTANTS += [
         "shm-reader-keeps-token",
         "a reader that emptied its ring leaves the token on the socket: readable with nothing to read",
         [("src/fastpath/shm_io.c",
-          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn take_token(c, fd);\n",
-          "\t\treturn 0; /* the token stays, for the bytes now there */\n\treturn 0;\n")],
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\tint r = take_token(c, fd);\n",
+          "\t\treturn 0; /* the token stays, for the bytes now there */\n\tint r = 0;\n")],
         ["e2e:test_shm.py"]),
     Mutant(
         "shm-poll-writable-when-full",
@@ -1195,4 +1195,23 @@ MUTANTS += [
           "\tsvs_check_port(dst.port);\n",
           "")],
         ["e2e:test_supervisor_compare.py -k 'fork-while-connecting-v4'"]),
+]
+
+# The tier's memory (issue 23, "Memory"; src/fastpath/shm_mem.c): an idle
+# connection gives its rings' pages back, under the reader/writer handshake.
+MUTANTS += [
+    Mutant(
+        "shm-no-give-back",
+        "a tier reader that finds its ring empty never punches it: a connection that streamed keeps 516 KiB resident",
+        [("src/fastpath/shm_mem.c",
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
+          "\t    0)\n")],
+        ["e2e:test_shm.py -k after_streaming_idle", "e2e:test_bench_stream.py -k idle_connections"]),
+    Mutant(
+        "shm-give-back-wrong-ring",
+        "the reader punches the ring it writes (its peer's unread bytes) instead of the one it found empty",
+        [("src/fastpath/shm_mem.c",
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
+          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))\n")],
+        ["e2e:test_shm.py -k after_streaming_idle"]),
 ]

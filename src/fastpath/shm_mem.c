@@ -1,0 +1,98 @@
+/* The shared-memory tier's memory (docs/shm.md, "Memory"): an idle
+ * connection holds at most 64 KiB of its memfd, whatever it carried.
+ *
+ * Each ring's pages come into being as the writer first writes them (the
+ * memfd starts as holes), so the ring grows at once, under load, to its
+ * whole size (LF_RING_SIZE, more than a Unix stream's default buffer) and
+ * never further. Giving them back is the reader's job: it is the one that
+ * sees the ring go empty (the writer's last write is followed by nothing),
+ * and it does so there, once at least KEEP bytes have passed since its last
+ * give-back, by punching the whole ring's data (madvise MADV_REMOVE: the
+ * pages leave the memfd and every process's page tables; the seals
+ * F_SEAL_SHRINK | F_SEAL_GROW do not forbid it, since the size stays).
+ *
+ * An empty ring is all free space, and free space is the writer's: a copy
+ * into a page while it is punched would lose the bytes. So the two hold a
+ * handshake in the page (Dekker, as the doorbell): the writer sets wbusy
+ * to 1 (an atomic exchange: a full barrier) and then reads trim before it
+ * copies, and sets wbusy back to 2 once the copy is published; the reader
+ * takes trim 0 -> 1 (a CAS: a full barrier) and then reads wbusy and tail,
+ * and punches only if the writer is not copying (2) and the ring is still
+ * empty. Either the reader sees the writer's 1 (or its published tail), or
+ * the writer sees the reader's trim and waits for it to end. A writer that
+ * never said 2 (one that knows no trims) is never punched under.
+ *
+ * Cost: on the writer's path an exchange and a load per copy, no system
+ * call; on the reader's, one madvise per KEEP bytes or more, only where it
+ * found its ring empty (it has already read a token, and is about to wait or
+ * return with nothing). A writer that meets a give-back spins a little
+ * under its lock, then waits for the end of it without the lock (yields,
+ * then up to 20 slices of a millisecond) and looks again; after that it is
+ * treated as a full ring (EAGAIN when non-blocking). A peer that holds trim
+ * forever (hostile, or stopped between its madvise and its release) only
+ * makes the writer wait as for a full ring. */
+#include "internal.h"
+#include "shm_conn.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+/* Bytes that may pass through a ring without a give-back: fewer than KEEP
+ * bytes touch at most 7 pages, so an idle connection holds at most the
+ * header page and 2 x 28 KiB: 60 KiB. */
+#define KEEP (24u * 1024u)
+
+enum { W_COPY = 1, W_IDLE = 2 };
+
+bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd)
+{
+	struct lf_ring_hdr *h = c->tx.h;
+
+	for (int i = 0; i < 100; i++) {
+		atomic_exchange(&h->wbusy, W_COPY);
+		if (!atomic_load(&h->trim))
+			return true;
+		atomic_store_explicit(&h->wbusy, W_IDLE, memory_order_release);
+		__builtin_ia32_pause();
+	}
+	/* A peer gone mid-give-back (its descriptors closed: it runs no more)
+	 * holds trim forever, and nothing punches any more. */
+	int rev = lf__sys_poll1(fd, 0, 0);
+	if (rev > 0 && (rev & (POLLHUP | POLLERR))) {
+		atomic_exchange(&h->wbusy, W_COPY);
+		return true;
+	}
+	return false;
+}
+
+bool lf__shm_mem_wait(struct lf_shm_conn *c, int fd)
+{
+	for (int i = 0; i < 30; i++) {
+		if (!atomic_load(&c->tx.h->trim))
+			return true;
+		if (i < 10)
+			sched_yield();
+		else
+			lf__sys_poll1(fd, 0, 1); /* a millisecond, or the peer's end */
+	}
+	return false;
+}
+
+void lf__shm_mem_exit(struct lf_shm_conn *c)
+{
+	atomic_store_explicit(&c->tx.h->wbusy, W_IDLE, memory_order_release);
+}
+
+void lf__shm_mem_idle(struct lf_shm_conn *c)
+{
+	struct lf_ring *r = &c->rx;
+	uint32_t zero = 0;
+
+	if (r->pos - c->trimmed < KEEP || !atomic_compare_exchange_strong(&r->h->trim, &zero, 1))
+		return;
+	if (atomic_load(&r->h->wbusy) == W_IDLE && atomic_load(&r->h->tail) == r->pos &&
+	    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))
+		c->trimmed = r->pos;
+	atomic_store_explicit(&r->h->trim, 0, memory_order_release);
+}
