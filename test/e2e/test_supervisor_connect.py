@@ -309,3 +309,42 @@ def test_client_options_carried(prog):
             stop(srv)
     want = ["connect 0", "read Resource temporarily unavailable", "names", "echo OK 100000", "waiting"]
     assert said == [want, want]
+
+
+HELLO_SERVER = """
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept()
+time.sleep(0.3)
+c.sendall(b"hello")
+while c.recv(4096): pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["epollet", "epollet-nb"])
+def test_epoll_before_connect(prog, mode):
+    """A static C client puts its socket in an epoll set (EPOLLET) before
+    a blocking or non-blocking connect, then waits on that registration
+    alone for the bytes a loopfast server sends 300 ms after its accept:
+    it gets them under the supervisor as over TCP (the switch would have
+    left the registration on a TCP file that goes away: epoll_wait
+    silent, the bytes never told), and its connection stays on plain TCP
+    at both ends (docs/supervisor.md, "Options and epoll")."""
+    said = []
+    for lf in (False, True):
+        srv = subprocess.Popen(lf_cmd([sys.executable, "-c", HELLO_SERVER]), stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(readline(srv))
+            cmd = [prog, str(port), mode]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            lines = [readline(c, 20).strip()]
+            while lines[-1] != "waiting":
+                lines.append(readline(c, 20).strip())
+            assert_path([program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid), port, fast=False)
+            said.append(lines)
+            end_by_sigterm(c)
+        finally:
+            stop(srv)
+    first = "connect 0" if mode == "epollet" else "connect Operation now in progress"
+    assert said == [[first, "epoll got 'hello'", "waiting"]] * 2

@@ -1196,3 +1196,14 @@ MUTANTS += [
           "")],
         ["e2e:test_supervisor_compare.py -k 'fork-while-connecting-v4'"]),
 ]
+# A socket registered in an epoll set before its connect stays on plain
+# TCP under the supervisor (docs/supervisor.md, Options and epoll).
+MUTANTS += [
+    Mutant(
+        "supervisor-epoll-not-looked-at",
+        "the supervisor switches a socket the program registered in an epoll before connect (the look skipped)",
+        [("src/cli/supervise_client.c",
+          "\tif (copy >= 0 && sve_registered(n->pid, copy)) {\n",
+          "\tif (0 && copy >= 0 && sve_registered(n->pid, copy)) {\n")],
+        ["e2e:test_supervisor_connect.py -k epoll_before"]),
+]
