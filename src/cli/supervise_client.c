@@ -367,7 +367,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	}
 	/* In an epoll set already: the registration is the TCP file's, which
 	 * the switch would take away (supervise_epoll.c): plain TCP. */
-	if (copy >= 0 && sve_registered(n->pid, copy)) {
+	if (copy >= 0 && sve_registered(n->pid, fd, copy)) {
 		SV_DEBUG("connect fd %d of %d: registered in an epoll before connect: plain TCP", fd, n->pid);
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);

@@ -1203,7 +1203,7 @@ MUTANTS += [
         "supervisor-epoll-not-looked-at",
         "the supervisor switches a socket the program registered in an epoll before connect (the look skipped)",
         [("src/cli/supervise_client.c",
-          "\tif (copy >= 0 && sve_registered(n->pid, copy)) {\n",
-          "\tif (0 && copy >= 0 && sve_registered(n->pid, copy)) {\n")],
+          "\tif (copy >= 0 && sve_registered(n->pid, fd, copy)) {\n",
+          "\tif (0 && copy >= 0 && sve_registered(n->pid, fd, copy)) {\n")],
         ["e2e:test_supervisor_connect.py -k epoll_before"]),
 ]
