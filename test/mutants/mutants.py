@@ -1206,4 +1206,11 @@ MUTANTS += [
           "\tif (copy >= 0 && sve_registered(n->pid, fd, copy)) {\n",
           "\tif (0 && copy >= 0 && sve_registered(n->pid, fd, copy)) {\n")],
         ["e2e:test_supervisor_connect.py -k epoll_before"]),
+    Mutant(
+        "supervisor-epoll-cache-kept",
+        "an epoll created after the thread's first connect is not looked for (the cached epoll fds kept)",
+        [("src/cli/supervise_epoll.c",
+          "void sve_epoll_created(void)\n{\n\tgeneration++;\n",
+          "void sve_epoll_created(void)\n{\n")],
+        ["e2e:test_supervisor_connect.py -k 'epoll_before and late'"]),
 ]

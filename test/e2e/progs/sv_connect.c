@@ -18,7 +18,10 @@
  *             registration alone (epoll_wait, 3 s at most each, and
  *             non-blocking reads until EAGAIN): "epoll got 'BYTES'" once
  *             5 bytes have come, or "epoll timeout, got 'BYTES'"; then
- *             "waiting" until a signal ends it (no echo).
+ *             "waiting" until a signal ends it (no echo);
+ *   epollet-late  first another socket's blocking connect ("first
+ *             connect R", kept open), made before the program has any
+ *             epoll; then as epollet.
  * Prints "signal" from the handler when it runs, then "connect R" (0, or
  * strerror); after EINTR or EINPROGRESS waits for the handshake with
  * poll and prints "poll E" (SO_ERROR: 0 or strerror). Once connected:
@@ -111,6 +114,10 @@ int main(int argc, char **argv)
 		sl = sizeof(*a);
 	}
 	int nb = !strcmp(mode, "nb") || !strcmp(mode, "epollet-nb"), ep = -1;
+	if (!strcmp(mode, "epollet-late")) {
+		int first = socket(ss.ss_family, SOCK_STREAM, 0);
+		say("first connect", connect(first, (void *)&ss, sl) ? errno : 0);
+	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
 	if (!strncmp(mode, "epollet", 7)) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = fd };
