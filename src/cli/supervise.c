@@ -7,7 +7,8 @@
  * unless it may do without: root)
  * that sends the calls that decide a connection's path and what TCP's
  * answers need (connect, listen, accept, accept4, bind, getsockname,
- * getpeername, getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
+ * getpeername, epoll_create and epoll_create1 (counted only:
+ * supervise_epoll.c), getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
  * level of getsockopt and setsockopt) to this process
  * (SECCOMP_RET_USER_NOTIF) and allows everything else; the filter holds
  * for every descendant. No data call is trapped. This file: the filter,
@@ -19,8 +20,8 @@
  *
  * Caveats: one thread serves every trapped call, and never waits in one
  * (a blocking accept is parked, a connect's handshake finished when its
- * socket is writable); socket options and epoll registrations made before the
- * switch are not carried over. */
+ * socket is writable); socket options made before the switch are not
+ * carried over, and a socket already in an epoll set is not switched. */
 #include "cli.h"
 #include "internal.h"
 #include "loopfast.h"
@@ -129,6 +130,12 @@ struct insn {
 #define IS(val, t, f) { BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(val), t, f }
 #define ARG(i) (offsetof(struct seccomp_data, args) + 8 * (i)) /* the low half (little-endian) */
 
+#ifdef __NR_epoll_create /* not on aarch64 */
+#define EPOLL_CREATE IS(__NR_epoll_create, NOTIF, NEXT)
+#else
+#define EPOLL_CREATE IS(__NR_epoll_create1, NOTIF, NEXT)
+#endif
+
 /* The filter; with nnp (no_new_privs set) execve and execveat are
  * trapped too, so that a set-uid exec, which runs without its privilege
  * then, is said (on_exec). */
@@ -145,7 +152,7 @@ static int load_filter(bool nnp)
 		IS(__NR_execve, ex, NEXT), IS(__NR_execveat, ex, NEXT),
 		IS(__NR_connect, NOTIF, NEXT), IS(__NR_listen, NOTIF, NEXT), IS(__NR_accept, NOTIF, NEXT),
 		IS(__NR_accept4, NOTIF, NEXT), IS(__NR_bind, NOTIF, NEXT), IS(__NR_getsockname, NOTIF, NEXT),
-		IS(__NR_getpeername, NOTIF, NEXT),
+		IS(__NR_getpeername, NOTIF, NEXT), IS(__NR_epoll_create1, NOTIF, NEXT), EPOLL_CREATE,
 		IS(__NR_setsockopt, NEXT, 2), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, ALLOW),
 		IS(__NR_getsockopt, NEXT, ALLOW), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, NEXT), IS(SOL_SOCKET, NEXT, ALLOW),
 		LD(ARG(2)), IS(SO_DOMAIN, NOTIF, NEXT), IS(SO_PROTOCOL, NOTIF, ALLOW),
@@ -821,6 +828,12 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 	case __NR_execve:
 	case __NR_execveat:
 		return on_exec(lfd, n);
+	case __NR_epoll_create1:
+#ifdef __NR_epoll_create
+	case __NR_epoll_create:
+#endif
+		sve_epoll_created();
+		return sv_reply(lfd, n->id, 0, true);
 	default:
 		return sv_reply(lfd, n->id, 0, true);
 	}

@@ -81,6 +81,16 @@ void svc_conn_ready(int lfd, int ep, int i);
 bool svc_pending(void);
 void svc_tick(int lfd, int ep);
 
+/* ---- supervise_epoll.c */
+
+/* Whether thread tid's process has its socket fd (copy: ours of it) in
+ * one of its epoll sets (then its connect is left on plain TCP); false
+ * for a Go binary, which registers after connect. */
+bool sve_registered(pid_t tid, int fd, int copy);
+/* A process of the tree called epoll_create or epoll_create1: the
+ * cached epoll fds are looked for again. */
+void sve_epoll_created(void);
+
 /* ---- supervise_server.c */
 
 void svs_listen(int lfd, const struct seccomp_notif *n);

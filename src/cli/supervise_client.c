@@ -365,6 +365,13 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);
 	}
+	/* In an epoll set already: the registration is the TCP file's, which
+	 * the switch would take away (supervise_epoll.c): plain TCP. */
+	if (copy >= 0 && sve_registered(n->pid, fd, copy)) {
+		SV_DEBUG("connect fd %d of %d: registered in an epoll before connect: plain TCP", fd, n->pid);
+		close(copy);
+		return sv_reply(lfd, n->id, 0, true);
+	}
 	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
 	    !sv_may_switch(copy, n->pid)) {
 		if (copy >= 0)

@@ -309,3 +309,57 @@ def test_client_options_carried(prog):
             stop(srv)
     want = ["connect 0", "read Resource temporarily unavailable", "names", "echo OK 100000", "waiting"]
     assert said == [want, want]
+
+
+HELLO_SERVER = """
+import socket, threading, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    time.sleep(0.3)
+    c.sendall(b"hello")
+    while c.recv(4096): pass
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"""
+
+# The lines each mode prints, and the connections it ends with under the
+# supervisor (Unix pairs, TCP pairs; over TCP all are TCP).
+EPOLL_MODES = {
+    "epollet": (["connect 0"], (0, 1)),
+    "epollet-nb": (["connect Operation now in progress"], (0, 1)),
+    "epollet-late": (["first connect 0", "connect 0"], (1, 1)),
+}
+
+
+@pytest.mark.parametrize("mode", list(EPOLL_MODES))
+def test_epoll_before_connect(prog, mode):
+    """A static C client puts its socket in an epoll set (EPOLLET) before
+    a blocking or non-blocking connect, then waits on that registration
+    alone for the bytes a loopfast server sends 300 ms after its accept:
+    it gets them under the supervisor as over TCP (the switch would have
+    left the registration on a TCP file that goes away: epoll_wait
+    silent, the bytes never told), and its connection stays on plain TCP
+    at both ends (docs/supervisor.md, "Options and epoll"). epollet-late:
+    the program connected once (on the fast path) before it had any
+    epoll, so the supervisor's cache of its epoll fds must be renewed."""
+    first, (unix, tcp) = EPOLL_MODES[mode]
+    for lf in (False, True):
+        srv = subprocess.Popen(lf_cmd([sys.executable, "-c", HELLO_SERVER]), stdout=subprocess.PIPE, text=True)
+        try:
+            port = int(readline(srv))
+            cmd = [prog, str(port), mode]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            lines = [readline(c, 20).strip()]
+            while lines[-1] != "waiting":
+                lines.append(readline(c, 20).strip())
+            assert lines == first + ["epoll got 'hello'", "waiting"], ("loopfast run" if lf else "TCP", lines)
+            pids, spids = [program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid)
+            want = (unix, tcp) if lf else (0, unix + tcp)
+            wait_until(f"connections {want} (unix, tcp)",
+                       lambda: (len(kernel.unix_pairs(pids, spids, port)),
+                                len(kernel.tcp_pairs(pids, spids, port))) == want)
+            end_by_sigterm(c)
+        finally:
+            stop(srv)

@@ -1215,3 +1215,22 @@ MUTANTS += [
           "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))\n")],
         ["e2e:test_shm.py -k after_streaming_idle"]),
 ]
+
+# A socket registered in an epoll set before its connect stays on plain
+# TCP under the supervisor (docs/supervisor.md, Options and epoll).
+MUTANTS += [
+    Mutant(
+        "supervisor-epoll-not-looked-at",
+        "the supervisor switches a socket the program registered in an epoll before connect (the look skipped)",
+        [("src/cli/supervise_client.c",
+          "\tif (copy >= 0 && sve_registered(n->pid, fd, copy)) {\n",
+          "\tif (0 && copy >= 0 && sve_registered(n->pid, fd, copy)) {\n")],
+        ["e2e:test_supervisor_connect.py -k epoll_before"]),
+    Mutant(
+        "supervisor-epoll-cache-kept",
+        "an epoll created after the thread's first connect is not looked for (the cached epoll fds kept)",
+        [("src/cli/supervise_epoll.c",
+          "void sve_epoll_created(void)\n{\n\tgeneration++;\n",
+          "void sve_epoll_created(void)\n{\n")],
+        ["e2e:test_supervisor_connect.py -k 'epoll_before and late'"]),
+]

@@ -11,7 +11,17 @@
  *   nb        a non-blocking connect;
  *   rcvtimeo  a blocking connect with SO_RCVTIMEO 300 ms set before it:
  *             once connected, a read before anything was sent prints
- *             "read R" (EAGAIN's message over TCP).
+ *             "read R" (EAGAIN's message over TCP);
+ *   epollet, epollet-nb  the socket (blocking, or non-blocking) put in
+ *             an epoll set with EPOLLIN | EPOLLOUT | EPOLLET before a
+ *             connect, then the server's first bytes waited for by that
+ *             registration alone (epoll_wait, 3 s at most each, and
+ *             non-blocking reads until EAGAIN): "epoll got 'BYTES'" once
+ *             5 bytes have come, or "epoll timeout, got 'BYTES'"; then
+ *             "waiting" until a signal ends it (no echo);
+ *   epollet-late  first another socket's blocking connect ("first
+ *             connect R", kept open), made before the program has any
+ *             epoll; then as epollet.
  * Prints "signal" from the handler when it runs, then "connect R" (0, or
  * strerror); after EINTR or EINPROGRESS waits for the handshake with
  * poll and prints "poll E" (SO_ERROR: 0 or strerror). Once connected:
@@ -27,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -59,6 +70,27 @@ static void name(const struct sockaddr_storage *a, char *out, size_t size)
 	}
 }
 
+/* The epollet modes: the server's first 5 bytes, told by the epoll
+ * registration made before connect. */
+static _Noreturn void epoll_read(int ep, int fd)
+{
+	char got[6] = "";
+	size_t n = 0;
+	struct epoll_event ev;
+
+	while (n < 5) {
+		if (epoll_wait(ep, &ev, 1, 3000) != 1)
+			break;
+		ssize_t k;
+		while (n < 5 && (k = recv(fd, got + n, 5 - n, MSG_DONTWAIT)) > 0)
+			n += (size_t)k;
+	}
+	printf(n == 5 ? "epoll got '%s'\nwaiting\n" : "epoll timeout, got '%s'\nwaiting\n", got);
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -81,8 +113,18 @@ int main(int argc, char **argv)
 		inet_pton(AF_INET6, strcmp(fam, "6") ? "::ffff:127.0.0.1" : "::1", &a->sin6_addr);
 		sl = sizeof(*a);
 	}
-	int nb = !strcmp(mode, "nb");
+	int nb = !strcmp(mode, "nb") || !strcmp(mode, "epollet-nb"), ep = -1;
+	if (!strcmp(mode, "epollet-late")) {
+		int first = socket(ss.ss_family, SOCK_STREAM, 0);
+		say("first connect", connect(first, (void *)&ss, sl) ? errno : 0);
+	}
 	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
+	if (!strncmp(mode, "epollet", 7)) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = fd };
+		ep = epoll_create1(EPOLL_CLOEXEC);
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+			return 1;
+	}
 	if (!strcmp(mode, "eintr") || !strcmp(mode, "restart")) {
 		struct sigaction act = { .sa_handler = on_alarm, .sa_flags = strcmp(mode, "restart") ? 0 : SA_RESTART };
 		struct itimerval t = { .it_value = { 0, 600000 } };
@@ -99,6 +141,8 @@ int main(int argc, char **argv)
 	}
 	int r = connect(fd, (void *)&ss, sl), e = r ? errno : 0;
 	say("connect", e);
+	if (ep >= 0)
+		epoll_read(ep, fd);
 	if (e == EINTR || e == EINPROGRESS) {
 		struct pollfd p = { fd, POLLOUT, 0 };
 		socklen_t l = sizeof(e);
