@@ -34,13 +34,14 @@ SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT]
 
 @pytest.fixture(scope="module")
 def gohttp():
-    """gohttp built from source in a temporary GOCACHE/GOPATH, without the
-    network; linked against libc (ldd), so that the preload loads."""
+    """gohttp built from source in a temporary GOPATH, without the network,
+    with the build's GOCACHE (shared with the other Go tests: 16 s less);
+    linked against libc (ldd), so that the preload loads."""
     go = go_binary()
     with tempfile.TemporaryDirectory(prefix="lf-go-") as d:
         d = pathlib.Path(d)
         shutil.copy(PROGS / "gohttp.go", d / "gohttp.go")
-        env = dict(os.environ, GOCACHE=str(d / "cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
+        env = dict(os.environ, GOCACHE=str(BUILD / "go-cache"), GOPATH=str(d / "gopath"), GOFLAGS="",
                    GOTOOLCHAIN="local", GOPROXY="off", GO111MODULE="off", HOME=str(d))
         out = subprocess.run([go, "build", "-o", str(d / "gohttp"), "gohttp.go"], cwd=d, env=env,
                              capture_output=True, text=True, timeout=900)
