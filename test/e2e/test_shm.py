@@ -263,23 +263,31 @@ EDGES = textwrap.dedent("""
 """)
 
 
+def tcp_then_shm(script):
+    """Runs a Python script whose two ends are in one process, on plain TCP
+    (the control) and then with the tier, checking from /proc that the
+    second maps the memfd for both its ends; {tier: its printed words}."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [sys.executable, "-c", script]
+        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            got[tier] = readline(p, timeout=60).split()
+            if tier == "shm":
+                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
+        finally:
+            stop(p)
+    return got
+
+
 def test_epoll_edge_per_write_as_tcp(build):
     """epoll ET gives an edge for every write that adds data, even to a
     queue the reader has not emptied, as TCP does (the same script run on
     plain TCP is the control); once all is read, level-triggered epoll
     reports nothing (the edge bytes are taken with the data). On the tier:
     the process maps the memfd for both its ends."""
-    got = {}
-    for tier in ("tcp", "shm"):
-        p = subprocess.Popen(lf_cmd([sys.executable, "-c", EDGES], tier=tier) if tier != "tcp"
-                             else [sys.executable, "-c", EDGES], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        try:
-            got[tier] = readline(p).split()
-            if tier == "shm":
-                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
-        finally:
-            stop(p)
+    got = tcp_then_shm(EDGES)
     assert got["tcp"] == ["1", "0", "1", "1", "abcd", "0", "0"], got
     assert got["shm"] == got["tcp"], got
 
@@ -333,17 +341,7 @@ def test_sendfile_and_splice_as_tcp(build):
     """sendfile and splice on the tier answer as over TCP (the same script
     on plain TCP is the control) and carry every byte; the process maps the
     memfd for both its ends."""
-    got = {}
-    for tier in ("tcp", "shm"):
-        cmd = [sys.executable, "-c", SENDFILE]
-        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            got[tier] = readline(p, timeout=60).split()
-            if tier == "shm":
-                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
-        finally:
-            stop(p)
+    got = tcp_then_shm(SENDFILE)
     assert got["tcp"] == ["True", "True", "True", "True", "3", "True"], got
     assert got["shm"] == got["tcp"], got
 
@@ -382,17 +380,7 @@ def test_select_sees_the_rings(build):
     """select says readable only when a read would find data and writable
     only while the ring has room, as over TCP (the same script on plain TCP
     is the control); the process maps the memfd for both its ends."""
-    got = {}
-    for tier in ("tcp", "shm"):
-        cmd = [sys.executable, "-c", SELECT]
-        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            got[tier] = readline(p, timeout=60).split()
-            if tier == "shm":
-                assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
-        finally:
-            stop(p)
+    got = tcp_then_shm(SELECT)
     assert got["tcp"] == ["0", "1", "a", "0", "1"], got
     assert got["shm"] == got["tcp"], got
 
