@@ -99,7 +99,9 @@ static ssize_t stream_read(int fd, const struct cur *k, size_t len, int flags)
 static int take_token(struct lf_shm_conn *c, int fd)
 {
 	char b;
-	bool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);
+	/* The page's word, not this process's copy: after a fork, the other
+	 * process's ET registration turns edges on for both. */
+	bool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed);
 	ssize_t r = edges ? lf__shm_io_skip_edges(fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 
 	if (r == 1) {

@@ -26,7 +26,7 @@
 
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c)
 {
-	if (c->owed || atomic_load_explicit(&c->edges, memory_order_relaxed) ||
+	if (c->owed || atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || c->looked_thread != (const void *)&lf__sig_seen ||
 	    c->looked_sig != atomic_load_explicit(&lf__sig_seen, memory_order_relaxed) ||
 	    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))

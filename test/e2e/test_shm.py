@@ -337,6 +337,42 @@ SENDFILE = textwrap.dedent("""
 """)
 
 
+# After a fork, one process's EPOLLET registration turns edge bytes on for
+# the connection (the page's word); the other process, which registered
+# nothing, must still take them for what they are when it reads.
+FORK_EDGES = textwrap.dedent("""
+    import os, select, socket, sys, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"      # the client has the answer: on the tier from here
+    r, w = os.pipe(); r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # registers for edges, then keeps the fd open
+        ep = select.epoll(); ep.register(a.fileno(), select.EPOLLIN | select.EPOLLET)
+        os.write(w, b"r"); os.read(r2, 1); os._exit(0)
+    assert os.read(r, 1) == b"r"
+    got = b""
+    for i in range(3):
+        c.sendall(b"ab"); c.sendall(b"cd")          # the second push finds the bell set
+        time.sleep(0.05)
+        while len(got) < 4 * (i + 1):
+            got += a.recv(100)
+    os.write(w2, b"x"); os.waitpid(pid, 0)
+    print(got.decode(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_edges_turned_on_by_a_forked_child(build):
+    """A forked child's EPOLLET registration makes the writer send edge
+    bytes; the parent, which reads, takes them (it used its own copy of
+    the flag and took an edge byte for a token: a reset). Same output as
+    over TCP, on the tier."""
+    got = tcp_then_shm(FORK_EDGES)
+    assert got["tcp"] == ["abcdabcdabcd"], got
+    assert got["shm"] == got["tcp"], got
+
+
 def test_sendfile_and_splice_as_tcp(build):
     """sendfile and splice on the tier answer as over TCP (the same script
     on plain TCP is the control) and carry every byte; the process maps the

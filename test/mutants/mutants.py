@@ -1234,3 +1234,15 @@ MUTANTS += [
           "void sve_epoll_created(void)\n{\n")],
         ["e2e:test_supervisor_connect.py -k 'epoll_before and late'"]),
 ]
+
+# The shm tier after a fork: edge bytes turned on by another process's
+# EPOLLET registration (the page's word, test_shm.py).
+MUTANTS += [
+    Mutant(
+        "shm-token-by-own-edges-flag",
+        "a reader takes its token by its own process's copy of the edges flag: after a fork, an edge byte read as a token resets the connection",
+        [("src/fastpath/shm_io.c",
+          "\tbool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed);\n",
+          "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);\n")],
+        ["e2e:test_shm.py -k forked_child"]),
+]
