@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -133,16 +134,6 @@ static bool is_pipe(int fd)
 	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
-/* Bytes the pipe takes without waiting (its capacity less what it holds). */
-static long pipe_room(int p)
-{
-	int cap = lf__sys_fcntl(p, F_GETPIPE_SZ, 0), inq = 0;
-
-	if (cap < 0 || lf__sys_ioctl(p, FIONREAD, &inq) < 0)
-		return -1;
-	return cap > inq ? cap - inq : 0;
-}
-
 /* Waits until the pipe p can be read (POLLIN) or written (POLLOUT):
  * 0, or -1 and EAGAIN (non-blocking) or EINTR. */
 static int pipe_wait(int p, short ev, bool nb)
@@ -154,26 +145,35 @@ static int pipe_wait(int p, short ev, bool nb)
 	return r > 0 ? 0 : -1;
 }
 
+/* The socket's bytes into the pipe, taken only once the pipe has them: a
+ * page at a time (a pipe that polls writable has a free slot, which takes
+ * a write of PIPE_BUF whole, however its other slots are filled), peeked,
+ * written, then read off the socket. So a full pipe is EAGAIN or a wait,
+ * as the kernel's splice, never bytes taken and then a wait for the pipe
+ * (whose reader may be this very thread), and a pipe with no reader gets
+ * EPIPE with nothing taken. Two threads reading one socket at once (one of
+ * them splicing) are not kept apart. */
 static ssize_t sock_to_pipe(int s, int p, size_t len, bool nb)
 {
-	long room;
+	char buf[PIPE_BUF];
+	size_t total = 0;
 
-	while ((room = pipe_room(p)) == 0)
-		if (pipe_wait(p, POLLOUT, nb) < 0)
-			return -1;
-	if (room < 0)
-		return -1;
-	size_t n = len < (size_t)room ? len : (size_t)room;
-	char *buf = malloc(n < CHUNK ? n : CHUNK);
-	if (!buf) {
-		errno = ENOMEM;
-		return -1;
+	while (total < len) {
+		if (pipe_wait(p, POLLOUT, nb || total) < 0)
+			return total ? (ssize_t)total : -1;
+		size_t want = len - total < sizeof(buf) ? len - total : sizeof(buf);
+		ssize_t r = get(s, buf, want, MSG_PEEK | (total ? MSG_DONTWAIT : 0));
+		if (r <= 0)
+			return total ? (ssize_t)total : r;
+		ssize_t w = lf__sys_write(p, buf, (size_t)r);
+		if (w <= 0)
+			return total ? (ssize_t)total : -1;
+		for (ssize_t k = 0, g; k < w; k += g) /* the bytes peeked: there */
+			if ((g = get(s, buf, (size_t)(w - k), MSG_DONTWAIT)) <= 0)
+				return (ssize_t)total + k; /* not the case but for another reader of the socket */
+		total += (size_t)w;
 	}
-	ssize_t r = get(s, buf, n < CHUNK ? n : CHUNK, 0);
-	if (r > 0 && drain_into(p, buf, (size_t)r, false, 0) < 0)
-		r = -1;
-	free(buf);
-	return r;
+	return (ssize_t)total;
 }
 
 static ssize_t pipe_to_sock(int p, int s, size_t len, bool nb, int flags)

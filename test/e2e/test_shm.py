@@ -382,6 +382,52 @@ def test_sendfile_and_splice_as_tcp(build):
     assert got["shm"] == got["tcp"], got
 
 
+# splice from a socket into a pipe that is full by its slots, not its
+# bytes (16 writes of 3000 bytes: 48,000 of 65,536 bytes, every slot
+# taken), non-blocking, the pipe's reader being this thread: EAGAIN with
+# nothing taken, as the kernel's; then into a pipe with no reader: EPIPE,
+# nothing taken; the socket's bytes all still there.
+SPLICE_FULL = textwrap.dedent("""
+    import fcntl, os, signal, socket, sys
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"
+    c.sendall(b"x" * 10000)
+    r, w = os.pipe(); os.set_blocking(w, False)
+    for i in range(16):
+        os.write(w, b"p" * 3000)
+    out = []
+    try:
+        out.append(os.splice(a.fileno(), w, 8000, flags=os.SPLICE_F_NONBLOCK))
+    except BlockingIOError:
+        out.append("EAGAIN")
+    r2, w2 = os.pipe(); os.close(r2)
+    try:
+        out.append(os.splice(a.fileno(), w2, 8000))
+    except BrokenPipeError:
+        out.append("EPIPE")
+    a.setblocking(False)
+    got = b""
+    while len(got) < 10000:
+        got += a.recv(20000)
+    out.append(len(got))
+    print(*out, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_splice_into_a_full_pipe_takes_nothing(build):
+    """A non-blocking splice into a pipe whose slots are all taken answers
+    EAGAIN, and one into a pipe with no reader EPIPE, each taking nothing
+    from the socket, as over TCP (the same script on plain TCP is the
+    control; before, the tier took the bytes and then waited for the pipe
+    for ever, or lost them)."""
+    got = tcp_then_shm(SPLICE_FULL)
+    assert got["tcp"] == ["EAGAIN", "EPIPE", "10000"], got
+    assert got["shm"] == got["tcp"], got
+
+
 # select on a tier socket (docs/shm.md, "The doorbell"): both ends in one
 # process. Readable only with data (not for the server's answer, which
 # the client's socket holds before any byte of the server's), writable

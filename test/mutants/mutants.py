@@ -1246,3 +1246,15 @@ MUTANTS += [
           "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);\n")],
         ["e2e:test_shm.py -k forked_child"]),
 ]
+
+# splice from a tier socket into a pipe: peeked, written, then taken
+# (shm_splice.c's sock_to_pipe, test_shm.py).
+MUTANTS += [
+    Mutant(
+        "shm-splice-takes-nothing-after-writing",
+        "splice into a pipe leaves the peeked bytes on the socket: the reader gets them twice",
+        [("src/fastpath/shm_splice.c",
+          "\t\t\tif ((g = get(s, buf, (size_t)(w - k), MSG_DONTWAIT)) <= 0)\n",
+          "\t\t\tif ((g = w - k) <= 0)\n")],
+        ["e2e:test_shm.py -k 'sendfile or splice'"]),
+]
