@@ -61,7 +61,7 @@ void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's s
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */
 /* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */
 bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, before a copy into tx (false: not now) */
-bool lf__shm_mem_wait(struct lf_shm_conn *c, int fd);  /* writer, without txl, after a false: true once it may look again */
+bool lf__shm_mem_wait(struct lf_shm_conn *c);           /* writer, without txl, after a false: true once it may look again */
 void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
 void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
 

@@ -548,6 +548,18 @@ static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsi
 	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);
 }
 
+/* Waits for the end of the reader's give-back (shm_mem.c), as for room. */
+static int wait_trim(struct lf_shm_conn *c, unsigned s0, unsigned i0, uint64_t end)
+{
+	uint32_t seq = atomic_load(&c->tx.h->space_seq);
+
+	atomic_store(&c->tx.h->want_space, 1);
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load(&c->tx.h->trim))
+		return 0;
+	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);
+}
+
 static uint64_t send_deadline(int fd)
 {
 	struct timeval tv = { 0, 0 };
@@ -618,8 +630,25 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		if (mine)
 			lf__shm_mem_exit(c);
 		pthread_mutex_unlock(&c->txl);
-		if (!mine && lf__shm_mem_wait(c, fd))
-			continue; /* the reader's give-back ended */
+		if (!mine) {
+			if (lf__shm_mem_wait(c))
+				continue; /* the reader's give-back ended */
+			/* One that lasts (a reader descheduled in it, a peer that
+			 * holds trim) is a full ring: EAGAIN, or a wait with the
+			 * socket's timeout and signals, woken by the reader's
+			 * wake_writer after its give-back (20 ms slices). */
+			if (nonblocking(fd, flags))
+				break;
+			if (!end)
+				end = send_deadline(fd);
+			if (wait_trim(c, s0, i0, end) < 0) {
+				if (total)
+					break;
+				*ret = -1;
+				return true;
+			}
+			continue;
+		}
 		if (s < 0) {
 			*ret = lf__shm_broken(c, fd);
 			return true;

@@ -26,11 +26,12 @@
  * call; on the reader's, one madvise per KEEP bytes or more, only where it
  * found its ring empty (it has already read a token, and is about to wait or
  * return with nothing). A writer that meets a give-back spins a little
- * under its lock, then waits for the end of it without the lock (yields,
- * then up to 20 slices of a millisecond) and looks again; after that it is
- * treated as a full ring (EAGAIN when non-blocking). A peer that holds trim
- * forever (hostile, or stopped between its madvise and its release) only
- * makes the writer wait as for a full ring. */
+ * under its lock, then yields a few times without the lock and looks
+ * again; after that it is treated as a full ring (shm_io.c: EAGAIN when
+ * non-blocking, else a wait woken by the reader's wake_writer, with the
+ * socket's SO_SNDTIMEO and signals). A peer that holds trim forever
+ * (hostile, or stopped between its madvise and its release) only makes
+ * the writer wait as for a full ring. */
 #include "internal.h"
 #include "shm_conn.h"
 
@@ -66,15 +67,12 @@ bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd)
 	return false;
 }
 
-bool lf__shm_mem_wait(struct lf_shm_conn *c, int fd)
+bool lf__shm_mem_wait(struct lf_shm_conn *c)
 {
-	for (int i = 0; i < 30; i++) {
+	for (int i = 0; i < 10; i++) {
 		if (!atomic_load(&c->tx.h->trim))
 			return true;
-		if (i < 10)
-			sched_yield();
-		else
-			lf__sys_poll1(fd, 0, 1); /* a millisecond, or the peer's end */
+		sched_yield();
 	}
 	return false;
 }

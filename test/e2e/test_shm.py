@@ -428,6 +428,57 @@ def test_splice_into_a_full_pipe_takes_nothing(build):
     assert got["shm"] == got["tcp"], got
 
 
+# A peer that holds its give-back flag (trim, shm_mem.c) for ever: the
+# writer treats it as a full ring. Both ends in one process, which writes
+# the client-to-server ring's trim word in its own mapping of the memfd
+# (the page: magic, version, size, then ring[0] at 64; its trim at 64 + 88).
+HELD_TRIM = textwrap.dedent("""
+    import ctypes, os, socket, struct, sys, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"          # on the tier from here
+    start = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l][0]
+    trim = ctypes.c_uint32.from_address(start + 64 + 88)
+    trim.value = 1
+    out = []
+    c.setblocking(False)
+    try:
+        c.send(b"n" * 100); out.append("sent")
+    except BlockingIOError:
+        out.append("EAGAIN")
+    c.setblocking(True)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 300000))
+    t = time.monotonic()
+    try:
+        c.send(b"b" * 100); out.append("sent")
+    except BlockingIOError:
+        out.append("EAGAIN")
+    out.append(time.monotonic() - t >= 0.25)
+    trim.value = 0
+    c.sendall(b"x" * 100)
+    got = b""
+    while len(got) < 100:
+        got += a.recv(1000)
+    out.append(got == b"x" * 100)
+    print(*out, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_peer_that_holds_its_give_back_is_a_full_ring(build):
+    """A peer that sets its give-back flag and never clears it (hostile, or
+    stopped inside its give-back) makes a non-blocking write EAGAIN and a
+    blocking one wait only until SO_SNDTIMEO, as a full ring: never a hang
+    (found by review: the blocking write looped past its timeout). Once
+    the flag is down, the bytes go, all of them."""
+    p = subprocess.Popen(lf_cmd([sys.executable, "-c", HELD_TRIM], tier="shm"), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert readline(p, timeout=60).split() == ["EAGAIN", "EAGAIN", "True", "True"]
+    finally:
+        stop(p)
+
+
 # select on a tier socket (docs/shm.md, "The doorbell"): both ends in one
 # process. Readable only with data (not for the server's answer, which
 # the client's socket holds before any byte of the server's), writable

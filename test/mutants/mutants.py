@@ -1258,3 +1258,15 @@ MUTANTS += [
           "\t\t\tif ((g = w - k) <= 0)\n")],
         ["e2e:test_shm.py -k 'sendfile or splice'"]),
 ]
+
+# A peer that holds its give-back flag: a full ring for the writer
+# (shm_io.c's wait_trim, test_shm.py).
+MUTANTS += [
+    Mutant(
+        "shm-held-give-back-ignores-sndtimeo",
+        "a blocking writer whose peer holds its give-back flag loops past SO_SNDTIMEO: a hang",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (wait_trim(c, s0, i0, end) < 0) {\n",
+          "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
+        ["e2e:test_shm.py -k holds_its_give_back"]),
+]
