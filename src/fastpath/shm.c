@@ -412,8 +412,11 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 
 	for (unsigned long i = 0; i < n && !any; i++)
 		any = lf__shm_conn_of(fds[i].fd) != NULL;
-	if (!any)
-		return wait(fds, n, timeout_ns, mask);
+	if (!any) { /* a wait all the same: what it reports (a pidfd, a pipe) may be a peer's end */
+		int r = wait(fds, n, timeout_ns, mask);
+		lf__shm_waited();
+		return r;
+	}
 	for (;;) {
 		bool full = false;
 		for (unsigned long i = 0; i < n; i++) {
