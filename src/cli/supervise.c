@@ -413,6 +413,16 @@ bool sv_handler_due(pid_t tid)
 			closedir(d);
 		else
 			shd = 0;
+		/* Still pending for the process, read after the other threads'
+		 * masks: a thread that took the signal in between blocks it in
+		 * its handler, and would otherwise count as blocking it (an
+		 * -ERESTARTSYS with no signal left for tid: errno 512). */
+		unsigned long long shd2 = 0;
+		snprintf(path, sizeof(path), "/proc/%d/status", tid);
+		if (shd && status_of(path, &x, &shd2, &x, &x, &x, &y))
+			shd &= shd2;
+		else
+			shd = 0;
 	}
 	return ((pnd & ~blk & cgt) | shd) != 0;
 }
