@@ -61,12 +61,13 @@ struct mem {
 
 static const char *const names[] = { "tcp", "fast", "fast+shm" };
 
-static long meminfo_kb(const char *key)
+/* The number after "key:" in a /proc file of "Key: N kB" lines, or -1. */
+static long file_kb(const char *path, const char *key)
 {
 	char line[256];
 	long v = -1;
 	size_t n = strlen(key);
-	FILE *f = fopen("/proc/meminfo", "r");
+	FILE *f = fopen(path, "r");
 
 	while (f && fgets(line, sizeof(line), f))
 		if (!strncmp(line, key, n) && line[n] == ':')
@@ -78,18 +79,10 @@ static long meminfo_kb(const char *key)
 
 static long status_kb(pid_t pid, const char *key)
 {
-	char path[64], line[256];
-	long v = -1;
-	size_t n = strlen(key);
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, n) && line[n] == ':')
-			v = strtol(line + n + 1, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
+	return file_kb(path, key);
 }
 
 /* The process's VmRSS and, over its mappings of the tier's memfd, their
@@ -315,7 +308,7 @@ static void add_mem(struct mem *sum, const struct mem *m)
 static void run_path(struct idle_run *r, int path, unsigned long long n, unsigned long long burst, struct idle_row *row)
 {
 	pid_t pid[MAX_ENDS] = { 0 };
-	long shmem0 = meminfo_kb("Shmem");
+	long shmem0 = file_kb("/proc/meminfo", "Shmem");
 	uint64_t deadline = now_ns() + 600ull * 1000000000ull;
 	int k = clients_for(n);
 
@@ -347,7 +340,7 @@ static void run_path(struct idle_run *r, int path, unsigned long long n, unsigne
 			row->rss0_kb[end > 0] += r->rss0_kb[end];
 			row->pte0_kb[end > 0] += r->pte0_kb[end];
 		}
-		row->shmem_kb = meminfo_kb("Shmem") - shmem0;
+		row->shmem_kb = file_kb("/proc/meminfo", "Shmem") - shmem0;
 		if (path == 2 && (row->m[0].maps != (long)n || row->m[1].maps != (long)n)) {
 			ok = false;
 			snprintf(r->why, sizeof(r->why), "%ld and %ld mappings of memfd:loopfast-shm, not %llu each",
