@@ -144,10 +144,45 @@ static void reset_by_bell_pollerr_until_read(void) { same_as_tcp(after_reset, 3)
 
 /* ---- after fork: two processes waiting on one epoll set */
 
+/* Is the task blocked in an epoll wait? The kernel's word
+ * (/proc/PID/task/TID/syscall), not a sleep that guesses it. */
+static bool in_epoll_wait(pid_t pid, pid_t tid)
+{
+	char path[64], buf[64] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool got = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	long nr = got ? strtol(buf, NULL, 10) : -1;
+	return nr == SYS_epoll_wait || nr == SYS_epoll_pwait || nr == SYS_epoll_pwait2;
+}
+
+static void wait_in_epoll(pid_t pid, pid_t tid)
+{
+	for (int i = 0; !in_epoll_wait(pid, tid); i++) {
+		ASSERT_LT(i, 10000); /* 10 s */
+		usleep(1000);
+	}
+}
+
+/* The order of the two waits is what decides which of them the kernel
+ * wakes for a one-shot event (the last to wait, as a rule): the parent
+ * waits first, then the child, then the listener is closed. */
+struct order {
+	int l, go;
+	pid_t parent, child;
+};
+
 static void *close_later(void *arg)
 {
-	usleep(300000); /* both processes are in epoll_wait by then */
-	close((int)(intptr_t)arg);
+	struct order *o = arg;
+
+	wait_in_epoll(getpid(), o->parent);
+	ASSERT_EQ(write(o->go, "g", 1), 1);
+	wait_in_epoll(o->child, o->child);
+	close(o->l);
 	return NULL;
 }
 
@@ -168,7 +203,7 @@ static void woke(char *out, size_t room, const char *who, int ep)
  * where the registration lives on while the parent holds the socket). */
 static void fork_epoll(int optin, int how, char *out, size_t room)
 {
-	int l, c = unclaimed(optin, &l), ready[2], res[2];
+	int l, c = unclaimed(optin, &l), ready[2], res[2], go[2];
 	pthread_t t;
 	char child[256] = "";
 
@@ -178,6 +213,7 @@ static void fork_epoll(int optin, int how, char *out, size_t room)
 	ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), 0);
 	ASSERT_EQ(pipe(ready), 0);
 	ASSERT_EQ(pipe(res), 0);
+	ASSERT_EQ(pipe(go), 0);
 	pid_t w = fork();
 	if (w == 0) {
 		/* Not the listener (its close resets the connection), but
@@ -187,7 +223,8 @@ static void fork_epoll(int optin, int how, char *out, size_t room)
 		if (how & 1)
 			close(c);
 		ASSERT_EQ(write(ready[1], "r", 1), 1);
-		usleep(100000); /* the parent waits first (the kernel wakes the last waiter first) */
+		char g;
+		ASSERT_EQ(read(go[0], &g, 1), 1); /* the parent waits first */
 		woke(child, sizeof(child), "child", ep);
 		ASSERT_EQ(write(res[1], child, strlen(child)), (ssize_t)strlen(child));
 		_exit(0);
@@ -195,18 +232,19 @@ static void fork_epoll(int optin, int how, char *out, size_t room)
 	ASSERT_GT(w, 0);
 	close(res[1]);
 	ASSERT_EQ(read(ready[0], child, 1), 1);
-	ASSERT_EQ(pthread_create(&t, NULL, close_later, (void *)(intptr_t)l), 0);
+	struct order o = { .l = l, .go = go[1], .parent = (pid_t)syscall(SYS_gettid), .child = w };
+	ASSERT_EQ(pthread_create(&t, NULL, close_later, &o), 0);
 	woke(out, room, "parent", ep);
 	pthread_join(t, NULL);
 	ssize_t n = read(res[0], child, sizeof(child) - 1);
 	child[n > 0 ? n : 0] = 0;
 	say(out, room, "%s", child);
 	ASSERT_EQ(waitpid(w, NULL, 0), w);
-	close(ready[0]), close(ready[1]), close(res[0]), close(ep), close(c);
+	close(ready[0]), close(ready[1]), close(res[0]), close(go[0]), close(go[1]), close(ep), close(c);
 }
 
 /* Which of the two the kernel wakes for the bell's event is its choice
- * (the last to wait, as a rule): a few rounds. */
+ * (the last to wait, as a rule; close_later orders them): a few rounds. */
 static void fork_epoll_both_hold(void)
 {
 	for (int i = 0; i < 4; i++)

@@ -1,0 +1,124 @@
+/* The shm tier's quiet reads (src/fastpath/shm_spin.c): a non-blocking
+ * read of an empty ring answers EAGAIN without looking at its socket only
+ * while nothing can have come since its last look. Whatever can have
+ * brought something (the peer's fin, an edge registration, a token owed,
+ * a wait of the process, a signal to the thread, another thread) ends the
+ * quiet at once, not a window later: a read then looks, and sees the end
+ * the kernel already has.
+ *
+ * Built with the library's sources: the predicate is the library's own. */
+#include "internal.h"
+#include "shm.h"
+#include "shm_conn.h"
+#include "runner.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Checked within WINDOW_NS of the look (less than the library's window,
+ * shm_spin.c's LOOK_NS): what ends the quiet then is the change, not time. */
+#define WINDOW_NS 10000u
+
+static struct lf_ring_hdr hdr;
+static struct lf_shm_conn c = { .rx.h = &hdr };
+
+/* Another thread that asks when told (spinning: a hand-off of about a
+ * microsecond, inside the window). */
+static atomic_int asks, answers;
+static atomic_bool answer;
+
+static void *asker(void *arg)
+{
+	(void)arg;
+	for (int seen = 0; seen >= 0;) {
+		int n = atomic_load(&asks);
+		if (n == seen)
+			continue;
+		seen = n;
+		if (n > 0)
+			atomic_store(&answer, lf__shm_spin_quiet(&c));
+		atomic_store(&answers, n);
+		if (n < 0)
+			break;
+	}
+	return NULL;
+}
+
+static bool ask_other_thread(void)
+{
+	int n = atomic_fetch_add(&asks, 1) + 1;
+	while (atomic_load(&answers) != n)
+		;
+	return atomic_load(&answer);
+}
+
+static void fin(void) { atomic_store(&hdr.fin, 1); }
+static void edges(void) { atomic_store(&hdr.edges, 1); }
+static void owed(void) { c.owed = 1; }
+static void waited(void) { lf__shm_waited(); }
+static void signalled(void) { atomic_fetch_add(&lf__sig_seen, 1); }
+
+/* Quiet after a look and then change(); NULL: nothing happened since. A
+ * run slower than WINDOW_NS (the test preempted) proves nothing: again. */
+static bool quiet_after(void (*change)(void), bool other_thread)
+{
+	lf__shm_used = true;
+	for (int tries = 0; tries < 10000; tries++) {
+		memset(&hdr, 0, sizeof(hdr));
+		c.owed = 0;
+		lf__shm_spin_looked(&c, atomic_load(&lf__shm_waits));
+		uint64_t t0 = c.looked_ns;
+		if (change)
+			change();
+		bool quiet = other_thread ? ask_other_thread() : lf__shm_spin_quiet(&c);
+		if (lf__sys_now_ns() - t0 < WINDOW_NS)
+			return quiet;
+	}
+	ASSERT(!"never asked within 10 us of the look");
+	return false;
+}
+
+static void quiet_right_after_a_look(void) { ASSERT(quiet_after(NULL, false)); }
+static void the_peers_fin_ends_it(void) { ASSERT(!quiet_after(fin, false)); }
+static void an_edge_registration_ends_it(void) { ASSERT(!quiet_after(edges, false)); }
+static void a_token_owed_ends_it(void) { ASSERT(!quiet_after(owed, false)); }
+static void a_wait_ends_it(void) { ASSERT(!quiet_after(waited, false)); }
+static void a_signal_ends_it(void) { ASSERT(!quiet_after(signalled, false)); }
+
+/* Another thread's signals are not the looker's: it is never quiet. */
+static void another_thread_is_not_quiet(void)
+{
+	pthread_t t;
+	ASSERT_EQ(pthread_create(&t, NULL, asker, NULL), 0);
+	bool quiet = quiet_after(NULL, true);
+	atomic_store(&asks, -1);
+	pthread_join(t, NULL);
+	ASSERT(!quiet);
+}
+
+static void time_ends_it(void)
+{
+	lf__shm_spin_looked(&c, atomic_load(&lf__shm_waits));
+	memset(&hdr, 0, sizeof(hdr));
+	c.owed = 0;
+	usleep(100000); /* far longer than the window */
+	ASSERT(!lf__shm_spin_quiet(&c));
+}
+
+static const struct lf_test tests[] = {
+	{ "quiet_right_after_a_look", quiet_right_after_a_look, 0 },
+	{ "the_peers_fin_ends_it", the_peers_fin_ends_it, 0 },
+	{ "an_edge_registration_ends_it", an_edge_registration_ends_it, 0 },
+	{ "a_token_owed_ends_it", a_token_owed_ends_it, 0 },
+	{ "a_wait_ends_it", a_wait_ends_it, 0 },
+	{ "a_signal_ends_it", a_signal_ends_it, 0 },
+	{ "another_thread_is_not_quiet", another_thread_is_not_quiet, 0 },
+	{ "time_ends_it", time_ends_it, 0 },
+	{ NULL, NULL, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	return lf_test_main(tests, argc, argv);
+}
