@@ -236,6 +236,23 @@ def check_ending(proc):
         pytest.fail(why)
 
 
+def each(fn, items):
+    """Calls fn(item) for every item, even after one of them raised (a
+    test's failure included: pytest.fail raises a BaseException), then
+    raises the first failure: for cleanups, which must all run (a process
+    not stopped because stopping another failed is left running under
+    init)."""
+    first = None
+    for item in items:
+        try:
+            fn(item)
+        except BaseException as e:
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+
+
 class KernelLog:
     """The kernel log's records from now on (/dev/kmsg, opened at its end)."""
     FAULT = re.compile(r"segfault|general protection|traps:")

@@ -275,12 +275,15 @@ class Procs:
                     pass
 
     def stop_all(self):
-        # How each ended is checked after (the fixture `endings`), for all.
-        for p in reversed(self.started):
-            self._halt(p)
-            for f in (p.stdin, p.stdout):
-                if f:
-                    f.close()
+        # How each ended is checked after (the fixture `endings`), for all;
+        # each is halted even if halting another raised (kernel.each).
+        kernel.each(self._halt_and_close, reversed(self.started))
+
+    def _halt_and_close(self, p):
+        self._halt(p)
+        for f in (p.stdin, p.stdout):
+            if f:
+                f.close()
 
 
 @pytest.fixture

@@ -126,12 +126,19 @@ def readline(proc, timeout=30, stream=None):
     return line
 
 
-def stop(proc, timeout=30):
-    """Kills proc (if still running) and what it started (a supervised
-    program is `loopfast run`'s child, and a SIGKILL cannot be passed on:
-    it would outlive the test, its trapped calls failing with ENOSYS), and
-    reaps it, with a deadline; fails the test if it had died of a signal
-    the test did not send it."""
+def stop(*procs, timeout=30):
+    """Kills each proc given (None is passed over), if still running, and
+    what it started (a supervised program is `loopfast run`'s child, and a
+    SIGKILL cannot be passed on: it would outlive the test, its trapped
+    calls failing with ENOSYS), and reaps it, with a deadline; fails the
+    test if one had died of a signal the test did not send it. Every proc
+    is stopped and reaped even when stopping an earlier one fails the test
+    (kernel.each: the first failure is raised after), so that a test's
+    `finally: stop(srv, cli)` leaves nothing running under init."""
+    kernel.each(lambda p: _stop(p, timeout), [p for p in procs if p is not None])
+
+
+def _stop(proc, timeout):
     if proc.poll() is None:
         rest = kernel.process_tree(proc.pid)[1:]
         proc.kill()

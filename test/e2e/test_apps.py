@@ -126,8 +126,7 @@ def run_locked(app, argv, clients, lock):
             assert lock.wait(timeout=60) == 0, "the lock holder failed"
         return finish(p, argv, None, 120)
     finally:
-        stop(p)
-        stop(lock)
+        stop(p, lock)
 
 
 def assert_on_fast_path(app, argv, stdin, expect):

@@ -65,6 +65,4 @@ def test_sampler_counts_what_the_kernel_shows(server_opted_in):
             assert not apps_fastpath.verdict("fast", lie, 1)[0], lie
             assert not apps_fastpath.verdict("fast", lie, None)[0], lie
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)

@@ -107,9 +107,7 @@ def test_status_lists_listener_and_connection(build):
         cli.stdin.close()
         assert cli.wait(timeout=30) == 0
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 def test_install_and_compile_against_it(build, tmp_path):

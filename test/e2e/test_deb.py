@@ -92,9 +92,7 @@ def c_pair(tmp, libdir):
         assert {os.path.dirname(p) for p in mapped(srv.pid, "libloopfast.so.0")} == {libdir}
         assert {os.path.dirname(p) for p in mapped(srv.pid, "libloopfast-rio.so.0")} == {libdir}
     finally:
-        if cl:
-            stop(cl)
-        stop(srv)
+        stop(cl, srv)
 
 
 def python_pair(libdir):

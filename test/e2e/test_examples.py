@@ -69,9 +69,7 @@ def echo_and_path(server_cmd, client_cmd, fast, label=True):
         assert cl.wait(timeout=30) == 0
         return said
     finally:
-        if cl:
-            stop(cl)
-        stop(srv)
+        stop(cl, srv)
 
 
 def test_c_api_server_and_sockopt_client(c_examples):

@@ -110,8 +110,7 @@ def test_excluded_port_stays_tcp_other_port_fast(build, server_exclude, client_e
         assert readline(cli).strip() == "echoed"
         assert cli.wait(timeout=30) == 0
     finally:
-        stop(cli)
-        stop(srv)
+        stop(cli, srv)
 
 
 @pytest.mark.timeout(120)
@@ -148,8 +147,7 @@ def test_exclude_by_family_and_address(build, host, server_exclude, client_exclu
         assert readline(cli).strip() == "echoed"
         assert cli.wait(timeout=30) == 0
     finally:
-        stop(cli)
-        stop(srv)
+        stop(cli, srv)
 
 
 @pytest.mark.parametrize("value", ["", "x", "0", "65536", "::1:80", "[::1]", "127.0.0.1:", "80,foo"])
@@ -187,8 +185,6 @@ def test_bad_environment_value_one_line_and_ignored(build):
         err = cli.stderr.read().strip().splitlines()
         assert len(err) == 1 and "LOOPFAST_EXCLUDE: ignoring 'nonsense'" in err[0], err
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
     err = srv.stderr.read().strip().splitlines()
     assert len(err) == 1 and "ignoring 'nonsense'" in err[0], err

@@ -298,8 +298,7 @@ def test_server_from_plain_to_loopfast_on_the_same_port(build):
         stopped(srv)
         ended(client)
     finally:
-        stop(srv)
-        stop(client)
+        stop(srv, client)
 
 
 def test_listener_handed_to_a_new_server(build):
@@ -341,9 +340,7 @@ def test_listener_handed_to_a_new_server(build):
         stopped(srv)
         ended(client)
     finally:
-        for p in (srv, nxt, client):
-            if p:
-                stop(p)
+        stop(srv, nxt, client)
         for s in (lst, hand, took):
             s.close()
 
@@ -413,9 +410,7 @@ def test_server_restarted_after_its_rendezvous_was_taken(build):
         squat.stdin.close()
         assert squat.wait(timeout=30) == 0, f"the squatter: exit status {squat.returncode}"
     finally:
-        for p in (srv, ref, client, squat):
-            if p:
-                stop(p)
+        stop(srv, ref, client, squat)
 
 
 # redis-py's ConnectionPool, as an application uses it: get_connection()
@@ -522,6 +517,4 @@ def test_redis_pool_across_server_restarts(build, tmp_path):
         stopped(srv, status=0)
         ended(client)
     finally:
-        if srv:
-            stop(srv)
-        stop(client)
+        stop(srv, client)

@@ -120,8 +120,9 @@ def test_http_server_and_curl(build, mode):
         assert big.returncode == 0, err
         assert out == payload
     finally:
-        if big:
+        try:
             stop(big)
-        srv.terminate()
-        srv.wait(timeout=20)
-        shutil.rmtree(d, ignore_errors=True)
+        finally:  # the server too, even if stopping curl failed the test
+            srv.terminate()
+            srv.wait(timeout=20)
+            shutil.rmtree(d, ignore_errors=True)

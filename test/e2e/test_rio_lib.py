@@ -140,9 +140,7 @@ def test_rio_program_talks_plain_tcp_to_a_loopfast_server(build, tmp_path, fast)
         assert readline(cli) == "echoed\n"
         assert cli.wait(timeout=30) == 0
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 @pytest.mark.parametrize("case", ["uds", "shm", "tcp"])
@@ -185,9 +183,7 @@ def test_rio_refuses_a_socket_on_the_shm_tier(build, tmp_path, case):
             assert (maps_memfd(cli.pid), maps_memfd(srv.pid)) == (0, 0)
             assert cli.wait(timeout=30) == 0
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 def test_programs_built_against_the_old_library_find_rio(build, tmp_path):

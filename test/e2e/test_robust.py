@@ -88,9 +88,7 @@ def sigconnect_transcript(mode, fam):
     finally:
         for f in fill:
             f.close()
-        stop(srv)
-        if cl:
-            stop(cl)
+        stop(srv, cl)
 
 
 @FAMS
@@ -114,9 +112,7 @@ def test_connect_after_wrecking_every_descriptor(build, fam, how):
         out = json.loads(readline(cl, 60))
         cl.wait(timeout=30)
     finally:
-        stop(srv)
-        if cl:
-            stop(cl)
+        stop(srv, cl)
     assert out == {"first": ["ok", "fast"], "second": ["ok", "fast"]}, (out, errors(cl))
 
 
@@ -132,9 +128,7 @@ def test_server_that_closes_every_other_descriptor_after_listen(build, fam):
         out = json.loads(readline(cl, 60))
         cl.wait(timeout=30)
     finally:
-        stop(srv)
-        if cl:
-            stop(cl)
+        stop(srv, cl)
     assert (out["outcomes"], out["fast"]) == ({"ok": 5}, 5), (out, errors(cl), errors(srv))
 
 

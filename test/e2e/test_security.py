@@ -219,8 +219,7 @@ def test_squatted_rendezvous_gets_nothing(build, attacker, tier):
         assert cli.pid in result["peer_pids"], (cli.pid, result)
         assert result["bytes"] == 0 and result["fds"] == 0, result
     finally:
-        stop(srv)
-        stop(squat)
+        stop(srv, squat)
 
 
 def test_forged_hello_cannot_take_a_plain_connection(build, attacker):
@@ -404,8 +403,7 @@ def test_watcher_race_hijacks_nothing(build, attacker, fam, decoy):
         time.sleep(0.2)  # let the watcher meet the last clients' ports (more attack, not a wait for a result)
         got = result(watch)
     finally:
-        stop(srv)
-        stop(watch)
+        stop(srv, watch)
     named = set(got["named"]) & set(out["ports"])
     print(f"clients: {out['outcomes']}, {out['fast']} on the fast path; attacker named {len(named)} of their "
           f"ports with {got['hellos']} hellos ({got['refused']} refused), decoys {got['decoys']}")
@@ -459,8 +457,7 @@ def test_client_of_another_uid_passes_no_descriptor(build, attacker, fam, mode):
         out = json.loads(readline(cl))
         got = result(srv)
     finally:
-        stop(cl)
-        stop(srv)
+        stop(cl, srv)
     print(f"attacker: {out}; server: {got}")
     assert out["echo"] and out["fast"] == (mode != "tcp"), out  # the attack was in place
     if mode != "handmade":  # TCP's sendmsg ignores descriptors, and so does loopfast's
@@ -508,8 +505,7 @@ def test_flood_of_junk_hellos_serves_everyone(build, attacker, fam, keep):
         out = run_clients(attacker, fam, port, 200, "--bound", 30, timeout=280, server=srv.pid)
         got = result(flood, 120)
     finally:
-        stop(srv)
-        stop(flood)
+        stop(srv, flood)
     print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path "
           f"({out['kernel_fast']} seen at both ends, {out['kernel_tcp']} on plain TCP at both ends)")
     assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
@@ -542,8 +538,7 @@ def test_flood_gets_no_more_than_its_share_of_the_stash(build, attacker, fam):
         dropped = sum(p["counts"]["dropped"] for p in json.loads(st.stdout)["processes"] if p["pid"] in workers)
         got = result(flood, 120)
     finally:
-        stop(srv)
-        stop(flood)
+        stop(srv, flood)
     print(f"flood: {got}; clients: {out['outcomes']}, {out['fast']} of 200 on the fast path; "
           f"junk hellos dropped by the workers: {dropped}")
     assert out["outcomes"] == {"ok": 200} and out["unfinished"] == 0, out
@@ -583,8 +578,7 @@ def test_fast_path_comes_back_after_a_flood(build, attacker):
         assert left == 0, left  # the server drained what the flood left
         assert after["outcomes"] == {"ok": 20} and after["fast"] == 20 and after["kernel_fast"] == 20, after
     finally:
-        stop(srv)
-        stop(flood)
+        stop(srv, flood)
 
 
 @FAMS
@@ -606,9 +600,7 @@ def test_rendezvous_filled_to_its_last_place(build, attacker, fam):
         got = result(fill)
         assert got == {"bytes": 0, "fds": 0}, got
     finally:
-        for p in (srv, fill, victim):
-            if p:
-                stop(p)
+        stop(srv, fill, victim)
 
 
 # ---- junk naming a pending connection
@@ -632,10 +624,7 @@ def test_junk_hellos_naming_a_pending_connection(build, attacker, fam):
         wait_fast_path(victim, srv.pid, port)  # both ends, from kernel state
         got = result(forge)
     finally:
-        stop(victim)
-        stop(srv)
-        if forge:
-            stop(forge)
+        stop(victim, srv, forge)
     assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
 
 
@@ -677,9 +666,7 @@ def test_killed_client_then_its_port_reused(build, attacker, fam):
         # ends, from kernel state (the victim holds its connection).
         wait_fast_path(victim, srv.pid, port)
     finally:
-        stop(srv)
-        if victim:
-            stop(victim)
+        stop(srv, victim)
 
 
 @FAMS
@@ -709,9 +696,7 @@ def test_abandoned_connect_then_its_port_reused(build, attacker, fam):
     finally:
         for f in fill:
             f.close()
-        for p in (srv, ab, victim):
-            if p:
-                stop(p)
+        stop(srv, ab, victim)
 
 
 # ---- killed workers
@@ -742,9 +727,7 @@ def test_killed_worker_ends_its_connections_only(build, attacker, fam):
         again = run_clients(attacker, fam, port, 20, "--conc", 5)
         assert again["outcomes"] == {"ok": 20}, again
     finally:
-        stop(srv)
-        if cl:
-            stop(cl)
+        stop(srv, cl)
 
 
 @FAMS
@@ -764,9 +747,7 @@ def test_worker_killed_between_accept_and_claim(build, attacker, fam, read):
         v = json.loads(readline(victim, 60))
         assert v["outcome"] in ENDED, (v, victim.errors())
     finally:
-        stop(srv)
-        if victim:
-            stop(victim)
+        stop(srv, victim)
 
 
 # ---- issue 19: a server after a privilege drop, a flood of marked
@@ -801,9 +782,7 @@ def test_server_after_a_privilege_drop_trusts_no_hello_of_its_new_uid(build, att
                 got = result(forge)
                 assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
         finally:
-            for p in (victim, srv, forge):
-                if p:
-                    stop(p)
+            stop(victim, srv, forge)
 
 
 @pytest.fixture
@@ -887,9 +866,7 @@ def test_stash_descriptors_one_uid_cannot_take_them_all(build, attacker, wmem_ma
     finally:
         if plain:
             plain.close()
-        for p in (cl, srv, park):
-            if p:
-                stop(p)
+        stop(cl, srv, park)
 
 
 def cpu_ticks(pids):
@@ -941,8 +918,7 @@ def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_m
         held = run_clients(attacker, "4", port, 20, server=srv.pid)
         got = result(park, 60)
     finally:
-        stop(srv)
-        stop(park)
+        stop(srv, park)
     cpu = (cpu1 - cpu0) / os.sysconf("SC_CLK_TCK")
     print(f"{mode}: flood {got['flood']} connections in {got['seconds']:.1f} s; clients {out['outcomes']} "
           f"({out['fast']} fast); server: {n1 - n0} accepted, CPU {cpu:.2f} s, "
@@ -1044,8 +1020,7 @@ def test_stashed_hellos_of_no_connection_are_dropped(build, attacker):
         print(f"parked hellos still held by the server: {held[-1]} of 50")
         assert held[-1] == 0, held
     finally:
-        stop(srv)
-        stop(park)
+        stop(srv, park)
 
 
 def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacker, wmem_max):
@@ -1068,8 +1043,7 @@ def test_server_after_a_privilege_drop_gives_its_uid_only_a_share(build, attacke
         assert 0 < stashed <= 4096 // 4, stashed
         assert out["outcomes"] == {"ok": 100} and out["fast"] == 100, out
     finally:
-        stop(srv)
-        stop(park)
+        stop(srv, park)
 
 
 # ---- adversarial review of protocol 4 (issue 19)
@@ -1110,8 +1084,7 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
             pass
         got = json.loads(line)
     finally:
-        stop(srv)
-        stop(dec)
+        stop(srv, dec)
     print(f"{mode}: attacker's hellos held by the server after the fill: {held} (at the end {got['held']}); "
           f"flood {got['flood']}; clients {out['outcomes']} ({out['fast']} fast); held: {kept['outcomes']}, "
           f"{kept['kernel_fast']} fast and {kept['kernel_tcp']} plain at both ends")
@@ -1141,8 +1114,7 @@ def test_client_that_made_its_socket_before_a_privilege_drop(build, attacker, fa
             assert v == {"outcome": "ok", "fast": False}, (mode, v, victim.errors())
             wait_path(victim, pid, port, "tcp")  # both ends, from kernel state
         finally:
-            stop(victim)
-            stop(srv)
+            stop(victim, srv)
 
 
 @pytest.mark.parametrize("mode", [
@@ -1190,9 +1162,7 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
         assert v["outcome"] == "ok", v
         wait_path(victim, pid, port, "loopfast" if v["fast"] else "tcp")
     finally:
-        stop(victim)
-        stop(cl)
-        stop(srv)
+        stop(victim, cl, srv)
 
 
 def test_client_names_tell_other_users_no_pid(build, attacker):
@@ -1224,9 +1194,7 @@ def test_client_names_tell_other_users_no_pid(build, attacker):
             assert n >> 32 != p and f"{p:x}" not in f"{n:x}"[:-8], (p, hex(n))
         assert len(set(n >> 32 for n in nonces.values())) == 2, nonces  # one base per process
     finally:
-        for v in victims:
-            stop(v)
-        stop(srv)
+        stop(*victims, srv)
 
 
 # ---- the shared-memory tier (docs/shm.md; docs/security.md, "The shared-memory tier")
@@ -1271,10 +1239,7 @@ def test_forged_tier_hellos_get_no_memfd(build, attacker, fam):
         assert not memfds(forge.pid)
         got = result(forge)
     finally:
-        stop(victim)
-        stop(srv)
-        if forge:
-            stop(forge)
+        stop(victim, srv, forge)
     assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
 
 
@@ -1306,9 +1271,7 @@ def test_server_of_another_uid_writing_garbage_in_the_rings(build, attacker, mod
         out = json.loads(readline(cl, 30))
         assert cl.wait(timeout=10) == 0, cl.errors()
     finally:
-        for p in (cl, evil):
-            if p:
-                stop(p)
+        stop(cl, evil)
     assert out == {"outcome": "ConnectionResetError", "bytes": 0}, out
 
 
@@ -1337,8 +1300,7 @@ def test_client_of_another_uid_writing_garbage_in_the_rings(build, attacker, mod
         assert run_clients(attacker, "4", port, 5)["outcomes"] == {"ok": 5}
         assert srv.poll() is None, srv.errors()
     finally:
-        stop(evil)
-        stop(srv)
+        stop(evil, srv)
 
 
 # A root process under loopfast run makes a loopback connect in its own

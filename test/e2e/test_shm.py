@@ -144,9 +144,7 @@ def test_both_ends_map_the_rings_only_when_both_asked(build, server_tier, client
             time.sleep(0.3)
             assert (maps_memfd(srv.pid), maps_memfd(cli.pid)) == (0, 0)
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 @pytest.mark.parametrize("size", [1, 100_000, 5_000_000])
@@ -182,9 +180,7 @@ def test_a_stalled_reader_stops_the_writer_no_earlier_than_the_unix_stream(build
                 # the ring grew at once to hold what was taken: its pages are resident
                 took["rss"] = sum(memfd_rss(cli.pid))
         finally:
-            for p in (cli, srv):
-                if p:
-                    stop(p)
+            stop(cli, srv)
     assert took["rss"] >= took["shm"] - 4096, took
     assert took["shm"] >= took["uds"], took
     assert took["shm"] <= 2 * 1024 * 1024, took  # bounded: the ring, not the heap
@@ -211,9 +207,7 @@ def test_poll_says_writable_only_with_room(build, tier):
         cli.stdin.flush()
         assert readline(cli).strip() == "drained [4]"
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 @pytest.mark.parametrize("victim", ["server", "client"])
@@ -233,9 +227,7 @@ def test_kill9_mid_stream_ends_the_other_side(build, victim):
         assert line.startswith(want), line
         assert line.split(": ")[1] in ("EOF", "BrokenPipeError", "ConnectionResetError"), line
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 
 
 # Both ends in one process: an edge-triggered and a level-triggered epoll
@@ -748,9 +740,7 @@ def test_a_polling_reader_sees_a_killed_peer(build):
             os.kill(p, signal.SIGKILL)
         assert readline(srv, timeout=30).strip() in ("EOF", "ConnectionResetError")
     finally:
-        for p in (cli, srv):
-            if p:
-                stop(p)
+        stop(cli, srv)
 # Memory (docs/shm.md, "Memory"): what the kernel says each process holds
 # of the tier's memfd. Idle: N connections, never used; or one that
 # carried MB each way (checked by SHA-256) and then sits.
@@ -848,8 +838,7 @@ def test_idle_connections_hold_at_most_64k_each(build):
             assert len(rss) == 20, rss
             assert max(rss) <= IDLE_MAX, rss
     finally:
-        for p in (cli, srv):
-            stop(p)
+        stop(cli, srv)
 
 
 @pytest.mark.parametrize("chunk", [0, 65536])
@@ -871,5 +860,4 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
             rss = memfd_rss(p.pid)
             assert len(rss) == 1 and rss[0] <= IDLE_MAX, rss
     finally:
-        for p in (cli, srv):
-            stop(p)
+        stop(cli, srv)

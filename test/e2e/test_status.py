@@ -132,9 +132,7 @@ def test_counts_per_process_with_reasons(build):
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
     finally:
-        for p in (cli, srv, psrv):
-            if p:
-                stop(p)
+        stop(cli, srv, psrv)
 
 
 @pytest.mark.timeout(120)
@@ -171,8 +169,7 @@ def test_other_users_rows_hidden_or_said_in_words(build, shared_build):
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
     finally:
-        stop(cli)
-        stop(srv)
+        stop(cli, srv)
 
 
 @pytest.mark.timeout(120)
@@ -193,8 +190,7 @@ def test_non_root_user_sees_own_processes(build, shared_build):
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
     finally:
-        stop(cli)
-        stop(srv)
+        stop(cli, srv)
 
 
 @pytest.mark.timeout(120)
@@ -210,8 +206,7 @@ def test_pid_shows_one_process(build):
             c.stdin.close()
             assert readline(c).strip() == "echoed"
     finally:
-        for p in (cli1, cli2, srv1, srv2):
-            stop(p)
+        stop(cli1, cli2, srv1, srv2)
 
 
 @pytest.mark.parametrize("args", [["--pid"], ["--pid", "x"], ["--pid", "0"], ["--pid", "999999999"],
@@ -264,8 +259,7 @@ def test_forked_child_counts_on_its_own(build):
         cli.stdin.close()
         assert readline(cli).strip() == "echoed"
     finally:
-        for p in (fk, cli, srv):
-            stop(p)
+        stop(fk, cli, srv)
 
 
 # ---- each count against the kernel: a process causes N connections of one

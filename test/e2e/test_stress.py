@@ -154,9 +154,7 @@ def test_thousand_connects_under_flood_with_workers_killed(build, attacker, fam)
         leaked = {w: {fd: t for fd, t in fd_targets(w).items() if base_fds[w].get(fd) != t}
                   for w in survivors if after[w] != base[w]}
     finally:
-        for p in (srv, flood, storm):
-            if p:
-                stop(p)
+        stop(srv, flood, storm)
     print(f"seed {seed}: killed {killed} ({stops} stops, holding {held} fast-path connections); {out['outcomes']}, "
           f"{out['fast']} of {N} on the fast path; "
           f"flood {got}; clients that hung: {out['hung_ports']}")
@@ -192,8 +190,6 @@ def test_late_syns_of_clients_of_another_uid(build, attacker):  # noqa: F811
         slow.stdin.flush()
         out = json.loads(readline(slow, 120))
     finally:
-        stop(srv)
-        if slow:
-            stop(slow)
+        stop(srv, slow)
     print(f"the late clients: {out}")
     assert out == {"ok": 70}, out
