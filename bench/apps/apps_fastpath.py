@@ -3,7 +3,8 @@
 Paths: "tcp" (plain loopback TCP, no loopfast anywhere), "fast" (server and
 client both under `loopfast run`), "unix" (the server's own Unix socket, the
 reference the fast path's `uds` tier should match) and, on request, "spin"
-(both under `loopfast run --spin-us SPIN_US`: the busy-polling tier).
+(both under `loopfast run --spin-us SPIN_US`: the busy-polling tier) and
+"shm" (both under `loopfast run --tier shm`: the shared-memory rings).
 
 While a client runs, a Sampler counts, from the kernel, the fast-path
 connections the client holds to the server's port: connected Unix stream
@@ -29,15 +30,16 @@ from apps_proc import pid_alive
 import threading
 import time
 
-PATHS = ("tcp", "fast", "unix", "spin")
+PATHS = ("tcp", "fast", "unix", "spin", "shm")
 DEFAULT_PATHS = ("tcp", "fast", "unix")
-LOOPFAST_PATHS = ("fast", "spin")
-LABELS = {"tcp": "plain TCP", "fast": "loopfast", "unix": "Unix socket", "spin": "loopfast + spin"}
+LOOPFAST_PATHS = ("fast", "spin", "shm")
+LABELS = {"tcp": "plain TCP", "fast": "loopfast", "unix": "Unix socket", "spin": "loopfast + spin",
+          "shm": "loopfast + shm"}
 SPIN_US = 50  # the spin path's budget; `--spin-us` sets it
 
 
 def server_for(path):
-    """Which server a path talks to: "plain" (tcp, unix), "fast" or "spin"."""
+    """Which server a path talks to: "plain" (tcp, unix), "fast", "spin" or "shm"."""
     return path if path in LOOPFAST_PATHS else "plain"
 
 
@@ -56,6 +58,8 @@ def wrap(argv, path):
         return [loopfast_bin(), "run", "--", *argv]
     if path == "spin":
         return [loopfast_bin(), "run", "--spin-us", str(SPIN_US), "--", *argv]
+    if path == "shm":
+        return [loopfast_bin(), "run", "--tier", "shm", "--", *argv]
     return list(argv)
 
 
@@ -144,7 +148,7 @@ def kernel_fast(port, pid):
             continue
         if t.startswith("socket:["):
             held.add(int(t[8:-1]))
-    name = re.compile(r"@loopfast/(\d+/)?C/4/127\.0\.0\.1/\d+/127\.0\.0\.1/%d/" % port)
+    name = re.compile(r"@loopfast/(\d+/)?[CT]/4/127\.0\.0\.1/\d+/127\.0\.0\.1/%d/" % port)
     n = 0
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4) as nl:  # NETLINK_SOCK_DIAG
         for ino in held:
@@ -154,6 +158,17 @@ def kernel_fast(port, pid):
             other = _unix_diag(nl, me[1])
             n += bool(other and other[1] == ino)
     return n
+
+
+def kernel_shm(pid):
+    """How many shared-memory rings (one mapping of loopfast's memfd per
+    connection end on the tier) the process pid maps, from its
+    /proc/PID/maps."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return sum("memfd:loopfast-shm" in line for line in f)
+    except OSError:
+        return 0
 
 
 class Sampler:
@@ -168,7 +183,7 @@ class Sampler:
         self.samples, self.listening, self.server, self.client, self.tcp = 0, False, 0, 0, 0
         self.client_fast, self.client_tcp, self.client_why = 0, 0, {}
         self.error, self.pid, self.late = None, None, 0
-        self.kernel_fast = 0
+        self.kernel_fast = self.kernel_shm = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._loop, daemon=True)
 
@@ -211,8 +226,9 @@ class Sampler:
             k = kernel_fast(self.port, self.pid)
         except OSError as e:
             self.error, k = f"sock_diag: {e}"[:200], 0
+        shm = kernel_shm(self.pid)
         if pid_alive(self.pid):
-            self.kernel_fast = max(self.kernel_fast, k)
+            self.kernel_fast, self.kernel_shm = max(self.kernel_fast, k), max(self.kernel_shm, shm)
         return now + max(0.005, 20 * (time.monotonic() - t))
 
     def _status(self):
@@ -238,7 +254,7 @@ class Sampler:
         return {"samples": self.samples, "listening": self.listening, "server_conns": self.server,
                 "client_conns": self.client, "tcp_conns": self.tcp, "late": self.late, "error": self.error,
                 "client_fast": self.client_fast, "client_tcp": self.client_tcp, "client_tcp_why": self.client_why,
-                "kernel_fast": self.kernel_fast}
+                "kernel_fast": self.kernel_fast, "kernel_shm": self.kernel_shm}
 
 
 def verdict(path, proof, conns, fast_error=None):
@@ -258,10 +274,14 @@ def verdict(path, proof, conns, fast_error=None):
                            f"took plain TCP: {proof.get('client_tcp_why')}")
         if not proof["kernel_fast"]:
             return False, "the kernel never showed the client on the fast path"
+        if path == "shm" and not proof.get("kernel_shm"):
+            return False, "the client never mapped a shared-memory ring"
         return True, ""
     if proof["kernel_fast"] < conns:
         return False, (f"only {proof['kernel_fast']} of {conns} connections seen on the fast path, "
                        f"{proof.get('tcp_conns', 0)} on plain TCP")
+    if path == "shm" and proof.get("kernel_shm", 0) < conns:
+        return False, f"only {proof.get('kernel_shm', 0)} of {conns} connections' rings mapped by the client"
     return True, ""
 
 

@@ -66,3 +66,36 @@ def test_sampler_counts_what_the_kernel_shows(server_opted_in):
             assert not apps_fastpath.verdict("fast", lie, None)[0], lie
     finally:
         stop(cli, srv)
+
+
+@pytest.mark.parametrize("server_tier", ["shm", None], ids=["both-shm", "server-uds"])
+def test_sampler_counts_the_rings_the_kernel_shows(server_tier):
+    """The `shm` path of bench app (both ends under `--tier shm`) is valid
+    only when the client maps the connection's ring (the memfd in its
+    /proc/PID/maps, read here independently): a client that asked for the
+    tier of a server that did not is on the fast path without rings, and
+    its run is invalid."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", SERVER], tier=server_tier), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        with apps_fastpath.Sampler(port, first=0.1, every=0.2) as s:
+            cli = subprocess.Popen(lf_cmd([sys.executable, "-c", CLIENT, str(port)], tier="shm"),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            s.pid = cli.pid
+            assert readline(cli).strip() == "ok"
+            pairs = unix_pairs([cli.pid, srv.pid])
+            with open(f"/proc/{cli.pid}/maps") as f:
+                rings = sum("memfd:loopfast-shm" in line for line in f)
+            time.sleep(0.8)
+        proof = s.record()
+        valid, reason = apps_fastpath.verdict("shm", proof, 1)
+        assert len(pairs) == 1 and proof["kernel_fast"] == 1, (pairs, proof)
+        if server_tier == "shm":
+            assert rings == 1 and proof["kernel_shm"] == 1 and valid, (rings, proof, reason)
+        else:
+            assert rings == 0 and proof["kernel_shm"] == 0 and not valid, (rings, proof, reason)
+            assert "rings" in reason, reason
+    finally:
+        stop(cli, srv)
