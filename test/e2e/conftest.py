@@ -299,6 +299,22 @@ def wait_path(client, server_pid, port, mode, want=1, timeout=30):
     return []
 
 
+def wait_paths(client_pid, server_pid, port, fast, plain, timeout=20):
+    """Waits until exactly `fast` fast-path and `plain` plain TCP
+    connections to port show in the kernel, their client ends held by
+    client_pid's process tree and their server ends by server_pid's (one
+    pid for a process connected to itself); fails at the deadline saying
+    what it saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cp, sp = process_tree(client_pid), process_tree(server_pid)
+        f, t = kernel.unix_pairs(cp, sp, port), kernel.tcp_pairs(cp, sp, port)
+        if (len(f), len(t)) == (fast, plain) or time.monotonic() > deadline:
+            assert (len(f), len(t)) == (fast, plain), f"port {port}: fast {f}, plain TCP {t}"
+            return
+        time.sleep(0.05)
+
+
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
