@@ -85,6 +85,63 @@ int lf_cli_parse_uint(const char *opt, const char *s, unsigned long long lo, uns
 	return 0;
 }
 
+int lf_cli_parse_uints(const char *opt, const char *s, unsigned long long lo, unsigned long long hi,
+		       unsigned long long *out, unsigned max, unsigned *n)
+{
+	char buf[256], *save = NULL;
+	unsigned k = 0;
+
+	if (!s || strlen(s) >= sizeof(buf))
+		return lf_cli_error("%s needs a comma-separated list of numbers", opt);
+	strcpy(buf, s);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (k == max)
+			return lf_cli_error("%s takes at most %u numbers", opt, max);
+		if (lf_cli_parse_uint(opt, t, lo, hi, &out[k++]))
+			return 2;
+	}
+	if (!k)
+		return lf_cli_error("%s needs at least one number", opt);
+	*n = k;
+	return 0;
+}
+
+int lf_cli_parse_seconds(const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+
+	errno = 0;
+	double v = s && *s ? strtod(s, &end) : 0;
+	if (!s || !*s || errno || *end || !(v >= lo && v <= hi))
+		return lf_cli_error("%s needs seconds from %g to %g, got '%s'", opt, lo, hi, s ? s : "");
+	*out = v;
+	return 0;
+}
+
+/* The step every benchmark's option loop starts with. --NAME=VALUE is
+ * split here, so that each benchmark takes both spellings. */
+int lf_cli_next_opt(int argc, char **argv, int *i, const char *usage, char *name, size_t size, const char **val)
+{
+	const char *a = argv[*i], *eq = strchr(a, '=');
+
+	if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		fputs(usage, stdout);
+		return -1;
+	}
+	if (strncmp(a, "--", 2) || (eq ? (size_t)(eq - a) : strlen(a)) >= size)
+		return lf_cli_error("unexpected argument '%s' (try 'loopfast bench %s --help')", a, argv[0]);
+	if (eq) {
+		snprintf(name, size, "%.*s", (int)(eq - a), a);
+		*val = eq + 1;
+		return 0;
+	}
+	snprintf(name, size, "%s", a);
+	if (*i + 1 >= argc)
+		return lf_cli_error("%s needs a value", name);
+	*val = argv[++*i];
+	return 0;
+}
+
 int lf_cli_parse_list(const char *opt, const char *what, const char *s, const char *const *names, unsigned n,
 		      unsigned *mask)
 {

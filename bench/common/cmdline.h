@@ -32,6 +32,19 @@ int lf_cli_parse_uint(const char *opt, const char *s, unsigned long long lo, uns
 		      unsigned long long *out);
 int lf_cli_parse_list(const char *opt, const char *what, const char *s, const char *const *names, unsigned n,
 		      unsigned *mask);
+/* A comma-separated list of at most max whole numbers within [lo, hi]
+ * into out[] and its length into *n: 0, or the error printer's 2. */
+int lf_cli_parse_uints(const char *opt, const char *s, unsigned long long lo, unsigned long long hi,
+		       unsigned long long *out, unsigned max, unsigned *n);
+/* Seconds (a decimal number) within [lo, hi]: 0, or the error printer's 2. */
+int lf_cli_parse_seconds(const char *opt, const char *s, double lo, double hi, double *out);
+
+/* One option of a benchmark's command line at argv[*i] (argv[0]: the
+ * benchmark's name): -h or --help prints usage and returns -1 (done);
+ * "--NAME VALUE" or "--NAME=VALUE" fills name (size bytes) and *val, moves
+ * *i past what it took and returns 0; anything else prints the error and
+ * returns 2. Options without a value are the caller's to look for first. */
+int lf_cli_next_opt(int argc, char **argv, int *i, const char *usage, char *name, size_t size, const char **val);
 
 /* Runs python3 on bench/<rel> with two arguments (stdout to stderr);
  * 0 or the error printer's 2. */

@@ -15,62 +15,25 @@ static const char usage_text[] =
 	"paths: tcp, fast, client-only, unix, tcp+flood, fast+flood (default: these), tcp+park, fast+park, seccomp\n"
 	"clients: concurrent connections in flight (default: 1,10,100,1000)\n";
 
-static int parse_seconds(const char *opt, const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = s && *s ? strtod(s, &end) : 0;
-	if (!s || !*s || errno || *end || v < lo || v > hi)
-		return lf_cli_error("%s needs seconds from %g to %g, got '%s'", opt, lo, hi, s ? s : "");
-	*out = v;
-	return 0;
-}
-
-static int parse_levels(const char *opt, const char *s, struct conn_opts *o)
-{
-	char buf[256], *save = NULL;
-
-	if (!s || !*s || strlen(s) >= sizeof(buf))
-		return lf_cli_error("%s needs a comma-separated list of numbers", opt);
-	strcpy(buf, s);
-	o->nlevels = 0;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		unsigned long long v;
-		if (lf_cli_parse_uint(opt, t, 1, CONN_MAX_CLIENTS, &v))
-			return 2;
-		if (o->nlevels == CONN_MAX_LEVELS)
-			return lf_cli_error("%s takes at most %d numbers", opt, CONN_MAX_LEVELS);
-		o->levels[o->nlevels++] = (unsigned)v;
-	}
-	return 0;
-}
-
 int cmd_bench_connect(int argc, char **argv)
 {
-	struct conn_opts o = { .paths = CONN_DEFAULT_PATHS,
-			       .levels = { 1, 10, 100, 1000 }, .nlevels = 4, .time_s = 1, .warmup_s = 0.2, .repeat = 3 };
-	unsigned long long v;
+	struct conn_opts o = { .paths = CONN_DEFAULT_PATHS, .nlevels = 4, .time_s = 1, .warmup_s = 0.2, .repeat = 3 };
+	unsigned long long v, list[CONN_MAX_LEVELS] = { 1, 10, 100, 1000 }; /* --clients */
 
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int err;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
-		if (strncmp(a, "--", 2))
-			return lf_cli_error("unexpected argument '%s' (try 'loopfast bench connect --help')", a);
-		if (!val)
-			return lf_cli_error("%s needs a value", a);
-		i++;
+		char a[64];
+		const char *val;
+		int err = lf_cli_next_opt(argc, argv, &i, usage_text, a, sizeof(a), &val);
+		if (err)
+			return err < 0 ? 0 : err;
 		if (!strcmp(a, "--paths"))
 			err = lf_cli_parse_list(a, "path", val, conn_path_names, CONN_NPATHS, &o.paths);
 		else if (!strcmp(a, "--clients"))
-			err = parse_levels(a, val, &o);
+			err = lf_cli_parse_uints(a, val, 1, CONN_MAX_CLIENTS, list, CONN_MAX_LEVELS, &o.nlevels);
 		else if (!strcmp(a, "--time"))
-			err = parse_seconds(a, val, 0.05, 600, &o.time_s);
+			err = lf_cli_parse_seconds(a, val, 0.05, 600, &o.time_s);
 		else if (!strcmp(a, "--warmup"))
-			err = parse_seconds(a, val, 0, 60, &o.warmup_s);
+			err = lf_cli_parse_seconds(a, val, 0, 60, &o.warmup_s);
 		else if (!strcmp(a, "--repeat"))
 			err = lf_cli_parse_uint(a, val, 1, CONN_MAX_REPEAT, &v) ?: (o.repeat = (unsigned)v, 0);
 		else if (!strcmp(a, "--json"))
@@ -82,6 +45,8 @@ int cmd_bench_connect(int argc, char **argv)
 		if (err)
 			return err;
 	}
+	for (unsigned k = 0; k < o.nlevels; k++)
+		o.levels[k] = (unsigned)list[k];
 	if (lf_cli_json && !o.json_path)
 		o.json_path = "-"; /* `loopfast --json bench connect`: the JSON on stdout */
 	if (o.plot_path && (!o.json_path || !strcmp(o.json_path, "-")))

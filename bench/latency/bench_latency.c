@@ -58,13 +58,9 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 		.timeout_s = 30, .spin_us = 50, .spin_backoff = true,
 	};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
+		const char *a = argv[i], *val;
 		char name[64];
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_text, stdout);
-			return -1; /* done, successfully */
-		}
 		if (!strcmp(a, "--no-pin")) {
 			o->pin = false;
 			continue;
@@ -77,18 +73,8 @@ static int parse_opts(int argc, char **argv, struct lat_opts *o)
 			o->compare_sockperf = true;
 			continue;
 		}
-		if (strncmp(a, "--", 2) || strlen(a) >= sizeof(name))
-			return lf_cli_error("unexpected argument '%s' (try 'loopfast bench latency --help')", a);
-		if (eq) {
-			snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
-			val = eq + 1;
-		} else {
-			snprintf(name, sizeof(name), "%s", a);
-			if (i + 1 < argc)
-				val = argv[++i];
-		}
-		if (!val)
-			return lf_cli_error("%s needs a value", name);
+		if ((err = lf_cli_next_opt(argc, argv, &i, usage_text, name, sizeof(name), &val)))
+			return err;
 		if (!strcmp(name, "--styles"))
 			err = lf_cli_parse_list(name, "style", val, lat_style_names, LAT_NSTYLES, &o->styles);
 		else if (!strcmp(name, "--transports"))

@@ -56,7 +56,7 @@ struct result {
 struct opts {
 	unsigned paths;
 	size_t sizes[MAX_SIZES];
-	int nsizes;
+	unsigned nsizes;
 	unsigned long long bytes, max_msgs, idle, burst;
 	unsigned rounds;
 	const char *json;
@@ -305,46 +305,21 @@ static const char usage_text[] =
 	"idle: hold N connections (tcp, fast, fast+shm) and report their memory from the kernel;\n"
 	"  burst: bytes each carries each way first (default 0: never used)\n";
 
-static int parse_sizes(const char *opt, const char *s, struct opts *o)
-{
-	char buf[256], *save = NULL;
-	if (!s || strlen(s) >= sizeof(buf))
-		return lf_cli_error("%s needs a comma-separated list of sizes", opt);
-	strcpy(buf, s);
-	o->nsizes = 0;
-	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		unsigned long long v;
-		if (lf_cli_parse_uint(opt, t, 1, 1 << 20, &v))
-			return 2;
-		if (o->nsizes == MAX_SIZES)
-			return lf_cli_error("%s takes at most %d sizes", opt, MAX_SIZES);
-		o->sizes[o->nsizes++] = (size_t)v;
-	}
-	return o->nsizes ? 0 : lf_cli_error("%s needs at least one size", opt);
-}
-
 int cmd_bench_stream(int argc, char **argv)
 {
-	struct opts o = { .paths = (1u << NPATHS) - 1, .sizes = { 1, 64, 1024, 65536, 1048576 }, .nsizes = 5,
-			  .bytes = 256ull << 20, .max_msgs = 2000000, .rounds = 3 };
-	unsigned long long v;
+	struct opts o = { .paths = (1u << NPATHS) - 1, .nsizes = 5, .bytes = 256ull << 20, .max_msgs = 2000000, .rounds = 3 };
+	unsigned long long v, list[MAX_SIZES] = { 1, 64, 1024, 65536, 1048576 }; /* --sizes */
 
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int err;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage_text, stdout);
-			return 0;
-		}
-		if (strncmp(a, "--", 2))
-			return lf_cli_error("unexpected argument '%s' (try 'loopfast bench stream --help')", a);
-		if (!val)
-			return lf_cli_error("%s needs a value", a);
-		i++;
+		char a[64];
+		const char *val;
+		int err = lf_cli_next_opt(argc, argv, &i, usage_text, a, sizeof(a), &val);
+		if (err)
+			return err < 0 ? 0 : err;
 		if (!strcmp(a, "--paths"))
 			err = lf_cli_parse_list(a, "path", val, path_names, NPATHS, &o.paths);
 		else if (!strcmp(a, "--sizes"))
-			err = parse_sizes(a, val, &o);
+			err = lf_cli_parse_uints(a, val, 1, 1 << 20, list, MAX_SIZES, &o.nsizes);
 		else if (!strcmp(a, "--bytes"))
 			err = lf_cli_parse_uint(a, val, 1, 1ull << 40, &o.bytes);
 		else if (!strcmp(a, "--max-msgs"))
@@ -362,6 +337,8 @@ int cmd_bench_stream(int argc, char **argv)
 		if (err)
 			return err;
 	}
+	for (unsigned k = 0; k < o.nsizes; k++)
+		o.sizes[k] = (size_t)list[k];
 	if (o.idle)
 		return lf_bench_stream_idle(o.paths & 7u, o.idle, o.burst, o.json);
 	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -370,7 +347,7 @@ int cmd_bench_stream(int argc, char **argv)
 		return lf_cli_error("mmap: %s", strerror(errno));
 	memset(cells, 0, sizeof(cells));
 	for (unsigned round = 0; round < o.rounds; round++) {
-		for (int s = 0; s < o.nsizes; s++) {
+		for (unsigned s = 0; s < o.nsizes; s++) {
 			uint64_t bytes = o.bytes;
 			if (bytes / o.sizes[s] > o.max_msgs)
 				bytes = o.max_msgs * o.sizes[s];
@@ -403,7 +380,7 @@ int cmd_bench_stream(int argc, char **argv)
 	       "CPU s/GB", "vs tcp");
 	bool first = true;
 	int bad = 0;
-	for (int s = 0; s < o.nsizes; s++) {
+	for (unsigned s = 0; s < o.nsizes; s++) {
 		double tcp = cells[s][P_TCP].n ? med(cells[s][P_TCP].msgs, cells[s][P_TCP].n) : 0;
 		for (int p = 0; p < NPATHS; p++) {
 			struct cell *c = &cells[s][p];

@@ -34,22 +34,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int parse_uint(const char *s, unsigned long long min, unsigned long long max,
-		      unsigned long long *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
 static void usage(void)
 {
 	printf("usage: loopfast bench udp [--mode rate|drain[,..]] [--size N[,..]] [--designs LIST]\n"
@@ -61,10 +45,11 @@ static void usage(void)
 
 static int parse_opts(int argc, char **argv, struct udp_opts *o)
 {
-	unsigned long long v;
+	unsigned long long v, sizes[8] = { 64 }; /* --size */
 	bool any_design = false;
+	int err = 0;
 
-	*o = (struct udp_opts){ .modes = UDP_MODE_DRAIN, .sizes = { 64 }, .nsizes = 1, .threads = 2,
+	*o = (struct udp_opts){ .modes = UDP_MODE_DRAIN, .nsizes = 1, .threads = 2,
 			    .repeat = 3, .generators = 1, .seconds = 2, .count = 300000 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -93,15 +78,7 @@ static int parse_opts(int argc, char **argv, struct udp_opts *o)
 			if (!o->modes)
 				return lf_cli_error("bench udp: --mode needs rate or drain");
 		} else if (!strcmp(a, "--size")) {
-			o->nsizes = 0;
-			snprintf(list, sizeof(list), "%s", val);
-			for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-				if (parse_uint(tok, 16, 8192, &v) || o->nsizes == 8)
-					return lf_cli_error("bench udp: --size takes up to 8 sizes of 16..8192 bytes, not '%s'", tok);
-				o->sizes[o->nsizes++] = (unsigned)v;
-			}
-			if (!o->nsizes)
-				return lf_cli_error("bench udp: --size needs a size in bytes");
+			err = lf_cli_parse_uints("bench udp: --size", val, 16, 8192, sizes, 8, &o->nsizes);
 		} else if (!strcmp(a, "--designs")) {
 			memset(o->designs, 0, sizeof(o->designs));
 			snprintf(list, sizeof(list), "%s", val);
@@ -115,31 +92,17 @@ static int parse_opts(int argc, char **argv, struct udp_opts *o)
 			if (!any_design)
 				return lf_cli_error("bench udp: --designs needs at least one design");
 		} else if (!strcmp(a, "--threads")) {
-			if (parse_uint(val, 1, 64, &v))
-				return lf_cli_error("bench udp: --threads must be 1..64, not '%s'", val);
-			o->threads = (unsigned)v;
+			err = lf_cli_parse_uint("bench udp: --threads", val, 1, 64, &v) ?: (o->threads = (unsigned)v, 0);
 		} else if (!strcmp(a, "--work")) {
-			if (parse_uint(val, 0, 10000000, &v))
-				return lf_cli_error("bench udp: --work must be 0..10000000 iterations, not '%s'", val);
-			o->work = (unsigned)v;
+			err = lf_cli_parse_uint("bench udp: --work", val, 0, 10000000, &v) ?: (o->work = (unsigned)v, 0);
 		} else if (!strcmp(a, "--repeat")) {
-			if (parse_uint(val, 1, 100, &v))
-				return lf_cli_error("bench udp: --repeat must be 1..100, not '%s'", val);
-			o->repeat = (unsigned)v;
+			err = lf_cli_parse_uint("bench udp: --repeat", val, 1, 100, &v) ?: (o->repeat = (unsigned)v, 0);
 		} else if (!strcmp(a, "--generators")) {
-			if (parse_uint(val, 1, 16, &v))
-				return lf_cli_error("bench udp: --generators must be 1..16, not '%s'", val);
-			o->generators = (unsigned)v;
+			err = lf_cli_parse_uint("bench udp: --generators", val, 1, 16, &v) ?: (o->generators = (unsigned)v, 0);
 		} else if (!strcmp(a, "--count")) {
-			if (parse_uint(val, 1, 5000000, &v))
-				return lf_cli_error("bench udp: --count must be 1..5000000 datagrams, not '%s'", val);
-			o->count = v;
+			err = lf_cli_parse_uint("bench udp: --count", val, 1, 5000000, &o->count);
 		} else if (!strcmp(a, "--time")) {
-			char *end;
-			errno = 0;
-			o->seconds = strtod(val, &end);
-			if (errno || *end || !(o->seconds >= 0.1 && o->seconds <= 600))
-				return lf_cli_error("bench udp: --time must be 0.1..600 seconds, not '%s'", val);
+			err = lf_cli_parse_seconds("bench udp: --time", val, 0.1, 600, &o->seconds);
 		} else if (!strcmp(a, "--json")) {
 			o->json = val;
 		} else if (!strcmp(a, "--plot")) {
@@ -147,7 +110,11 @@ static int parse_opts(int argc, char **argv, struct udp_opts *o)
 		} else {
 			return lf_cli_error("bench udp: unknown option '%s' (see --help)", a);
 		}
+		if (err)
+			return err;
 	}
+	for (unsigned k = 0; k < o->nsizes; k++)
+		o->sizes[k] = (unsigned)sizes[k];
 	if (!any_design)
 		for (unsigned i = 0; i < udp_ndesigns; i++)
 			o->designs[i] = true;

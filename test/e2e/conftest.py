@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import textwrap
 import threading
 import time
 
@@ -92,6 +93,53 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+
+def echo_server(start="now", backlog=16):
+    """The source of a Python echo server (`python3 -c SOURCE [ARGS]`) that
+    echoes each connection in a thread of its own until its peer ends it,
+    then closes it. start "now": listens with backlog on port 0 of ARGS'
+    one address (127.0.0.1 when absent or "4"; an IPv6 address such as ::1
+    makes an AF_INET6 listener), prints the port and accepts at once; "go":
+    the same, but accepts nothing until a line "go" on stdin, and closes
+    its listener on a line "close"; "fds": listens on nothing of its own,
+    accepts on every inherited listener whose fd number is in ARGS, and
+    prints "serving"."""
+    listen = f"""
+        host = sys.argv[1] if sys.argv[1:] and sys.argv[1] != "4" else "127.0.0.1"
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        s.bind((host, 0)); s.listen({backlog})
+        print(s.getsockname()[1], flush=True)
+        """
+    tail = {"now": listen + "loop(s)\n",
+            "go": listen + """
+        for line in sys.stdin:
+            if line.strip() == "go":
+                threading.Thread(target=loop, args=(s,), daemon=True).start()
+            elif line.strip() == "close":
+                s.close()
+        """,
+            "fds": """
+        for fd in sys.argv[1:]:
+            threading.Thread(target=loop, args=(socket.socket(fileno=int(fd)),), daemon=True).start()
+        print("serving", flush=True)
+        threading.Event().wait()
+        """}[start]
+    return textwrap.dedent("""
+        import socket, sys, threading
+        def serve(c):
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                c.sendall(b)
+            c.close()
+        def loop(s):
+            while True:
+                c, _ = s.accept()
+                threading.Thread(target=serve, args=(c,), daemon=True).start()
+        """) + textwrap.dedent(tail)
 
 
 def need(binary):
@@ -249,6 +297,22 @@ def wait_path(client, server_pid, port, mode, want=1, timeout=30):
         return wait_fast_path(client, server_pid, port, want, timeout)
     wait_tcp(client, server_pid, port, want, timeout)
     return []
+
+
+def wait_paths(client_pid, server_pid, port, fast, plain, timeout=20):
+    """Waits until exactly `fast` fast-path and `plain` plain TCP
+    connections to port show in the kernel, their client ends held by
+    client_pid's process tree and their server ends by server_pid's (one
+    pid for a process connected to itself); fails at the deadline saying
+    what it saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cp, sp = process_tree(client_pid), process_tree(server_pid)
+        f, t = kernel.unix_pairs(cp, sp, port), kernel.tcp_pairs(cp, sp, port)
+        if (len(f), len(t)) == (fast, plain) or time.monotonic() > deadline:
+            assert (len(f), len(t)) == (fast, plain), f"port {port}: fast {f}, plain TCP {t}"
+            return
+        time.sleep(0.05)
 
 
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]

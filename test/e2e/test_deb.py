@@ -15,13 +15,10 @@ import json
 import os
 import re
 import subprocess
-import time
 
 import pytest
 
-import kernel
-from conftest import ROOT, readline, stop
-from test_python_pkg import wait_paths
+from conftest import ROOT, readline, stop, wait_paths
 
 PACKAGES = re.findall(r"^Package: (\S+)$", (ROOT / "debian/control").read_text(), re.M)
 CASES = ROOT / "test/e2e/progs/pkg_cases.py"
@@ -80,14 +77,7 @@ def c_pair(tmp, libdir):
         cl.stdin.write("hello\n")
         cl.stdin.flush()
         assert readline(cl).strip() == "echo: hello"
-        deadline = time.monotonic() + 20
-        while True:
-            cp, sp = kernel.process_tree(cl.pid), kernel.process_tree(srv.pid)
-            f, t = kernel.unix_pairs(cp, sp, port), kernel.tcp_pairs(cp, sp, port)
-            if (len(f), len(t)) == (1, 0) or time.monotonic() > deadline:
-                assert (len(f), len(t)) == (1, 0), f"fast {f}, plain TCP {t}"
-                break
-            time.sleep(0.05)
+        wait_paths(cl.pid, srv.pid, port, fast=1, plain=0)
         assert mapped(cl.pid, "libloopfast-preload.so") == {f"{libdir}/libloopfast-preload.so"}
         assert {os.path.dirname(p) for p in mapped(srv.pid, "libloopfast.so.0")} == {libdir}
         assert {os.path.dirname(p) for p in mapped(srv.pid, "libloopfast-rio.so.0")} == {libdir}
@@ -104,7 +94,7 @@ def python_pair(libdir):
         assert out["module"] == "/usr/lib/python3/dist-packages/loopfast/__init__.py", out
         assert (out["echo_fast"], out["client_fast"], out["accepted_fast"]) == ("fast", True, True), out
         assert (out["echo_plain"], out["client_plain"], out["accepted_plain"]) == ("plain", False, False), out
-        wait_paths(p.pid, out["port"], fast=1, plain=1)
+        wait_paths(p.pid, p.pid, out["port"], fast=1, plain=1)
         assert mapped(p.pid, "libloopfast-preload.so") == {f"{libdir}/libloopfast-preload.so"}
     finally:
         stop(p)

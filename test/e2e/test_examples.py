@@ -6,12 +6,10 @@ asyncio pair, and the Java pair: opted in through the JDK's native option
 call (--add-opens), and unmodified under whole-process `loopfast run`."""
 import os
 import subprocess
-import time
 
 import pytest
 
-import kernel
-from conftest import BUILD, LOOPFAST, ROOT, go_binary, readline, stop
+from conftest import BUILD, LOOPFAST, ROOT, go_binary, readline, stop, wait_paths
 
 EX = ROOT / "examples"
 PER_SOCKET = [str(LOOPFAST), "run", "--per-socket", "--"]
@@ -57,14 +55,7 @@ def echo_and_path(server_cmd, client_cmd, fast, label=True):
         cl.stdin.write("hello\n")
         cl.stdin.flush()
         assert readline(cl).strip() == "echo: hello"
-        deadline = time.monotonic() + 20
-        while True:
-            cp, sp = kernel.process_tree(cl.pid), kernel.process_tree(srv.pid)
-            f, t = kernel.unix_pairs(cp, sp, port), kernel.tcp_pairs(cp, sp, port)
-            if (len(f), len(t)) == ((1, 0) if fast else (0, 1)) or time.monotonic() > deadline:
-                assert (len(f), len(t)) == ((1, 0) if fast else (0, 1)), (f, t)
-                break
-            time.sleep(0.05)
+        wait_paths(cl.pid, srv.pid, port, fast=int(fast), plain=int(not fast))
         cl.stdin.close()
         assert cl.wait(timeout=30) == 0
         return said

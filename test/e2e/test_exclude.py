@@ -9,28 +9,11 @@ import sys
 
 import pytest
 
-from conftest import LOOPFAST, process_tree, readline, stop, tcp_pairs, wait_fast_path, wait_tcp
+from conftest import LOOPFAST, echo_server, process_tree, readline, stop, tcp_pairs, wait_fast_path, wait_tcp
 
 # Echoes on every listening socket it inherits (fds in argv), one thread per
 # connection.
-SERVER = """
-import socket, sys, threading
-def echo(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-def serve(fd):
-    s = socket.socket(fileno=fd)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=echo, args=(c,), daemon=True).start()
-for fd in sys.argv[1:]:
-    threading.Thread(target=serve, args=(int(fd),), daemon=True).start()
-print("serving", flush=True)
-threading.Event().wait()
-"""
+SERVER = echo_server("fds")
 
 # Connects to every address in argv, says so, holds the connections until
 # its stdin closes, then checks an echo on each.

@@ -10,12 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
-import kernel
-from conftest import LOOPFAST, ROOT, readline, stop
+from conftest import LOOPFAST, ROOT, readline, stop, wait_paths
 
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs", "pkg_cases.py")
 SYSTEM_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -44,17 +42,6 @@ def run(venv, case, under_loopfast=True):
     return p, out
 
 
-def wait_paths(pid, port, fast, plain, timeout=20):
-    """Exactly `fast` fast-path and `plain` TCP connections to port, both
-    ends held by pid, in the kernel."""
-    deadline = time.monotonic() + timeout
-    while True:
-        f, t = kernel.unix_pairs([pid], [pid], port), kernel.tcp_pairs([pid], [pid], port)
-        if (len(f), len(t)) == (fast, plain) or time.monotonic() > deadline:
-            assert (len(f), len(t)) == (fast, plain), f"port {port}: fast {f}, plain TCP {t}"
-            return
-
-
 @pytest.mark.parametrize("case", ["blocking", "socketserver", "streams", "protocols"])
 def test_one_socket_opted_in(build, venv, case):
     p, out = run(venv, case)
@@ -64,7 +51,7 @@ def test_one_socket_opted_in(build, venv, case):
         assert (out["client_plain"], out["accepted_plain"]) == (False, False), out
         if case == "blocking":
             assert out["spin"] == [30, 0], out
-        wait_paths(p.pid, out["port"], fast=1, plain=1)
+        wait_paths(p.pid, p.pid, out["port"], fast=1, plain=1)
     finally:
         stop(p)
 
@@ -78,7 +65,7 @@ def test_not_loaded_raises_and_tcp_carries_on(build, venv):
             assert code == 92 and "loopfast is not loaded" in msg, (call, out[call])  # ENOPROTOOPT
         assert out["spin_range"][0] == "ValueError", out
         assert out["tcp_carries_on"] == "x", out
-        wait_paths(p.pid, out["port"], fast=0, plain=1)
+        wait_paths(p.pid, p.pid, out["port"], fast=0, plain=1)
     finally:
         stop(p)
 
@@ -90,6 +77,6 @@ def test_not_eligible_raises(build, venv):
         assert out["udp"][0] == 95 and "not a TCP socket" in out["udp"][1], out  # EOPNOTSUPP
         assert out["after_connect"][0] == 106 and "already connected" in out["after_connect"][1], out  # EISCONN
         # The client opted in, but the listener did not: plain TCP, no error.
-        wait_paths(p.pid, out["port"], fast=0, plain=1)
+        wait_paths(p.pid, p.pid, out["port"], fast=0, plain=1)
     finally:
         stop(p)

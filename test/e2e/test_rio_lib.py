@@ -13,29 +13,14 @@ import sys
 
 import pytest
 
-from conftest import BUILD, LOOPFAST, ROOT, need_io_uring, readline, stop, wait_fast_path, wait_tcp
+from conftest import BUILD, LOOPFAST, ROOT, echo_server, need_io_uring, readline, stop, wait_fast_path, wait_tcp
 
 RIO_LIB = BUILD / "libloopfast-rio.so.0"
 CLIENT = ROOT / "test" / "e2e" / "riolib" / "rio_client.c"
 
 # Echoes on a listener of its own (127.0.0.1, port 0), under `loopfast run`:
 # it opts in, so an opted-in client gets the fast path.
-SERVER = """
-import socket, threading
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(8)
-print(s.getsockname()[1], flush=True)
-def echo(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=echo, args=(c,), daemon=True).start()
-"""
+SERVER = echo_server(backlog=8)
 
 
 def interposed():

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import kernel
-from conftest import LOOPFAST, readline, stop
+from conftest import LOOPFAST, readline, stop, wait_paths
 
 PROGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "progs")
 CASES = [sys.executable, os.path.join(PROGS, "sockopt_cases.py")]
@@ -31,20 +31,6 @@ def run_cases(cmd):
     return p, json.loads(readline(p))
 
 
-def paths(pid, port):
-    """(fast-path pairs, plain TCP pairs) to port within one process, from the kernel."""
-    return kernel.unix_pairs([pid], [pid], port), kernel.tcp_pairs([pid], [pid], port)
-
-
-def wait_paths(pid, port, fast, plain, timeout=20):
-    deadline = time.monotonic() + timeout
-    while True:
-        f, t = paths(pid, port)
-        if (len(f), len(t)) == (fast, plain) or time.monotonic() > deadline:
-            assert (len(f), len(t)) == (fast, plain), f"port {port}: fast {f}, plain TCP {t}"
-            return
-
-
 def test_per_socket_answers_and_paths(build):
     """Under --per-socket: opted in by the option, the connection is on the
     fast path; the socket beside it that did not opt in is plain TCP; a
@@ -58,8 +44,8 @@ def test_per_socket_answers_and_paths(build):
         assert a["connected_set"] == a["connected_out"] == a["plain_out_after"] == "EISCONN", a
         assert a["syn_sent"] >= 1 and a["connecting_set"] == a["connecting_out"] == "EISCONN", a
         assert a["listener_out_before_listen"] == 0 and a["listener_out_get"] == 0 and a["out_connected"] == 0, a
-        wait_paths(p.pid, a["ports"]["fast"], fast=1, plain=1)
-        wait_paths(p.pid, a["ports"]["out"], fast=0, plain=1)
+        wait_paths(p.pid, p.pid, a["ports"]["fast"], fast=1, plain=1)
+        wait_paths(p.pid, p.pid, a["ports"]["out"], fast=0, plain=1)
     finally:
         stop(p)
 
@@ -82,8 +68,8 @@ def test_opt_out_in_whole_process_mode(build):
         assert a["listener_before"] == 1 and a["unconnected_before"] == 1, a
         assert a["plain_out"] == 0 and a["plain_out_get"] == 0 and a["connected_plain"] == 0, a
         assert a["listener_out_before_listen"] == 0 and a["listener_out_get"] == 0, a
-        wait_paths(p.pid, a["ports"]["fast"], fast=1, plain=1)
-        wait_paths(p.pid, a["ports"]["out"], fast=0, plain=1)
+        wait_paths(p.pid, p.pid, a["ports"]["fast"], fast=1, plain=1)
+        wait_paths(p.pid, p.pid, a["ports"]["out"], fast=0, plain=1)
     finally:
         stop(p)
 
@@ -202,6 +188,6 @@ def test_ipv6(build):
     try:
         port, c, a = map(int, readline(p).split())
         assert (c, a) == (1, 1)
-        wait_paths(p.pid, port, fast=1, plain=0)
+        wait_paths(p.pid, p.pid, port, fast=1, plain=0)
     finally:
         stop(p)

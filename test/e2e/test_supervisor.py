@@ -35,26 +35,13 @@ import time
 
 import pytest
 
-from conftest import BUILD, LOOPFAST, go_binary, lf_cmd, readline, stop
+from conftest import BUILD, LOOPFAST, echo_server, go_binary, lf_cmd, readline, stop
 import kernel
 from test_security import USER, attacker  # noqa: F401 (the fixture: the second user)
 
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
 
-ECHO = """
-import socket, sys, threading
-s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
-print(s.getsockname()[1], flush=True)
-def serve(c):
-    while True:
-        b = c.recv(65536)
-        if not b: break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-"""
+ECHO = echo_server()
 
 
 def go_build(d, src, out):

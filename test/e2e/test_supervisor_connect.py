@@ -17,30 +17,11 @@ import time
 
 import pytest
 
-from conftest import lf_cmd, readline, stop
+from conftest import echo_server, lf_cmd, readline, stop
 import kernel
 from test_supervisor import PROGS, assert_path, end_by_sigterm, go_build, program_pid, reaped  # noqa: F401
 
-SERVER = """
-import socket, sys, threading
-fam = socket.AF_INET6 if sys.argv[1] != "4" else socket.AF_INET
-s = socket.socket(fam); s.bind((sys.argv[1] if sys.argv[1] != "4" else "127.0.0.1", 0)); s.listen(0)
-print(s.getsockname()[1], flush=True)
-def serve(c):
-    while True:
-        b = c.recv(65536)
-        if not b: break
-        c.sendall(b)
-def loop():
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
-for line in sys.stdin:
-    if line.strip() == "go":
-        threading.Thread(target=loop, daemon=True).start()
-    elif line.strip() == "close":
-        s.close()
-"""
+SERVER = echo_server("go", backlog=0)
 
 
 @pytest.fixture(scope="module")

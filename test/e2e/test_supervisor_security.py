@@ -24,7 +24,7 @@ import time
 import pytest
 
 import kernel
-from conftest import LOOPFAST, readline, stop
+from conftest import LOOPFAST, echo_server, readline, stop
 from test_security import USER, attacker  # noqa: F401 (the fixture)
 from test_supervisor import reaped  # noqa: F401 (the fixture: every program's group killed at the end)
 
@@ -263,20 +263,7 @@ def test_option_the_fast_path_cannot_keep_stays_tcp(build, svsec):
     assert outs[1] == "completion yes", outs
 
 
-ECHO = textwrap.dedent("""
-    import socket, threading
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
-    print(s.getsockname()[1], flush=True)
-    def serve(c):
-        while True:
-            b = c.recv(65536)
-            if not b:
-                break
-            c.sendall(b)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
-""")
+ECHO = echo_server()
 
 
 def test_program_that_drops_its_uid_announces_nothing_as_root(build, attacker, svsec):  # noqa: F811

@@ -16,7 +16,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import ADDR, FAMILY, kernel_domain  # noqa: E402
+from lfsec import ADDR, FAMILY, echoed, kernel_domain, outcome  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("fam", choices=["4", "6"])
@@ -42,53 +42,33 @@ def count(what):
 
 
 def round_trip(s):
-    data = os.urandom(random.randint(1, a.size))
-    s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        d = s.recv(len(data) - len(got))
-        if not d:
-            raise EOFError()
-        got += d
-    return got == data
+    return echoed(s, os.urandom(random.randint(1, a.size)))
 
 
 def client():
-    global fast
     s = socket.socket(FAMILY[a.fam])
     s.settimeout(a.bound)
-    outcome = None
-    try:
+
+    def first():
+        global fast
         s.connect((ADDR[a.fam], a.port))
         with lock:
             ports.append(s.getsockname()[1])
             fast += kernel_domain(s.fileno()) == socket.AF_UNIX
-        if not round_trip(s):
-            outcome = "mismatch"
-    except socket.timeout:
-        outcome = "hung"
-    except EOFError:
-        outcome = "EOF"
-    except OSError as e:
-        outcome = type(e).__name__
+        return round_trip(s)
+
+    said = outcome(first)
     if phase1:
         try:
             phase1.wait(timeout=60)
         except threading.BrokenBarrierError:
             pass
-        if not go.wait(timeout=120):
-            outcome = outcome or "never told to go on"
-        try:
-            if outcome is None and not round_trip(s):
-                outcome = "mismatch"
-        except socket.timeout:
-            outcome = "hung"
-        except EOFError:
-            outcome = "EOF"
-        except OSError as e:
-            outcome = type(e).__name__
+        if not go.wait(timeout=120) and said == "ok":
+            said = "never told to go on"
+        if said == "ok":
+            said = outcome(lambda: round_trip(s))
     s.close()
-    count(outcome or "ok")
+    count(said)
 
 
 def run():

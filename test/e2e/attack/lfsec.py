@@ -74,6 +74,37 @@ def fds_in(ancillary):
     return n
 
 
+def read_exactly(s, n):
+    """n bytes from s; EOFError if the peer ends first."""
+    got = b""
+    while len(got) < n:
+        d = s.recv(n - len(got))
+        if not d:
+            raise EOFError()
+        got += d
+    return got
+
+
+def echoed(s, data):
+    """Sends data on s and reads as many bytes back: "ok" if they are the
+    same, else "mismatch"."""
+    s.sendall(data)
+    return "ok" if read_exactly(s, len(data)) == data else "mismatch"
+
+
+def outcome(step):
+    """step()'s answer, or what stopped it as the attack scripts count it:
+    "hung" (a timeout), "EOF" or the OSError's class name."""
+    try:
+        return step()
+    except socket.timeout:
+        return "hung"
+    except EOFError:
+        return "EOF"
+    except OSError as e:
+        return type(e).__name__
+
+
 def tcp_clients(fam, sport):
     """Local ports of the TCP sockets whose remote port is sport (any state
     but TIME_WAIT): what a watcher of another uid learns of the server's

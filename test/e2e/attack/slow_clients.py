@@ -11,7 +11,7 @@ import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import ADDR, FAMILY, client_name, rendezvous  # noqa: E402
+from lfsec import ADDR, FAMILY, client_name, echoed, outcome, rendezvous  # noqa: E402
 
 fam, sport, ino, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 bound = float(sys.argv[5]) if len(sys.argv) > 5 else 5.0
@@ -30,27 +30,16 @@ for t, u in clients:
     t.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 89)
     t.settimeout(bound)
     u.settimeout(bound)
-    try:
+
+    def talk():
         try:
             t.connect((ADDR[fam], sport))
         except ConnectionResetError:
             pass  # established, then reset by the server before connect returned (an accept resets
             #       the connection of a hello it dropped; a claim ends it with its mark and a FIN)
-        data = os.urandom(500)
-        u.sendall(data)
-        got = b""
-        while len(got) < len(data):
-            d = u.recv(len(data) - len(got))
-            if not d:
-                raise EOFError()
-            got += d
-        o = "ok" if got == data else "mismatch"
-    except socket.timeout:
-        o = "hung"
-    except EOFError:
-        o = "EOF"
-    except OSError as e:
-        o = type(e).__name__
+        return echoed(u, os.urandom(500))
+
+    o = outcome(talk)
     t.close()
     outcomes[o] = outcomes.get(o, 0) + 1
 print(json.dumps(outcomes), flush=True)

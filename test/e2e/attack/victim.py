@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lfsec import ADDR, FAMILY, kernel_domain  # noqa: E402
+from lfsec import ADDR, FAMILY, kernel_domain, outcome, read_exactly  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("fam", choices=["4", "6"])
@@ -49,8 +49,11 @@ if a.abandon:
     sys.stdin.read()
     sys.exit(0)
 s.settimeout(a.bound)
-outcome, fast = "ok", False
-try:
+fast = False
+
+
+def talk():
+    global fast
     s.connect((ADDR[a.fam], a.sport))
     fast = kernel_domain(s.fileno()) == socket.AF_UNIX
     data = os.urandom(1000)
@@ -63,19 +66,9 @@ try:
         s.settimeout(None)
         if a.read == "peek" and not s.recv(1, socket.MSG_PEEK):
             raise EOFError()
-    got = b""
-    while len(got) < len(data):
-        d = s.recv(len(data) - len(got))
-        if not d:
-            raise EOFError()
-        got += d
-    if got != data:
-        outcome = "mismatch"
-except socket.timeout:
-    outcome = "hung"
-except EOFError:
-    outcome = "EOF"
-except OSError as e:
-    outcome = type(e).__name__
-print(json.dumps({"outcome": outcome, "fast": fast}), flush=True)
+    return "ok" if read_exactly(s, len(data)) == data else "mismatch"
+
+
+said = outcome(talk)
+print(json.dumps({"outcome": said, "fast": fast}), flush=True)
 sys.stdin.read()

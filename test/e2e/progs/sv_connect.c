@@ -28,19 +28,14 @@
  * "names LOCAL PEER domain D" (getsockname, getpeername, SO_DOMAIN),
  * 100000 bytes sent and read back ("echo OK N" or "echo BAD N"), then
  * "waiting" until a signal ends it. */
-#include <arpa/inet.h>
+#include "sv.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 static void on_alarm(int sig)
 {
@@ -52,22 +47,6 @@ static void say(const char *what, int err)
 {
 	printf("%s %s\n", what, err ? strerror(err) : "0");
 	fflush(stdout);
-}
-
-static void name(const struct sockaddr_storage *a, char *out, size_t size)
-{
-	char h[INET6_ADDRSTRLEN] = "?";
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const void *)a;
-		inet_ntop(AF_INET, &s->sin_addr, h, sizeof(h));
-		snprintf(out, size, "%s:%u", h, ntohs(s->sin_port));
-	} else if (a->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s = (const void *)a;
-		inet_ntop(AF_INET6, &s->sin6_addr, h, sizeof(h));
-		snprintf(out, size, "[%s]:%u", h, ntohs(s->sin6_port));
-	} else {
-		snprintf(out, size, "family%d", a->ss_family);
-	}
 }
 
 /* The epollet modes: the server's first 5 bytes, told by the epoll
@@ -97,22 +76,8 @@ int main(int argc, char **argv)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	const char *mode = argv[2], *fam = argc > 3 ? argv[3] : "4";
-	unsigned short port = (unsigned short)atoi(argv[1]);
-	struct sockaddr_storage ss = { 0 };
-	socklen_t sl;
-	if (!strcmp(fam, "4")) {
-		struct sockaddr_in *a = (void *)&ss;
-		a->sin_family = AF_INET;
-		a->sin_port = htons(port);
-		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (void *)&ss;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons(port);
-		inet_pton(AF_INET6, strcmp(fam, "6") ? "::ffff:127.0.0.1" : "::1", &a->sin6_addr);
-		sl = sizeof(*a);
-	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sv_loopback(&ss, fam, atoi(argv[1]));
 	int nb = !strcmp(mode, "nb") || !strcmp(mode, "epollet-nb"), ep = -1;
 	if (!strcmp(mode, "epollet-late")) {
 		int first = socket(ss.ss_family, SOCK_STREAM, 0);
@@ -159,35 +124,14 @@ int main(int argc, char **argv)
 		ssize_t k = read(fd, &b, 1);
 		say("read", k < 0 ? errno : 0);
 	}
-	struct sockaddr_storage la, pa;
-	socklen_t ll = sizeof(la), pl = sizeof(pa);
-	char ls[80], ps[80];
+	char names[200];
 	int dom = -1;
 	socklen_t dl = sizeof(dom);
-	getsockname(fd, (void *)&la, &ll);
-	getpeername(fd, (void *)&pa, &pl);
+	sv_names(fd, names, sizeof(names));
 	getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl);
-	name(&la, ls, sizeof(ls));
-	name(&pa, ps, sizeof(ps));
-	printf("names %s %s domain %d\n", ls, ps, dom);
-	enum { N = 100000 };
-	static char out[N], in[N];
-	ssize_t done = 0, got = 0;
-	for (int i = 0; i < N; i++)
-		out[i] = (char)(i * 7 + 3);
-	while (done < N) {
-		ssize_t w = write(fd, out + done, (size_t)(N - done));
-		if (w <= 0)
-			break;
-		done += w;
-	}
-	while (got < N) {
-		ssize_t k = read(fd, in + got, (size_t)(N - got));
-		if (k <= 0)
-			break;
-		got += k;
-	}
-	printf(got == N && !memcmp(in, out, N) ? "echo OK %zd\nwaiting\n" : "echo BAD %zd\nwaiting\n", got);
+	printf("names %s domain %d\n", names, dom);
+	sv_echo(fd, 100000);
+	printf("waiting\n");
 	fflush(stdout);
 	for (;;)
 		pause();

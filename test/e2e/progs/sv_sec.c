@@ -38,31 +38,26 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
+#include "sv.h"
+
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <fcntl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 static int dial(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	struct sockaddr_storage sa;
+	socklen_t sl = sv_loopback(&sa, "4", port);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct timeval tv = { 10, 0 };
-	if (fd < 0 || connect(fd, (void *)&sa, sizeof(sa)))
+	if (fd < 0 || connect(fd, (void *)&sa, sl))
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
@@ -72,9 +67,9 @@ static int reuse_fd;
 
 static void *connect_it(void *arg)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)*(int *)arg) };
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	int r = connect(reuse_fd, (void *)&sa, sizeof(sa));
+	struct sockaddr_storage sa;
+	socklen_t sl = sv_loopback(&sa, "4", *(int *)arg);
+	int r = connect(reuse_fd, (void *)&sa, sl);
 	printf("connect %s\n", r ? strerror(errno) : "0");
 	fflush(stdout);
 	return NULL;
@@ -188,12 +183,12 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "zerocopy")) {
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2])) };
+		struct sockaddr_storage sa;
+		socklen_t sl = sv_loopback(&sa, "4", atoi(argv[2]));
 		int one = 1;
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (setsockopt(fd, SOL_SOCKET, 60 /* SO_ZEROCOPY */, &one, sizeof(one)) ||
-		    connect(fd, (void *)&sa, sizeof(sa))) {
+		    connect(fd, (void *)&sa, sl)) {
 			printf("setup %s\n", strerror(errno));
 			return 1;
 		}

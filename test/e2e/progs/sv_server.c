@@ -19,16 +19,11 @@
  * accept fails with ENOSYS for ever, and a retry would spin. SV_HOST in
  * the environment: another address to listen on ("::1", "::": IPv6, a
  * dual-stack listener); IPv6 addresses are printed "[ADDR]:PORT". */
-#include <arpa/inet.h>
+#include "sv.h"
+
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/time.h>
-#include <unistd.h>
 
 static volatile sig_atomic_t caught;
 
@@ -36,18 +31,6 @@ static void on_usr1(int sig)
 {
 	(void)sig;
 	caught = 1;
-}
-
-static void name(const struct sockaddr_storage *a, char *out)
-{
-	char h[INET6_ADDRSTRLEN];
-	const struct sockaddr_in *v4 = (const void *)a;
-	const struct sockaddr_in6 *v6 = (const void *)a;
-
-	if (a->ss_family == AF_INET6)
-		sprintf(out, "[%s]:%u", inet_ntop(AF_INET6, &v6->sin6_addr, h, sizeof(h)), ntohs(v6->sin6_port));
-	else
-		sprintf(out, "%s:%u", inet_ntop(AF_INET, &v4->sin_addr, h, sizeof(h)), ntohs(v4->sin_port));
 }
 
 int main(int argc, char **argv)
@@ -113,8 +96,8 @@ int main(int argc, char **argv)
 			return 1; /* ENOSYS (the supervisor is gone) and the rest: never spin */
 		}
 		getsockname(c, (void *)&la, &ll);
-		name(&la, ls);
-		name(&pa, ps);
+		sv_name(&la, ls, sizeof(ls));
+		sv_name(&pa, ps, sizeof(ps));
 		printf("accepted %s %s\n", ls, ps);
 		fflush(stdout);
 		if (inherit) {
