@@ -44,21 +44,21 @@ static bool emulated_limit(void)
 }
 
 /* Reads a hello connection's sender (uid) and which TCP connection it
- * names. False for anything that is not a well-formed client name. */
-static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, struct lf_hello *h)
+ * names, from its peer's name sun (what accept4 reported: the kernel's
+ * answer, the same as getpeername's, a Unix socket being bound at most
+ * once). False for anything that is not a well-formed client name. */
+static bool hello_of(int u, const struct sockaddr_un *sun, socklen_t sl, struct lf_ep *client, struct lf_ep *server,
+		     struct lf_hello *h)
 {
-	struct sockaddr_un sun;
-	socklen_t sl = sizeof(sun);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
 	unsigned long ino;
 	int fam;
 
-	if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
-	    lf__name_parse(&sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
+	if (lf__name_parse(sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
 	    lf__sys_getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cr, &crl))
 		return false;
-	*h = (struct lf_hello){ cr.uid, lf__name_asks_shm(&sun, sl) };
+	*h = (struct lf_hello){ cr.uid, lf__name_asks_shm(sun, sl) };
 	return true;
 }
 
@@ -108,7 +108,9 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, st
 	 * backlog and one more. Never more than that, or a flood arriving
 	 * behind it would keep this accept busy. */
 	for (int budget = SOMAXCONN + 1; budget > 0; budget--) {
-		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		u = lf__sys_accept4(l->rdv, (void *)&sun, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (u < 0 && errno == EINTR)
 			continue;
 		if (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {
@@ -118,7 +120,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, st
 		}
 		if (u < 0)
 			break;
-		if (!hello_of(u, &c, &s, &h) || s.port != l->ep.port) {
+		if (!hello_of(u, &sun, sl, &c, &s, &h) || s.port != l->ep.port) {
 			lf__sys_close(u);
 			continue;
 		}
