@@ -162,14 +162,17 @@ static void drain(struct lf_listener *l)
 
 /* Did the SYN of the accepted connection say that its client queued a
  * hello? 1 yes, 0 no, -1 unknown (no saved SYN: it came before the
- * listener saved them, or as a SYN cookie). */
-static int marked(int fd)
+ * listener saved them, or as a SYN cookie). Unless *have, *local gets
+ * the connection's local end from the same SYN, if it holds it (*have). */
+static int marked(int fd, struct lf_ep *local, bool *have)
 {
 	uint8_t syn[256];
 	socklen_t len = sizeof(syn);
 
 	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len))
 		return -1;
+	if (!*have)
+		*have = lf__syn_local(syn, len, local);
 	return lf__syn_marked(syn, len);
 }
 
@@ -206,13 +209,13 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	struct lf_listener *l = f->lst;
 	if (!lf__ep_from_sockaddr(&peer, sa, salen) || !lf__ep_is_loopback(&peer))
 		return 0;
-	if (lf__ep_is_any(&l->ep)) {
-		if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
-			return 0;
-	} else {
+	/* The local end: a listener bound to one address gives it; on a
+	 * wildcard one, the SYN that said "hello queued" holds it too, and
+	 * a plain client's accept never needs it. */
+	bool have_local = !lf__ep_is_any(&l->ep);
+	if (have_local)
 		local = l->ep; /* bound to one address: what the accepted socket has */
-	}
-	if (lf__listener_marks(l) && marked(newfd) == 0) {
+	if (lf__listener_marks(l) && marked(newfd, &local, &have_local) == 0) {
 		lf__count(LF_EV_PLAIN_PEER);
 		/* A plain client: no hello to look for. But clients fall back
 		 * to plain TCP when the rendezvous is full: whatever a flood
@@ -225,6 +228,9 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		}
 		return 0;
 	}
+	if (!have_local &&
+	    (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl)))
+		return 0;
 	do {
 		lf__listener_lock(l);
 		n = take(l, &peer, cand, hs, MAX_CAND, &released);
