@@ -1270,3 +1270,16 @@ MUTANTS += [
           "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
         ["e2e:test_shm.py -k holds_its_give_back"]),
 ]
+
+# The local end of a connection accepted on a wildcard listener, read from
+# its saved SYN (syn.c's lf__syn_local; issue 19's set-up cuts).
+MUTANTS += [
+    Mutant(
+        "syn-local-source-port",
+        "the local end read from the saved SYN takes the TCP header's source port for its own: on a wildcard "
+        "listener the kernel vouches for no hello and the client's connection is lost",
+        [("src/protocol/syn.c",
+          "\tep->port = (uint16_t)(syn[off + 2] << 8 | syn[off + 3]);\n",
+          "\tep->port = (uint16_t)(syn[off] << 8 | syn[off + 1]);\n")],
+        ["e2e:test_compare.py -k 'listener_kinds and names and any-v4'"]),
+]
