@@ -55,8 +55,8 @@ static bool chosen(int fd, int *st)
 
 /* lf_enable_fast_path's check: 0 a TCP socket (its state in *st), 1 a
  * fast-path socket, or -errno, as classify() and chosen() say. Two
- * system calls on a TCP socket where those take three: TCP_INFO answers
- * only on TCP, MPTCP and SMC sockets, and SO_PROTOCOL tells TCP's apart
+ * system calls on a TCP socket where those take three: TCP_INFO answers a
+ * state only on TCP, MPTCP and SMC sockets, and SO_PROTOCOL tells TCP's apart
  * (MPTCP's is IPPROTO_MPTCP, SMC's 0, 1 or IPPROTO_SMC), so the two prove
  * an AF_INET or AF_INET6 TCP socket; its family is read at connect, from
  * the getsockname it makes anyway. Anything else takes classify()'s way. */
