@@ -59,7 +59,9 @@ static bool chosen(int fd, int *st)
  * state only on TCP, MPTCP and SMC sockets, and SO_PROTOCOL tells TCP's apart
  * (MPTCP's is IPPROTO_MPTCP, SMC's 0, 1 or IPPROTO_SMC), so the two prove
  * an AF_INET or AF_INET6 TCP socket; its family is read at connect, from
- * the getsockname it makes anyway. Anything else takes classify()'s way. */
+ * the getsockname it makes anyway. Anything else takes classify()'s way,
+ * except a socket classify() takes for TCP that has no TCP_INFO: a raw
+ * socket of protocol IPPROTO_TCP, which chosen() would call connected. */
 static int optin_classify(int fd, int *st)
 {
 	int v = 0, family;
@@ -68,7 +70,8 @@ static int optin_classify(int fd, int *st)
 	*st = tcp_state(fd);
 	if (*st >= 0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP)
 		return 0;
-	return classify(fd, &family); /* 0 here: a TCP socket without TCP_INFO (*st < 0, as chosen() says) */
+	int r = classify(fd, &family);
+	return r == 0 ? -EOPNOTSUPP : r; /* 0: SO_PROTOCOL 6 without TCP_INFO, a raw IPPROTO_TCP socket */
 }
 
 /* The fast path's own check, three system calls on a TCP socket (its
