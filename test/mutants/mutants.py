@@ -1283,3 +1283,14 @@ MUTANTS += [
           "\tep->port = (uint16_t)(syn[off] << 8 | syn[off + 1]);\n")],
         ["e2e:test_compare.py -k 'listener_kinds and names and any-v4'"]),
 ]
+
+# lf_enable_fast_path's two-call check (api.c optin_classify; issue 19's set-up cuts).
+MUTANTS += [
+    Mutant(
+        "optin-takes-mptcp-for-tcp",
+        "lf_enable_fast_path trusts TCP_INFO alone: an MPTCP socket (which answers it) is opted in as TCP",
+        [("src/fastpath/api.c",
+          "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP)\n",
+          "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0)\n")],
+        ["c:test-api:errors"]),
+]
