@@ -74,6 +74,17 @@ static void errors(void)
 	ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	ASSERT_EQ(lf_enable_fast_path(sv[0]), -EOPNOTSUPP);
 	ASSERT_EQ(lf_fast_path_active(sv[0]), -EOPNOTSUPP);
+	/* Sockets that TCP_INFO alone (MPTCP's answers it) or SO_PROTOCOL alone
+	 * (6 for a raw IPPROTO_TCP socket and for NETLINK_XFRM) would take for
+	 * TCP; each only where the machine can make it. */
+	int odd[] = { socket(AF_INET, SOCK_STREAM, 262 /* IPPROTO_MPTCP */), socket(AF_INET, SOCK_RAW, IPPROTO_TCP),
+		      socket(AF_NETLINK, SOCK_RAW, 6 /* NETLINK_XFRM */) };
+	for (int i = 0; i < 3; i++) {
+		if (odd[i] < 0)
+			continue;
+		ASSERT_EQ(lf_enable_fast_path(odd[i]), -EOPNOTSUPP);
+		close(odd[i]);
+	}
 
 	int port, l = k_listener(0, &port), c = k_client(0, port);
 	ASSERT_EQ(lf_enable_fast_path(c), -EISCONN);

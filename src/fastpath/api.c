@@ -42,22 +42,48 @@ static int tcp_state(int fd)
  * connected, or a connect in progress (SYN_SENT: getpeername still says
  * ENOTCONN, and an opt-in now would answer success for nothing). A
  * listener is not. */
+static bool decided(const int *st)
+{
+	return *st < 0 || (*st != TCP_CLOSE && *st != TCP_LISTEN);
+}
+
 static bool chosen(int fd, int *st)
 {
 	*st = tcp_state(fd);
-	return *st < 0 || (*st != TCP_CLOSE && *st != TCP_LISTEN);
+	return decided(st);
+}
+
+/* lf_enable_fast_path's check: 0 a TCP socket (its state in *st), 1 a
+ * fast-path socket, or -errno, as classify() and chosen() say. Two
+ * system calls on a TCP socket where those take three: TCP_INFO answers a
+ * state only on TCP, MPTCP and SMC sockets, and SO_PROTOCOL tells TCP's apart
+ * (MPTCP's is IPPROTO_MPTCP, SMC's 0, 1 or IPPROTO_SMC), so the two prove
+ * an AF_INET or AF_INET6 TCP socket; its family is read at connect, from
+ * the getsockname it makes anyway. Anything else takes classify()'s way,
+ * except a socket classify() takes for TCP that has no TCP_INFO: a raw
+ * socket of protocol IPPROTO_TCP, which chosen() would call connected. */
+static int optin_classify(int fd, int *st)
+{
+	int v = 0, family;
+	socklen_t l = sizeof(v);
+
+	*st = tcp_state(fd);
+	if (*st >= 0 && lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP)
+		return 0;
+	int r = classify(fd, &family);
+	return r == 0 ? -EOPNOTSUPP : r; /* 0: SO_PROTOCOL 6 without TCP_INFO, a raw IPPROTO_TCP socket */
 }
 
 /* The fast path's own check, three system calls on a TCP socket (its
  * domain, its protocol, its state). */
 LF_EXPORT int lf_enable_fast_path(int fd)
 {
-	int family, r = classify(fd, &family), st;
+	int st, r = optin_classify(fd, &st);
 	struct lf_fd *f = lf__fd(fd);
 
 	if (r < 0)
 		return r;
-	if (r == 1 || chosen(fd, &st))
+	if (r == 1 || decided(&st))
 		return -EISCONN;
 	if (!f || (atomic_load(&f->flags) & LF_F_PINNED))
 		return -EOPNOTSUPP; /* an option set on it cannot be kept on the fast path (sockopt.c) */
@@ -66,7 +92,6 @@ LF_EXPORT int lf_enable_fast_path(int fd)
 		r = lf__listen_optin(fd);
 		return r == -EADDRINUSE ? 0 : r; /* another listener owns the rendezvous: plain TCP */
 	}
-	f->family = family;
 	atomic_fetch_and(&f->flags, ~LF_F_NOFAST); /* an opt-out before (SOL_LOOPFAST 0), undone: listen looks */
 	atomic_fetch_or(&f->flags, LF_F_OPTIN | LF_F_TCP);
 	lf__signals_wrap(); /* a wait of loopfast's own must see the application's handlers */

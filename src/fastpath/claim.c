@@ -44,21 +44,21 @@ static bool emulated_limit(void)
 }
 
 /* Reads a hello connection's sender (uid) and which TCP connection it
- * names. False for anything that is not a well-formed client name. */
-static bool hello_of(int u, struct lf_ep *client, struct lf_ep *server, struct lf_hello *h)
+ * names, from its peer's name sun (what accept4 reported: the kernel's
+ * answer, the same as getpeername's, a Unix socket being bound at most
+ * once). False for anything that is not a well-formed client name. */
+static bool hello_of(int u, const struct sockaddr_un *sun, socklen_t sl, struct lf_ep *client, struct lf_ep *server,
+		     struct lf_hello *h)
 {
-	struct sockaddr_un sun;
-	socklen_t sl = sizeof(sun);
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
 	unsigned long ino;
 	int fam;
 
-	if (lf__sys_getpeername(u, (void *)&sun, &sl) ||
-	    lf__name_parse(&sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
+	if (lf__name_parse(sun, sl, &ino, &fam, client, server) != LF_NAME_CLIENT ||
 	    lf__sys_getsockopt(u, SOL_SOCKET, SO_PEERCRED, &cr, &crl))
 		return false;
-	*h = (struct lf_hello){ cr.uid, lf__name_asks_shm(&sun, sl) };
+	*h = (struct lf_hello){ cr.uid, lf__name_asks_shm(sun, sl) };
 	return true;
 }
 
@@ -108,7 +108,9 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, st
 	 * backlog and one more. Never more than that, or a flood arriving
 	 * behind it would keep this accept busy. */
 	for (int budget = SOMAXCONN + 1; budget > 0; budget--) {
-		u = lf__sys_accept4(l->rdv, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_un sun;
+		socklen_t sl = sizeof(sun);
+		u = lf__sys_accept4(l->rdv, (void *)&sun, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (u < 0 && errno == EINTR)
 			continue;
 		if (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {
@@ -118,7 +120,7 @@ static int take(struct lf_listener *l, const struct lf_ep *client, int *cand, st
 		}
 		if (u < 0)
 			break;
-		if (!hello_of(u, &c, &s, &h) || s.port != l->ep.port) {
+		if (!hello_of(u, &sun, sl, &c, &s, &h) || s.port != l->ep.port) {
 			lf__sys_close(u);
 			continue;
 		}
@@ -160,14 +162,17 @@ static void drain(struct lf_listener *l)
 
 /* Did the SYN of the accepted connection say that its client queued a
  * hello? 1 yes, 0 no, -1 unknown (no saved SYN: it came before the
- * listener saved them, or as a SYN cookie). */
-static int marked(int fd)
+ * listener saved them, or as a SYN cookie). Unless *have, *local gets
+ * the connection's local end from the same SYN, if it holds it (*have). */
+static int marked(int fd, struct lf_ep *local, bool *have)
 {
 	uint8_t syn[256];
 	socklen_t len = sizeof(syn);
 
 	if (lf__sys_getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len))
 		return -1;
+	if (!*have)
+		*have = lf__syn_local(syn, len, local);
 	return lf__syn_marked(syn, len);
 }
 
@@ -204,13 +209,13 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 	struct lf_listener *l = f->lst;
 	if (!lf__ep_from_sockaddr(&peer, sa, salen) || !lf__ep_is_loopback(&peer))
 		return 0;
-	if (lf__ep_is_any(&l->ep)) {
-		if (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl))
-			return 0;
-	} else {
+	/* The local end: a listener bound to one address gives it; on a
+	 * wildcard one, the SYN that said "hello queued" holds it too, and
+	 * a plain client's accept never needs it. */
+	bool have_local = !lf__ep_is_any(&l->ep);
+	if (have_local)
 		local = l->ep; /* bound to one address: what the accepted socket has */
-	}
-	if (lf__listener_marks(l) && marked(newfd) == 0) {
+	if (lf__listener_marks(l) && marked(newfd, &local, &have_local) == 0) {
 		lf__count(LF_EV_PLAIN_PEER);
 		/* A plain client: no hello to look for. But clients fall back
 		 * to plain TCP when the rendezvous is full: whatever a flood
@@ -223,6 +228,9 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		}
 		return 0;
 	}
+	if (!have_local &&
+	    (lf__sys_getsockname(newfd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&local, (void *)&ss, sl)))
+		return 0;
 	do {
 		lf__listener_lock(l);
 		n = take(l, &peer, cand, hs, MAX_CAND, &released);

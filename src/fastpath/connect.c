@@ -645,12 +645,11 @@ int lf__connect(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 	int cached = neg_fresh(&dst);
 	if (cached >= 0) /* counted under the reason it was remembered for */
 		return plain((enum lf_event)cached, NULL, fd, &dst, NULL);
-	if (fl & LF_F_TCP)
-		family = f->family;
-	else if (!lf__sys_tcp_family(fd, &family))
+	if (!(fl & LF_F_TCP) && !lf__sys_tcp_family(fd, &family))
 		return 0;
 	if (lf__sys_getsockname(fd, (void *)&ss, &sl) || !lf__ep_from_sockaddr(&src, (void *)&ss, sl))
 		return 0;
+	family = ss.ss_family; /* the socket's domain, as SO_DOMAIN says (src.family is AF_INET for a v4-mapped address) */
 	if (lf__ep_is_any(&src))
 		to_loopback(&src, dst.family);
 

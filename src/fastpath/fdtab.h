@@ -25,7 +25,7 @@ enum {
 	LF_F_INPROGRESS = 1u << 4, /* fast path reported EINPROGRESS to connect */
 	LF_F_NONBLOCK = 1u << 5,  /* fast-path socket in non-blocking mode */
 	LF_F_RCVTIMEO = 1u << 6,  /* fast-path socket with a receive timeout */
-	LF_F_TCP = 1u << 7,       /* a TCP socket (family in .family) */
+	LF_F_TCP = 1u << 7,       /* a TCP socket (connect reads its family from getsockname) */
 	LF_F_PENDING = 1u << 8,   /* a TCP connect in progress with a hello queued (connect.c) */
 	LF_F_SHUT_RD = 1u << 9,   /* fast-path socket after shutdown(SHUT_RD), kept as TCP does */
 	LF_F_SHUT_WR = 1u << 10,  /* fast-path socket after shutdown(SHUT_WR) (for TCP_INFO) */

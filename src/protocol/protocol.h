@@ -117,5 +117,7 @@ enum lf_name_kind lf__name_parse(const struct sockaddr_un *sun, socklen_t len, u
 /* 1: the SYN (IP header onwards, len bytes) carries MSS LF_HELLO_MSS; 0: it
  * does not; -1: too short or malformed to tell. */
 int lf__syn_marked(const uint8_t *syn, size_t len);
+/* The SYN's destination (the accepted socket's local end) into *ep: true if its headers hold it. */
+bool lf__syn_local(const uint8_t *syn, size_t len, struct lf_ep *ep);
 
 #endif

@@ -1284,3 +1284,27 @@ MUTANTS += [
           "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
         ["e2e:test_shm.py -k holds_its_give_back"]),
 ]
+
+# The local end of a connection accepted on a wildcard listener, read from
+# its saved SYN (syn.c's lf__syn_local; issue 19's set-up cuts).
+MUTANTS += [
+    Mutant(
+        "syn-local-source-port",
+        "the local end read from the saved SYN takes the TCP header's source port for its own: on a wildcard "
+        "listener the kernel vouches for no hello and the client's connection is lost",
+        [("src/protocol/syn.c",
+          "\tep->port = (uint16_t)(syn[off + 2] << 8 | syn[off + 3]);\n",
+          "\tep->port = (uint16_t)(syn[off] << 8 | syn[off + 1]);\n")],
+        ["e2e:test_compare.py -k 'listener_kinds and names and any-v4'"]),
+]
+
+# lf_enable_fast_path's two-call check (api.c optin_classify; issue 19's set-up cuts).
+MUTANTS += [
+    Mutant(
+        "optin-takes-mptcp-for-tcp",
+        "lf_enable_fast_path trusts TCP_INFO alone: an MPTCP socket (which answers it) is opted in as TCP",
+        [("src/fastpath/api.c",
+          "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP)\n",
+          "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0)\n")],
+        ["c:test-api:errors"]),
+]
