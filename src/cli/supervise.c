@@ -21,8 +21,9 @@
  *
  * Caveats: one thread serves every trapped call, and never waits in one
  * (a blocking accept is parked, a connect's handshake finished when its
- * socket is writable); socket options made before the switch are not
- * carried over, and a socket already in an epoll set is not switched. */
+ * socket is writable); fcntl's descriptor flags made before the switch
+ * are not carried over, and a socket already in an epoll set is not
+ * switched. */
 #include "cli.h"
 #include "internal.h"
 #include "loopfast.h"
@@ -369,9 +370,13 @@ bool sv_may_switch(int copy, pid_t pid)
 		DEBUG("process %d: a socket in another network namespace: plain TCP", pid);
 		return false;
 	}
-	if ((pin = lf__sopt_pinned_on(copy)) || svo_pinned(copy)) {
+	if ((pin = lf__sopt_pinned_on(copy))) {
 		DEBUG("process %d: option %d/%d is on, the fast path cannot keep it: plain TCP", pid, pin >> 16,
 		      pin & 0xffff);
+		return false;
+	}
+	if (svo_pinned(copy)) {
+		DEBUG("process %d: a key (TCP_MD5SIG, TCP-AO) was set, the fast path cannot keep it: plain TCP", pid);
 		return false;
 	}
 	if (fstat(copy, &st))
@@ -466,10 +471,11 @@ bool sv_handler_due(pid_t tid)
  * to the Unix socket, the client's at its connect, the claim to each
  * connection accepted from a listener (which inherits the listener's
  * options over TCP) — what the preload does with the options it saw set
- * (connect.c's carry_options). setsockopt is not trapped: an option
- * counts as set when its value differs from a new TCP socket's (read
- * once per family). The options: those the library carries (fdtab.c's
- * lf__carried, internal to the library). */
+ * (connect.c's carry_options). These SOL_SOCKET options are not
+ * trapped (the Unix socket holds them): one counts as set when its value
+ * differs from a new TCP socket's (read once per family). The options:
+ * those the library carries (fdtab.c's lf__carried, internal to the
+ * library). The trapped ones set before the switch: svo_carry. */
 void sv_note_options(int copy)
 {
 	static const int opts[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,

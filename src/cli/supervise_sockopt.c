@@ -14,12 +14,14 @@
  * - a listener served here: the library's calls on the listener's copy
  *   kept here (which knows its marks, and notes what is set on it, for
  *   the connections accepted from it);
- * - any other socket: the kernel's (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
+ * - any other socket, and SOL_SOCKET options of a process that has the
+ *   preload (its library's own calls): the kernel's
+ *   (SECCOMP_USER_NOTIF_FLAG_CONTINUE).
  *   A set on a TCP socket that is not connected yet is noted (level and
  *   name only): at its connect or listen the value the kernel then holds
- *   is set again through the library on the copy (svo_carry), which
- *   carries it to the fast path as the preload carries the options it saw
- *   set.
+ *   is kept (svo_carry), and goes with the socket to the fast path
+ *   (svo_move), or from the listener to each accepted connection
+ *   (svo_inherit), as the preload carries the options it saw set.
  *
  * The library keeps what was set per descriptor, and this process's
  * copies live for one call: the sets made on each fast-path socket are
@@ -205,9 +207,9 @@ bool svo_pinned(int copy)
 }
 
 /* Before the switch (connect, listen): each option set by name only is
- * set again on copy through the library, with the value the kernel holds
- * (nothing changes in the kernel; the library notes it as set), and kept
- * with that value. */
+ * kept with the value the kernel holds now (what the program's set made
+ * of it), so that the fast-path socket, or each connection accepted from
+ * the listener, answers it as TCP would. */
 void svo_carry(int copy)
 {
 	struct sock *s = find(ino_of(copy));
@@ -224,7 +226,7 @@ void svo_carry(int copy)
 			continue;
 		}
 		drop_at(s, (int)at); /* put adds it again, at the end */
-		if (syscall(SYS_getsockopt, copy, l, o, v, &vl) == 0 && setsockopt(copy, l, o, v, vl) == 0)
+		if (syscall(SYS_getsockopt, copy, l, o, v, &vl) == 0)
 			put(s->ino, l, o, v, (uint16_t)vl);
 	}
 }
@@ -335,9 +337,16 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	int dom = sv_domain(copy);
 	bool fast = dom == AF_UNIX && lf_fast_path_active(copy) == 1;
 	t = svs_listener(ino);
+	/* A process with the preload (a nested loopfast run): its library's
+	 * own raw calls at SOL_SOCKET on its Unix sockets (SO_PEERCRED of a
+	 * rendezvous, of a hello) want the kernel's answer. Its program's
+	 * TCP-level ones reach the filter through its library, and are
+	 * answered here as any. */
+	if (fast && level == SOL_SOCKET && opt != SO_DOMAIN && opt != SO_PROTOCOL && sv_has_preload(n->pid))
+		fast = false;
 	if (!fast && t < 0) {
 		/* The kernel's. A set on a TCP socket that may still be switched
-		 * (as the program's uid: sv_may_switch) is noted by name. */
+		 * is noted by name (sv_may_switch decides at the switch). */
 		if (set && ino && !err && tcp_unconnected(copy, dom))
 			put(ino, level, opt, NULL, UNKNOWN);
 		syscall(SYS_close, copy);

@@ -59,7 +59,8 @@ bool lf__sopt_turns_on(const void *val, socklen_t len);
 bool lf__sopt_pins(int level, int opt, const void *val, socklen_t len);
 /* The first such option the kernel says is on for TCP socket fd, as
  * level << 16 | opt, or 0: for a socket whose sets loopfast did not see
- * (loopfast run's supervisor traps no setsockopt). */
+ * (loopfast run's supervisor, which notes which were set before a
+ * switch, not their values). */
 int lf__sopt_pinned_on(int fd);
 /* True when fd is a fast-path socket (asked of the kernel); fills family. */
 bool lf__fast_family(int fd, int *family);
