@@ -116,33 +116,43 @@ static struct sock *get(unsigned long ino)
 	return &tab[k];
 }
 
+/* The set at offset at of s (its level, name and length); returns the
+ * offset of the next one. */
+static unsigned entry(const struct sock *s, unsigned at, int32_t *l, int32_t *o, uint16_t *len)
+{
+	memcpy(l, s->b + at, 4);
+	memcpy(o, s->b + at + 4, 4);
+	memcpy(len, s->b + at + 8, 2);
+	return at + HEAD + (*len == UNKNOWN ? 0 : *len);
+}
+
 /* The offset of a set of (level, opt) in s, or -1. */
 static int at_of(const struct sock *s, int level, int opt)
 {
-	for (unsigned at = 0; s && at + HEAD <= s->used;) {
-		int32_t l, o;
-		uint16_t len;
-		memcpy(&l, s->b + at, 4);
-		memcpy(&o, s->b + at + 4, 4);
-		memcpy(&len, s->b + at + 8, 2);
+	int32_t l, o;
+	uint16_t len;
+
+	for (unsigned at = 0, next; s && at + HEAD <= s->used; at = next) {
+		next = entry(s, at, &l, &o, &len);
 		if (l == level && o == opt)
 			return (int)at;
-		at += HEAD + (len == UNKNOWN ? 0 : len);
 	}
 	return -1;
 }
 
 static uint16_t len_at(const struct sock *s, int at)
 {
+	int32_t l, o;
 	uint16_t len;
-	memcpy(&len, s->b + at + 8, 2);
+	entry(s, (unsigned)at, &l, &o, &len);
 	return len;
 }
 
 static void drop_at(struct sock *s, int at)
 {
-	uint16_t len = len_at(s, at);
-	unsigned end = (unsigned)at + HEAD + (len == UNKNOWN ? 0 : len);
+	int32_t l, o;
+	uint16_t len;
+	unsigned end = entry(s, (unsigned)at, &l, &o, &len);
 	memmove(s->b + at, s->b + end, s->used - end);
 	s->used = (uint16_t)(s->used - (end - (unsigned)at));
 }
@@ -192,16 +202,14 @@ void svo_sweep(const unsigned long *inos, size_t n)
 bool svo_pinned(int copy)
 {
 	struct sock *s = find(ino_of(copy));
+	int32_t l, o;
+	uint16_t len;
 
+	/* A key (any set pins) seen set, though the kernel has no get for it. */
 	for (unsigned at = 0; s && at + HEAD <= s->used;) {
-		int32_t l, o;
-		memcpy(&l, s->b + at, 4);
-		memcpy(&o, s->b + at + 4, 4);
-		uint16_t len = len_at(s, (int)at);
-		/* A key (any set pins) seen set, though the kernel has no get for it. */
+		at = entry(s, at, &l, &o, &len);
 		if (lf__sopt_pins(l, o, NULL, 0))
 			return true;
-		at += HEAD + (len == UNKNOWN ? 0 : len);
 	}
 	return false;
 }
@@ -213,16 +221,15 @@ bool svo_pinned(int copy)
 void svo_carry(int copy)
 {
 	struct sock *s = find(ino_of(copy));
+	int32_t l, o;
+	uint16_t len;
 
-	for (unsigned at = 0; s && at + HEAD <= s->used;) {
-		int32_t l, o;
+	for (unsigned at = 0, next; s && at + HEAD <= s->used;) {
 		unsigned char v[256];
 		socklen_t vl = sizeof(v);
-		memcpy(&l, s->b + at, 4);
-		memcpy(&o, s->b + at + 4, 4);
-		uint16_t len = len_at(s, (int)at);
+		next = entry(s, at, &l, &o, &len);
 		if (len != UNKNOWN) {
-			at += HEAD + len;
+			at = next;
 			continue;
 		}
 		drop_at(s, (int)at); /* put adds it again, at the end */

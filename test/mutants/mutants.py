@@ -1285,7 +1285,7 @@ MUTANTS += [
         "supervisor-sockopt-not-carried",
         "options set on a TCP socket before its connect or listen are not carried to the fast path: TCP_NODELAY reads 0 after connect",
         [("src/cli/supervise_sockopt.c",
-          "\t\tif (len != UNKNOWN) {\n\t\t\tat += HEAD + len;",
-          "\t\tif (1) {\n\t\t\tat += HEAD + (len == UNKNOWN ? 0 : len);")],
+          "\t\tif (len != UNKNOWN) {\n\t\t\tat = next;",
+          "\t\tif (1) {\n\t\t\tat = next;")],
         ["e2e:test_supervisor_compare.py -m '' -k 'sockopts-before-v4'"]),
 ]
