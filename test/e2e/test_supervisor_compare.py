@@ -87,9 +87,11 @@ def _known(why, stop, *scenarios, raises=ProbeFailed):
 
 
 SECCOMP_KNOWN = {
-    # TCP_INFO's state after the socket's own SHUT_WR: shutdown is not
-    # trapped, so the library's answer (on the supervisor's copy) has not
-    # seen it: ESTABLISHED where TCP says FIN_WAIT2.
+    # TCP_INFO's state: the library keeps what it cannot ask the kernel
+    # (the socket's own SHUT_WR, a reset seen before its error was read)
+    # per descriptor, and the supervisor's copy lives for one call;
+    # shutdown is not trapped. First line: ESTABLISHED after the socket's
+    # own SHUT_WR, where TCP says FIN_WAIT2.
     **_known("TCP_INFO's state does not see the socket's own shutdown", None, "tcp-info", raises=FastPathDiffers),
     # sendmmsg with destinations: EISCONN, nothing sent (the probe stops
     # waiting for it); recvmmsg names the Unix peer.
