@@ -10,8 +10,16 @@ blocking server, for four rows measured in interleaved rounds:
              (every connect is trapped, and goes plain)
 With --names, the same rows count getsockname calls a second on one
 connection (trapped under the supervisor: answered on the fast path,
-continued to the kernel on plain TCP).
-Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names]
+continued to the kernel on plain TCP), with --setopt setsockopt(TCP_NODELAY)
+calls a second on one connection. With --nodelay, the client sets
+TCP_NODELAY on every connection after its connect, as Go does (trapped
+under the supervisor: answered by the library on the fast path,
+continued on plain TCP). With --before BUILD, two more rows run the
+static client under that build's supervisor (seccomp-before,
+seccomp-tcp-before), against the same servers: a change's cost in the
+same interleaved rounds.
+Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names | --nodelay]
+       [--before OTHER_BUILD]
 Prints each row's rate per round, its median and its ratio to the preload's."""
 import argparse
 import os
@@ -23,6 +31,7 @@ import tempfile
 CRR = r"""
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +63,16 @@ int main(int argc, char **argv)
 	sa.sin_port = htons((unsigned short)atoi(argv[1]));
 	double secs = atof(argv[2]), t0 = now();
 	long n = 0;
-	if (argc > 3) { /* "names": getsockname on one connection, in a loop */
+	int nodelay = argc > 3 && !strcmp(argv[3], "nodelay"), one = 1;
+	if (argc > 3 && !strcmp(argv[3], "setopt")) { /* TCP_NODELAY on one connection, in a loop */
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (void *)&sa, sizeof(sa))) { perror("connect"); return 1; }
+		for (t0 = now(); now() - t0 < secs; n++)
+			setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		printf("%.0f\n", n / (now() - t0));
+		return 0;
+	}
+	if (argc > 3 && !nodelay) { /* "names": getsockname on one connection, in a loop */
 		int s = socket(AF_INET, SOCK_STREAM, 0);
 		struct sockaddr_in la;
 		socklen_t ll;
@@ -68,7 +86,10 @@ int main(int argc, char **argv)
 	}
 	while (now() - t0 < secs) {
 		int s = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(s, (void *)&sa, sizeof(sa)) || write(s, &c, 1) != 1 || read(s, &c, 1) != 1) { perror("crr"); return 1; }
+		if (connect(s, (void *)&sa, sizeof(sa))) { perror("connect"); return 1; }
+		if (nodelay) /* its answer ignored, as Go does (before the supervisor answered it: EOPNOTSUPP) */
+			setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (write(s, &c, 1) != 1 || read(s, &c, 1) != 1) { perror("crr"); return 1; }
 		close(s);
 		n++;
 	}
@@ -84,6 +105,9 @@ def main():
     ap.add_argument("--time", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--names", action="store_true", help="getsockname calls a second instead of connections")
+    ap.add_argument("--nodelay", action="store_true", help="TCP_NODELAY on every connection (as Go)")
+    ap.add_argument("--setopt", action="store_true", help="setsockopt(TCP_NODELAY) calls a second on one connection")
+    ap.add_argument("--before", help="another build whose supervisor gets rows too")
     a = ap.parse_args()
     lf = os.path.join(os.path.abspath(a.build), "loopfast")
     with tempfile.TemporaryDirectory(prefix="lf-svbench-") as d:
@@ -98,10 +122,13 @@ def main():
             servers[name] = (p, p.stdout.readline().strip())
         rows = {"tcp": ([sta], "plain"), "preload": ([lf, "run", "--", dyn], "lf"),
                 "seccomp": ([lf, "run", "--", sta], "lf"), "seccomp-tcp": ([lf, "run", "--", sta], "plain")}
-        if a.names:
-            rows = {"tcp": ([sta], "plain", "names"), "preload": ([lf, "run", "--", dyn], "lf", "names"),
-                    "seccomp": ([lf, "run", "--", sta], "lf", "names"),
-                    "seccomp-tcp": ([lf, "run", "--", sta], "plain", "names")}
+        if a.before:
+            old = os.path.join(os.path.abspath(a.before), "loopfast")
+            rows.update({"seccomp-before": ([old, "run", "--", sta], "lf"),
+                         "seccomp-tcp-before": ([old, "run", "--", sta], "plain")})
+        mode = "names" if a.names else "nodelay" if a.nodelay else "setopt" if a.setopt else None
+        if mode:
+            rows = {r: (*v, mode) for r, v in rows.items()}
         got = {r: [] for r in rows}
         try:
             for _ in range(a.rounds):
@@ -116,7 +143,7 @@ def main():
                 p.kill()
                 p.wait()
     base = statistics.median(got["preload"])
-    print(f"{'row':12} {'calls/s' if a.names else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
+    print(f"{'row':12} {'calls/s' if a.names or a.setopt else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
     for r, v in got.items():
         m = statistics.median(v)
         print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}")

@@ -8,8 +8,9 @@
  * that sends the calls that decide a connection's path and what TCP's
  * answers need (connect, listen, accept, accept4, bind, getsockname,
  * getpeername, epoll_create and epoll_create1 (counted only:
- * supervise_epoll.c), getsockopt SO_DOMAIN and SO_PROTOCOL, and the SOL_LOOPFAST
- * level of getsockopt and setsockopt) to this process
+ * supervise_epoll.c), getsockopt and setsockopt at the levels and options
+ * libloopfast answers for a fast-path socket (supervise_sockopt.c), and
+ * the SOL_LOOPFAST level) to this process
  * (SECCOMP_RET_USER_NOTIF) and allows everything else; the filter holds
  * for every descendant. No data call is trapped. This file: the filter,
  * the process model, the notification loop, and which sockets the
@@ -20,8 +21,9 @@
  *
  * Caveats: one thread serves every trapped call, and never waits in one
  * (a blocking accept is parked, a connect's handshake finished when its
- * socket is writable); socket options made before the switch are not
- * carried over, and a socket already in an epoll set is not switched. */
+ * socket is writable); fcntl's descriptor flags made before the switch
+ * are not carried over, and a socket already in an epoll set is not
+ * switched. */
 #include "cli.h"
 #include "internal.h"
 #include "loopfast.h"
@@ -119,6 +121,16 @@ const char *lf_cli_supervise_why(const char *path)
 
 /* ---- the child: filter, then exec */
 
+/* Whether the filter traps SOL_SOCKET option o: unless the library
+ * leaves it to the Unix socket (a get of SO_DOMAIN and SO_PROTOCOL, whose
+ * answers it fixes up, is trapped). */
+#define SV_SOLMAX 256
+static bool sv_opt_trapped(int o)
+{
+	const struct lf_sopt_row *r = lf__sopt_row(SOL_SOCKET, o);
+	return !r || r->how != LF_SO_UNIX;
+}
+
 /* The filter, assembled with two labels: ALLOW and NOTIF. */
 enum { ALLOW = -1, NOTIF = -2, NEXT = 0 };
 struct insn {
@@ -138,26 +150,47 @@ struct insn {
 
 /* The filter; with nnp (no_new_privs set) execve and execveat are
  * trapped too, so that a set-uid exec, which runs without its privilege
- * then, is said (on_exec). */
+ * then, is said (on_exec). getsockopt and setsockopt are trapped at the
+ * levels libloopfast answers for a fast-path socket and at SOL_LOOPFAST,
+ * and at SOL_SOCKET only for the options the library does not leave to
+ * the Unix socket (its own table, sockopt_rows.c: unknown numbers too);
+ * every other option is the kernel's, compared here so that it costs
+ * nothing (SO_RCVTIMEO, SO_ERROR, SO_SNDBUF...: supervise_sockopt.c). */
 static int load_filter(bool nnp)
 {
-	/* getsockopt and setsockopt: only the SOL_LOOPFAST level, and
-	 * SOL_SOCKET's SO_DOMAIN and SO_PROTOCOL (the two a Unix socket
-	 * answers otherwise than TCP); every other option is the kernel's,
-	 * untrapped, compared here so that it costs nothing. */
-	int ex = nnp ? NOTIF : NEXT;
-	const struct insn code[] = {
+	int ex = nnp ? NOTIF : NEXT, levels[8], nl = lf__sopt_levels(levels, 8), N = 0;
+	const struct insn head[] = {
 		LD(offsetof(struct seccomp_data, arch)), IS(ARCH, NEXT, ALLOW),
 		LD(offsetof(struct seccomp_data, nr)),
 		IS(__NR_execve, ex, NEXT), IS(__NR_execveat, ex, NEXT),
 		IS(__NR_connect, NOTIF, NEXT), IS(__NR_listen, NOTIF, NEXT), IS(__NR_accept, NOTIF, NEXT),
 		IS(__NR_accept4, NOTIF, NEXT), IS(__NR_bind, NOTIF, NEXT), IS(__NR_getsockname, NOTIF, NEXT),
 		IS(__NR_getpeername, NOTIF, NEXT), IS(__NR_epoll_create1, NOTIF, NEXT), EPOLL_CREATE,
-		IS(__NR_setsockopt, NEXT, 2), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, ALLOW),
-		IS(__NR_getsockopt, NEXT, ALLOW), LD(ARG(1)), IS(SOL_LOOPFAST, NOTIF, NEXT), IS(SOL_SOCKET, NEXT, ALLOW),
-		LD(ARG(2)), IS(SO_DOMAIN, NOTIF, NEXT), IS(SO_PROTOCOL, NOTIF, ALLOW),
+		IS(__NR_setsockopt, 1, NEXT), IS(__NR_getsockopt, NEXT, ALLOW),
+		LD(ARG(1)), IS(SOL_SOCKET, nl + 1, NEXT), IS(SOL_LOOPFAST, NOTIF, NEXT),
 	};
-	enum { N = sizeof(code) / sizeof(code[0]) };
+	struct insn code[256];
+	for (unsigned i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+		code[N++] = head[i];
+	for (int i = 0; i < nl; i++)
+		code[N++] = (struct insn)IS(levels[i], NOTIF, i == nl - 1 ? ALLOW : NEXT);
+	if (nl == 0)
+		code[N++] = (struct insn)IS(SOL_LOOPFAST, NOTIF, ALLOW);
+	/* SOL_SOCKET: the runs of options to trap, in order (below a run:
+	 * allowed; within it: trapped); past SV_SOLMAX, no option has a row:
+	 * trapped, as the library claims them. */
+	code[N++] = (struct insn)LD(ARG(2));
+	for (int o = 0; o < SV_SOLMAX; o++) {
+		if (!sv_opt_trapped(o))
+			continue;
+		int last = o;
+		while (last + 1 < SV_SOLMAX && sv_opt_trapped(last + 1))
+			last++;
+		code[N++] = (struct insn){ BPF_JMP | BPF_JGE | BPF_K, (uint32_t)o, NEXT, ALLOW };
+		code[N++] = (struct insn){ BPF_JMP | BPF_JGT | BPF_K, (uint32_t)last, NEXT, NOTIF };
+		o = last;
+	}
+	code[N++] = (struct insn){ BPF_JMP | BPF_JGE | BPF_K, SV_SOLMAX, NOTIF, ALLOW };
 	struct sock_filter f[N + 2];
 	for (int i = 0; i < N; i++) {
 		int t[2] = { code[i].jt, code[i].jf };
@@ -167,7 +200,7 @@ static int load_filter(bool nnp)
 	}
 	f[N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 	f[N + 1] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
-	struct sock_fprog prog = { N + 2, f };
+	struct sock_fprog prog = { (unsigned short)(N + 2), f };
 
 	/* Go preempts its threads with SIGURG all the time: once we have the
 	 * call, only a fatal signal ends the wait (5.19 and later). */
@@ -342,6 +375,10 @@ bool sv_may_switch(int copy, pid_t pid)
 		      pin & 0xffff);
 		return false;
 	}
+	if (svo_pinned(copy)) {
+		DEBUG("process %d: a key (TCP_MD5SIG, TCP-AO) was set, the fast path cannot keep it: plain TCP", pid);
+		return false;
+	}
 	if (fstat(copy, &st))
 		return false;
 	if (st.st_uid == geteuid())
@@ -434,10 +471,11 @@ bool sv_handler_due(pid_t tid)
  * to the Unix socket, the client's at its connect, the claim to each
  * connection accepted from a listener (which inherits the listener's
  * options over TCP) — what the preload does with the options it saw set
- * (connect.c's carry_options). setsockopt is not trapped: an option
- * counts as set when its value differs from a new TCP socket's (read
- * once per family). The options: those the library carries (fdtab.c's
- * lf__carried, internal to the library). */
+ * (connect.c's carry_options). These SOL_SOCKET options are not
+ * trapped (the Unix socket holds them): one counts as set when its value
+ * differs from a new TCP socket's (read once per family). The options:
+ * those the library carries (fdtab.c's lf__carried, internal to the
+ * library). The trapped ones set before the switch: svo_carry. */
 void sv_note_options(int copy)
 {
 	static const int opts[] = { SO_RCVTIMEO, SO_SNDTIMEO, SO_LINGER, SO_KEEPALIVE, SO_REUSEADDR,
@@ -474,6 +512,7 @@ void sv_note_options(int copy)
 		}
 		setsockopt(copy, SOL_SOCKET, opts[i], a, al);
 	}
+	svo_carry(copy);
 }
 
 /* A process with the preload (a nested loopfast run) negotiates itself. */
@@ -756,6 +795,7 @@ void sv_sweep(void)
 		n = sv_tree_inodes(&inos);
 	}
 	svs_sweep(inos, n);
+	svo_sweep(inos, n);
 	for (int i = 0; i < nchoices; i++)
 		if (sv_has_inode(inos, n, choices[i].ino))
 			choices[k++] = choices[i];
@@ -825,9 +865,9 @@ static void serve(int lfd, int ep, struct seccomp_notif *n, size_t size)
 	case __NR_getpeername:
 		return svc_name(lfd, n, n->data.nr == __NR_getpeername);
 	case __NR_getsockopt:
-		return n->data.args[1] == SOL_LOOPFAST ? on_getopt(lfd, n) : svc_domain_opt(lfd, n);
+		return (int)n->data.args[1] == SOL_LOOPFAST ? on_getopt(lfd, n) : svo_opt(lfd, n);
 	case __NR_setsockopt:
-		return on_setopt(lfd, n);
+		return (int)n->data.args[1] == SOL_LOOPFAST ? on_setopt(lfd, n) : svo_opt(lfd, n);
 	case __NR_listen:
 		return svs_listen(lfd, n);
 	case __NR_accept:
@@ -944,7 +984,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		struct epoll_event ev[16];
 		/* Parked accepts are looked at for signals every 100 ms;
 		 * listeners and choices are swept at most once a second. */
-		bool sweeps = svs_listening() || nchoices;
+		bool sweeps = svs_listening() || nchoices || svo_count();
 		int k = epoll_wait(ep, ev, 16, svs_parked() || svc_pending() ? 100 : sweeps ? 1000 : -1);
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;

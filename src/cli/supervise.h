@@ -1,8 +1,9 @@
 /* What the three files of loopfast run's seccomp supervisor share
  * (docs/supervisor.md): supervise.c (the filter, the process model, the
  * notification loop, SOL_LOOPFAST and which sockets are opted in),
- * supervise_client.c (connect, the bells, the names) and
- * supervise_server.c (listen, accept, the listeners it serves). */
+ * supervise_client.c (connect, the bells, the names),
+ * supervise_server.c (listen, accept, the listeners it serves) and
+ * supervise_sockopt.c (the other socket options). */
 #ifndef LF_SUPERVISE_H
 #define LF_SUPERVISE_H
 
@@ -39,7 +40,7 @@ int sv_domain(int fd);
  * its connect, or its listener): it must be in the supervisor's network
  * namespace (where the listener is looked up, the hello queued, the
  * rendezvous named), carry no option the fast path cannot keep (asked of
- * the kernel: setsockopt is not trapped), and be of the supervisor's own
+ * the kernel, or a key seen set), and be of the supervisor's own
  * uid (the sockets it makes and the rendezvous it serves carry the
  * supervisor's credentials; the creator's uid, as fstat and sock_diag
  * report it). Says once per uid why not. */
@@ -72,7 +73,6 @@ bool sv_has_preload(pid_t pid);
 
 void svc_connect(int lfd, int ep, const struct seccomp_notif *n);
 void svc_name(int lfd, const struct seccomp_notif *n, bool peer);
-void svc_domain_opt(int lfd, const struct seccomp_notif *n);
 void svc_watch_end(int ep, int i);
 /* Connects held while their handshake goes on: one is ready (the loop's
  * epoll), whether any is held (then svs_tick-like looks: svc_tick ends
@@ -80,6 +80,25 @@ void svc_watch_end(int ep, int i);
 void svc_conn_ready(int lfd, int ep, int i);
 bool svc_pending(void);
 void svc_tick(int lfd, int ep);
+
+/* ---- supervise_sockopt.c */
+
+/* getsockopt, setsockopt (but SOL_LOOPFAST): trapped. */
+void svo_opt(int lfd, const struct seccomp_notif *n);
+/* Before the switch of copy (its connect, its listen): the options set on
+ * it that the library did not see are set again through it. */
+void svo_carry(int copy);
+/* Whether a key (TCP_MD5SIG, TCP-AO: any set pins) was seen set on copy. */
+bool svo_pinned(int copy);
+/* The program's socket with inode from was switched to the one with
+ * inode to (connect): its sets go with it. A connection accepted from
+ * listener from (inode to) inherits the listener's. */
+void svo_move(unsigned long from, unsigned long to);
+void svo_inherit(unsigned long from, unsigned long to);
+/* How many sockets have sets kept; the sweep lets go of those the tree
+ * no longer holds (inos: sorted). */
+size_t svo_count(void);
+void svo_sweep(const unsigned long *inos, size_t n);
 
 /* ---- supervise_epoll.c */
 

@@ -20,8 +20,8 @@
  * connection when the claim arrives, not before.
  *
  * getsockname and getpeername on a fast-path socket are answered with
- * TCP's addresses, getsockopt SO_DOMAIN and SO_PROTOCOL with TCP's values
- * (the library's own answers, from the socket's names). */
+ * TCP's addresses (the library's own answers, from the socket's names);
+ * socket options are supervise_sockopt.c's. */
 #include "supervise.h"
 #include "internal.h"
 #include "loopfast.h"
@@ -187,6 +187,7 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 			syscall(SYS_close, tcp);
 			return;
 		}
+		svo_move(inode_of(tcp), inode_of(copy)); /* the options set on it */
 		if (ret == -EINPROGRESS)
 			told_inprogress[told_next++ % (sizeof(told_inprogress) / sizeof(told_inprogress[0]))] =
 				inode_of(copy);
@@ -422,24 +423,3 @@ void svc_name(int lfd, const struct seccomp_notif *n, bool peer)
 		return sv_reply(lfd, n->id, -EFAULT, false);
 	sv_reply(lfd, n->id, 0, false);
 }
-
-/* getsockopt SO_DOMAIN, SO_PROTOCOL (the only ones the filter traps): a
- * fast-path socket answers TCP's (the library's getsockopt, from the
- * socket's names); anything else is the kernel's. */
-void svc_domain_opt(int lfd, const struct seccomp_notif *n)
-{
-	socklen_t room, l = sizeof(int);
-	int v, copy;
-
-	if (!sv_read(n->pid, n->data.args[4], &room, sizeof(room)) || (copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
-		return sv_reply(lfd, n->id, 0, true);
-	int r = sv_domain(copy) == AF_UNIX ? getsockopt(copy, SOL_SOCKET, (int)n->data.args[2], &v, &l) : -1;
-	close(copy);
-	if (r || l != sizeof(int) || (n->data.args[2] == SO_DOMAIN && v == AF_UNIX) || (int)room < (int)sizeof(int) ||
-	    !sv_valid(lfd, n->id))
-		return sv_reply(lfd, n->id, 0, true);
-	if (!sv_write(n->pid, n->data.args[3], &v, sizeof(v)) || !sv_write(n->pid, n->data.args[4], &l, sizeof(l)))
-		return sv_reply(lfd, n->id, -EFAULT, false);
-	sv_reply(lfd, n->id, 0, false);
-}
-

@@ -284,6 +284,9 @@ static bool accept_now(int lfd, uint64_t id, pid_t pid, int copy, int flags, uin
 		return true;
 	}
 	bool fast = sv_domain(nfd) == AF_UNIX;
+	struct stat lst, nst;
+	if (fast && fstat(copy, &lst) == 0 && fstat(nfd, &nst) == 0) /* what the claim carried from the listener */
+		svo_inherit((unsigned long)lst.st_ino, (unsigned long)nst.st_ino);
 	struct seccomp_notif_addfd add = { .id = id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)nfd,
 					   .newfd_flags = (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0 };
 	int r = ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);

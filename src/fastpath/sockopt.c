@@ -2,8 +2,8 @@
  *
  * A fast-path socket is a Unix stream. It refuses every option above
  * SOL_SOCKET and answers a few SOL_SOCKET ones differently from TCP, so
- * each option is answered from one of three places (the table below;
- * docs/sockopts.md says the same for people):
+ * each option is answered from one of three places (the table is
+ * sockopt_rows.c's; docs/sockopts.md says the same for people):
  *
  * - the Unix socket itself, for the generic SOL_SOCKET options it handles
  *   as TCP does (timeouts, buffers, linger, ...): the wrappers in
@@ -35,139 +35,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* Option numbers newer than some build machines' headers. */
-#ifndef SO_PASSPIDFD
-#define SO_PASSPIDFD 76
-#endif
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
-#ifndef SO_INQ
-#define SO_INQ 84
-#endif
-#ifndef IP_LOCAL_PORT_RANGE
-#define IP_LOCAL_PORT_RANGE 51
-#endif
-#ifndef IP_PROTOCOL
-#define IP_PROTOCOL 52
-#endif
-#ifndef IPV6_FLOWINFO
-#define IPV6_FLOWINFO 11
-#endif
-#ifndef IPV6_USE_MIN_MTU
-#define IPV6_USE_MIN_MTU 63
-#endif
-#ifndef TCP_AO_ADD_KEY
-#define TCP_AO_ADD_KEY 38
-#define TCP_AO_REPAIR 42
-#endif
-#ifndef TCP_DELACK_MAX_US
-#define TCP_DELACK_MAX_US 46
-#endif
-#ifndef SOL_TLS
-#define SOL_TLS 282
-#endif
-
-enum how {
-	UNIX,     /* SOL_SOCKET: the Unix socket answers as TCP would */
-	FAMILY,   /* SO_DOMAIN, SO_PROTOCOL: fixed up after the Unix socket answered */
-	TCP,      /* TCP's own answer (the reference; a set is recorded) */
-	NOREC,    /* TCP's own answer, never recorded: it follows the connection, not the set */
-	ERR_SET,  /* a set fails with err; a get is TCP's own */
-	ERR_ON,   /* a set that turns it on fails with err; off is TCP's own */
-	ERR_GET,  /* a get fails with err */
-	INFO,     /* TCP_INFO: the state follows the connection */
-	CCINFO,   /* TCP_CC_INFO: TCP's size, nothing known */
-	LPORT,    /* IP_PROTOCOL: TCP answers its local port */
-	PEERNAME, /* SO_PEERNAME: the TCP peer's address */
-};
-
-struct row {
-	short level, first, last; /* options first..last */
-	unsigned char how;
-	unsigned char err;
-};
-
-/* Every option this kernel (6.18) knows at SOL_SOCKET, IPPROTO_IP,
- * IPPROTO_IPV6 and IPPROTO_TCP, and SOL_TLS. Numbers in no row are unknown
- * to loopfast: TCP's error, and an honest EOPNOTSUPP if a newer TCP
- * accepts them (their effect could not be kept). */
-static const struct row rows[] = {
-	{ SOL_SOCKET, SO_DEBUG, SO_BSDCOMPAT, UNIX, 0 },
-	{ SOL_SOCKET, SO_REUSEPORT, SO_PEERCRED, TCP, 0 }, /* Unix: own rules, real credentials */
-	{ SOL_SOCKET, SO_RCVLOWAT, SO_DETACH_FILTER, UNIX, 0 },
-	{ SOL_SOCKET, SO_PEERNAME, SO_PEERNAME, PEERNAME, 0 },
-	{ SOL_SOCKET, SO_TIMESTAMP_OLD, SO_TIMESTAMP_OLD, ERR_ON, EOPNOTSUPP },
-	{ SOL_SOCKET, SO_ACCEPTCONN, SO_ACCEPTCONN, UNIX, 0 },
-	{ SOL_SOCKET, SO_PEERSEC, SO_PEERSEC, TCP, 0 }, /* Unix: the peer's LSM label */
-	{ SOL_SOCKET, SO_SNDBUFFORCE, SO_RCVBUFFORCE, UNIX, 0 },
-	{ SOL_SOCKET, SO_PASSSEC, SO_PASSSEC, TCP, 0 },
-	{ SOL_SOCKET, SO_TIMESTAMPNS_OLD, SO_TIMESTAMPNS_OLD, ERR_ON, EOPNOTSUPP },
-	{ SOL_SOCKET, SO_MARK, SO_MARK, UNIX, 0 },
-	{ SOL_SOCKET, SO_TIMESTAMPING_OLD, SO_TIMESTAMPING_OLD, ERR_ON, EOPNOTSUPP },
-	{ SOL_SOCKET, SO_PROTOCOL, SO_DOMAIN, FAMILY, 0 },
-	{ SOL_SOCKET, SO_RXQ_OVFL, SO_CNX_ADVICE, UNIX, 0 },
-	{ SOL_SOCKET, SO_MEMINFO, SO_COOKIE, UNIX, 0 },
-	{ SOL_SOCKET, SO_PEERGROUPS, SO_PEERGROUPS, TCP, 0 },
-	{ SOL_SOCKET, SO_ZEROCOPY, SO_ZEROCOPY, ERR_ON, EOPNOTSUPP },
-	{ SOL_SOCKET, SO_TXTIME, SO_BINDTOIFINDEX, UNIX, 0 },
-	{ SOL_SOCKET, SO_TIMESTAMP_NEW, SO_TIMESTAMPING_NEW, ERR_ON, EOPNOTSUPP },
-	{ SOL_SOCKET, SO_RCVTIMEO_NEW, SO_SNDTIMEO_NEW, UNIX, 0 },
-	{ SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, SO_DETACH_REUSEPORT_BPF, TCP, 0 },
-	{ SOL_SOCKET, SO_PREFER_BUSY_POLL, SO_RESERVE_MEM, UNIX, 0 },
-	{ SOL_SOCKET, SO_TXREHASH, SO_TXREHASH, TCP, 0 },
-	{ SOL_SOCKET, SO_RCVMARK, SO_RCVMARK, UNIX, 0 },
-	{ SOL_SOCKET, SO_PASSPIDFD, SO_INQ, TCP, 0 }, /* PEERPIDFD, DEVMEM_*, RCVPRIORITY, PASSRIGHTS */
-	{ IPPROTO_IP, IP_TOS, IP_RECVERR_RFC4884, TCP, 0 },
-	{ IPPROTO_IP, IP_MULTICAST_IF, IP_LOCAL_PORT_RANGE, TCP, 0 },
-	{ IPPROTO_IP, IP_PROTOCOL, IP_PROTOCOL, LPORT, 0 },
-	{ IPPROTO_IPV6, IPV6_ADDRFORM, IPV6_FLOWINFO, TCP, 0 },
-	{ IPPROTO_IPV6, IPV6_UNICAST_HOPS, IPV6_HDRINCL, TCP, 0 },
-	{ IPPROTO_IPV6, MCAST_JOIN_GROUP, IPV6_USE_MIN_MTU, TCP, 0 },
-	{ IPPROTO_IPV6, IPV6_RECVTCLASS, IPV6_TCLASS, TCP, 0 },
-	{ IPPROTO_IPV6, IPV6_AUTOFLOWLABEL, IPV6_AUTOFLOWLABEL, TCP, 0 },
-	{ IPPROTO_IPV6, IPV6_ADDR_PREFERENCES, IPV6_FREEBIND, TCP, 0 },
-	{ IPPROTO_TCP, TCP_NODELAY, TCP_NODELAY, TCP, 0 },
-	{ IPPROTO_TCP, TCP_MAXSEG, TCP_MAXSEG, NOREC, 0 },
-	{ IPPROTO_TCP, TCP_CORK, TCP_WINDOW_CLAMP, TCP, 0 },
-	{ IPPROTO_TCP, TCP_INFO, TCP_INFO, INFO, 0 },
-	{ IPPROTO_TCP, TCP_QUICKACK, TCP_CONGESTION, TCP, 0 },
-	{ IPPROTO_TCP, TCP_MD5SIG, TCP_MD5SIG, ERR_SET, ENOPROTOOPT },
-	{ IPPROTO_TCP, TCP_THIN_LINEAR_TIMEOUTS, TCP_USER_TIMEOUT, TCP, 0 },
-	{ IPPROTO_TCP, TCP_REPAIR, TCP_REPAIR, ERR_ON, EPERM },
-	{ IPPROTO_TCP, TCP_REPAIR_QUEUE, TCP_REPAIR_OPTIONS, TCP, 0 }, /* never in repair: TCP's refusal */
-	{ IPPROTO_TCP, TCP_FASTOPEN, TCP_NOTSENT_LOWAT, TCP, 0 },
-	{ IPPROTO_TCP, TCP_CC_INFO, TCP_CC_INFO, CCINFO, 0 },
-	{ IPPROTO_TCP, TCP_SAVE_SYN, TCP_SAVE_SYN, TCP, 0 },
-	{ IPPROTO_TCP, TCP_SAVED_SYN, TCP_SAVED_SYN, TCP, 0 },
-	{ IPPROTO_TCP, TCP_REPAIR_WINDOW, TCP_REPAIR_WINDOW, TCP, 0 },
-	{ IPPROTO_TCP, TCP_FASTOPEN_CONNECT, TCP_FASTOPEN_CONNECT, TCP, 0 }, /* connect sends no SYN */
-	{ IPPROTO_TCP, TCP_ULP, TCP_ULP, ERR_SET, ENOENT },
-	{ IPPROTO_TCP, TCP_MD5SIG_EXT, TCP_MD5SIG_EXT, ERR_SET, ENOPROTOOPT },
-	{ IPPROTO_TCP, TCP_FASTOPEN_KEY, TCP_FASTOPEN_NO_COOKIE, TCP, 0 },
-	{ IPPROTO_TCP, TCP_ZEROCOPY_RECEIVE, TCP_ZEROCOPY_RECEIVE, ERR_GET, EOPNOTSUPP },
-	{ IPPROTO_TCP, TCP_INQ, TCP_INQ, ERR_ON, EOPNOTSUPP },
-	{ IPPROTO_TCP, TCP_TX_DELAY, TCP_TX_DELAY, TCP, 0 },
-	{ IPPROTO_TCP, TCP_AO_ADD_KEY, TCP_AO_REPAIR, ERR_SET, ENOPROTOOPT },
-	{ IPPROTO_TCP, TCP_AO_REPAIR + 1, TCP_DELACK_MAX_US, TCP, 0 }, /* IS_MPTCP, RTO_MAX_MS, RTO_MIN_US */
-	{ SOL_TLS, 1, 5, TCP, 0 }, /* TCP without the tls ULP: its error */
-};
-
-static const struct row *find(int level, int opt)
-{
-	for (unsigned i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
-		if (rows[i].level == level && opt >= rows[i].first && opt <= rows[i].last)
-			return &rows[i];
-	return NULL;
-}
-
-bool lf__sopt_claimed(int level, int opt)
-{
-	const struct row *r = find(level, opt);
-
-	return !r || (r->how != UNIX && r->how != FAMILY);
-}
 
 /* ---- the reference: a TCP connection on loopback, per family */
 
@@ -451,27 +318,27 @@ static int tcp_info(int fd, int family, void *val, socklen_t *len)
 
 int lf__sopt_get(int fd, int family, int level, int opt, void *val, socklen_t *len)
 {
-	const struct row *row = find(level, opt);
+	const struct lf_sopt_row *row = lf__sopt_row(level, opt);
 	struct lf_fd *f = lf__fd(fd);
 	struct lf_ep local, peer;
 	int f6 = family, at;
 
-	switch (row ? row->how : TCP) {
-	case INFO:
+	switch (row ? row->how : LF_SO_TCP) {
+	case LF_SO_INFO:
 		return tcp_info(fd, family, val, len);
-	case CCINFO: {
+	case LF_SO_CCINFO: {
 		int r = ref_getopt(family, server_end(fd), level, opt, val, len);
 		if (r == 0 && val)
 			memset(val, 0, *len);
 		return r;
 	}
-	case ERR_GET:
+	case LF_SO_ERR_GET:
 		return -row->err;
-	case LPORT:
-	case PEERNAME:
+	case LF_SO_LPORT:
+	case LF_SO_PEERNAME:
 		if (!lf__fast_endpoints(fd, &f6, &local, &peer))
 			return -ENOTCONN;
-		if (row->how == LPORT) {
+		if (row->how == LF_SO_LPORT) {
 			int v = local.port;
 			return put(val, len, &v, sizeof(v));
 		} else {
@@ -528,19 +395,19 @@ static int ref_setopt(int family, bool server, int level, int opt, const void *v
 
 int lf__sopt_set(int fd, int family, int level, int opt, const void *val, socklen_t len)
 {
-	const struct row *row = find(level, opt);
+	const struct lf_sopt_row *row = lf__sopt_row(level, opt);
 	unsigned char back[256];
 	socklen_t blen = sizeof(back);
 	int how = row ? row->how : -1, r;
 
-	if (how == ERR_SET || (how == ERR_ON && lf__sopt_turns_on(val, len)))
+	if (how == LF_SO_ERR_SET || (how == LF_SO_ERR_ON && lf__sopt_turns_on(val, len)))
 		return -row->err;
 	r = ref_setopt(family, server_end(fd), level, opt, val, len, back, &blen);
 	if (r < 0)
 		return r;
 	if (how == -1)
 		return -EOPNOTSUPP; /* TCP knows it, loopfast does not: no false yes */
-	if (r == 1 || how == NOREC)
+	if (r == 1 || how == LF_SO_NOREC)
 		return 0;
 	if (r == 2) {
 		rec_drop(lf__fd(fd), level, opt);
@@ -552,7 +419,7 @@ int lf__sopt_set(int fd, int family, int level, int opt, const void *val, sockle
 void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 {
 	struct lf_fd *f = lf__fd(fd);
-	const struct row *row = find(level, opt);
+	const struct lf_sopt_row *row = lf__sopt_row(level, opt);
 	unsigned char back[256];
 	socklen_t blen = sizeof(back);
 
@@ -579,7 +446,7 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 	 * socket pays nothing. */
 	if (!(atomic_load(&f->flags) & (LF_F_OPTIN | LF_F_PENDING)) && !f->lst)
 		return;
-	if (!row || row->how == UNIX || row->how == FAMILY || row->how == NOREC)
+	if (!row || row->how == LF_SO_UNIX || row->how == LF_SO_FAMILY || row->how == LF_SO_NOREC)
 		return;
 	if (lf__sys_getsockopt(fd, level, opt, back, &blen) == 0)
 		rec_put(f, level, opt, back, blen);

@@ -811,9 +811,9 @@ MUTANTS += [
     Mutant(
         "supervisor-sockopt-unix",
         "getsockopt SO_DOMAIN/SO_PROTOCOL on a supervised fast-path socket is the kernel's: AF_UNIX, 0",
-        [("src/cli/supervise_client.c",
-          "\tint r = sv_domain(copy) == AF_UNIX ? getsockopt(",
-          "\tint r = sv_domain(copy) == -2 ? getsockopt(")],
+        [("src/cli/supervise_sockopt.c",
+          "\tbool fast = dom == AF_UNIX && lf_fast_path_active(copy) == 1;\n",
+          "\tbool fast = dom == -2 && lf_fast_path_active(copy) == 1;\n")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
 
@@ -1307,4 +1307,23 @@ MUTANTS += [
           "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0 && v == IPPROTO_TCP)\n",
           "lf__sys_getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) == 0)\n")],
         ["c:test-api:errors"]),
+]
+
+# getsockopt/setsockopt under the supervisor (src/cli/supervise_sockopt.c,
+# test_supervisor_compare.py's matrix rows, run whole here).
+MUTANTS += [
+    Mutant(
+        "supervisor-sockopt-no-replay",
+        "a get on a supervised fast-path socket is not preceded by the set the program made: TCP_NODELAY set to 1 reads 0",
+        [("src/cli/supervise_sockopt.c",
+          "\t\tif (at >= 0 && len_at(s, at) != UNKNOWN) /* the library's record of the set, again */\n",
+          "\t\tif (0 && at >= 0 && len_at(s, at) != UNKNOWN) /* the library's record of the set, again */\n")],
+        ["e2e:test_supervisor_compare.py -m '' -k 'sockopts-v4'"]),
+    Mutant(
+        "supervisor-sockopt-not-carried",
+        "options set on a TCP socket before its connect or listen are not carried to the fast path: TCP_NODELAY reads 0 after connect",
+        [("src/cli/supervise_sockopt.c",
+          "\t\tif (len != UNKNOWN) {\n\t\t\tat = next;",
+          "\t\tif (1) {\n\t\t\tat = next;")],
+        ["e2e:test_supervisor_compare.py -m '' -k 'sockopts-before-v4'"]),
 ]
