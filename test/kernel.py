@@ -32,6 +32,24 @@ if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
 # ---- processes and their sockets
 
 
+SYSCALL_NAMES = {0: "read", 7: "poll", 42: "connect", 43: "accept", 44: "sendto", 232: "epoll_wait",
+                 271: "ppoll", 281: "epoll_pwait", 288: "accept4"}  # x86_64
+
+
+def blocked_in(pid):
+    """The system call the task pid is blocked in, by the kernel's word
+    (/proc/PID/syscall: its number, named when known), or None while it
+    runs or once it is gone."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            first = f.read().split(maxsplit=1)[0]
+    except (OSError, IndexError):
+        return None
+    if not first.lstrip("-").isdigit() or int(first) < 0:
+        return None
+    return SYSCALL_NAMES.get(int(first), first)
+
+
 def process_tree(pid):
     """pid and all its descendants, now (servers fork workers and backends)."""
     children = {}

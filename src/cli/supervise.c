@@ -953,8 +953,10 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	if ((pid = fork()) < 0)
 		return lf_cli_error("run: fork: %s", strerror(errno));
-	if (pid == 0)
+	if (pid == 0) {
+		close(sv[0]); /* else the child's read below never sees a killed supervisor's end: it waited for ever */
 		child(sv[1], path, argv, fn, arg, &old);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	close(sv[1]);
 	lfd = recv_fd(sv[0]);

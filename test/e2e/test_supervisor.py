@@ -291,6 +291,46 @@ def test_supervisor_killed_gives_enosys(clients):
         stop(srv)
 
 
+def test_supervisor_killed_before_the_program_runs(clients, tmp_path):
+    """The supervisor killed between the filter's installation and its
+    word that the child may exec (held there by a NOTIFY_SOCKET whose queue
+    is full, its sendto of MAINPID blocked, as the kernel shows): the
+    child runs the program anyway, whose trapped calls fail with ENOSYS;
+    it never waits for a word that cannot come."""
+    import socket as so
+    srv, port = server(True)
+    path = str(tmp_path / "notify")
+    sink, filler = so.socket(so.AF_UNIX, so.SOCK_DGRAM), so.socket(so.AF_UNIX, so.SOCK_DGRAM)
+    sink.bind(path)
+    filler.setblocking(False)
+    try:
+        while True:
+            filler.sendto(b"x", path)
+    except BlockingIOError:
+        pass                                              # the queue is full: the next sender waits
+    c = None
+    try:
+        c = subprocess.Popen([str(LOOPFAST), "run", "--notify-mainpid", "--", *clients["c"], str(port), "10", "late"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "NOTIFY_SOCKET": path})
+        deadline = time.monotonic() + 30
+        while kernel.blocked_in(c.pid) != "sendto":
+            assert c.poll() is None and time.monotonic() < deadline, "the supervisor never waited on NOTIFY_SOCKET"
+            time.sleep(0.02)
+        prog = program_pid(c)
+        c.send_signal(signal.SIGKILL)
+        c.wait(timeout=30)
+        c.stdin.write("go\n")
+        c.stdin.flush()
+        assert readline(c).strip() == "connect Function not implemented"
+        while os.path.exists(f"/proc/{prog}"):
+            assert time.monotonic() < deadline + 30, "the program did not end"
+            time.sleep(0.05)
+    finally:
+        stop(c, srv)
+        sink.close(), filler.close()
+
+
 # ---- the server side: listen and accept trapped
 
 

@@ -1327,3 +1327,14 @@ MUTANTS += [
           "\t\tif (1) {\n\t\t\tat = next;")],
         ["e2e:test_supervisor_compare.py -m '' -k 'sockopts-before-v4'"]),
 ]
+
+# The supervisor killed before its child may exec (test_supervisor.py).
+MUTANTS += [
+    Mutant(
+        "supervisor-child-keeps-its-pair-end",
+        "the child keeps the supervisor's end of their socket pair: killed before its word, the child waits for ever",
+        [("src/cli/supervise.c",
+          "\t\tclose(sv[0]); /* else",
+          "\t\t(void)sv[0]; /* else")],
+        ["e2e:test_supervisor.py -k killed_before"]),
+]
