@@ -75,12 +75,23 @@ static struct lf_shm_conn *conn_new(bool server)
 	return c;
 }
 
+/* The process's last descriptor of the connection is gone: its peer's
+ * reader looks at the socket from now on (fin's bit 0), and its peer's
+ * writer looks once (fin moves by 2): a write into the ring of a peer
+ * that closed with bytes unread (a token on its socket, so the kernel
+ * reset the connection; or none, and the kernel shut it) would make no
+ * system call that could see it. When close() is the caller this runs
+ * after the kernel's close (lf__shm_closed), so a writer that looks
+ * because the word moved finds the socket ended (other processes may
+ * still hold it: then it finds it there, and looks again at their close). */
 static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
-	if (c->map && atomic_load(&c->state) == ON) /* the process's last descriptor of it: closing */
-		atomic_store(&c->tx.h->fin, 1);
+	if (c->map && atomic_load(&c->state) == ON) {
+		atomic_fetch_or(&c->tx.h->fin, 1);
+		atomic_fetch_add(&c->tx.h->fin, 2);
+	}
 	if (c->map)
 		munmap(c->map, LF_RING_MAP);
 	free(c);
@@ -130,7 +141,25 @@ void lf__shm_fin(int fd)
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
 	if (c && atomic_load(&c->state) == ON)
-		atomic_store(&c->tx.h->fin, 1);
+		atomic_fetch_or(&c->tx.h->fin, 1);
+}
+
+struct lf_shm_conn *lf__shm_hold(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (c)
+		atomic_fetch_add(&c->refs, 1);
+	return c;
+}
+
+void lf__shm_closed(struct lf_shm_conn *c)
+{
+	int e = errno;
+
+	if (c)
+		conn_put(c);
+	errno = e;
 }
 
 /* ---- negotiation */
@@ -401,6 +430,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 		}
 		if (r < 0 && errno == EAGAIN)
 			p->revents &= (short)~(POLLIN | POLLRDNORM);
+		lf__shm_io_end_seen(c, p->fd, r, true); /* the peer's reset: the application's to read */
 	}
 }
 
