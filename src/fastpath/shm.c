@@ -35,6 +35,15 @@
 bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
+/* The process forked while it held tier sockets (in the parent and the
+ * child alike): another process may hold any of them. */
+static bool forked;
+
+void lf__shm_fork_prepare(void)
+{
+	if (lf__shm_used)
+		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+}
 
 /* What the rings hold now, as seen from this process without a lock: the
  * own position read from the page (a forked process may have moved it). */
@@ -118,6 +127,7 @@ static void attach(int fd, struct lf_shm_conn *c)
 	struct lf_fd *f = lf__fd(fd);
 
 	pthread_once(&once, reg);
+	lf__fork_init();
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
 	lf__shm_used = true;
@@ -144,12 +154,20 @@ void lf__shm_fin(int fd)
 		atomic_fetch_or(&c->tx.h->fin, 1);
 }
 
+/* A client that closes before it took the server's answer would leave
+ * the answer's byte unread, and the kernel would reset the server's end
+ * where TCP gives it EOF: the last descriptor takes it first (if it has
+ * come; never waiting). Not after a fork: another process may hold the
+ * socket and still need the answer. */
 struct lf_shm_conn *lf__shm_hold(int fd)
 {
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
-	if (c)
-		atomic_fetch_add(&c->refs, 1);
+	if (!c)
+		return NULL;
+	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&forked, __ATOMIC_RELAXED))
+		lf__shm_decide(c, fd);
+	atomic_fetch_add(&c->refs, 1);
 	return c;
 }
 

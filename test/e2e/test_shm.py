@@ -800,6 +800,10 @@ RESET = textwrap.dedent("""
             os.read(r, 1); os._exit(0)
         return lambda: (os.write(w, b"x"), os.waitpid(pid, 0))
 
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.close(); time.sleep(0.05)     # before any fork: nothing unread (the client never took the answer), EOF
+    out.append("early:" + call(lambda: a.recv(10)))
+    a.close()
     case("poll", lambda a: None, poll, recv, recv, send)
     case("write", lambda a: None, send, send, recv)
     case("soerr", lambda a: None, state, soerr, state, recv, soerr)
@@ -832,13 +836,15 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
     TCP_INFO's CLOSE; epoll and select; bytes the server sent before are
     read first; a blocking write that waits for room gets ECONNRESET; a
     dup or a forked child that still holds the end keeps the connection
-    (writes succeed) until the last one goes. The process maps the memfd
-    for both ends."""
+    (writes succeed) until the last one goes; and a client that closes
+    before it took the server's answer (nothing unread) gives the server
+    EOF, not a reset. The process maps the memfd for both ends."""
     got = run_both(RESET)
-    assert got["tcp"] == ["poll:0x1d/ECONNRESET/EOF/EPIPE", "write:ECONNRESET/EPIPE/EOF",
+    assert got["tcp"] == ["early:EOF", "poll:0x1d/ECONNRESET/EOF/EPIPE", "write:ECONNRESET/EPIPE/EOF",
                           "soerr:7/ECONNRESET/7/EOF/0", "epoll:0x201d/110/ECONNRESET/0x2015",
                           "part:ECONNRESET/EPIPE", "dup:held:0x0:1:1", "dup:0x1d/ECONNRESET/EPIPE",
-                          "fork:held:0x0:1:1", "fork:0x1d/ECONNRESET/EPIPE", "back:0x1d/zz/ECONNRESET/EOF",
+                          "fork:held:0x0:1:1", "fork:0x1d/ECONNRESET/EPIPE",
+                          "back:0x1d/zz/ECONNRESET/EOF",
                           "blocked:ECONNRESET/EOF"], got
     assert got["shm"] == got["tcp"], got
 
