@@ -119,12 +119,25 @@ static int take_token(struct lf_shm_conn *c, int fd)
 	return 0; /* or the peer is gone: its end will be read */
 }
 
+/* A reset, once seen, is TCP_INFO's state CLOSE for good (sockopt.c),
+ * though its error is read once. */
+static void reset_seen(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f)
+		atomic_fetch_or(&f->flags, LF_F_RESET);
+}
+
 void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep)
 {
 	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
 		atomic_store_explicit(&c->end_seen, true, memory_order_relaxed);
-	if (keep && r < 0 && errno == ECONNRESET)
-		lf__err_keep(fd, ECONNRESET);
+	if (r < 0 && errno == ECONNRESET) {
+		if (keep)
+			lf__err_keep(fd, ECONNRESET);
+		reset_seen(fd);
+	}
 }
 
 /* Edge bytes (EDGE) come only while the reader asked for them (an epoll ET
@@ -559,6 +572,8 @@ static int peer_gone(int fd, int flags)
 	if (!(err = lf__err_take(fd)) && (rev & POLLERR))
 		lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
 	if (err) {
+		if (err == ECONNRESET)
+			reset_seen(fd);
 		errno = err;
 		return -1;
 	}

@@ -805,10 +805,10 @@ RESET = textwrap.dedent("""
     out.append("early:" + call(lambda: a.recv(10)))
     a.close()
     case("poll", lambda a: None, poll, recv, recv, send)
-    case("write", lambda a: None, send, send, recv)
+    case("write", lambda a: None, send, state, send, recv)
     case("soerr", lambda a: None, state, soerr, state, recv, soerr)
     case("epoll", lambda a: None, epoll, sel, lambda c: c.recv(10, socket.MSG_DONTWAIT), epoll)
-    case("part", lambda a: a.recv(1) and None, recv, send)
+    case("part", lambda a: a.recv(1) and None, recv, state, send)
     case("dup", lambda a: a.dup().close, poll, recv, send)
     case("fork", forked, poll, recv, send)
     c, a = pair(); c.sendall(b"xy"); a.sendall(b"zz"); time.sleep(0.05); a.close(); time.sleep(0.05)
@@ -833,16 +833,17 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
     calls answer as over TCP (the same script on plain TCP is the
     control): poll says POLLERR|POLLHUP, the first read or write gets
     ECONNRESET (once), then reads get EOF and writes EPIPE; SO_ERROR and
-    TCP_INFO's CLOSE; epoll and select; bytes the server sent before are
+    TCP_INFO's CLOSE (also once a read or write took the error); epoll and
+    select; bytes the server sent before are
     read first; a blocking write that waits for room gets ECONNRESET; a
     dup or a forked child that still holds the end keeps the connection
     (writes succeed) until the last one goes; and a client that closes
     before it took the server's answer (nothing unread) gives the server
     EOF, not a reset. The process maps the memfd for both ends."""
     got = run_both(RESET)
-    assert got["tcp"] == ["early:EOF", "poll:0x1d/ECONNRESET/EOF/EPIPE", "write:ECONNRESET/EPIPE/EOF",
+    assert got["tcp"] == ["early:EOF", "poll:0x1d/ECONNRESET/EOF/EPIPE", "write:ECONNRESET/7/EPIPE/EOF",
                           "soerr:7/ECONNRESET/7/EOF/0", "epoll:0x201d/110/ECONNRESET/0x2015",
-                          "part:ECONNRESET/EPIPE", "dup:held:0x0:1:1", "dup:0x1d/ECONNRESET/EPIPE",
+                          "part:ECONNRESET/7/EPIPE", "dup:held:0x0:1:1", "dup:0x1d/ECONNRESET/EPIPE",
                           "fork:held:0x0:1:1", "fork:0x1d/ECONNRESET/EPIPE",
                           "back:0x1d/zz/ECONNRESET/EOF",
                           "blocked:ECONNRESET/EOF"], got
