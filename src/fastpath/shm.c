@@ -35,13 +35,15 @@
 bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
-/* The process forked while it held tier sockets (in the parent and the
- * child alike): another process may hold any of them. */
+/* The process forked while it held tier connections (live: their count)
+ * (in the parent and the child alike): another process may hold any of
+ * them. */
+static atomic_int live;
 static bool forked;
 
 void lf__shm_fork_prepare(void)
 {
-	if (lf__shm_used)
+	if (atomic_load(&live))
 		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
 }
 
@@ -77,6 +79,7 @@ static struct lf_shm_conn *conn_new(bool server)
 	if (!c)
 		return NULL;
 	atomic_init(&c->refs, 1);
+	atomic_fetch_add(&live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);
 	pthread_mutex_init(&c->rxl, NULL);
@@ -103,6 +106,7 @@ static void conn_put(struct lf_shm_conn *c)
 	}
 	if (c->map)
 		munmap(c->map, LF_RING_MAP);
+	atomic_fetch_sub(&live, 1);
 	free(c);
 }
 
@@ -207,6 +211,8 @@ static struct lf_shm_conn *make_rings(int *mfd)
 			munmap(map, LF_RING_MAP);
 		if (fd >= 0)
 			lf__sys_close(fd);
+		if (c)
+			atomic_fetch_sub(&live, 1);
 		free(c);
 		return NULL;
 	}
