@@ -194,6 +194,19 @@ bool lf__bell_marked(int tcp)
 static int reset_fds[RESET_FDS];
 static unsigned reset_next;
 
+void lf__err_keep(int fd, int err)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (!f || !err)
+		return;
+	atomic_fetch_or(&f->flags, LF_F_RESET);
+	__atomic_store_n(&f->pend_err, err, __ATOMIC_RELEASE);
+	unsigned i = __atomic_fetch_add(&reset_next, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
+	__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
+}
+
 /* A reset reports POLLERR until its error is read (SO_ERROR, a read), as
  * TCP's does; the Unix socket, shut down, says only POLLHUP. */
 void lf__bell_err_poll(struct pollfd *fds, nfds_t n)
@@ -242,13 +255,9 @@ static void rang(int fd, int ev)
 		lf__count(LF_EV_ORPHANED);
 		/* A reset is reported once, as TCP reports it; then EOF. */
 		if (reset)
-			atomic_fetch_or(&f->flags, LF_F_RESET);
-		__atomic_store_n(&f->pend_err, reset, __ATOMIC_RELEASE);
-		if (reset) {
-			unsigned i = __atomic_fetch_add(&reset_next, 1, __ATOMIC_RELAXED);
-			__atomic_store_n(&reset_fds[i % RESET_FDS], fd, __ATOMIC_RELAXED);
-			__atomic_store_n(&lf__bell_resets, true, __ATOMIC_RELEASE);
-		}
+			lf__err_keep(fd, reset);
+		else
+			__atomic_store_n(&f->pend_err, 0, __ATOMIC_RELEASE);
 		lf__sys_shutdown(fd, SHUT_RDWR);
 	}
 	/* Claimed: the mark is still unread, so closing the bell resets the

@@ -14,6 +14,7 @@
 static void prepare(void)
 {
 	lf__bell_fork_prepare(); /* notes whether bells are kept across the fork (takes no lock) */
+	lf__shm_fork_prepare();  /* notes that tier sockets may be shared (takes no lock) */
 	lf__sopt_fork_prepare(); /* takes the reference connections' lock */
 	lf__diag_fork_prepare(); /* takes the netlink socket's lock */
 }

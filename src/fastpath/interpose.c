@@ -159,8 +159,11 @@ LF_EXPORT int close(int fd)
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))
 		return 0;
+	struct lf_shm_conn *c = lf__shm_hold(fd); /* told to the peer after the kernel's close */
 	lf__fd_reset(fd);
-	return REAL(close)(fd);
+	int r = REAL(close)(fd);
+	lf__shm_closed(c);
+	return r;
 }
 
 /* Writes a translated address into the caller's buffer (room bytes) with

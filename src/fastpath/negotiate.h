@@ -176,6 +176,11 @@ extern bool lf__bells_used;        /* this process ever kept a bell (epoll tags)
 extern bool lf__bell_resets;       /* a bell of this process saw a reset (waits add POLLERR) */
 /* Takes the error fd reports once (pend_err), atomically: 0 if none. */
 int lf__err_take(int fd);
+/* The connection's reset error (ECONNRESET, EPIPE), which one of
+ * loopfast's own looks at the socket took (a bell, the shm tier's peek):
+ * kept, to be reported once as TCP reports it (the next read or write,
+ * SO_ERROR; POLLERR until then; TCP_INFO's state CLOSE for good). */
+void lf__err_keep(int fd, int err);
 /* After the client's switch: bell (a hidden dup of the TCP socket) is
  * watched for fd, also in the epoll sets fd is registered in. */
 void lf__bell_keep(int fd, int bell);

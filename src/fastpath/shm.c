@@ -35,6 +35,17 @@
 bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
+/* The process forked while it held tier connections (live: their count)
+ * (in the parent and the child alike): another process may hold any of
+ * them. */
+static atomic_int live;
+static bool forked;
+
+void lf__shm_fork_prepare(void)
+{
+	if (atomic_load(&live))
+		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+}
 
 /* What the rings hold now, as seen from this process without a lock: the
  * own position read from the page (a forked process may have moved it). */
@@ -68,6 +79,7 @@ static struct lf_shm_conn *conn_new(bool server)
 	if (!c)
 		return NULL;
 	atomic_init(&c->refs, 1);
+	atomic_fetch_add(&live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);
 	pthread_mutex_init(&c->rxl, NULL);
@@ -75,14 +87,26 @@ static struct lf_shm_conn *conn_new(bool server)
 	return c;
 }
 
+/* The process's last descriptor of the connection is gone: its peer's
+ * reader looks at the socket from now on (fin's bit 0), and its peer's
+ * writer looks once (fin moves by 2): a write into the ring of a peer
+ * that closed with bytes unread (a token on its socket, so the kernel
+ * reset the connection; or none, and the kernel shut it) would make no
+ * system call that could see it. When close() is the caller this runs
+ * after the kernel's close (lf__shm_closed), so a writer that looks
+ * because the word moved finds the socket ended (other processes may
+ * still hold it: then it finds it there, and looks again at their close). */
 static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
-	if (c->map && atomic_load(&c->state) == ON) /* the process's last descriptor of it: closing */
-		atomic_store(&c->tx.h->fin, 1);
+	if (c->map && atomic_load(&c->state) == ON) {
+		atomic_fetch_or(&c->tx.h->fin, 1);
+		atomic_fetch_add(&c->tx.h->fin, 2);
+	}
 	if (c->map)
 		munmap(c->map, LF_RING_MAP);
+	atomic_fetch_sub(&live, 1);
 	free(c);
 }
 
@@ -107,6 +131,7 @@ static void attach(int fd, struct lf_shm_conn *c)
 	struct lf_fd *f = lf__fd(fd);
 
 	pthread_once(&once, reg);
+	lf__fork_init();
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
 	lf__shm_used = true;
@@ -130,7 +155,33 @@ void lf__shm_fin(int fd)
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
 	if (c && atomic_load(&c->state) == ON)
-		atomic_store(&c->tx.h->fin, 1);
+		atomic_fetch_or(&c->tx.h->fin, 1);
+}
+
+/* A client that closes before it took the server's answer would leave
+ * the answer's byte unread, and the kernel would reset the server's end
+ * where TCP gives it EOF: the last descriptor takes it first (if it has
+ * come; never waiting). Not after a fork: another process may hold the
+ * socket and still need the answer. */
+struct lf_shm_conn *lf__shm_hold(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (!c)
+		return NULL;
+	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&forked, __ATOMIC_RELAXED))
+		lf__shm_decide(c, fd);
+	atomic_fetch_add(&c->refs, 1);
+	return c;
+}
+
+void lf__shm_closed(struct lf_shm_conn *c)
+{
+	int e = errno;
+
+	if (c)
+		conn_put(c);
+	errno = e;
 }
 
 /* ---- negotiation */
@@ -160,6 +211,8 @@ static struct lf_shm_conn *make_rings(int *mfd)
 			munmap(map, LF_RING_MAP);
 		if (fd >= 0)
 			lf__sys_close(fd);
+		if (c)
+			atomic_fetch_sub(&live, 1);
 		free(c);
 		return NULL;
 	}
@@ -401,6 +454,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 		}
 		if (r < 0 && errno == EAGAIN)
 			p->revents &= (short)~(POLLIN | POLLRDNORM);
+		lf__shm_io_end_seen(c, p->fd, r, true); /* the peer's reset: the application's to read */
 	}
 }
 

@@ -31,6 +31,11 @@ static inline void lf__shm_waited(void)
 /* The end of fd is closing (close, SHUT_WR): the peer's reader looks at
  * the socket from now on rather than answer from its ring alone. */
 void lf__shm_fin(int fd);
+/* close(): a reference to fd's tier state taken before the fd's entry
+ * goes (NULL: not on the tier), and given back after the kernel's close,
+ * where the process's last one tells the peer (shm.c, conn_put). */
+struct lf_shm_conn *lf__shm_hold(int fd);
+void lf__shm_closed(struct lf_shm_conn *c);
 
 /* Client, before its hello: does fd ask for the tier? */
 bool lf__shm_wants(int fd);

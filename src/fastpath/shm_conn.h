@@ -36,6 +36,12 @@ struct lf_shm_conn {
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
+	/* The peer's fin word (in rx's half of the page) when a write last
+	 * found the peer's end still there: each close of the peer's end
+	 * changes the word after the kernel's close, and the next write
+	 * looks at the socket (shm_io.c, peer_gone). */
+	atomic_uint fin_seen;
+	atomic_bool end_seen;   /* a read saw the end or an error: the next write looks */
 };
 
 
@@ -51,6 +57,13 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the s
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
 ssize_t lf__shm_io_skip_edges(int fd, char *next);
+/* After a look at the socket that returned r: the end or an error makes
+ * the next write look at the socket (peer_closed: the peer may have gone
+ * without a close that moved fin: exit, kill -9); keep: the look was the
+ * tier's own (a peek, a token read), and a reset it took (ECONNRESET) is
+ * kept for the application's next call, as TCP reports it (bell.c's
+ * lf__err_keep). */
+void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep);
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c);      /* under rxl: nothing can have come since the last look */

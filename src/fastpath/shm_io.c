@@ -115,7 +115,29 @@ static int take_token(struct lf_shm_conn *c, int fd)
 	}
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		c->owed++;
+	lf__shm_io_end_seen(c, fd, r, true);
 	return 0; /* or the peer is gone: its end will be read */
+}
+
+/* A reset, once seen, is TCP_INFO's state CLOSE for good (sockopt.c),
+ * though its error is read once. */
+static void reset_seen(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f)
+		atomic_fetch_or(&f->flags, LF_F_RESET);
+}
+
+void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep)
+{
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+		atomic_store_explicit(&c->end_seen, true, memory_order_relaxed);
+	if (r < 0 && errno == ECONNRESET) {
+		if (keep)
+			lf__err_keep(fd, ECONNRESET);
+		reset_seen(fd);
+	}
 }
 
 /* Edge bytes (EDGE) come only while the reader asked for them (an epoll ET
@@ -272,8 +294,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		if (r < 0 && errno == EAGAIN)
 			lf__shm_spin_looked(c, waits);
 		pthread_mutex_unlock(&c->rxl);
-		if (r <= 0)
+		if (r <= 0) {
+			lf__shm_io_end_seen(c, fd, r, false);
 			return r;
+		}
 		pthread_mutex_lock(&c->rxl);
 		bool stray = lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0;
 		bool owed = stray && c->owed;
@@ -385,8 +409,9 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
 			return 0; /* enough (or garbage: the read resets) */
 		char b;
 		ssize_t r = lf__sys_recvfrom(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		lf__shm_io_end_seen(c, fd, r, true);
 		if (r == 0 || (r < 0 && errno != EAGAIN))
-			return 0; /* the end, or an error: the read says which */
+			return 0; /* the end, or an error (kept): the read says which */
 		if (wait_slice(&c->rx.h->data_seq, seq, s0, i0, end)) /* the peer's end comes on the socket */
 			return -1;
 	}
@@ -453,6 +478,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		if (r == 0)
 			break; /* the end (after what WAITALL got) */
 		if (errno != EAGAIN || shut || nb) {
+			lf__shm_io_end_seen(c, fd, r, total > 0); /* after bytes: the next call's answer, as TCP keeps it */
 			if (total || (shut && errno == EAGAIN))
 				break; /* SHUT_RD: TCP reads 0 where it would wait */
 			*ret = -1;
@@ -464,6 +490,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
 		if (wait_read(fd, s0, i0) < 0) {
+			lf__shm_io_end_seen(c, fd, -1, false);
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
 			if (total)
@@ -527,6 +554,58 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd)
 		atomic_store(&c->unsent, true);
 }
 
+/* The socket says that the peer's end has gone (POLLHUP: closed; POLLERR:
+ * reset, which the kernel does when the peer closed with bytes unread:
+ * its ring's token, or the stream's): -1 and TCP's answer to a write now,
+ * the reset's error taken (ECONNRESET, no signal, as TCP's first write
+ * after a reset), else EPIPE with SIGPIPE, which a token sent to the
+ * ended socket gets from the kernel (it cannot be taken by a peer: a
+ * socket that says POLLHUP has its sending side shut). 0: the peer is
+ * there. */
+static int peer_gone(int fd, int flags)
+{
+	int rev = lf__sys_poll1(fd, 0, 0), err = 0;
+	socklen_t l = sizeof(err);
+
+	if (rev <= 0 || !(rev & (POLLHUP | POLLERR)))
+		return 0;
+	if (!(err = lf__err_take(fd)) && (rev & POLLERR))
+		lf__sys_getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+	if (err) {
+		if (err == ECONNRESET)
+			reset_seen(fd);
+		errno = err;
+		return -1;
+	}
+	char t = TOKEN;
+	return lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) < 0 ? -1 : 0;
+}
+
+/* A write whose bytes would go into the ring without a system call (the
+ * bell already set, or a reader that takes them at once) cannot see that
+ * the peer has gone: it looks at the socket when the peer's fin word has
+ * moved since its last look (each close of the peer's end moves it after
+ * the kernel's close: shm.c, conn_put), or after a read saw the end or an
+ * error (a peer that exited or was killed moves nothing; a peer that only
+ * shut its writing side is found still there, once). A peer that moves
+ * the word for nothing costs its own connection a poll per write. 0, or
+ * -1 and errno. */
+static int peer_closed(struct lf_shm_conn *c, int fd, int flags)
+{
+	unsigned fin = atomic_load_explicit(&c->rx.h->fin, memory_order_acquire);
+
+	if (fin == atomic_load_explicit(&c->fin_seen, memory_order_relaxed) &&
+	    !atomic_load_explicit(&c->end_seen, memory_order_relaxed))
+		return 0;
+	if (peer_gone(fd, flags) < 0) {
+		atomic_store_explicit(&c->end_seen, true, memory_order_relaxed); /* gone for good: every write looks */
+		return -1;
+	}
+	atomic_store_explicit(&c->end_seen, false, memory_order_relaxed);
+	atomic_store_explicit(&c->fin_seen, fin, memory_order_relaxed);
+	return 0;
+}
+
 /* Waits for room in the ring, in slices of 20 ms between which the socket
  * tells whether the peer has gone. 0: look again; -1: errno. */
 static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsigned i0, uint64_t end)
@@ -539,12 +618,8 @@ static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsi
 	long s = lf__ring_space(&c->tx);
 	if (s != 0)
 		return s < 0 ? lf__shm_broken(c, fd) : 0;
-	int rev = lf__sys_poll1(fd, 0, 0);
-	if (rev > 0 && (rev & (POLLHUP | POLLERR))) {
-		char t = TOKEN; /* the kernel's answer to a write now: EPIPE (and SIGPIPE) or the reset */
-		if (lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) < 0)
-			return -1;
-	}
+	if (peer_gone(fd, flags) < 0)
+		return -1;
 	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);
 }
 
@@ -619,6 +694,10 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	int e0 = errno;
+	if (peer_closed(c, fd, flags) < 0) {
+		*ret = -1;
+		return true;
+	}
 	lf__shm_io_flush(c, fd);
 	while (k.len) {
 		pthread_mutex_lock(&c->txl);

@@ -32,7 +32,7 @@ struct lf_ring_hdr {
 	_Atomic uint64_t pre;                /* client-to-server: bytes the client wrote on the stream first */
 	_Atomic uint32_t switched;           /* ... and that number is final */
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
-	_Atomic uint32_t fin;                /* writer: its end is closing (close, SHUT_WR): the reader looks at the socket */
+	_Atomic uint32_t fin;                /* writer: its end is closing (bit 0: close, SHUT_WR; the reader looks at the socket), +2 after each close of its end (the peer's writer looks) */
 	_Atomic uint32_t wbusy;              /* writer: 1 while it copies; 2 idle (0: it never wrote, or knows no trims) */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */

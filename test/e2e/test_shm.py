@@ -741,6 +741,115 @@ def test_a_polling_reader_sees_a_killed_peer(build):
         assert readline(srv, timeout=30).strip() in ("EOF", "ConnectionResetError")
     finally:
         stop(cli, srv)
+
+
+# A close with bytes unread resets the connection (docs/shm.md, "A close
+# with bytes unread"): the server's end closes with "xy" unread in its
+# ring, each case a new connection, both ends in this process; then the
+# client's calls, as their answers print. held: another descriptor of the
+# server's end (a dup, a forked child) keeps it open: no reset until the
+# last goes (the child exits without a close: the kernel's release).
+RESET = textwrap.dedent("""
+    import errno, os, select, socket, threading, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    def pair():
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"  # the answer taken
+        return c, a
+    def call(f):
+        try:
+            r = f()
+            return "EOF" if r == b"" else r.decode() if isinstance(r, bytes) else str(r)
+        except OSError as e:
+            return errno.errorcode[e.errno]
+    def poll(c, m=select.POLLIN | select.POLLOUT, ms=2000):
+        p = select.poll(); p.register(c, m); r = p.poll(ms)
+        return hex(r[0][1] if r else 0)
+    def epoll(c):
+        e = select.epoll(); e.register(c, select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP)
+        r = e.poll(2); e.close()
+        return hex(r[0][1] if r else 0)
+    def sel(c):
+        r, w, x = select.select([c], [c], [c], 2)
+        return f"{len(r)}{len(w)}{len(x)}"
+    state = lambda c: str(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0])
+    soerr = lambda c: errno.errorcode.get(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR), "0")
+    recv = lambda c: c.recv(10)
+    send = lambda c: c.send(b"q")
+    out, mapped = [], 0
+
+    def case(name, setup, *steps):
+        global mapped
+        c, a = pair()
+        c.sendall(b"xy")
+        mapped = max(mapped, sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps")))
+        held = setup(a)
+        a.close()
+        if held:
+            time.sleep(0.05)
+            out.append(f"{name}:held:{poll(c, select.POLLIN, 100)}:{call(lambda: send(c))}:{state(c)}")
+            held()
+        time.sleep(0.05)
+        out.append(name + ":" + "/".join(call(lambda: f(c)) for f in steps))
+        c.close()
+
+    def forked(a):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.read(r, 1); os._exit(0)
+        return lambda: (os.write(w, b"x"), os.waitpid(pid, 0))
+
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.close(); time.sleep(0.05)     # before any fork: nothing unread (the client never took the answer), EOF
+    out.append("early:" + call(lambda: a.recv(10)))
+    a.close()
+    case("poll", lambda a: None, poll, recv, recv, send)
+    case("write", lambda a: None, send, state, send, recv)
+    case("soerr", lambda a: None, state, soerr, state, recv, soerr)
+    case("epoll", lambda a: None, epoll, sel, lambda c: c.recv(10, socket.MSG_DONTWAIT), epoll)
+    case("part", lambda a: a.recv(1) and None, recv, state, send)
+    case("dup", lambda a: a.dup().close, poll, recv, send)
+    case("fork", forked, poll, recv, send)
+    c, a = pair(); c.sendall(b"xy"); a.sendall(b"zz"); time.sleep(0.05); a.close(); time.sleep(0.05)
+    out.append("back:" + "/".join(call(lambda: f(c)) for f in (poll, recv, recv, recv)))
+    c.close()
+    c, a = pair(); c.setblocking(False)               # a blocking write waits for room when the peer closes
+    try:
+        while True:
+            c.send(b"w" * 65536)
+    except BlockingIOError:
+        pass
+    c.setblocking(True); res = []
+    t = threading.Thread(target=lambda: res.append(call(lambda: c.sendall(b"v" * 65536)))); t.start()
+    time.sleep(0.2); a.close(); t.join(10)
+    out.append("blocked:" + (res[0] if res else "hung") + "/" + call(lambda: c.recv(10)))
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_a_close_with_bytes_unread_resets_the_peer(build):
+    """The server's end closes with bytes unread in its ring: the client's
+    calls answer as over TCP (the same script on plain TCP is the
+    control): poll says POLLERR|POLLHUP, the first read or write gets
+    ECONNRESET (once), then reads get EOF and writes EPIPE; SO_ERROR and
+    TCP_INFO's CLOSE (also once a read or write took the error); epoll and
+    select; bytes the server sent before are
+    read first; a blocking write that waits for room gets ECONNRESET; a
+    dup or a forked child that still holds the end keeps the connection
+    (writes succeed) until the last one goes; and a client that closes
+    before it took the server's answer (nothing unread) gives the server
+    EOF, not a reset. The process maps the memfd for both ends."""
+    got = run_both(RESET)
+    assert got["tcp"] == ["early:EOF", "poll:0x1d/ECONNRESET/EOF/EPIPE", "write:ECONNRESET/7/EPIPE/EOF",
+                          "soerr:7/ECONNRESET/7/EOF/0", "epoll:0x201d/110/ECONNRESET/0x2015",
+                          "part:ECONNRESET/7/EPIPE", "dup:held:0x0:1:1", "dup:0x1d/ECONNRESET/EPIPE",
+                          "fork:held:0x0:1:1", "fork:0x1d/ECONNRESET/EPIPE",
+                          "back:0x1d/zz/ECONNRESET/EOF",
+                          "blocked:ECONNRESET/EOF"], got
+    assert got["shm"] == got["tcp"], got
+
+
 # Memory (docs/shm.md, "Memory"): what the kernel says each process holds
 # of the tier's memfd. Idle: N connections, never used; or one that
 # carried MB each way (checked by SHA-256) and then sits.

@@ -1338,3 +1338,29 @@ MUTANTS += [
           "\t\t(void)sv[0]; /* else")],
         ["e2e:test_supervisor.py -k killed_before"]),
 ]
+
+# A close with bytes unread resets the peer, as over TCP (docs/shm.md,
+# "A close with bytes unread"; test_shm.py).
+MUTANTS += [
+    Mutant(
+        "shm-poll-swallows-the-reset",
+        "poll's look at a tier socket takes the peer's reset and drops it: the next read gets EOF, not ECONNRESET",
+        [("src/fastpath/shm.c",
+          "\t\tlf__shm_io_end_seen(c, p->fd, r, true); /* the peer's reset: the application's to read */\n",
+          "")],
+        ["e2e:test_shm.py -k resets_the_peer"]),
+    Mutant(
+        "shm-write-ignores-peer-close",
+        "a write whose bell is already set never looks at the socket: it succeeds into the ring of a peer that closed",
+        [("src/fastpath/shm_io.c",
+          "\tif (peer_closed(c, fd, flags) < 0) {\n",
+          "\tif (0 && peer_closed(c, fd, flags) < 0) {\n")],
+        ["e2e:test_shm.py -k resets_the_peer"]),
+    Mutant(
+        "shm-close-leaves-the-answer",
+        "a client that closes before it took the server's answer leaves its byte unread: the server is reset, not given EOF",
+        [("src/fastpath/shm.c",
+          "\t\tlf__shm_decide(c, fd);\n\tatomic_fetch_add(&c->refs, 1);\n",
+          "\tatomic_fetch_add(&c->refs, 1);\n")],
+        ["e2e:test_shm.py -k resets_the_peer"]),
+]
