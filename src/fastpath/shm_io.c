@@ -259,9 +259,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		/* Empty, bell clear: the socket holds the end, a token of a push
 		 * that raced us, one we owe, edge bytes, or nothing. */
+		uint64_t now = look == LOOK_QUIET ? lf__sys_now_ns() : 0;
 		if (look == LOOK_QUIET)
-			lf__shm_spin_wake(c);
-		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c))) {
+			lf__shm_spin_wake(c, now);
+		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c, now))) {
 			pthread_mutex_unlock(&c->rxl);
 			errno = EAGAIN;
 			return -1;

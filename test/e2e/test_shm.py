@@ -591,7 +591,7 @@ SPINNING = textwrap.dedent("""
         return n.value
 
     out = []
-    for i in range(20 if mode != "wake" else 3):
+    for i in range(20 if not mode.startswith("wake") else 3):
         c, a = pair()
         ep = select.epoll(); ep.register(a, select.EPOLLIN)
         assert spin(a) is None
@@ -606,6 +606,21 @@ SPINNING = textwrap.dedent("""
             queued = kernel_queue(a.fileno())
             got = spin(a)
             out.append(f"{events}/{queued}/{got!r}/{kernel_queue(a.fileno())}")
+            c.close(); a.close(); ep.close()
+            continue
+        elif mode == "wake-at-once":                 # its last poll, then at once (same thread) a write, then sleep:
+            seen = "1/1/b'x'/0"                      # the writer takes the reader for a polling one, and must still ring
+            for _ in range(100):
+                try:
+                    a.recv(100)
+                except BlockingIOError:
+                    pass
+                c.send(b"x")
+                events = len(ep.poll(5))
+                seen = f"{events}/{kernel_queue(a.fileno())}/{spin(a)!r}/{kernel_queue(a.fileno())}"
+                if seen != "1/1/b'x'/0":
+                    break
+            out.append(seen)
             c.close(); a.close(); ep.close()
             continue
         try:
@@ -656,6 +671,19 @@ def test_a_writer_wakes_a_reader_that_stopped_polling(build):
     until the read takes the data, and after it the socket holds nothing,
     as the TCP control's does."""
     got = run_both(SPINNING, "wake")
+    assert got["tcp"] == ["1/1/b'x'/0"] * 3, got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_a_writer_wakes_a_reader_that_stopped_polling_just_now(build):
+    """The same, with the write following the reader's last poll (EAGAIN)
+    at once, from the reader's own thread, which then sleeps in epoll_wait
+    (level-triggered): the writer still counts that reader as polling
+    (its poll is less than the hand-off's 5 us old), waits for it to take
+    the bytes, which it cannot, and rings. 300 writes: in each, the kernel
+    says the token is on the socket before the read and gone after it, as
+    the TCP control's one byte is; epoll_wait reported it."""
+    got = run_both(SPINNING, "wake-at-once")
     assert got["tcp"] == ["1/1/b'x'/0"] * 3, got
     assert got["shm"] == got["tcp"], got
 

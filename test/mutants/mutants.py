@@ -1270,3 +1270,15 @@ MUTANTS += [
           "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
         ["e2e:test_shm.py -k holds_its_give_back"]),
 ]
+
+# The hand-off's `awake` stamp (shm_spin.c, docs/shm.md "Spinning"): the
+# peer writes it, so the writer's wait is bounded by its own clock.
+MUTANTS += [
+    Mutant(
+        "shm-handoff-waits-while-the-peer-says-awake",
+        "a tier writer waits for its reader to take the bytes for as long as the reader's awake word is set, with no bound of its own: a peer that writes it and never reads hangs the writer",
+        [("src/fastpath/shm_spin.c",
+          "\t\tif (i % 64 == 0 && lf__sys_now_ns() >= end)\n\t\t\tbreak;\n",
+          "")],
+        ["e2e:test_security.py -k poll_forever"]),
+]
