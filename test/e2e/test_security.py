@@ -1341,37 +1341,6 @@ def test_client_of_another_uid_writing_garbage_in_the_rings(build, attacker, mod
         stop(srv)
 
 
-def test_server_of_another_uid_claiming_to_poll_forever(build, attacker):
-    # The server of another uid writes the word where a polling reader
-    # says when it last polled (attack/shm_scribble.py "awake": "just
-    # now", over and over, and garbage) and never reads. The root client's
-    # writer may wait for it (the hand-off, docs/shm.md "Spinning"), but
-    # only up to a bound on its own clock: its 1000 one-byte writes all
-    # return, none is lost (the server then reads them all), no reset.
-    evil = attacker("shm_scribble", "server", "4", "awake", preload_lib=True, tier="shm")
-    cl = None
-    try:
-        port = int(readline(evil))
-        cl = as_root(attacker, "shm_client", "4", port, "writes", tier="shm")
-        assert readline(cl).strip() == "ready", cl.errors()
-        assert readline(evil).strip() == "ready"
-        wait_fast_path(cl, evil.pid, port)
-        assert memfds(cl.pid) & memfds(evil.pid), "the connection is not on the tier"
-        send_line(evil)
-        assert readline(evil).strip() == "scribbled"
-        send_line(cl)
-        out = json.loads(readline(cl, 60))
-        assert cl.wait(timeout=10) == 0, cl.errors()
-        evil.stdin.close()
-        got = json.loads(readline(evil, 30))
-    finally:
-        for p in (cl, evil):
-            if p:
-                stop(p)
-    assert out == {"outcome": "sent", "bytes": 1000}, out
-    assert got == {"mode": "awake", "got": 1000}, got
-
-
 # A root process under loopfast run makes a loopback connect in its own
 # network namespace (so that loopfast's sock_diag socket is made there),
 # then a namespace of its own (unshare -n) with a listener on PORT, makes a

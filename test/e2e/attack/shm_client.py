@@ -3,14 +3,10 @@
 trip ("hi\\n"), prints "ready", waits for a line on stdin, then reads (after
 writing one byte if WRITE is "write"), each call bounded by a 10 s
 timeout, until the end or an error; prints one JSON line: what the calls
-ended with (the exception's name, "eof" or "timeout") and the bytes read.
-WRITE "writes": 1000 one-byte writes instead, 0.1 ms apart (10 s each at most), then one
-JSON line ("sent" and the bytes written, or what ended the writes), and
-it closes the connection."""
+ended with (the exception's name, "eof" or "timeout") and the bytes read."""
 import json
 import socket
 import sys
-import time
 
 fam, port, write = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "write"
 c = socket.create_connection(("127.0.0.1" if fam == "4" else "::1", port))
@@ -19,19 +15,6 @@ assert c.recv(100) == b"hi\n"
 print("ready", flush=True)
 sys.stdin.readline()
 c.settimeout(10)
-if sys.argv[3] == "writes":
-    sent, outcome = 0, "sent"
-    try:
-        for _ in range(1000):
-            sent += c.send(b"w")
-            time.sleep(0.0001)  # the reader's side gets the CPU between them
-    except socket.timeout:
-        outcome = "timeout"
-    except OSError as e:
-        outcome = type(e).__name__
-    print(json.dumps({"outcome": outcome, "bytes": sent}), flush=True)
-    c.close()
-    sys.exit(0)
 got, outcome = 0, None
 try:
     if write:

@@ -13,18 +13,8 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
   token  nothing in the page; a token byte that no push explains
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
-  awake  the `awake` of the ring the victim writes, where a polling reader
-         says when it last polled: from then on a thread stores there the
-         time now (CLOCK_MONOTONIC >> 8: "polling just now"), and now and
-         then 0xffffffff and 1, and clears that ring's bell and takes
-         the tokens off its socket by raw system calls (so that each of
-         the victim's pushes looks for a polling reader; the victim's
-         writer may wait for it, on its own clock only), while it reads
-         nothing from the ring; once stdin closes, it prints the bytes
-         pushed and not taken (tail - head)
 Each ends with a token byte on the socket written by a raw system call (the
-doorbell a reader wakes on), except "room" and "awake", whose victim is its
-writer."""
+doorbell a reader wakes on), except "room", whose victim is its writer."""
 import ctypes
 import json
 import os
@@ -35,12 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lfsec import ADDR, FAMILY, raw  # noqa: E402
 
 SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
-SYS_RECVFROM = {"x86_64": 45, "aarch64": 207}[os.uname().machine]
 MEMFD = "memfd:loopfast-shm"
 # src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
 # 128 bytes per direction ([0] client to server, [1] server to client);
 # in each, tail at 0 (u64), bell at 8 (u32), head at 64 (u64).
-RING0, HDR, TAIL, BELL, HEAD, AWAKE = 64, 128, 0, 8, 64, 84
+RING0, HDR, TAIL, BELL, HEAD = 64, 128, 0, 8, 64
 
 role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if role == "server":
@@ -77,29 +66,9 @@ elif mode == "room":
     word(theirs + HEAD, 8).value = 2 ** 40
     if role == "client":
         c.sendall(b"x")  # the server echoes it: a write into the ring
-elif mode == "awake":
-    import threading
-    import time
-
-    sink = ctypes.create_string_buffer(65536)
-
-    def scribble(w=word(theirs + AWAKE, 4), bell=word(theirs + BELL, 4)):
-        while True:
-            for i in range(10000):
-                w.value = (time.monotonic_ns() >> 8) & 0xffffffff or 1
-                bell.value = 0
-                if i % 100 == 0:  # the tokens the victim then sends, past loopfast
-                    raw(SYS_RECVFROM, c.fileno(), ctypes.addressof(sink), 65536, socket.MSG_DONTWAIT, 0, 0)
-            for v in (0xffffffff, 1):
-                for _ in range(10):
-                    w.value = v
-    threading.Thread(target=scribble, daemon=True).start()
-if mode not in ("room", "awake"):
+if mode != "room":
     token = ctypes.create_string_buffer(b"t")  # held: the raw call reads it
     assert raw(SYS_WRITE, c.fileno(), ctypes.addressof(token), 1) == 1
 print("scribbled", flush=True)
 sys.stdin.read()
-got = 0
-if mode == "awake":  # what the victim pushed and no one took: every byte it wrote
-    got = word(theirs + TAIL, 8).value - word(theirs + HEAD, 8).value
-print(json.dumps({"mode": mode, "got": got}), flush=True)
+print(json.dumps({"mode": mode}), flush=True)
