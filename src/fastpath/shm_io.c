@@ -499,6 +499,7 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
+	lf__shm_spin_busy(c);
 	if (b == 0 && lf__shm_spin_handed_off(c, upto))
 		return 0;
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {

@@ -44,19 +44,20 @@ void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits)
 }
 
 /* `awake` holds the reader's CLOCK_MONOTONIC at its last poll of its empty
- * ring, in units of 2^8 ns (a polling reader stores it at most once a
- * unit, not at every poll), never 0; 0: it is about to sleep (a blocking
- * read, poll). A writer counts the reader as polling only while that time
- * is less than POLL_NS old on its own clock: a reader that stopped polling
- * without saying so (it read until EAGAIN and sleeps in epoll_wait, which
- * knows no connection) is seen asleep a microsecond later, with nothing
- * to clear. POLL_NS is well under a wake-up here (a blocking ping-pong's
- * peer writes 2-3 us after its reader's last EAGAIN, docs/shm.md), and
- * over the gap between two polls of a reader that spins. The peer writes
- * the word: any value costs the writer at most one HANDOFF_NS wait a push
- * (lf__shm_spin_handed_off), never a token. */
+ * ring, or at its end's last write while it polls (lf__shm_spin_busy), in
+ * units of 2^8 ns (stored at most once a unit, not at every poll), never
+ * 0; 0: it is about to sleep (a blocking read, poll). A writer counts the
+ * reader as polling only while that time is within POLL_NS of its own
+ * clock: a reader that stopped polling without saying so (it read until
+ * EAGAIN and sleeps in epoll_wait, which knows no connection) is seen
+ * asleep 2 us later, with nothing to clear. POLL_NS is under a wake-up
+ * here (an epoll ping-pong's peer writes 2-3 us after its reader's last
+ * EAGAIN) and over a spinning ping-pong's round trip (a reader's last
+ * poll or write before the answer comes: under 1 us), docs/shm.md. The
+ * peer writes the word: any value costs the writer at most one HANDOFF_NS
+ * wait a push (lf__shm_spin_handed_off), never a token. */
 #define STAMP_SHIFT 8
-#define POLL_NS 1000u
+#define POLL_NS 2000u
 
 static uint32_t stamp(uint64_t ns)
 {
@@ -70,6 +71,15 @@ void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now)
 
 	if (atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed) != s)
 		atomic_store_explicit(&c->rx.h->awake, s, memory_order_relaxed);
+}
+
+/* A thread that writes while its end's reader polls (awake not 0) is
+ * about to poll for the answer: its write renews the time, so that a ping-
+ * pong whose reader last polled before its own write still hands off. */
+void lf__shm_spin_busy(struct lf_shm_conn *c)
+{
+	if (atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		lf__shm_spin_wake(c, lf__sys_now_ns());
 }
 
 void lf__shm_spin_sleep(struct lf_shm_conn *c)
@@ -100,7 +110,7 @@ void lf__shm_spin(struct lf_shm_conn *c, int fd)
 }
 
 /* A writer that found the bell clear, while its reader polls the ring (its
- * `awake` less than POLL_NS old): waits up to HANDOFF_NS, on its own
+ * `awake` within POLL_NS of now): waits up to HANDOFF_NS, on its own
  * clock, for the reader to have taken every byte up to t (its head), and
  * then needs no token: the ring is empty and the bell clear, as after a
  * read that settled. Otherwise (the reader took only part, or none: it
@@ -116,7 +126,7 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 	if (!s || atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
 		return false;
 	uint64_t now = lf__sys_now_ns(), end = now + HANDOFF_NS;
-	if (stamp(now) - s > POLL_NS >> STAMP_SHIFT) /* unsigned: a stamp ahead of our clock is old too */
+	if (stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT)) /* unsigned: within POLL_NS either way */
 		return false;
 	for (unsigned i = 1; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
 		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
