@@ -37,7 +37,7 @@ static void *asker(void *arg)
 			continue;
 		seen = n;
 		if (n > 0)
-			atomic_store(&answer, lf__shm_spin_quiet(&c));
+			atomic_store(&answer, lf__shm_spin_quiet(&c, lf__sys_now_ns()));
 		atomic_store(&answers, n);
 		if (n < 0)
 			break;
@@ -71,7 +71,7 @@ static bool quiet_after(void (*change)(void), bool other_thread)
 		uint64_t t0 = c.looked_ns;
 		if (change)
 			change();
-		bool quiet = other_thread ? ask_other_thread() : lf__shm_spin_quiet(&c);
+		bool quiet = other_thread ? ask_other_thread() : lf__shm_spin_quiet(&c, lf__sys_now_ns());
 		if (lf__sys_now_ns() - t0 < WINDOW_NS)
 			return quiet;
 	}
@@ -103,7 +103,7 @@ static void time_ends_it(void)
 	memset(&hdr, 0, sizeof(hdr));
 	c.owed = 0;
 	usleep(100000); /* far longer than the window */
-	ASSERT(!lf__shm_spin_quiet(&c));
+	ASSERT(!lf__shm_spin_quiet(&c, lf__sys_now_ns()));
 }
 
 static const struct lf_test tests[] = {

@@ -66,9 +66,10 @@ ssize_t lf__shm_io_skip_edges(int fd, char *next);
 void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep);
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
-bool lf__shm_spin_quiet(const struct lf_shm_conn *c);      /* under rxl: nothing can have come since the last look */
+bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */
 void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits); /* under rxl: a look found nothing (waits: as before it) */
-void lf__shm_spin_wake(struct lf_shm_conn *c);            /* the reader polls its ring */
+void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now); /* the reader polls its ring (now: lf__sys_now_ns) */
+void lf__shm_spin_busy(struct lf_shm_conn *c);            /* a writer: its reader, if polling, polls again soon */
 void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
 void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */

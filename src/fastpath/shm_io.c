@@ -281,9 +281,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		/* Empty, bell clear: the socket holds the end, a token of a push
 		 * that raced us, one we owe, edge bytes, or nothing. */
+		uint64_t now = look == LOOK_QUIET ? lf__sys_now_ns() : 0;
 		if (look == LOOK_QUIET)
-			lf__shm_spin_wake(c);
-		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c))) {
+			lf__shm_spin_wake(c, now);
+		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c, now))) {
 			pthread_mutex_unlock(&c->rxl);
 			errno = EAGAIN;
 			return -1;
@@ -525,6 +526,7 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
+	lf__shm_spin_busy(c);
 	if (b == 0 && lf__shm_spin_handed_off(c, upto))
 		return 0;
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {

@@ -3,8 +3,9 @@
  * doorbell's invariant (shm_io.c: the socket holds a token while the ring
  * holds data) holds whenever a call returns.
  *
- * - A reader that polls says so (`awake` in its half of the page); a
- *   writer that finds the bell clear waits a moment for such a reader to
+ * - A reader that polls says when (`awake` in its half of the page: its
+ *   clock at its last poll of the empty ring); a writer that finds the
+ *   bell clear waits a moment for a reader that polled that recently to
  *   take every byte, and then owes no token (lf__shm_spin_handed_off).
  * - A non-blocking read of an empty ring answers EAGAIN without looking at
  *   the socket while nothing can have come since its last look
@@ -24,14 +25,14 @@
  * LOOK_NS later (docs/shm.md, "Spinning"). Under rxl. */
 #define LOOK_NS 20000u
 
-bool lf__shm_spin_quiet(const struct lf_shm_conn *c)
+bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now)
 {
 	if (c->owed || atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) || c->looked_thread != (const void *)&lf__sig_seen ||
 	    c->looked_sig != atomic_load_explicit(&lf__sig_seen, memory_order_relaxed) ||
 	    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))
 		return false;
-	return lf__sys_now_ns() - c->looked_ns < LOOK_NS;
+	return now - c->looked_ns < LOOK_NS;
 }
 
 void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits)
@@ -42,10 +43,43 @@ void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits)
 	c->looked_thread = &lf__sig_seen;
 }
 
-void lf__shm_spin_wake(struct lf_shm_conn *c)
+/* `awake` holds the reader's CLOCK_MONOTONIC at its last poll of its empty
+ * ring, or at its end's last write while it polls (lf__shm_spin_busy), in
+ * units of 2^8 ns (stored at most once a unit, not at every poll), never
+ * 0; 0: it is about to sleep (a blocking read, poll). A writer counts the
+ * reader as polling only while that time is within POLL_NS of its own
+ * clock: a reader that stopped polling without saying so (it read until
+ * EAGAIN and sleeps in epoll_wait, which knows no connection) is seen
+ * asleep 2 us later, with nothing to clear. POLL_NS is under a wake-up
+ * here (an epoll ping-pong's peer writes 2-3 us after its reader's last
+ * EAGAIN) and over a spinning ping-pong's round trip (a reader's last
+ * poll or write before the answer comes: under 1 us), docs/shm.md. The
+ * peer writes the word: any value costs the writer at most one HANDOFF_NS
+ * wait a push (lf__shm_spin_handed_off), never a token. */
+#define STAMP_SHIFT 8
+#define POLL_NS 2000u
+
+static uint32_t stamp(uint64_t ns)
 {
-	if (!atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
-		atomic_store_explicit(&c->rx.h->awake, 1, memory_order_relaxed);
+	uint32_t s = (uint32_t)(ns >> STAMP_SHIFT);
+	return s ? s : 1;
+}
+
+void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now)
+{
+	uint32_t s = stamp(now);
+
+	if (atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed) != s)
+		atomic_store_explicit(&c->rx.h->awake, s, memory_order_relaxed);
+}
+
+/* A thread that writes while its end's reader polls (awake not 0) is
+ * about to poll for the answer: its write renews the time, so that a ping-
+ * pong whose reader last polled before its own write still hands off. */
+void lf__shm_spin_busy(struct lf_shm_conn *c)
+{
+	if (atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		lf__shm_spin_wake(c, lf__sys_now_ns());
 }
 
 void lf__shm_spin_sleep(struct lf_shm_conn *c)
@@ -63,45 +97,43 @@ void lf__shm_spin(struct lf_shm_conn *c, int fd)
 
 	if (!f->spin_us || !(c->stream_done || !c->server) || atomic_load(&c->state) != ON)
 		return;
-	lf__shm_spin_wake(c);
-	uint64_t end = lf__sys_now_ns() + f->spin_us * 1000ull;
+	uint64_t now = lf__sys_now_ns(), end = now + f->spin_us * 1000ull;
+	lf__shm_spin_wake(c, now);
 	for (unsigned i = 1; lf__shm_avail(c) == 0 && atomic_load(&lf__sig_seen) == s0; i++) {
-		if (i % 32 == 0 && lf__sys_now_ns() >= end) /* the clock costs more than a look at the ring */
-			break;
+		if (i % 8 == 0) { /* the clock costs more than a look at the ring */
+			if ((now = lf__sys_now_ns()) >= end)
+				break;
+			lf__shm_spin_wake(c, now);
+		}
 		__builtin_ia32_pause();
 	}
 }
 
-/* A writer that found the bell clear, while its reader polls the ring
- * (awake): waits up to HANDOFF_NS for the reader to have taken every byte
- * up to t (its head), and then needs no token: the ring is empty and the
- * bell clear, as after a read that settled. Otherwise (the reader took
- * only part, or none: it stopped polling) it rings as always, and stops
- * waiting for this reader until it polls again. Only a wait, never a
- * skipped token for bytes still in the ring. Not with edges (each push
- * is an edge there). */
+/* A writer that found the bell clear, while its reader polls the ring (its
+ * `awake` within POLL_NS of now): waits up to HANDOFF_NS, on its own
+ * clock, for the reader to have taken every byte up to t (its head), and
+ * then needs no token: the ring is empty and the bell clear, as after a
+ * read that settled. Otherwise (the reader took only part, or none: it
+ * stopped polling, or says it sleeps) it rings as always. Only a wait,
+ * never a skipped token for bytes still in the ring. Not with edges (each
+ * push is an edge there). */
 #define HANDOFF_NS 5000u
 
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 {
-	uint64_t end = 0;
-	uint32_t one = 1;
+	uint32_t s = atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed);
 
-	if (!atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+	if (!s || atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
 		return false;
-	for (unsigned i = 0; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
+	uint64_t now = lf__sys_now_ns(), end = now + HANDOFF_NS;
+	if (stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT)) /* unsigned: within POLL_NS either way */
+		return false;
+	for (unsigned i = 1; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
 		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
 			return true;
-		if (i % 64 == 0) {
-			uint64_t now = lf__sys_now_ns();
-			if (!end)
-				end = now + HANDOFF_NS;
-			else if (now >= end)
-				break;
-		}
+		if (i % 64 == 0 && lf__sys_now_ns() >= end)
+			break;
 		__builtin_ia32_pause();
 	}
-	atomic_compare_exchange_strong(&c->tx.h->awake, &one, 0);
 	return false;
 }

@@ -38,7 +38,7 @@ struct lf_ring_hdr {
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
 	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
-	_Atomic uint32_t awake;              /* reader polls the ring: a writer may wait a moment for it rather than ring */
+	_Atomic uint32_t awake;              /* reader: its clock (ns >> 8, never 0) at its last poll of the empty ring, 0: it sleeps (shm_spin.c) */
 	_Atomic uint32_t trim;               /* reader: 1 while it gives the empty ring's pages back (shm_mem.c) */
 };
 

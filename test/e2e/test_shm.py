@@ -694,6 +694,58 @@ def test_a_writer_wakes_a_reader_that_stopped_polling(build):
     assert got["shm"] == got["tcp"], got
 
 
+@pytest.fixture(scope="module")
+def handoff(tmp_path_factory):
+    """progs/shm_handoff.c, built: both ends of a connection in one thread."""
+    out = tmp_path_factory.mktemp("handoff") / "shm_handoff"
+    done = subprocess.run(["cc", "-O2", "-o", str(out), os.path.join(os.path.dirname(__file__), "progs", "shm_handoff.c")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return str(out)
+
+
+def handoff_runs(prog, mode):
+    """prog's line on TCP (the control) and on the tier; a run that hangs
+    fails the test (a writer that never returns)."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [prog, mode, "300"]
+        p = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier != "tcp" else cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{tier}: {mode} still running after 60 s (a write that never returns)")
+        finally:
+            stop(p)
+        assert p.returncode == 0, err
+        got[tier] = out.strip()
+    return got
+
+
+def test_a_writer_wakes_a_reader_that_stopped_polling_just_now(build, handoff):
+    """The same, with the write following the reader's last poll (EAGAIN)
+    at once, from the reader's own thread, which then sleeps in epoll_wait
+    (level-triggered): the writer counts that reader as polling (its poll
+    is well under a microsecond old), waits a moment for it to take the
+    bytes, which it cannot, and rings. In each of 300 rounds the kernel
+    says the token is on the socket before the read and gone after it, as
+    the TCP control's one byte is; epoll_wait reported it."""
+    got = handoff_runs(handoff, "at-once")
+    assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
+
+
+def test_a_peer_claiming_to_poll_costs_its_writer_a_bounded_wait(build, handoff):
+    """The word where the reader says when it last polled is the peer's to
+    write: set to the time now before each write (to 0xffffffff or 1 in
+    every tenth round), with no reader to take the bytes, it makes the
+    writer wait, on its own clock, a bounded moment, and the writer then
+    rings: 300 writes return, each woke epoll_wait with its token on the
+    socket (the kernel's FIONREAD), as on TCP."""
+    got = handoff_runs(handoff, "scribble")
+    assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
+
+
 SPIN_READER = textwrap.dedent("""
     import socket, sys, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)

@@ -1178,7 +1178,7 @@ MUTANTS += [
         "shm-quiet-forever",
         "a tier reader that polls never looks at its socket again: a killed peer's end is never seen",
         [("src/fastpath/shm_spin.c",
-          "\treturn lf__sys_now_ns() - c->looked_ns < LOOK_NS;\n",
+          "\treturn now - c->looked_ns < LOOK_NS;\n",
           "\treturn true;\n")],
         ["e2e:test_shm.py -k killed_peer"]),
 ]
@@ -1363,4 +1363,16 @@ MUTANTS += [
           "\t\tlf__shm_decide(c, fd);\n\tatomic_fetch_add(&c->refs, 1);\n",
           "\tatomic_fetch_add(&c->refs, 1);\n")],
         ["e2e:test_shm.py -k resets_the_peer"]),
+]
+
+# The hand-off's `awake` stamp (shm_spin.c, docs/shm.md "Spinning"): the
+# peer writes it, so the writer's wait is bounded by its own clock.
+MUTANTS += [
+    Mutant(
+        "shm-handoff-waits-while-the-peer-says-awake",
+        "a tier writer waits for its reader to take the bytes for as long as the reader's awake word is set, with no bound of its own: a reader that polled and went to sleep in epoll_wait, or a peer that writes the word and never reads, hangs the writer",
+        [("src/fastpath/shm_spin.c",
+          "\t\tif (i % 64 == 0 && lf__sys_now_ns() >= end)\n\t\t\tbreak;\n",
+          "")],
+        ["e2e:test_shm.py -k 'stopped_polling or claiming_to_poll'"]),
 ]

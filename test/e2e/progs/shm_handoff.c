@@ -1,0 +1,103 @@
+/* The shm tier's hand-off (docs/shm.md, "Spinning"), both ends of one
+ * loopback connection in this one process and thread, so that a write
+ * follows a read by well under the microsecond in which a writer takes its
+ * reader for a polling one. Run plain (TCP: the control) or under
+ * `loopfast run --tier shm`. Each of ROUNDS rounds writes one byte to the
+ * accepted end, which sleeps in level-triggered epoll_wait (5 s at most),
+ * and prints nothing unless the round differs from TCP's; at the end one
+ * line: "maps=N" (the mappings of the tier's memfd: 2 on the tier) and
+ * "ok" or the first odd round as EVENTS/QUEUED/READ/QUEUED (QUEUED: the
+ * kernel's FIONREAD of the socket, past loopfast; 1/1/1/0 as on TCP).
+ * MODE:
+ *   at-once   the reader's read says EAGAIN (its poll of the empty ring),
+ *             then at once the write: the writer waits a moment for a
+ *             reader that cannot come, and must still ring
+ *   scribble  the word where the reader says when it polled (its
+ *             `awake`, written by the peer) is set, as a peer may, to the
+ *             time now before each write (and to 0xffffffff or 1 in every
+ *             tenth round): the writer's wait is bounded by its own clock,
+ *             and it rings */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* src/protocol/ring.h: the page's header, then a 128-byte struct
+ * lf_ring_hdr per direction ([0] client to server); awake at 84. */
+#define AWAKE_C2S (64 + 84)
+
+static int kernel_queue(int fd)
+{
+	int n = -1;
+	syscall(SYS_ioctl, fd, FIONREAD, &n);
+	return n;
+}
+
+static char *memfd_page(int *maps)
+{
+	char line[512];
+	unsigned long lo;
+	char *page = NULL;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	*maps = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "memfd:loopfast-shm") && sscanf(line, "%lx-", &lo) == 1) {
+			++*maps;
+			page = (char *)lo;
+		}
+	if (f)
+		fclose(f);
+	return page;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	int rounds = argc > 2 ? atoi(argv[2]) : 100, scribble = argc > 1 && !strcmp(argv[1], "scribble");
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), a, ep, maps;
+	struct epoll_event ev = { .events = EPOLLIN };
+	char b;
+
+	if (bind(l, (void *)&sa, sizeof(sa)) || listen(l, 1) || getsockname(l, (void *)&sa, &sl) ||
+	    connect(c, (void *)&sa, sizeof(sa)) || (a = accept(l, NULL, NULL)) < 0)
+		return perror("connect"), 1;
+	/* a round trip: the client has the server's answer, both ends are on the tier */
+	if (send(c, "0", 1, 0) != 1 || recv(a, &b, 1, 0) != 1 || send(a, "1", 1, 0) != 1 || recv(c, &b, 1, 0) != 1)
+		return perror("round trip"), 1;
+	char *page = memfd_page(&maps);
+	volatile uint32_t *awake = page ? (volatile uint32_t *)(page + AWAKE_C2S) : NULL;
+	if ((ep = epoll_create1(0)) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev))
+		return perror("epoll"), 1;
+	for (int i = 0; i < rounds; i++) {
+		if (recv(a, &b, 1, MSG_DONTWAIT) != -1) /* the reader's poll: EAGAIN */
+			return fprintf(stderr, "round %d: a byte before the write\n", i), 1;
+		if (scribble && awake) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint32_t now = (uint32_t)(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) >> 8);
+			*awake = i % 10 ? (now ? now : 1) : i % 20 ? 0xffffffffu : 1;
+		}
+		if (send(c, "x", 1, 0) != 1)
+			return perror("send"), 1;
+		int events = epoll_wait(ep, &ev, 1, 5000);
+		int q0 = kernel_queue(a);
+		int got = (int)recv(a, &b, 1, MSG_DONTWAIT);
+		int q1 = kernel_queue(a);
+		if (events != 1 || q0 != 1 || got != 1 || b != 'x' || q1 != 0) {
+			printf("maps=%d %d/%d/%d/%d\n", maps, events, q0, got, q1);
+			return 0;
+		}
+	}
+	printf("maps=%d ok\n", maps);
+	return 0;
+}
