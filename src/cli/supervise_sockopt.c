@@ -378,7 +378,10 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 			setsockopt(t, level, opt, s->b + at + HEAD, len_at(s, at));
 		socklen_t l = len;
 		r = getsockopt(t, level, opt, v, &l) ? -errno : 0;
-		if (r == 0 && (int)l >= 0 && l <= len && (!sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
+		/* Written only while the call is still waiting: its thread may
+		 * have been killed meanwhile and its id given to another process. */
+		if (r == 0 && (int)l >= 0 && l <= len && sv_valid(lfd, n->id) &&
+		    (!sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
 			r = -EFAULT;
 	}
 	SV_DEBUG("%ssockopt %d/%d on fd %d of %d (%s): %s", set ? "set" : "get", level, opt, (int)n->data.args[0],

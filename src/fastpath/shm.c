@@ -254,12 +254,16 @@ struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 		memcpy(CMSG_DATA(h), &mfd, sizeof(int));
 	}
 	ssize_t r = lf__sys_sendmsg(unx, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	int e = r < 0 ? errno : 0;
 	if (mfd >= 0)
 		lf__sys_close(mfd);
 	if (r != 1) {
+		/* EPIPE: the client has gone (or shut its reading side) before
+		 * the answer: no tier, and what it wrote is read from the stream
+		 * (TCP accepts it too), not a reset. */
+		*fail = e != EPIPE;
 		if (c)
 			conn_put(c);
-		*fail = true;
 		return NULL;
 	}
 	return c;
