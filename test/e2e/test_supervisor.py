@@ -270,6 +270,22 @@ def test_server_dead_before_claim_is_eof(clients, kind):
         stop(srv)
 
 
+def kill_supervisor_then_connect(c):
+    """SIGKILL to `loopfast run` c, then the "late" client's go: its
+    connect fails with ENOSYS (the kernel's answer when no one listens to
+    the filter), and the program ends, not a hang."""
+    prog = program_pid(c)
+    c.send_signal(signal.SIGKILL)
+    c.wait(timeout=30)
+    c.stdin.write("go\n")
+    c.stdin.flush()
+    assert readline(c).strip() == "connect Function not implemented"
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{prog}"):
+        assert time.monotonic() < deadline, "the program did not end"
+        time.sleep(0.05)
+
+
 def test_supervisor_killed_gives_enosys(clients):
     """The supervisor killed: the program's next trapped call fails with
     ENOSYS (the kernel's answer when no one listens), not a hang."""
@@ -277,16 +293,7 @@ def test_supervisor_killed_gives_enosys(clients):
     try:
         c = subprocess.Popen(lf_cmd([*clients["c"], str(port), "10", "late"]), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        prog = program_pid(c)
-        c.send_signal(signal.SIGKILL)
-        c.wait(timeout=30)
-        c.stdin.write("go\n")
-        c.stdin.flush()
-        assert readline(c).strip() == "connect Function not implemented"
-        deadline = time.monotonic() + 30
-        while os.path.exists(f"/proc/{prog}"):
-            assert time.monotonic() < deadline, "the program did not end"
-            time.sleep(0.05)
+        kill_supervisor_then_connect(c)
     finally:
         stop(srv)
 
@@ -317,15 +324,7 @@ def test_supervisor_killed_before_the_program_runs(clients, tmp_path):
         while kernel.blocked_in(c.pid) != "sendto":
             assert c.poll() is None and time.monotonic() < deadline, "the supervisor never waited on NOTIFY_SOCKET"
             time.sleep(0.02)
-        prog = program_pid(c)
-        c.send_signal(signal.SIGKILL)
-        c.wait(timeout=30)
-        c.stdin.write("go\n")
-        c.stdin.flush()
-        assert readline(c).strip() == "connect Function not implemented"
-        while os.path.exists(f"/proc/{prog}"):
-            assert time.monotonic() < deadline + 30, "the program did not end"
-            time.sleep(0.05)
+        kill_supervisor_then_connect(c)
     finally:
         stop(c, srv)
         sink.close(), filler.close()
