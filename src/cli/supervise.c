@@ -316,16 +316,45 @@ bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return len == 0 || process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
+/* The pidfds of the threads that made trapped calls, kept (a bounded
+ * table, by thread id) so that each call costs one pidfd_getfd instead of
+ * pidfd_open, NOTIF_ID_VALID, pidfd_getfd and close. A pidfd names the
+ * thread itself, not its number: once it was checked to be the caller's
+ * (opened while the caller's notification was still waiting, so the
+ * number was not yet reused), it stays that thread's. When that thread
+ * has ended and its number is reused, pidfd_getfd through the kept pidfd
+ * fails with ESRCH (the thread is gone) and a new pidfd is opened and
+ * checked as the first was; so a live kept pidfd for the number of the
+ * notification's thread is the caller's, and needs no NOTIF_ID_VALID
+ * (the callers that read the program's memory still check it after
+ * their reads: process_vm_readv goes by number). */
+#define PIDFDS 64
+static struct { uint32_t tid; int pfd; } pidfds[PIDFDS]; /* tid 0: an empty slot */
+
 int sv_grab(int lfd, const struct seccomp_notif *n, int fd)
 {
+	unsigned k = (unsigned)n->pid % PIDFDS;
+	int copy;
+
+	if (pidfds[k].tid == n->pid) {
+		copy = (int)syscall(SYS_pidfd_getfd, pidfds[k].pfd, fd, 0);
+		if (copy >= 0 || errno != ESRCH)
+			return copy;
+	}
+	if (pidfds[k].tid)
+		syscall(SYS_close, pidfds[k].pfd);
+	pidfds[k].tid = 0;
 	int pfd = (int)syscall(SYS_pidfd_open, n->pid, PIDFD_THREAD);
 	if (pfd < 0)
 		return -1;
 	/* The thread id may have been reused between the notification and
 	 * pidfd_open: still waiting, the call is its, and the pidfd too. */
-	int copy = sv_valid(lfd, n->id) ? (int)syscall(SYS_pidfd_getfd, pfd, fd, 0) : -1;
-	syscall(SYS_close, pfd);
-	return copy;
+	if (!sv_valid(lfd, n->id)) {
+		syscall(SYS_close, pfd);
+		return -1;
+	}
+	pidfds[k].tid = n->pid, pidfds[k].pfd = pfd;
+	return (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
 }
 
 int sv_domain(int fd)
@@ -988,12 +1017,17 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		 * listeners and choices are swept at most once a second. */
 		bool sweeps = svs_listening() || nchoices || svo_count();
 		int k = epoll_wait(ep, ev, 16, svs_parked() || svc_pending() ? 100 : sweeps ? 1000 : -1);
+		/* Reaped after a signal (SIGCHLD comes through the signalfd),
+		 * the filter's end, or a timeout: not after every trapped call
+		 * (a wait4 each). */
+		bool reap = k <= 0;
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
 				serve(lfd, ep, n, nsize);
 			} else if (t == 1) { /* no process is left under the filter */
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+				reap = true;
 			} else if ((t & SV_TAG_MASK) == SV_TAG_WATCH) {
 				svc_watch_end(ep, (int)(t & 0xffff));
 			} else if ((t & SV_TAG_MASK) == SV_TAG_CONN) {
@@ -1002,6 +1036,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 				svs_park_ready(lfd, ep, (int)(t & 0xffff));
 			} else if (t == 2) {
 				struct signalfd_siginfo si;
+				reap = true;
 				while (read(sfd, &si, sizeof(si)) == sizeof(si))
 					if (si.ssi_signo != SIGCHLD && !main_done)
 						kill(pid, (int)si.ssi_signo);
@@ -1014,7 +1049,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		if (sweeps && now_ms() - swept_ms >= 1000)
 			sv_sweep();
 		/* Reap: the program, and the orphans of its tree. */
-		for (;;) {
+		while (reap) {
 			int st;
 			pid_t w = waitpid(-1, &st, WNOHANG);
 			if (w == pid) {

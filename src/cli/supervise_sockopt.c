@@ -188,6 +188,30 @@ static unsigned long ino_of(int fd)
 	return fstat(fd, &st) ? 0 : (unsigned long)st.st_ino;
 }
 
+/* The Unix sockets this process put in the program on the fast path
+ * (a connect, an accept), by inode: a bounded table, a newer socket
+ * taking an older one's slot. Such a socket is the library's fast-path
+ * socket for as long as it lives (its name, which the library reads to
+ * tell, is bound once and never changes), so a trapped option on it
+ * skips lf_fast_path_active's look (SO_DOMAIN and getsockname): a
+ * socket not found here (a slot taken since, a socket passed from a
+ * process with the preload) is looked at as before. The kernel's
+ * SO_DOMAIN is still asked (AF_UNIX), so that an inode number reused
+ * after the socket's end (a wrap of the kernel's 32-bit count, the
+ * sweep not yet made) can only name another Unix socket. */
+#define SWITCHED 1024
+static unsigned long switched[SWITCHED];
+
+void svo_switched(unsigned long ino)
+{
+	switched[(ino * 0x9e3779b97f4a7c15ull >> 20) % SWITCHED] = ino;
+}
+
+static bool was_switched(unsigned long ino)
+{
+	return ino && switched[(ino * 0x9e3779b97f4a7c15ull >> 20) % SWITCHED] == ino;
+}
+
 size_t svo_count(void)
 {
 	return count;
@@ -197,6 +221,9 @@ void svo_sweep(const unsigned long *inos, size_t n)
 {
 	if (count)
 		rebuild(count, inos, n);
+	for (size_t i = 0; i < SWITCHED; i++)
+		if (switched[i] && !sv_has_inode(inos, n, switched[i]))
+			switched[i] = 0;
 }
 
 bool svo_pinned(int copy)
@@ -272,13 +299,6 @@ void svo_inherit(unsigned long from, unsigned long to)
 	d->b = b, d->used = s->used;
 }
 
-/* A set the library accepted on a fast-path socket, or on a listener
- * served here (what its accepted sockets inherit). */
-static int keep(int copy, int level, int opt, const void *val, socklen_t len)
-{
-	return put(ino_of(copy), level, opt, val, (uint16_t)(len > 255 ? 255 : len));
-}
-
 /* Reads up to n bytes at addr, a page at a time, stopping at the first
  * page that cannot be read; how many were read. A get's buffer carries
  * its input for a few options (TCP_AO_GET_KEYS, the multicast filters). */
@@ -313,21 +333,29 @@ static bool tcp_unconnected(int copy, int dom)
 	return syscall(SYS_getpeername, copy, &ss, &sl) != 0 && errno == ENOTCONN;
 }
 
-/* getsockopt and setsockopt, trapped (not SOL_LOOPFAST). */
+/* getsockopt and setsockopt, trapped (not SOL_LOOPFAST).
+ *
+ * The notification's id is checked (NOTIF_ID_VALID) once, after the
+ * program's memory was read and before what was read is used or
+ * anything is written back: process_vm_readv and _writev go by thread
+ * id, which may name another process once the caller is gone. It is not
+ * asked again before the reply: an answer to a call no longer waiting
+ * fails with ENOENT and does nothing (ids are never reused), and the
+ * set or get itself was made on the caller's own socket (sv_grab). */
 void svo_opt(int lfd, const struct seccomp_notif *n)
 {
 	bool set = n->data.nr == __NR_setsockopt;
 	int level = (int)n->data.args[1], opt = (int)n->data.args[2], r, copy, t;
 	uint64_t val = n->data.args[3], lenp = n->data.args[4];
-	unsigned char *v = calloc(1, SV_OPTMAX);
+	unsigned char v[SV_OPTMAX];
 	socklen_t room = 0, len;
 
 	/* The value (a set's), or the room (a get's), read once, here; the
 	 * kernel's errors for a bad length or address, checked as it does. */
-	int err = !v ? -ENOMEM : 0;
+	int err = 0;
 	if (set)
 		room = (socklen_t)lenp;
-	else if (!err && !sv_read(n->pid, lenp, &room, sizeof(room)))
+	else if (!sv_read(n->pid, lenp, &room, sizeof(room)))
 		err = -EFAULT;
 	len = (int)room < 0 ? 0 : room > SV_OPTMAX ? SV_OPTMAX : room;
 	if (!err && (int)room < 0)
@@ -335,14 +363,12 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	else if (!err && set && len && !sv_read(n->pid, val, v, len))
 		err = -EFAULT;
 	else if (!err && !set)
-		read_some(n->pid, val, v, len);
-	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0) {
-		free(v);
+		memset(v, 0, len), read_some(n->pid, val, v, len);
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
-	}
 	unsigned long ino = ino_of(copy);
 	int dom = sv_domain(copy);
-	bool fast = dom == AF_UNIX && lf_fast_path_active(copy) == 1;
+	bool fast = dom == AF_UNIX && (was_switched(ino) || lf_fast_path_active(copy) == 1);
 	t = svs_listener(ino);
 	/* A process with the preload (a nested loopfast run): its library's
 	 * own raw calls at SOL_SOCKET on its Unix sockets (SO_PEERCRED of a
@@ -357,12 +383,12 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 		if (set && ino && !err && tcp_unconnected(copy, dom))
 			put(ino, level, opt, NULL, UNKNOWN);
 		syscall(SYS_close, copy);
-		free(v);
 		return sv_reply(lfd, n->id, 0, true);
 	}
+	if (!err && set && !sv_valid(lfd, n->id)) /* the value read may be another process's */
+		err = -ESRCH;
 	if (err) {
 		close(copy);
-		free(v);
 		return sv_reply(lfd, n->id, err, false);
 	}
 	if (t < 0)
@@ -370,7 +396,7 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	if (set) {
 		r = setsockopt(t, level, opt, v, len) ? -errno : 0;
 		if (r == 0)
-			r = keep(t, level, opt, v, len);
+			r = put(ino, level, opt, v, (uint16_t)(len > 255 ? 255 : len));
 	} else {
 		struct sock *s = fast ? find(ino) : NULL;
 		int at = s ? at_of(s, level, opt) : -1;
@@ -378,13 +404,12 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 			setsockopt(t, level, opt, s->b + at + HEAD, len_at(s, at));
 		socklen_t l = len;
 		r = getsockopt(t, level, opt, v, &l) ? -errno : 0;
-		if (r == 0 && (int)l >= 0 && l <= len && (!sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
+		if (r == 0 && (int)l >= 0 && l <= len &&
+		    (!sv_valid(lfd, n->id) || !sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
 			r = -EFAULT;
 	}
 	SV_DEBUG("%ssockopt %d/%d on fd %d of %d (%s): %s", set ? "set" : "get", level, opt, (int)n->data.args[0],
 		 n->pid, fast ? "fast path" : "listener", r ? strerror(-r) : "done");
 	close(copy);
-	free(v);
-	if (sv_valid(lfd, n->id))
-		sv_reply(lfd, n->id, r, false);
+	sv_reply(lfd, n->id, r, false);
 }
