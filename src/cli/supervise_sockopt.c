@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -317,20 +318,38 @@ static size_t read_some(pid_t pid, uint64_t addr, void *buf, size_t n)
 	return got;
 }
 
+/* Whether copy is a TCP socket neither connected nor listening: the
+ * kernel's TCP_INFO state (one call; any other protocol refuses the
+ * level) CLOSE or SYN_SENT, those in which getpeername says ENOTCONN. */
 static bool tcp_unconnected(int copy, int dom)
 {
-	int v = 0;
-	socklen_t l = sizeof(v);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
+	uint8_t st;
+	socklen_t l = sizeof(st);
 
-	if ((dom != AF_INET && dom != AF_INET6) || syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_PROTOCOL, &v, &l) ||
-	    v != IPPROTO_TCP)
-		return false;
-	l = sizeof(v);
-	if (syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) || v)
-		return false;
-	return syscall(SYS_getpeername, copy, &ss, &sl) != 0 && errno == ENOTCONN;
+	return (dom == AF_INET || dom == AF_INET6) && syscall(SYS_getsockopt, copy, IPPROTO_TCP, TCP_INFO, &st, &l) == 0 &&
+	       l == sizeof(st) && (st == TCP_CLOSE || st == TCP_SYN_SENT);
+}
+
+/* A set's value, or a get's room and input (a few options take one:
+ * TCP_AO_GET_KEYS, the multicast filters), read once into v (*len
+ * bytes, at most SV_OPTMAX); the kernel's errors for a bad length or
+ * address, checked as it does. */
+static int read_arg(const struct seccomp_notif *n, unsigned char *v, socklen_t *len)
+{
+	bool set = n->data.nr == __NR_setsockopt;
+	uint64_t val = n->data.args[3], lenp = n->data.args[4];
+	socklen_t room = (socklen_t)lenp;
+
+	if (!set && !sv_read(n->pid, lenp, &room, sizeof(room)))
+		return -EFAULT;
+	if ((int)room < 0)
+		return -EINVAL;
+	*len = room > SV_OPTMAX ? SV_OPTMAX : room;
+	if (set)
+		return *len && !sv_read(n->pid, val, v, *len) ? -EFAULT : 0;
+	memset(v, 0, *len);
+	read_some(n->pid, val, v, *len);
+	return 0;
 }
 
 /* getsockopt and setsockopt, trapped (not SOL_LOOPFAST).
@@ -348,22 +367,9 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	int level = (int)n->data.args[1], opt = (int)n->data.args[2], r, copy, t;
 	uint64_t val = n->data.args[3], lenp = n->data.args[4];
 	unsigned char v[SV_OPTMAX];
-	socklen_t room = 0, len;
+	socklen_t len = 0;
+	int err;
 
-	/* The value (a set's), or the room (a get's), read once, here; the
-	 * kernel's errors for a bad length or address, checked as it does. */
-	int err = 0;
-	if (set)
-		room = (socklen_t)lenp;
-	else if (!sv_read(n->pid, lenp, &room, sizeof(room)))
-		err = -EFAULT;
-	len = (int)room < 0 ? 0 : room > SV_OPTMAX ? SV_OPTMAX : room;
-	if (!err && (int)room < 0)
-		err = -EINVAL;
-	else if (!err && set && len && !sv_read(n->pid, val, v, len))
-		err = -EFAULT;
-	else if (!err && !set)
-		memset(v, 0, len), read_some(n->pid, val, v, len);
 	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
 	unsigned long ino = ino_of(copy);
@@ -379,12 +385,14 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 		fast = false;
 	if (!fast && t < 0) {
 		/* The kernel's. A set on a TCP socket that may still be switched
-		 * is noted by name (sv_may_switch decides at the switch). */
-		if (set && ino && !err && tcp_unconnected(copy, dom))
+		 * is noted by name (sv_may_switch decides at the switch), if
+		 * the kernel will not refuse its value (EFAULT, EINVAL). */
+		if (set && ino && tcp_unconnected(copy, dom) && !read_arg(n, v, &len))
 			put(ino, level, opt, NULL, UNKNOWN);
 		syscall(SYS_close, copy);
 		return sv_reply(lfd, n->id, 0, true);
 	}
+	err = read_arg(n, v, &len);
 	if (!err && set && !sv_valid(lfd, n->id)) /* the value read may be another process's */
 		err = -ESRCH;
 	if (err) {
