@@ -372,11 +372,29 @@ int sv_domain(int fd)
 static bool same_netns(int copy, pid_t tid)
 {
 	static struct stat self;
+	static uint64_t cookie; /* this process's namespace's SO_NETNS_COOKIE (5.14), 0: none */
+	static bool asked;
 	struct stat it;
 	char path[64];
-	int ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
+	uint64_t c;
+	socklen_t cl = sizeof(c);
+	int ns;
 	bool ok;
 
+	/* First the socket's namespace cookie (one call, never reused), then
+	 * the older ways (three calls). */
+	if (!asked) {
+		int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		socklen_t l = sizeof(cookie);
+		if (s >= 0 && syscall(SYS_getsockopt, s, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &l))
+			cookie = 0;
+		if (s >= 0)
+			syscall(SYS_close, s);
+		asked = true;
+	}
+	if (cookie && syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_NETNS_COOKIE, &c, &cl) == 0)
+		return c == cookie;
+	ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
 	if (!self.st_ino && stat("/proc/self/ns/net", &self))
 		return false;
 	if (ns >= 0) {
@@ -576,7 +594,7 @@ static int nchoices;
 static struct choice *choice_of(int copy)
 {
 	struct stat st;
-	if (fstat(copy, &st))
+	if (!nchoices || fstat(copy, &st))
 		return NULL;
 	for (int i = 0; i < nchoices; i++)
 		if (choices[i].ino == (unsigned long)st.st_ino)

@@ -229,7 +229,7 @@ void svo_sweep(const unsigned long *inos, size_t n)
 
 bool svo_pinned(int copy)
 {
-	struct sock *s = find(ino_of(copy));
+	struct sock *s = count ? find(ino_of(copy)) : NULL;
 	int32_t l, o;
 	uint16_t len;
 
@@ -248,7 +248,7 @@ bool svo_pinned(int copy)
  * the listener, answers it as TCP would. */
 void svo_carry(int copy)
 {
-	struct sock *s = find(ino_of(copy));
+	struct sock *s = count ? find(ino_of(copy)) : NULL;
 	int32_t l, o;
 	uint16_t len;
 
