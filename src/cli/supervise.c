@@ -316,16 +316,45 @@ bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return len == 0 || process_vm_writev(pid, &l, 1, &r, 1, 0) == (ssize_t)len;
 }
 
+/* The pidfds of the threads that made trapped calls, kept (a bounded
+ * table, by thread id) so that each call costs one pidfd_getfd instead of
+ * pidfd_open, NOTIF_ID_VALID, pidfd_getfd and close. A pidfd names the
+ * thread itself, not its number: once it was checked to be the caller's
+ * (opened while the caller's notification was still waiting, so the
+ * number was not yet reused), it stays that thread's. When that thread
+ * has ended and its number is reused, pidfd_getfd through the kept pidfd
+ * fails with ESRCH (the thread is gone) and a new pidfd is opened and
+ * checked as the first was; so a live kept pidfd for the number of the
+ * notification's thread is the caller's, and needs no NOTIF_ID_VALID
+ * (the callers that read the program's memory still check it after
+ * their reads: process_vm_readv goes by number). */
+#define PIDFDS 64
+static struct { uint32_t tid; int pfd; } pidfds[PIDFDS]; /* tid 0: an empty slot */
+
 int sv_grab(int lfd, const struct seccomp_notif *n, int fd)
 {
+	unsigned k = (unsigned)n->pid % PIDFDS;
+	int copy;
+
+	if (pidfds[k].tid == n->pid) {
+		copy = (int)syscall(SYS_pidfd_getfd, pidfds[k].pfd, fd, 0);
+		if (copy >= 0 || errno != ESRCH)
+			return copy;
+	}
+	if (pidfds[k].tid)
+		syscall(SYS_close, pidfds[k].pfd);
+	pidfds[k].tid = 0;
 	int pfd = (int)syscall(SYS_pidfd_open, n->pid, PIDFD_THREAD);
 	if (pfd < 0)
 		return -1;
 	/* The thread id may have been reused between the notification and
 	 * pidfd_open: still waiting, the call is its, and the pidfd too. */
-	int copy = sv_valid(lfd, n->id) ? (int)syscall(SYS_pidfd_getfd, pfd, fd, 0) : -1;
-	syscall(SYS_close, pfd);
-	return copy;
+	if (!sv_valid(lfd, n->id)) {
+		syscall(SYS_close, pfd);
+		return -1;
+	}
+	pidfds[k].tid = n->pid, pidfds[k].pfd = pfd;
+	return (int)syscall(SYS_pidfd_getfd, pfd, fd, 0);
 }
 
 int sv_domain(int fd)
@@ -343,11 +372,29 @@ int sv_domain(int fd)
 static bool same_netns(int copy, pid_t tid)
 {
 	static struct stat self;
+	static uint64_t cookie; /* this process's namespace's SO_NETNS_COOKIE (5.14), 0: none */
+	static bool asked;
 	struct stat it;
 	char path[64];
-	int ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
+	uint64_t c;
+	socklen_t cl = sizeof(c);
+	int ns;
 	bool ok;
 
+	/* First the socket's namespace cookie (one call, never reused), then
+	 * the older ways (three calls). */
+	if (!asked) {
+		int s = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		socklen_t l = sizeof(cookie);
+		if (s >= 0 && syscall(SYS_getsockopt, s, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &l))
+			cookie = 0;
+		if (s >= 0)
+			syscall(SYS_close, s);
+		asked = true;
+	}
+	if (cookie && syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_NETNS_COOKIE, &c, &cl) == 0)
+		return c == cookie;
+	ns = (int)syscall(SYS_ioctl, copy, SIOCGSKNS);
 	if (!self.st_ino && stat("/proc/self/ns/net", &self))
 		return false;
 	if (ns >= 0) {
@@ -547,7 +594,7 @@ static int nchoices;
 static struct choice *choice_of(int copy)
 {
 	struct stat st;
-	if (fstat(copy, &st))
+	if (!nchoices || fstat(copy, &st))
 		return NULL;
 	for (int i = 0; i < nchoices; i++)
 		if (choices[i].ino == (unsigned long)st.st_ino)
@@ -988,12 +1035,17 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		 * listeners and choices are swept at most once a second. */
 		bool sweeps = svs_listening() || nchoices || svo_count();
 		int k = epoll_wait(ep, ev, 16, svs_parked() || svc_pending() ? 100 : sweeps ? 1000 : -1);
+		/* Reaped after a signal (SIGCHLD comes through the signalfd),
+		 * the filter's end, or a timeout: not after every trapped call
+		 * (a wait4 each). */
+		bool reap = k <= 0;
 		for (int i = 0; i < k; i++) {
 			uint64_t t = ev[i].data.u64;
 			if (t == 1 && (ev[i].events & EPOLLIN)) {
 				serve(lfd, ep, n, nsize);
 			} else if (t == 1) { /* no process is left under the filter */
 				epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+				reap = true;
 			} else if ((t & SV_TAG_MASK) == SV_TAG_WATCH) {
 				svc_watch_end(ep, (int)(t & 0xffff));
 			} else if ((t & SV_TAG_MASK) == SV_TAG_CONN) {
@@ -1002,6 +1054,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 				svs_park_ready(lfd, ep, (int)(t & 0xffff));
 			} else if (t == 2) {
 				struct signalfd_siginfo si;
+				reap = true;
 				while (read(sfd, &si, sizeof(si)) == sizeof(si))
 					if (si.ssi_signo != SIGCHLD && !main_done)
 						kill(pid, (int)si.ssi_signo);
@@ -1014,7 +1067,7 @@ static int supervise(const char *path, char **argv, void (*fn)(void *), void *ar
 		if (sweeps && now_ms() - swept_ms >= 1000)
 			sv_sweep();
 		/* Reap: the program, and the orphans of its tree. */
-		for (;;) {
+		while (reap) {
 			int st;
 			pid_t w = waitpid(-1, &st, WNOHANG);
 			if (w == pid) {

@@ -32,7 +32,9 @@ bool sv_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 bool sv_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
 /* A copy of fd of the notification's thread (in this process,
  * close-on-exec), or -1; -1 too when the call is no longer waiting once
- * the thread's pidfd is open (its id reused). */
+ * the thread's pidfd is open (its id reused). The thread's pidfd is kept
+ * for its next calls; a caller that read the program's memory must still
+ * check the notification (sv_valid) after its reads. */
 int sv_grab(int lfd, const struct seccomp_notif *n, int fd);
 /* The kernel's SO_DOMAIN of fd (past the library), or -1. */
 int sv_domain(int fd);
@@ -94,6 +96,9 @@ bool svo_pinned(int copy);
  * inode to (connect): its sets go with it. A connection accepted from
  * listener from (inode to) inherits the listener's. */
 void svo_move(unsigned long from, unsigned long to);
+/* The Unix socket with inode ino was put in the program on the fast
+ * path (its options need not ask whether it is one). */
+void svo_switched(unsigned long ino);
 void svo_inherit(unsigned long from, unsigned long to);
 /* How many sockets have sets kept; the sweep lets go of those the tree
  * no longer holds (inos: sorted). */

@@ -162,8 +162,9 @@ static int connect_again(int copy)
 static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, int ret, unsigned port)
 {
 	int fd = (int)n->data.args[0];
+	bool fast = sv_domain(copy) == AF_UNIX;
 
-	if (sv_domain(copy) == AF_UNIX && !still_there(lfd, n, fd, tcp)) {
+	if (fast && !still_there(lfd, n, fd, tcp)) {
 		/* The program closed the socket while we connected (another
 		 * thread), and its number may hold a new file now: left alone.
 		 * Over TCP the connect ends on the closed socket's file as
@@ -174,7 +175,7 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 		syscall(SYS_close, tcp);
 		return;
 	}
-	if (sv_domain(copy) == AF_UNIX) {
+	if (fast) {
 		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
 						   .newfd = (uint32_t)fd,
 						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
@@ -188,6 +189,7 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 			return;
 		}
 		svo_move(inode_of(tcp), inode_of(copy)); /* the options set on it */
+		svo_switched(inode_of(copy));
 		if (ret == -EINPROGRESS)
 			told_inprogress[told_next++ % (sizeof(told_inprogress) / sizeof(told_inprogress[0]))] =
 				inode_of(copy);
@@ -393,9 +395,10 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	int r = connect(copy, (void *)&ss, len), e = r ? errno : 0;
 	if (blocking)
 		syscall(SYS_fcntl, copy, F_SETFL, fl);
-	if (r && e == EINPROGRESS && sv_domain(copy) != AF_UNIX && pend(ep, n, copy, tcp, blocking, dst.port))
+	bool fast = sv_domain(copy) == AF_UNIX;
+	if (r && e == EINPROGRESS && !fast && pend(ep, n, copy, tcp, blocking, dst.port))
 		return;
-	if (blocking && r && e == EINPROGRESS && sv_domain(copy) == AF_UNIX)
+	if (blocking && r && e == EINPROGRESS && fast)
 		r = e = 0; /* switched: its handshake is done, and a blocking connect says so */
 	/* Not held (out of room): EINPROGRESS, TCP's answer to a connect
 	 * whose wait ended (SO_SNDTIMEO); the handshake goes on. */

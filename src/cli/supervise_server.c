@@ -285,7 +285,8 @@ static bool accept_now(int lfd, uint64_t id, pid_t pid, int copy, int flags, uin
 	}
 	bool fast = sv_domain(nfd) == AF_UNIX;
 	struct stat lst, nst;
-	if (fast && fstat(copy, &lst) == 0 && fstat(nfd, &nst) == 0) /* what the claim carried from the listener */
+	bool known = fast && fstat(copy, &lst) == 0 && fstat(nfd, &nst) == 0;
+	if (known) /* what the claim carried from the listener */
 		svo_inherit((unsigned long)lst.st_ino, (unsigned long)nst.st_ino);
 	struct seccomp_notif_addfd add = { .id = id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)nfd,
 					   .newfd_flags = (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0 };
@@ -301,6 +302,8 @@ static bool accept_now(int lfd, uint64_t id, pid_t pid, int copy, int flags, uin
 		sv_reply(lfd, id, e == ENOENT ? -EINTR : -e, false);
 		return true;
 	}
+	if (known)
+		svo_switched((unsigned long)nst.st_ino);
 	SV_DEBUG("accept of %d: fd %d, %s", pid, r, fast ? "fast path" : "plain TCP");
 	return true;
 }

@@ -36,6 +36,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -188,6 +189,30 @@ static unsigned long ino_of(int fd)
 	return fstat(fd, &st) ? 0 : (unsigned long)st.st_ino;
 }
 
+/* The Unix sockets this process put in the program on the fast path
+ * (a connect, an accept), by inode: a bounded table, a newer socket
+ * taking an older one's slot. Such a socket is the library's fast-path
+ * socket for as long as it lives (its name, which the library reads to
+ * tell, is bound once and never changes), so a trapped option on it
+ * skips lf_fast_path_active's look (SO_DOMAIN and getsockname): a
+ * socket not found here (a slot taken since, a socket passed from a
+ * process with the preload) is looked at as before. The kernel's
+ * SO_DOMAIN is still asked (AF_UNIX), so that an inode number reused
+ * after the socket's end (a wrap of the kernel's 32-bit count, the
+ * sweep not yet made) can only name another Unix socket. */
+#define SWITCHED 1024
+static unsigned long switched[SWITCHED];
+
+void svo_switched(unsigned long ino)
+{
+	switched[(ino * 0x9e3779b97f4a7c15ull >> 20) % SWITCHED] = ino;
+}
+
+static bool was_switched(unsigned long ino)
+{
+	return ino && switched[(ino * 0x9e3779b97f4a7c15ull >> 20) % SWITCHED] == ino;
+}
+
 size_t svo_count(void)
 {
 	return count;
@@ -197,11 +222,14 @@ void svo_sweep(const unsigned long *inos, size_t n)
 {
 	if (count)
 		rebuild(count, inos, n);
+	for (size_t i = 0; i < SWITCHED; i++)
+		if (switched[i] && !sv_has_inode(inos, n, switched[i]))
+			switched[i] = 0;
 }
 
 bool svo_pinned(int copy)
 {
-	struct sock *s = find(ino_of(copy));
+	struct sock *s = count ? find(ino_of(copy)) : NULL;
 	int32_t l, o;
 	uint16_t len;
 
@@ -220,7 +248,7 @@ bool svo_pinned(int copy)
  * the listener, answers it as TCP would. */
 void svo_carry(int copy)
 {
-	struct sock *s = find(ino_of(copy));
+	struct sock *s = count ? find(ino_of(copy)) : NULL;
 	int32_t l, o;
 	uint16_t len;
 
@@ -272,13 +300,6 @@ void svo_inherit(unsigned long from, unsigned long to)
 	d->b = b, d->used = s->used;
 }
 
-/* A set the library accepted on a fast-path socket, or on a listener
- * served here (what its accepted sockets inherit). */
-static int keep(int copy, int level, int opt, const void *val, socklen_t len)
-{
-	return put(ino_of(copy), level, opt, val, (uint16_t)(len > 255 ? 255 : len));
-}
-
 /* Reads up to n bytes at addr, a page at a time, stopping at the first
  * page that cannot be read; how many were read. A get's buffer carries
  * its input for a few options (TCP_AO_GET_KEYS, the multicast filters). */
@@ -297,52 +318,63 @@ static size_t read_some(pid_t pid, uint64_t addr, void *buf, size_t n)
 	return got;
 }
 
+/* Whether copy is a TCP socket neither connected nor listening: the
+ * kernel's TCP_INFO state (one call; any other protocol refuses the
+ * level) CLOSE or SYN_SENT, those in which getpeername says ENOTCONN. */
 static bool tcp_unconnected(int copy, int dom)
 {
-	int v = 0;
-	socklen_t l = sizeof(v);
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
+	uint8_t st;
+	socklen_t l = sizeof(st);
 
-	if ((dom != AF_INET && dom != AF_INET6) || syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_PROTOCOL, &v, &l) ||
-	    v != IPPROTO_TCP)
-		return false;
-	l = sizeof(v);
-	if (syscall(SYS_getsockopt, copy, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) || v)
-		return false;
-	return syscall(SYS_getpeername, copy, &ss, &sl) != 0 && errno == ENOTCONN;
+	return (dom == AF_INET || dom == AF_INET6) && syscall(SYS_getsockopt, copy, IPPROTO_TCP, TCP_INFO, &st, &l) == 0 &&
+	       l == sizeof(st) && (st == TCP_CLOSE || st == TCP_SYN_SENT);
 }
 
-/* getsockopt and setsockopt, trapped (not SOL_LOOPFAST). */
+/* A set's value, or a get's room and input (a few options take one:
+ * TCP_AO_GET_KEYS, the multicast filters), read once into v (*len
+ * bytes, at most SV_OPTMAX); the kernel's errors for a bad length or
+ * address, checked as it does. */
+static int read_arg(const struct seccomp_notif *n, unsigned char *v, socklen_t *len)
+{
+	bool set = n->data.nr == __NR_setsockopt;
+	uint64_t val = n->data.args[3], lenp = n->data.args[4];
+	socklen_t room = (socklen_t)lenp;
+
+	if (!set && !sv_read(n->pid, lenp, &room, sizeof(room)))
+		return -EFAULT;
+	if ((int)room < 0)
+		return -EINVAL;
+	*len = room > SV_OPTMAX ? SV_OPTMAX : room;
+	if (set)
+		return *len && !sv_read(n->pid, val, v, *len) ? -EFAULT : 0;
+	memset(v, 0, *len);
+	read_some(n->pid, val, v, *len);
+	return 0;
+}
+
+/* getsockopt and setsockopt, trapped (not SOL_LOOPFAST).
+ *
+ * The notification's id is checked (NOTIF_ID_VALID) once, after the
+ * program's memory was read and before what was read is used or
+ * anything is written back: process_vm_readv and _writev go by thread
+ * id, which may name another process once the caller is gone. It is not
+ * asked again before the reply: an answer to a call no longer waiting
+ * fails with ENOENT and does nothing (ids are never reused), and the
+ * set or get itself was made on the caller's own socket (sv_grab). */
 void svo_opt(int lfd, const struct seccomp_notif *n)
 {
 	bool set = n->data.nr == __NR_setsockopt;
 	int level = (int)n->data.args[1], opt = (int)n->data.args[2], r, copy, t;
 	uint64_t val = n->data.args[3], lenp = n->data.args[4];
-	unsigned char *v = calloc(1, SV_OPTMAX);
-	socklen_t room = 0, len;
+	unsigned char v[SV_OPTMAX];
+	socklen_t len = 0;
+	int err;
 
-	/* The value (a set's), or the room (a get's), read once, here; the
-	 * kernel's errors for a bad length or address, checked as it does. */
-	int err = !v ? -ENOMEM : 0;
-	if (set)
-		room = (socklen_t)lenp;
-	else if (!err && !sv_read(n->pid, lenp, &room, sizeof(room)))
-		err = -EFAULT;
-	len = (int)room < 0 ? 0 : room > SV_OPTMAX ? SV_OPTMAX : room;
-	if (!err && (int)room < 0)
-		err = -EINVAL;
-	else if (!err && set && len && !sv_read(n->pid, val, v, len))
-		err = -EFAULT;
-	else if (!err && !set)
-		read_some(n->pid, val, v, len);
-	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0) {
-		free(v);
+	if ((copy = sv_grab(lfd, n, (int)n->data.args[0])) < 0)
 		return sv_reply(lfd, n->id, 0, true); /* not a descriptor: the kernel's EBADF */
-	}
 	unsigned long ino = ino_of(copy);
 	int dom = sv_domain(copy);
-	bool fast = dom == AF_UNIX && lf_fast_path_active(copy) == 1;
+	bool fast = dom == AF_UNIX && (was_switched(ino) || lf_fast_path_active(copy) == 1);
 	t = svs_listener(ino);
 	/* A process with the preload (a nested loopfast run): its library's
 	 * own raw calls at SOL_SOCKET on its Unix sockets (SO_PEERCRED of a
@@ -353,16 +385,18 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 		fast = false;
 	if (!fast && t < 0) {
 		/* The kernel's. A set on a TCP socket that may still be switched
-		 * is noted by name (sv_may_switch decides at the switch). */
-		if (set && ino && !err && tcp_unconnected(copy, dom))
+		 * is noted by name (sv_may_switch decides at the switch), if
+		 * the kernel will not refuse its value (EFAULT, EINVAL). */
+		if (set && ino && tcp_unconnected(copy, dom) && !read_arg(n, v, &len))
 			put(ino, level, opt, NULL, UNKNOWN);
 		syscall(SYS_close, copy);
-		free(v);
 		return sv_reply(lfd, n->id, 0, true);
 	}
+	err = read_arg(n, v, &len);
+	if (!err && set && !sv_valid(lfd, n->id)) /* the value read may be another process's */
+		err = -ESRCH;
 	if (err) {
 		close(copy);
-		free(v);
 		return sv_reply(lfd, n->id, err, false);
 	}
 	if (t < 0)
@@ -370,7 +404,7 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	if (set) {
 		r = setsockopt(t, level, opt, v, len) ? -errno : 0;
 		if (r == 0)
-			r = keep(t, level, opt, v, len);
+			r = put(ino, level, opt, v, (uint16_t)(len > 255 ? 255 : len));
 	} else {
 		struct sock *s = fast ? find(ino) : NULL;
 		int at = s ? at_of(s, level, opt) : -1;
@@ -380,14 +414,12 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 		r = getsockopt(t, level, opt, v, &l) ? -errno : 0;
 		/* Written only while the call is still waiting: its thread may
 		 * have been killed meanwhile and its id given to another process. */
-		if (r == 0 && (int)l >= 0 && l <= len && sv_valid(lfd, n->id) &&
-		    (!sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
+		if (r == 0 && (int)l >= 0 && l <= len &&
+		    (!sv_valid(lfd, n->id) || !sv_write(n->pid, val, v, l) || !sv_write(n->pid, lenp, &l, sizeof(l))))
 			r = -EFAULT;
 	}
 	SV_DEBUG("%ssockopt %d/%d on fd %d of %d (%s): %s", set ? "set" : "get", level, opt, (int)n->data.args[0],
 		 n->pid, fast ? "fast path" : "listener", r ? strerror(-r) : "done");
 	close(copy);
-	free(v);
-	if (sv_valid(lfd, n->id))
-		sv_reply(lfd, n->id, r, false);
+	sv_reply(lfd, n->id, r, false);
 }

@@ -812,8 +812,8 @@ MUTANTS += [
         "supervisor-sockopt-unix",
         "getsockopt SO_DOMAIN/SO_PROTOCOL on a supervised fast-path socket is the kernel's: AF_UNIX, 0",
         [("src/cli/supervise_sockopt.c",
-          "\tbool fast = dom == AF_UNIX && lf_fast_path_active(copy) == 1;\n",
-          "\tbool fast = dom == -2 && lf_fast_path_active(copy) == 1;\n")],
+          "\tbool fast = dom == AF_UNIX && (was_switched(ino) || lf_fast_path_active(copy) == 1);\n",
+          "\tbool fast = dom == -2 && (was_switched(ino) || lf_fast_path_active(copy) == 1);\n")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c-nb'"]),
 ]
 
@@ -1375,4 +1375,20 @@ MUTANTS += [
           "\t\tif (i % 64 == 0 && lf__sys_now_ns() >= end)\n\t\t\tbreak;\n",
           "")],
         ["e2e:test_shm.py -k 'stopped_polling or claiming_to_poll'"]),
+]
+
+# The supervisor's costs (docs/supervisor.md, "Per trapped call"; sv-cost):
+# the network namespace check is one SO_NETNS_COOKIE where the kernel has it.
+MUTANTS += [
+    Mutant(
+        "supervisor-netns-cookie-ignored",
+        "the supervisor's namespace check takes any socket's SO_NETNS_COOKIE for its own (the library's own check "
+        "removed too): a socket of another network namespace is negotiated in the supervisor's",
+        [("src/cli/supervise.c",
+          "\t\treturn c == cookie;\n",
+          "\t\treturn true;\n"),
+         ("src/fastpath/connect.c",
+          "\tif (!lf__diag_same_netns(fd))\n",
+          "\tif (0)\n")],
+        ["e2e:test_supervisor_security.py -k test_program_in_its_own_network_namespace_keeps_its_connection"]),
 ]
