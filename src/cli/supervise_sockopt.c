@@ -27,9 +27,13 @@
  * copies live for one call: the sets made on each fast-path socket are
  * kept here by socket inode (the values the program passed), and before a
  * get the set of that option is made again on the copy, so that the
- * library answers as it would have. Kept by socket, so a dup, a forked
- * child and a passed descriptor share them, as TCP's options; let go of
- * at the sweep, with the sockets the tree no longer holds. */
+ * library answers as it would have. A value the kernel held at the
+ * switch (svo_carry) that the library cannot set again on a connected
+ * socket (IPV6_V6ONLY: the kernel refuses it once bound) is answered as
+ * it is, as TCP keeps it and the preload's record answers it. Kept by
+ * socket, so a dup, a forked child and a passed descriptor share them,
+ * as TCP's options; let go of at the sweep, with the sockets the tree no
+ * longer holds. */
 #include "supervise.h"
 #include "internal.h"
 #include "loopfast.h"
@@ -47,6 +51,7 @@
 #define SV_OPTMAX 1024  /* bytes of a value read from or written to the program */
 #define SV_SETMAX 1024  /* bytes of sets kept per socket */
 #define UNKNOWN 0xffffu /* a set noted by name only (the kernel made it) */
+#define KERNEL 0x8000u  /* with a length: the kernel's value, read at the switch */
 
 /* The sets of one socket: packed {int32 level, int32 opt, uint16 len, value}. */
 struct sock {
@@ -117,6 +122,12 @@ static struct sock *get(unsigned long ino)
 	return &tab[k];
 }
 
+/* The bytes of a kept value of length len. */
+static uint16_t size_of(uint16_t len)
+{
+	return len == UNKNOWN ? 0 : (uint16_t)(len & ~KERNEL);
+}
+
 /* The set at offset at of s (its level, name and length); returns the
  * offset of the next one. */
 static unsigned entry(const struct sock *s, unsigned at, int32_t *l, int32_t *o, uint16_t *len)
@@ -124,7 +135,7 @@ static unsigned entry(const struct sock *s, unsigned at, int32_t *l, int32_t *o,
 	memcpy(l, s->b + at, 4);
 	memcpy(o, s->b + at + 4, 4);
 	memcpy(len, s->b + at + 8, 2);
-	return at + HEAD + (*len == UNKNOWN ? 0 : *len);
+	return at + HEAD + size_of(*len);
 }
 
 /* The offset of a set of (level, opt) in s, or -1. */
@@ -163,7 +174,7 @@ static int put(unsigned long ino, int level, int opt, const void *val, uint16_t 
 {
 	struct sock *s = get(ino);
 	int at = s ? at_of(s, level, opt) : -1;
-	unsigned need = HEAD + (len == UNKNOWN ? 0 : len);
+	unsigned need = HEAD + size_of(len);
 	int32_t l = level, o = opt;
 
 	if (!s)
@@ -178,7 +189,7 @@ static int put(unsigned long ino, int level, int opt, const void *val, uint16_t 
 	memcpy(s->b + s->used + 4, &o, 4);
 	memcpy(s->b + s->used + 8, &len, 2);
 	if (len != UNKNOWN)
-		memcpy(s->b + s->used + HEAD, val, len);
+		memcpy(s->b + s->used + HEAD, val, size_of(len));
 	s->used = (uint16_t)(s->used + need);
 	return 0;
 }
@@ -262,7 +273,7 @@ void svo_carry(int copy)
 		}
 		drop_at(s, (int)at); /* put adds it again, at the end */
 		if (syscall(SYS_getsockopt, copy, l, o, v, &vl) == 0)
-			put(s->ino, l, o, v, (uint16_t)vl);
+			put(s->ino, l, o, v, (uint16_t)(vl | KERNEL));
 	}
 }
 
@@ -408,10 +419,20 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 	} else {
 		struct sock *s = fast ? find(ino) : NULL;
 		int at = s ? at_of(s, level, opt) : -1;
-		if (at >= 0 && len_at(s, at) != UNKNOWN) /* the library's record of the set, again */
-			setsockopt(t, level, opt, s->b + at + HEAD, len_at(s, at));
+		uint16_t kl = at >= 0 ? len_at(s, at) : UNKNOWN;
+		const struct lf_sopt_row *row = lf__sopt_row(level, opt);
 		socklen_t l = len;
-		r = getsockopt(t, level, opt, v, &l) ? -errno : 0;
+		/* The library's record of the set, again; a kernel's value it
+		 * refuses on a connected socket is TCP's answer as it is (the
+		 * copy rule of a get: what fits, and its length). */
+		if (kl != UNKNOWN && setsockopt(t, level, opt, s->b + at + HEAD, size_of(kl)) && (kl & KERNEL) &&
+		    row && row->how == LF_SO_TCP) {
+			l = len < size_of(kl) ? len : size_of(kl);
+			memcpy(v, s->b + at + HEAD, l);
+			r = 0;
+		} else {
+			r = getsockopt(t, level, opt, v, &l) ? -errno : 0;
+		}
 		/* Written only while the call is still waiting: its thread may
 		 * have been killed meanwhile and its id given to another process. */
 		if (r == 0 && (int)l >= 0 && l <= len &&

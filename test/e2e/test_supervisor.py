@@ -721,8 +721,10 @@ def test_setuid_root_program_under_a_user_supervisor(clients, attacker, shared_b
 
 # A dual-stack listener (AF_INET6 on ::, IPV6_V6ONLY 0 set before bind, as
 # Go's net.Listen makes it) and a client of 127.0.0.1 in one static
-# program: prints the port and what the accepted socket reads for
-# IPV6_V6ONLY, then holds the connection until its stdin closes.
+# program, and a client of ::1 with IPV6_V6ONLY 1 set before its connect:
+# prints the port, what the accepted socket reads for IPV6_V6ONLY and
+# what the second client reads, then holds the connections until its
+# stdin closes.
 DUAL_STACK = r"""
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -744,7 +746,14 @@ int main(void)
 	connect(c, (void *)&a4, sizeof(a4));
 	int s = accept(ls, NULL, NULL);
 	int r = getsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v, &vl);
-	printf("%d %d %d\n", ntohs(a6.sin6_port), r, v);
+	int c6 = socket(AF_INET6, SOCK_STREAM, 0), one = 1, w = -1;
+	setsockopt(c6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	a6.sin6_addr = in6addr_loopback;
+	connect(c6, (void *)&a6, sizeof(a6));
+	int s6 = accept(ls, NULL, NULL);
+	vl = sizeof(w);
+	int r6 = getsockopt(c6, IPPROTO_IPV6, IPV6_V6ONLY, &w, &vl);
+	printf("%d %d %d %d %d %d\n", ntohs(a6.sin6_port), r, v, r6, w, s6 >= 0);
 	fflush(stdout);
 	char b;
 	return read(0, &b, 1) < 0;
@@ -752,17 +761,15 @@ int main(void)
 """
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="docs/supervisor.md: the supervisor makes a kept set again on its copy before a get, "
-                          "and IPV6_V6ONLY cannot be set on a connected socket: an accepted connection of a "
-                          "dual-stack listener reads 1 where TCP reads 0, found by review (issue 21)")
 def test_dual_stack_listener_v6only_as_tcp(tmp_path):
     """A connection accepted on a dual-stack listener (IPV6_V6ONLY 0 set
-    before bind) reads IPV6_V6ONLY 0, as over TCP (the same static program
-    without loopfast is the control), on the fast path at both ends. Found
-    in review: the supervisor keeps the set and makes it again on its copy
-    before the get, but V6ONLY cannot be set on a connected socket; the
-    library then answered its reference's 1."""
+    before bind) reads IPV6_V6ONLY 0, and a client that set it to 1 before
+    its connect to ::1 reads 1, as over TCP (the same static program
+    without loopfast is the control), both connections on the fast path at
+    both ends. Found in review: the supervisor kept the set and made it
+    again on its copy before the get, but V6ONLY cannot be set on a
+    connected socket; the library then answered its reference's value (1
+    for the accepted end, 0 for the client)."""
     src, prog = tmp_path / "dual.c", tmp_path / "dual"
     src.write_text(DUAL_STACK)
     subprocess.run(["cc", "-O1", "-static", "-o", str(prog), str(src)], check=True, timeout=120)
@@ -774,8 +781,8 @@ def test_dual_stack_listener_v6only_as_tcp(tmp_path):
             port, *answers[mode] = readline(p, 60).split()
             if mode == "lf":
                 tree = kernel.process_tree(p.pid)
-                assert len(kernel.unix_pairs(tree, tree, int(port))) == 1  # the fast path, both ends
+                assert len(kernel.unix_pairs(tree, tree, int(port))) == 2  # the fast path, both ends
         finally:
             stop(p)
-    assert answers["tcp"] == ["0", "0"], answers
+    assert answers["tcp"] == ["0", "0", "0", "1", "1"], answers
     assert answers["lf"] == answers["tcp"], answers

@@ -1392,3 +1392,18 @@ MUTANTS += [
           "\tif (0)\n")],
         ["e2e:test_supervisor_security.py -k test_program_in_its_own_network_namespace_keeps_its_connection"]),
 ]
+
+# A kept value the kernel held at the switch, which the library refuses
+# to set again on a connected socket (IPV6_V6ONLY), answered as it is
+# (src/cli/supervise_sockopt.c; issue 21).
+MUTANTS += [
+    Mutant(
+        "supervisor-v6only-from-the-reference",
+        "the supervisor answers a get of a kept option the library refuses to set again on a connected socket from "
+        "the library's reference (as before issue 21): an accepted connection of a dual-stack listener reads "
+        "IPV6_V6ONLY 1, a client that set it to 1 before its connect reads 0",
+        [("src/cli/supervise_sockopt.c",
+          "\t\t    row && row->how == LF_SO_TCP) {\n",
+          "\t\t    row && row->how == LF_SO_TCP && 0) {\n")],
+        ["e2e:test_supervisor.py -k dual_stack_listener_v6only"]),
+]
