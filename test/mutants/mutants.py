@@ -1316,8 +1316,8 @@ MUTANTS += [
         "supervisor-sockopt-no-replay",
         "a get on a supervised fast-path socket is not preceded by the set the program made: TCP_NODELAY set to 1 reads 0",
         [("src/cli/supervise_sockopt.c",
-          "\t\tif (at >= 0 && len_at(s, at) != UNKNOWN) /* the library's record of the set, again */\n",
-          "\t\tif (0 && at >= 0 && len_at(s, at) != UNKNOWN) /* the library's record of the set, again */\n")],
+          "\t\tif (kl != UNKNOWN && setsockopt(t, level, opt, s->b + at + HEAD, size_of(kl)) && (kl & KERNEL) &&\n",
+          "\t\tif (0 && kl != UNKNOWN && setsockopt(t, level, opt, s->b + at + HEAD, size_of(kl)) && (kl & KERNEL) &&\n")],
         ["e2e:test_supervisor_compare.py -m '' -k 'sockopts-v4'"]),
     Mutant(
         "supervisor-sockopt-not-carried",
