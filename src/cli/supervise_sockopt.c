@@ -21,7 +21,8 @@
  *   name only): at its connect or listen the value the kernel then holds
  *   is kept (svo_carry), and goes with the socket to the fast path
  *   (svo_move), or from the listener to each accepted connection
- *   (svo_inherit), as the preload carries the options it saw set.
+ *   (svo_inherit: but those TCP does not give an accepted socket), as the
+ *   preload carries the options it saw set.
  *
  * The library keeps what was set per descriptor, and this process's
  * copies live for one call: the sets made on each fast-path socket are
@@ -309,6 +310,17 @@ void svo_inherit(unsigned long from, unsigned long to)
 	memcpy(b, s->b, s->used);
 	free(d->b);
 	d->b = b, d->used = s->used;
+	/* Less what TCP's accepted socket does not inherit (TCP_FASTOPEN,
+	 * TCP_DEFER_ACCEPT, IP_OPTIONS: sockopt_rows.c). */
+	for (unsigned at = 0, next; at + HEAD <= d->used; at = next) {
+		int32_t l, o;
+		uint16_t len;
+		next = entry(d, at, &l, &o, &len);
+		if (lf__sopt_not_inherited(l, o)) {
+			drop_at(d, (int)at);
+			next = at;
+		}
+	}
 }
 
 /* Reads up to n bytes at addr, a page at a time, stopping at the first

@@ -139,8 +139,10 @@ LF_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		nfd = REAL(accept4)(fd, (struct sockaddr *)&ss, &sl, flags);
 		e = errno;
 	}
-	if (nfd >= 0)
+	if (nfd >= 0) {
+		lf__sopt_accepted(nfd);
 		give_addr(&ss, sl, sa, len);
+	}
 	errno = e;
 	return nfd;
 }

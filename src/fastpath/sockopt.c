@@ -439,7 +439,12 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 			lf__debug("fd %d: option %d/%d cannot be kept on the fast path: plain TCP", fd, level, opt);
 		atomic_fetch_and(&f->flags, ~LF_F_OPTIN);
 		atomic_fetch_or(&f->flags, LF_F_NOFAST);
-		return;
+		/* A listener's connections are still claimed (claim.c), and
+		 * TCP's accepted socket inherits the value: TCP_SAVE_SYN reads 1
+		 * there, so it is recorded like any other (the kernel's answer
+		 * on the listener is the program's: its set ended the marks). */
+		if (!f->lst || !row || row->how != LF_SO_TCP)
+			return;
 	}
 	/* Only a socket that may still become a fast-path one (opted in, or
 	 * its connect pending) or a listener needs it: a connected plain TCP
@@ -450,6 +455,21 @@ void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len)
 		return;
 	if (lf__sys_getsockopt(fd, level, opt, back, &blen) == 0)
 		rec_put(f, level, opt, back, blen);
+}
+
+void lf__sopt_accepted(int fd)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	for (uint32_t at = 0; f && at + REC_HEAD <= f->optset && f->optset <= LF_OPTBYTES;) {
+		int16_t l, o;
+		memcpy(&l, f->opt + at, 2);
+		memcpy(&o, f->opt + at + 2, 2);
+		if (lf__sopt_not_inherited(l, o))
+			rec_drop(f, l, o);
+		else
+			at += REC_HEAD + f->opt[at + 4];
+	}
 }
 
 bool lf__fast_family(int fd, int *family)

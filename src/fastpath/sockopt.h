@@ -32,6 +32,9 @@ struct lf_sopt_row {
 
 /* The row of an option, or NULL (unknown to loopfast). */
 const struct lf_sopt_row *lf__sopt_row(int level, int opt);
+/* True for an option set on a listener that TCP's accepted socket does not
+ * inherit (it reads TCP's default there). */
+bool lf__sopt_not_inherited(int level, int opt);
 /* True when getsockopt/setsockopt of this SOL_SOCKET option must not go to
  * a fast-path socket's Unix socket (the answer would not be TCP's). */
 bool lf__sopt_claimed(int level, int opt);
@@ -49,6 +52,10 @@ int lf__sopt_set(int fd, int family, int level, int opt, const void *val, sockle
  * connect/accept; an option the fast path cannot keep pins the socket to
  * plain TCP. */
 void lf__sopt_note(int fd, int level, int opt, const void *val, socklen_t len);
+/* A connection just accepted: it started with its listener's records
+ * (connect.c); those TCP does not give an accepted socket go
+ * (lf__sopt_not_inherited), so it reads TCP's default for them. */
+void lf__sopt_accepted(int fd);
 
 /* ---- pinned.c: the options the fast path cannot keep (compiled alone
  * into the library and the CLI) */

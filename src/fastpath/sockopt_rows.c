@@ -118,6 +118,18 @@ const struct lf_sopt_row *lf__sopt_row(int level, int opt)
 	return NULL;
 }
 
+/* Of the options set on a listener, those TCP does not give a connection
+ * accepted from it (Linux 6.18, checked over TCP for the IPv4, IPv6, TCP
+ * and SOL_SOCKET options a TCP listener takes; test_sockopt_edges.py): the
+ * accept queue's own (TCP_FASTOPEN's length, TCP_DEFER_ACCEPT: 0 on the
+ * accepted socket) and IP_OPTIONS (an accepted socket's come from its
+ * SYN). IPv6's sticky options, like every other, are inherited. */
+bool lf__sopt_not_inherited(int level, int opt)
+{
+	return (level == IPPROTO_TCP && (opt == TCP_FASTOPEN || opt == TCP_DEFER_ACCEPT)) ||
+	       (level == IPPROTO_IP && opt == IP_OPTIONS);
+}
+
 bool lf__sopt_claimed(int level, int opt)
 {
 	const struct lf_sopt_row *r = lf__sopt_row(level, opt);

@@ -241,20 +241,26 @@ def test_spin_set_on_a_listener_is_inherited(build):
 
 # A listener (IPv4 and IPv6) with options set after listen that TCP does
 # not give to its accepted sockets: IP_OPTIONS (an accepted socket's come
-# from its SYN: none here; IPv4 only), TCP_FASTOPEN (the accept queue's
-# length: an accepted socket has no queue, 0) and TCP_SAVE_SYN (which an
-# accepted socket does keep: 1). Prints what the accepted socket reads,
-# and the port, then holds its connection.
+# from its SYN: none here; IPv4 only), TCP_FASTOPEN and TCP_DEFER_ACCEPT
+# (the accept queue's: an accepted socket has none, 0); and two that it
+# does give: TCP_SAVE_SYN (1) and TCP_KEEPIDLE (77). Prints what the
+# accepted socket reads, and the port, then holds its connection.
 NOT_INHERITED = textwrap.dedent("""
     import json, socket, sys
     fam = socket.AF_INET6 if sys.argv[1] == "6" else socket.AF_INET
     ls = socket.socket(fam); ls.bind(("::1" if sys.argv[1] == "6" else "127.0.0.1", 0)); ls.listen(4)
-    opts = {"TCP_FASTOPEN": (socket.IPPROTO_TCP, 23, 5), "TCP_SAVE_SYN": (socket.IPPROTO_TCP, 27, 1)}
+    opts = {"TCP_FASTOPEN": (socket.IPPROTO_TCP, 23, 5), "TCP_SAVE_SYN": (socket.IPPROTO_TCP, 27, 1),
+            "TCP_KEEPIDLE": (socket.IPPROTO_TCP, 4, 77)}
     if fam == socket.AF_INET:
         opts["IP_OPTIONS"] = (socket.IPPROTO_IP, socket.IP_OPTIONS, b"\\x01\\x01\\x01\\x00")  # NOPs, EOL
     for level, opt, v in opts.values():
         ls.setsockopt(level, opt, v)
-    c = socket.create_connection(ls.getsockname()[:2]); a, _ = ls.accept()
+    c = socket.create_connection(ls.getsockname()[:2])
+    # After the handshake (the connection is queued), so that its accept
+    # does not wait for data (the doorbell carries none).
+    opts["TCP_DEFER_ACCEPT"] = (socket.IPPROTO_TCP, 9, 5)
+    ls.setsockopt(*opts["TCP_DEFER_ACCEPT"])
+    a, _ = ls.accept()
     c.sendall(b"x"); a.recv(1)
     got = {k: (a.getsockopt(l, o, 40).hex() if isinstance(v, bytes) else a.getsockopt(l, o))
            for k, (l, o, v) in opts.items()}
@@ -263,20 +269,17 @@ NOT_INHERITED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="docs/sockopts.md: an accepted fast-path socket takes every option record of its "
-                          "listener, also TCP_FASTOPEN and IP_OPTIONS, which TCP's accepted socket does not "
-                          "inherit, and reads TCP_SAVE_SYN 0, found by review (issue 19)")
 @pytest.mark.parametrize("family", ["4", "6"])
 def test_listener_options_tcp_does_not_inherit(build, family):
     """An accepted fast-path socket answers, for the options set on its
     listener, what TCP's accepted socket answers (the same script on plain
-    TCP is the control): TCP_FASTOPEN 0 (the queue is the listener's),
-    TCP_SAVE_SYN 1, and IPv4's IP_OPTIONS empty (an accepted socket's come
-    from its SYN). Found in review: the claim copies every option the
-    listener recorded (connect.c, carry_options; the supervisor's
-    svo_inherit likewise), so the accepted socket read the listener's
-    TCP_FASTOPEN and IP_OPTIONS, and TCP_SAVE_SYN 0."""
+    TCP is the control): TCP_FASTOPEN and TCP_DEFER_ACCEPT 0 (the queue is
+    the listener's), TCP_SAVE_SYN 1, TCP_KEEPIDLE the listener's, and
+    IPv4's IP_OPTIONS empty (an accepted socket's come from its SYN).
+    Found in review: the claim copied every option the listener recorded
+    (connect.c, carry_options), so the accepted socket read the listener's
+    TCP_FASTOPEN and IP_OPTIONS; and a listener's TCP_SAVE_SYN was never
+    recorded (its set pins, sockopt.c), so the accepted socket read 0."""
     tcp, want = run_held([sys.executable, "-c", NOT_INHERITED, family])
     stop(tcp)
     p, got = run_held([str(LOOPFAST), "run", "--", sys.executable, "-c", NOT_INHERITED, family])
@@ -286,3 +289,89 @@ def test_listener_options_tcp_does_not_inherit(build, family):
         assert got == want, f"loopfast {got}, TCP {want}"
     finally:
         stop(p)
+
+
+# NOT_INHERITED's listener and connection in a static C program (argv[1]
+# "6": IPv6), which only `loopfast run`'s seccomp supervisor reaches: prints
+# the port and, for each option, what the accepted socket reads (IP_OPTIONS:
+# its length), then holds the connection until its stdin closes.
+NOT_INHERITED_C = r"""
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+static void show(int s, int level, int opt)
+{
+	unsigned char v[40] = { 0 };
+	socklen_t l = sizeof(v);
+	int r = getsockopt(s, level, opt, v, &l);
+	printf(" %d", r ? -1 : level == IPPROTO_IP ? (int)l : *(int *)v);
+}
+int main(int argc, char **argv)
+{
+	int six = argc > 1 && argv[1][0] == '6', one = 1, five = 5, idle = 77;
+	unsigned char nops[4] = { 1, 1, 1, 0 };
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr *a = six ? (void *)&a6 : (void *)&a4;
+	socklen_t al = six ? sizeof(a6) : sizeof(a4);
+	int ls = socket(a->sa_family, SOCK_STREAM, 0), c = socket(a->sa_family, SOCK_STREAM, 0);
+	bind(ls, a, al);
+	listen(ls, 8);
+	getsockname(ls, a, &al);
+	setsockopt(ls, IPPROTO_TCP, TCP_FASTOPEN, &five, sizeof(five));
+	setsockopt(ls, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one));
+	setsockopt(ls, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	if (!six)
+		setsockopt(ls, IPPROTO_IP, IP_OPTIONS, nops, sizeof(nops));
+	connect(c, a, al);
+	setsockopt(ls, IPPROTO_TCP, TCP_DEFER_ACCEPT, &five, sizeof(five)); /* queued: no wait for data */
+	int s = accept(ls, NULL, NULL);
+	printf("%d", ntohs(six ? a6.sin6_port : a4.sin_port));
+	show(s, IPPROTO_TCP, TCP_FASTOPEN);
+	show(s, IPPROTO_TCP, TCP_DEFER_ACCEPT);
+	show(s, IPPROTO_TCP, TCP_SAVE_SYN);
+	show(s, IPPROTO_TCP, TCP_KEEPIDLE);
+	if (!six)
+		show(s, IPPROTO_IP, IP_OPTIONS);
+	printf("\n");
+	fflush(stdout);
+	char b;
+	return read(0, &b, 1) < 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def not_inherited_static(tmp_path_factory):
+    d = tmp_path_factory.mktemp("not_inherited")
+    (d / "p.c").write_text(NOT_INHERITED_C)
+    subprocess.run(["cc", "-O1", "-static", "-o", str(d / "p"), str(d / "p.c")], check=True, timeout=120)
+    return str(d / "p")
+
+
+@pytest.mark.parametrize("family", ["4", "6"])
+def test_listener_options_tcp_does_not_inherit_supervised(build, not_inherited_static, family):
+    """The same under `loopfast run`'s seccomp supervisor (a static
+    program: the preload cannot reach it), which keeps the sets made on a
+    listener and gives them to each connection accepted from it
+    (supervise_sockopt.c, svo_inherit): not TCP_FASTOPEN, TCP_DEFER_ACCEPT
+    and IP_OPTIONS, which it gave before (the same program without
+    loopfast is the control)."""
+    answers = {}
+    for mode in ("tcp", "lf"):
+        cmd = [str(LOOPFAST), "run", "--mode", "seccomp", "--"] if mode == "lf" else []
+        p = subprocess.Popen(cmd + [not_inherited_static, family], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        try:
+            port, *answers[mode] = readline(p, 60).split()
+            if mode == "lf":
+                tree = kernel.process_tree(p.pid)
+                assert len(kernel.unix_pairs(tree, tree, int(port))) == 1  # the fast path, both ends
+        finally:
+            stop(p)
+    want = ["0", "0", "1", "77"] + (["0"] if family == "4" else [])
+    assert answers["tcp"] == want, answers  # the control
+    assert answers["lf"] == answers["tcp"], answers

@@ -1407,3 +1407,35 @@ MUTANTS += [
           "\t\t    row && row->how == LF_SO_TCP && 0) {\n")],
         ["e2e:test_supervisor.py -k dual_stack_listener_v6only"]),
 ]
+
+# What an accepted fast-path socket takes from its listener's option records
+# (sockopt.c, lf__sopt_accepted; docs/sockopts.md): what TCP's accepted socket
+# inherits, no more, no less.
+MUTANTS += [
+    Mutant(
+        "accepted-keeps-every-listener-option",
+        "an accepted fast-path socket keeps every option record of its listener: it reads the listener's "
+        "TCP_FASTOPEN, TCP_DEFER_ACCEPT and IP_OPTIONS, where TCP's accepted socket reads 0 and empty",
+        [("src/fastpath/interpose.c",
+          "\t\tlf__sopt_accepted(nfd);\n",
+          "")],
+        ["e2e:test_sockopt_edges.py -k test_listener_options_tcp_does_not_inherit"]),
+    Mutant(
+        "listener-save-syn-not-recorded",
+        "a TCP_SAVE_SYN set on a listener is not recorded (its set pins, and a pinned set is never recorded): "
+        "the connections accepted on the fast path read 0 where TCP's read the listener's 1",
+        [("src/fastpath/sockopt.c",
+          "\t\tif (!f->lst || !row || row->how != LF_SO_TCP)\n",
+          "\t\tif (1)\n")],
+        ["e2e:test_sockopt_edges.py -k test_listener_options_tcp_does_not_inherit"]),
+]
+MUTANTS += [
+    Mutant(
+        "supervisor-accepted-keeps-every-listener-option",
+        "loopfast run's supervisor gives a connection accepted from a listener every set kept for the listener: a "
+        "static program's accepted socket reads the listener's TCP_DEFER_ACCEPT and IP_OPTIONS",
+        [("src/cli/supervise_sockopt.c",
+          "\t\tif (lf__sopt_not_inherited(l, o)) {\n",
+          "\t\tif (0) {\n")],
+        ["e2e:test_sockopt_edges.py -k test_listener_options_tcp_does_not_inherit_supervised"]),
+]
