@@ -315,6 +315,26 @@ def wait_paths(client_pid, server_pid, port, fast, plain, timeout=20):
         time.sleep(0.05)
 
 
+
+def answers_plain_and_under(argv, loopfast_cmd, pairs):
+    """argv run plain (the control) and under loopfast_cmd (`loopfast run
+    ... --`): each run's first line, `PORT ANSWER...`, as {"tcp": [...],
+    "lf": [...]} of answers; under loopfast the kernel must show `pairs`
+    Unix pairs for PORT inside the program's process tree (both ends on
+    the fast path)."""
+    answers = {}
+    for mode in ("tcp", "lf"):
+        p = subprocess.Popen((loopfast_cmd if mode == "lf" else []) + list(argv), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            port, *answers[mode] = readline(p, 60).split()
+            if mode == "lf":
+                tree = kernel.process_tree(p.pid)
+                assert len(kernel.unix_pairs(tree, tree, int(port))) == pairs, "not on the fast path at both ends"
+        finally:
+            stop(p)
+    return answers
+
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 

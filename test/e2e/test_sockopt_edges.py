@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 import kernel
-from conftest import LOOPFAST, readline, stop
+from conftest import LOOPFAST, answers_plain_and_under, readline, stop
 
 PER_SOCKET = [str(LOOPFAST), "run", "--per-socket", "--"]
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else shutil.which("python3")  # any uid can run it
@@ -360,18 +360,8 @@ def test_listener_options_tcp_does_not_inherit_supervised(build, not_inherited_s
     (supervise_sockopt.c, svo_inherit): not TCP_FASTOPEN, TCP_DEFER_ACCEPT
     and IP_OPTIONS, which it gave before (the same program without
     loopfast is the control)."""
-    answers = {}
-    for mode in ("tcp", "lf"):
-        cmd = [str(LOOPFAST), "run", "--mode", "seccomp", "--"] if mode == "lf" else []
-        p = subprocess.Popen(cmd + [not_inherited_static, family], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        try:
-            port, *answers[mode] = readline(p, 60).split()
-            if mode == "lf":
-                tree = kernel.process_tree(p.pid)
-                assert len(kernel.unix_pairs(tree, tree, int(port))) == 1  # the fast path, both ends
-        finally:
-            stop(p)
+    answers = answers_plain_and_under([not_inherited_static, family],
+                                      [str(LOOPFAST), "run", "--mode", "seccomp", "--"], pairs=1)
     want = ["0", "0", "1", "77"] + (["0"] if family == "4" else [])
     assert answers["tcp"] == want, answers  # the control
     assert answers["lf"] == answers["tcp"], answers

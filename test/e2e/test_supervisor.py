@@ -35,7 +35,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, LOOPFAST, echo_server, go_binary, lf_cmd, readline, stop
+from conftest import BUILD, LOOPFAST, answers_plain_and_under, echo_server, go_binary, lf_cmd, readline, stop
 import kernel
 from test_security import USER, attacker  # noqa: F401 (the fixture: the second user)
 
@@ -773,16 +773,6 @@ def test_dual_stack_listener_v6only_as_tcp(tmp_path):
     src, prog = tmp_path / "dual.c", tmp_path / "dual"
     src.write_text(DUAL_STACK)
     subprocess.run(["cc", "-O1", "-static", "-o", str(prog), str(src)], check=True, timeout=120)
-    answers = {}
-    for mode in ("tcp", "lf"):
-        p = subprocess.Popen(lf_cmd([str(prog)]) if mode == "lf" else [str(prog)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-        try:
-            port, *answers[mode] = readline(p, 60).split()
-            if mode == "lf":
-                tree = kernel.process_tree(p.pid)
-                assert len(kernel.unix_pairs(tree, tree, int(port))) == 2  # the fast path, both ends
-        finally:
-            stop(p)
+    answers = answers_plain_and_under([str(prog)], lf_cmd([]), pairs=2)
     assert answers["tcp"] == ["0", "0", "0", "1", "1"], answers
     assert answers["lf"] == answers["tcp"], answers
