@@ -341,7 +341,7 @@ FORK_EDGES = textwrap.dedent("""
     pid = os.fork()
     if pid == 0:                                    # registers for edges, then keeps the fd open
         ep = select.epoll(); ep.register(a.fileno(), select.EPOLLIN | select.EPOLLET)
-        os.write(w, b"r"); os.read(r2, 1); os._exit(0)
+        os.close(w2); os.write(w, b"r"); os.read(r2, 1); os._exit(0)   # a parent gone is EOF
     assert os.read(r, 1) == b"r"
     got = b""
     for i in range(3):

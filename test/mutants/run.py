@@ -108,7 +108,8 @@ def run_quiet(argv, log, limit=None, env=None):
     """Runs argv in its own process group with its output appended to log;
     returns (exit status, seconds, timed out). Ctrl-C (or the limit) stops
     the whole group: SIGINT first, so that the harness kills its own
-    children, then SIGKILL."""
+    children, then SIGKILL; what is left of the group at the end (the
+    orphans of a failed test) is killed too."""
     start = time.monotonic()
     with open(log, "a") as out:
         out.write(f"$ {shlex.join(argv)}\n")
@@ -136,6 +137,12 @@ def run_quiet(argv, log, limit=None, env=None):
             if not timed_out:
                 raise
             rc = None
+    # What a failed test left running (a forked child whose parent died
+    # keeps the group, not the parent): nothing outlives its subset.
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     return rc, time.monotonic() - start, timed_out
 
 
