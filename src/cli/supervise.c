@@ -186,6 +186,8 @@ static int load_filter(bool nnp)
 		int last = o;
 		while (last + 1 < SV_SOLMAX && sv_opt_trapped(last + 1))
 			last++;
+		if (N + 3 > (int)(sizeof(code) / sizeof(code[0])))
+			return errno = E2BIG, -1; /* the option table outgrew the filter: said, never cut short */
 		code[N++] = (struct insn){ BPF_JMP | BPF_JGE | BPF_K, (uint32_t)o, NEXT, ALLOW };
 		code[N++] = (struct insn){ BPF_JMP | BPF_JGT | BPF_K, (uint32_t)last, NEXT, NOTIF };
 		o = last;
@@ -196,6 +198,8 @@ static int load_filter(bool nnp)
 		int t[2] = { code[i].jt, code[i].jf };
 		for (int j = 0; j < 2; j++) /* a label: the offset to it; else as written */
 			t[j] = t[j] == ALLOW ? N - i - 1 : t[j] == NOTIF ? N - i : t[j];
+		if (t[0] > UINT8_MAX || t[1] > UINT8_MAX)
+			return errno = E2BIG, -1; /* a jump BPF cannot make */
 		f[i] = (struct sock_filter){ code[i].code, (uint8_t)t[0], (uint8_t)t[1], code[i].k };
 	}
 	f[N] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
