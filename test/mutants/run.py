@@ -15,10 +15,11 @@ Before any mutant, every snippet must occur exactly once in its file, and
 every subset must pass on the unmutated copy (else a failure would prove
 nothing about the mutant). A mutant is killed when its subset ends with
 failures; it survived when the subset passed. The table at the end says
-which tests killed each. A mutant whose subset hung past its limit_s, or
-whose only failures were tests stopped by a time limit (the harness's
-"TIMEOUT after ..."), is "killed-by-timeout": it counts as killed, but is
-listed apart, since no check caught it (aim for none). Exit status 0 only
+which test killed each (pytest stops at a subset's first failure). A
+mutant whose subset hung past its limit_s, or whose only failures were
+tests stopped by a time limit (the harness's "TIMEOUT after ..."), is
+"killed-by-timeout": it counts as killed, but is listed apart, since no
+check caught it (aim for none). Exit status 0 only
 when every mutant was killed, except those marked `until` (expected
 survivors), which must survive.
 --report writes the results as JSON (for test/harness.py's mutants suite).
@@ -199,13 +200,18 @@ class Run:
         rc, secs, _ = run_quiet(["cmake", "--build", self.build, "-j2", "--target", *tgts], log)
         return rc == 0, secs
 
-    def subset(self, specs, env, limit, log):
+    def subset(self, specs, env, limit, log, first_failure=False):
+        """first_failure: pytest stops at a subset's first failed test
+        (a mutant is killed by one; its other tests would each wait out
+        what the fault makes them wait: up to 4 minutes a mutant)."""
         argv = ["bash", os.path.join(self.src, "scripts", "test.sh"), self.build]
         for s in specs:
             argv += ["--only", s]
         # The copy has no git history: tests that build an old version
         # from it (test_versions.py) read it from the tree copied.
         e = dict(os.environ, LOOPFAST_GIT=os.environ.get("LOOPFAST_GIT", ROOT), **env)
+        if first_failure:
+            e["PYTEST_ADDOPTS"] = (e.get("PYTEST_ADDOPTS", "") + " -x").strip()
         rc, secs, timed_out = run_quiet(argv, log, limit, e)
         return rc, secs, timed_out, verdict(log)
 
@@ -311,7 +317,7 @@ def main():
                     if not ok:
                         err = f"does not build (log: {mlog}): fix its replacement in test/mutants/mutants.py"
                 if not err:
-                    rc, secs, timed_out, v = run.subset(m.only, m.env, m.limit_s, mlog)
+                    rc, secs, timed_out, v = run.subset(m.only, m.env, m.limit_s, mlog, first_failure=True)
             finally:
                 for p, text in originals.items():
                     with open(p, "w") as f:
