@@ -31,6 +31,7 @@
 
 static int nl_fd = -1;      /* hidden; lf__fd_relocate keeps it current */
 static uint32_t nl_portid;  /* its identity */
+static uint32_t nl_seq;     /* the last query's sequence number (under nl_lock) */
 static uint64_t nl_netns;   /* the network namespace it looks at (SO_NETNS_COOKIE; 0: unknown) */
 static int probe_fd = -1;   /* hidden, as nl_fd */
 static ino_t probe_ino;     /* its identity */
@@ -167,7 +168,6 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 		.req = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP, .idiag_states = ~0u },
 	};
 	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
-	static uint32_t seq;
 	long buf[1024];
 	int r = -ENOENT;
 
@@ -178,7 +178,7 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	msg.req.id.idiag_cookie[0] = msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 
 	nl_take();
-	msg.nlh.nlmsg_seq = ++seq;
+	msg.nlh.nlmsg_seq = ++nl_seq;
 	int nl = nl_socket();
 	if (nl < 0) {
 		r = -errno;
@@ -210,6 +210,75 @@ static int lookup(int family, const struct lf_ep *local, const struct lf_ep *rem
 	}
 	pthread_mutex_unlock(&nl_lock);
 	return r;
+}
+
+#ifndef TCP_BOUND_INACTIVE
+#define TCP_BOUND_INACTIVE 13 /* Linux 6.7: bound, neither listening nor connecting */
+#endif
+
+/* One dump of family's TCP sockets that are bound and inactive: 1 when
+ * one is at ep and owned by uid. An older kernel dumps none. */
+static int bound_in(int family, const struct lf_ep *ep, uint32_t uid)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 req;
+	} msg = {
+		.nlh = { .nlmsg_len = sizeof(msg), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+			 .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+		.req = { .sdiag_family = (uint8_t)family, .sdiag_protocol = IPPROTO_TCP,
+			 .idiag_states = 1u << TCP_BOUND_INACTIVE },
+	};
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	long buf[1024]; /* parts of a dump are as long as the reads that take them */
+	int r = 0;
+
+	nl_take();
+	msg.nlh.nlmsg_seq = ++nl_seq;
+	int nl = nl_socket();
+	if (nl < 0 || lf__sys_sendto(nl, &msg, sizeof(msg), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* Each part of a dump is made by the read of the one before: all
+	 * are there to read without waiting, up to NLMSG_DONE. Replies to
+	 * an older query are skipped. */
+	for (;;) {
+		ssize_t len = lf__sys_recvfrom(nl, buf, sizeof(buf), MSG_DONTWAIT, NULL, NULL);
+		if (len < 0) {
+			r = -errno;
+			goto out;
+		}
+		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, (size_t)len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_seq != msg.nlh.nlmsg_seq)
+				continue;
+			if (h->nlmsg_type == NLMSG_DONE)
+				goto out;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				const struct nlmsgerr *e = NLMSG_DATA(h);
+				r = e->error ? e->error : r;
+				goto out;
+			}
+			struct lf_diag_sock d;
+			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+			    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+				fill(&d, NLMSG_DATA(h));
+				if (d.state == TCP_CLOSE && d.uid == uid && lf__ep_equal(&d.ep, ep))
+					r = 1;
+			}
+		}
+	}
+out:
+	pthread_mutex_unlock(&nl_lock);
+	return r;
+}
+
+int lf__diag_bound(const struct lf_ep *ep, uint32_t uid)
+{
+	/* A v4 endpoint may be a dual-stack socket's (v4-mapped). */
+	int r = bound_in(ep->family, ep, uid);
+
+	return r == 0 && ep->family == AF_INET ? bound_in(AF_INET6, ep, uid) : r;
 }
 
 bool lf__diag_same_netns(int fd)

@@ -33,6 +33,11 @@ int lf__diag_listener(const struct lf_ep *dst, const struct lf_ep *from, struct 
  * 0, -ENOENT or -errno. */
 int lf__diag_socket(const struct lf_ep *local, const struct lf_ep *remote, struct lf_diag_sock *out);
 void lf__diag_ready(void);
+/* Is a TCP socket bound to ep, owned by uid, that neither listens nor
+ * connects (a client between its bind and its connect)? 1 yes, 0 no or a
+ * kernel that cannot say (before Linux 6.7), -errno. A dump of the
+ * kernel's whole bind table: about 0.3 ms, to be asked rarely. */
+int lf__diag_bound(const struct lf_ep *ep, uint32_t uid);
 /* After a look-up: whether socket fd is in the network namespace that
  * look-up saw. A process can make sockets in other namespaces (unshare,
  * setns), and a loopback connect there must not be negotiated here: the

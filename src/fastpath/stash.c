@@ -38,6 +38,7 @@
  * accepted for a second (a claim takes it right after its accept). */
 #define STASH_YOUNG_NS 10000000ull
 #define STASH_GRACE_NS 1000000000ull
+#define STASH_BOUND_GAP_NS 20000000ull /* 50 dumps of the bind table a second at most */
 
 struct stash_msg {
 	uint32_t magic;
@@ -316,6 +317,30 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
 	return l->shm->keyed && slots_held(l->shm, slots_of(l->shm, client));
 }
 
+/* An unvouched hello its sender keeps open, whose connection the kernel
+ * does not have: its client may be between its hello and its SYN
+ * (stopped, preempted), which it shows if its TCP socket is still bound
+ * to the endpoint the hello names, owned by the hello's sender, and
+ * neither connecting nor listening (a dump of the kernel's bind table,
+ * Linux 6.7; an older kernel shows none: dropped). The dump walks the
+ * whole table (about 0.3 ms), so a process makes at most one each
+ * STASH_BOUND_GAP_NS; a hello that finds the last one too recent is
+ * dropped, as on an older kernel (junk hellos held open cannot make the
+ * server walk the table more often, and are not kept longer for it).
+ * Under the claim lock (`last` is the process's). */
+static bool stalled(struct stash_msg *sm, uint64_t now)
+{
+	static uint64_t last;
+
+	if (last && now - last < STASH_BOUND_GAP_NS)
+		return false;
+	last = now;
+	if (lf__diag_bound(&sm->client, sm->uid) != 1)
+		return false;
+	sm->checked = now;
+	return true;
+}
+
 /* Is a stashed hello still wanted? Not once no TCP connection from its
  * client endpoint to the listener, owned by its sender, exists (sock_diag:
  * its client never connected, or has gone and the connection with it), nor
@@ -330,11 +355,15 @@ static bool still_wanted(const struct lf_listener *l, struct stash_msg *sm, int 
 	uint64_t age = now - sm->checked;
 
 	*vouch = false;
-	if (age < STASH_YOUNG_NS || (age < STASH_GRACE_NS && (sm->vouched ||
-	    !(lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0) & (POLLHUP | POLLRDHUP)))))
+	if (age < STASH_YOUNG_NS)
 		return true;
-	if (lf__diag_socket(&sm->client, &sm->server, &d) || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE ||
-	    d.uid != sm->uid)
+	bool open = !sm->vouched && !(lf__sys_poll1(fd, POLLIN | POLLRDHUP, 0) & (POLLHUP | POLLRDHUP));
+	if (age < STASH_GRACE_NS && (sm->vouched || open))
+		return true;
+	int r = lf__diag_socket(&sm->client, &sm->server, &d);
+	if (r == -ENOENT && open)
+		return stalled(sm, now);
+	if (r || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE || d.uid != sm->uid)
 		return false;
 	if (lf__diag_socket(&sm->server, &sm->client, &d) == 0 && d.inode != 0) {
 		if (sm->accepted && now - sm->accepted >= STASH_GRACE_NS)
