@@ -11,6 +11,9 @@
  *   the socket while nothing can have come since its last look
  *   (lf__shm_spin_quiet).
  * - A blocking read spins on its ring under --spin-us (lf__shm_spin).
+ * - The room wake-up's barrier is asymmetric, so that a read does not wait
+ *   for its store of head to reach the writer (lf__shm_spin_room_light,
+ *   lf__shm_spin_room_heavy).
  * Called by shm_io.c (reads and writes) and shm.c (poll). */
 #include "internal.h"
 #include "shm.h"
