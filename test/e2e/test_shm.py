@@ -1058,3 +1058,88 @@ def test_a_client_that_writes_and_closes_before_the_accept(build):
     got = run_both(EARLY_CLOSE)
     assert got["tcp"] == ["b''b''", "b'hi'b''"], got
     assert got["shm"] == got["tcp"], got
+
+
+# A writer that raised SO_SNDBUF (before connect, after it, or once the
+# socket was full) and a reader that never reads: the non-blocking writer
+# writes 64 KiB pieces until EAGAIN. The server sends one byte first, so
+# that the client has the tier's answer before it fills.
+SNDBUF_SERVER = textwrap.dedent("""
+    import socket, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept(); c.sendall(b"r"); time.sleep(60)
+""")
+
+SNDBUF_CLIENT = textwrap.dedent("""
+    import socket, sys, time
+    port, when, val = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    def fill(c):
+        n = 0
+        while True:
+            try:
+                n += c.send(b"y" * 65536)
+            except BlockingIOError:
+                return n
+    c = socket.socket()
+    if when == "before":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+    c.connect(("127.0.0.1", port))
+    assert c.recv(1) == b"r"
+    if when == "after":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+    c.setblocking(False)
+    n = fill(c)
+    if when == "full":           # raised once the socket said EAGAIN: it takes more
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+        n += fill(c)
+    print("accepted", n, c.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def pow2_at_least(n):
+    p = 256 * 1024
+    while p < n:
+        p *= 2
+    return p
+
+
+@pytest.mark.parametrize("when,val", [("default", 0), ("before", 1 << 20), ("after", 4 << 20), ("full", 4 << 20)])
+def test_a_raised_sndbuf_takes_as_much_as_the_unix_stream(build, when, val):
+    """SO_SNDBUF raised (1 MiB before connect, 4 MiB after it, or after
+    the socket said EAGAIN; the kernel reports twice that, within
+    net.core.wmem_max): the tier takes at least what the Unix-stream fast
+    path takes before EAGAIN (both proved from the kernel: the Unix pair
+    in sock_diag, and the memfd mapped in both processes for the tier).
+    Not exactly as many: the Unix stream counts each buffer's overhead
+    against SO_SNDBUF (and then takes one more buffer), the ring counts
+    bytes, up to SO_SNDBUF + 36 KiB (lf__shm_mem_want). Memory stays
+    bounded: the ring's size is the power of two that holds that, and
+    what the client's memfd holds resident is the bytes taken, rounded
+    to pages, plus the header page and the page of the server's byte,
+    never more than that size."""
+    took, sndbuf = {}, {}
+    for tier in ("uds", "shm"):
+        srv = start(tier, SNDBUF_SERVER)
+        cli = None
+        try:
+            port = readline(srv).strip()
+            cli = subprocess.Popen(lf_cmd([sys.executable, "-c", SNDBUF_CLIENT, port, when, str(val)], tier=tier),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            words = readline(cli).split()
+            assert words[0] == "accepted", words
+            took[tier], sndbuf[tier] = int(words[1]), int(words[2])
+            wait_fast_path(cli, srv.pid, int(port))  # the Unix stream, both ends, by sock_diag
+            if tier == "shm":
+                assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+                rss = sum(memfd_rss(cli.pid))
+        finally:
+            stop(cli, srv)
+    assert sndbuf["uds"] == sndbuf["shm"], sndbuf
+    if val:
+        assert sndbuf["shm"] > 2 * 212992, sndbuf  # raised indeed (wmem_max allows it here)
+    assert took["shm"] >= took["uds"], (took, sndbuf)
+    bound = pow2_at_least(sndbuf["shm"] + 36 * 1024)
+    assert took["shm"] <= bound, (took, bound)
+    assert took["shm"] - 4096 <= rss <= bound + 2 * 4096, (rss, took, bound)
