@@ -10,6 +10,8 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
   tail   the tail of the ring it writes: 2**40 ahead of the reader
   bell   the bell of the ring it writes: 7
   head   the reader's own head of the ring it writes: 2**40 past the tail
+  size   the size of the ring it writes: 3 (not a power of two within the
+         area), with one byte in it
   token  nothing in the page; a token byte that no push explains
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
@@ -28,8 +30,8 @@ SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
 MEMFD = "memfd:loopfast-shm"
 # src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
 # 128 bytes per direction ([0] client to server, [1] server to client);
-# in each, tail at 0 (u64), bell at 8 (u32), head at 64 (u64).
-RING0, HDR, TAIL, BELL, HEAD = 64, 128, 0, 8, 64
+# in each, tail at 0 (u64), bell at 8 (u32), size at 40 (u32), head at 64 (u64).
+RING0, HDR, TAIL, BELL, SIZE, HEAD = 64, 128, 0, 8, 40, 64
 
 role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if role == "server":
@@ -62,6 +64,9 @@ elif mode == "bell":
     word(mine + BELL, 4).value = 7
 elif mode == "head":
     word(mine + HEAD, 8).value = tail.value + 2 ** 40
+elif mode == "size":
+    word(mine + SIZE, 4).value = 3
+    tail.value += 1
 elif mode == "room":
     word(theirs + HEAD, 8).value = 2 ** 40
     if role == "client":
