@@ -1072,7 +1072,7 @@ SNDBUF_SERVER = textwrap.dedent("""
 """)
 
 SNDBUF_CLIENT = textwrap.dedent("""
-    import socket, sys, time
+    import socket, struct, sys, time
     port, when, val = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     def fill(c):
         n = 0
@@ -1086,10 +1086,14 @@ SNDBUF_CLIENT = textwrap.dedent("""
         c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
     c.connect(("127.0.0.1", port))
     assert c.recv(1) == b"r"
-    if when == "after":
+    if when in ("after", "blocking"):
         c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
-    c.setblocking(False)
-    n = fill(c)
+    if when == "blocking":       # one blocking write, cut short by SO_SNDTIMEO (200 ms)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 200000))
+        n = c.send(b"y" * (4 * val))
+    else:
+        c.setblocking(False)
+        n = fill(c)
     if when == "full":           # raised once the socket said EAGAIN: it takes more
         c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
         n += fill(c)
@@ -1105,12 +1109,14 @@ def pow2_at_least(n):
     return p
 
 
-@pytest.mark.parametrize("when,val", [("default", 0), ("before", 1 << 20), ("after", 4 << 20), ("full", 4 << 20)])
+@pytest.mark.parametrize("when,val", [("default", 0), ("before", 1 << 20), ("after", 4 << 20), ("full", 4 << 20),
+                                      ("blocking", 4 << 20)])
 def test_a_raised_sndbuf_takes_as_much_as_the_unix_stream(build, when, val):
     """SO_SNDBUF raised (1 MiB before connect, 4 MiB after it, or after
     the socket said EAGAIN; the kernel reports twice that, within
     net.core.wmem_max): the tier takes at least what the Unix-stream fast
-    path takes before EAGAIN (both proved from the kernel: the Unix pair
+    path takes before EAGAIN, or before a blocking write of 16 MiB ends
+    at its SO_SNDTIMEO (both proved from the kernel: the Unix pair
     in sock_diag, and the memfd mapped in both processes for the tier).
     Not exactly as many: the Unix stream counts each buffer's overhead
     against SO_SNDBUF (and then takes one more buffer), the ring counts
