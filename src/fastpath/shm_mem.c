@@ -133,10 +133,41 @@ void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd)
  * a fork's other process or a listener may have set it). A growth that
  * must wait (the unread bytes would move) is tried again at the next
  * write. */
+static uint32_t size_for(const struct lf_ring *r, uint32_t want)
+{
+	uint32_t m = LF_RING_SIZE;
+
+	while (m < want && m < r->area)
+		m *= 2;
+	return m;
+}
+
+/* A size in the page larger than this process's (the writer's half of
+ * the page, which the peer can write too) is taken only if this end's
+ * SO_SNDBUF asks for it: another process of this end (a fork) grew the
+ * ring for the socket they share. Any other is a peer's: LF_RING_BAD (a
+ * reset), so that a peer cannot make this writer spread its bytes over
+ * more of the area than its own SO_SNDBUF would. */
+static bool size_taken(struct lf_shm_conn *c, int fd)
+{
+	uint32_t m = lf__ring_size(&c->tx);
+
+	if (m <= c->tx.size)
+		return true; /* the same, or garbage the writer does not use (its reader resets) */
+	if (fd >= 0 && size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)
+		lf__shm_mem_sndbuf(c, fd);
+	if (size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)
+		return false;
+	c->tx.size = m;
+	return true;
+}
+
 long lf__shm_mem_room(struct lf_shm_conn *c, int fd)
 {
 	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
 
+	if (!size_taken(c, fd))
+		return LF_RING_BAD;
 	if (w > c->tx.limit)
 		lf__ring_grow(&c->tx, w);
 	long s = lf__ring_space(&c->tx);

@@ -124,11 +124,6 @@ size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size
 void lf__ring_sync(struct lf_ring *r, bool reader)
 {
 	r->pos = atomic_load_explicit(reader ? &r->h->head : &r->h->tail, memory_order_relaxed);
-	if (!reader) {
-		uint32_t m = lf__ring_size(r);
-		if (m > r->size)
-			r->size = m;
-	}
 }
 
 void lf__ring_views(void *map, uint32_t area, bool server, struct lf_ring *rx, struct lf_ring *tx)

@@ -90,7 +90,8 @@ size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_
  * publishes them. Returns the bytes copied. */
 size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max);
 /* Takes the end's own position back from the page (reader: head; writer:
- * tail, and a size grown by it): a forked process that shares the connection may have moved it.
+ * tail): a forked process that shares the connection may have moved it
+ * (and a writer's size: the caller decides, lf__shm_mem_room).
  * Whatever the peer wrote there instead, the copies stay in the ring (the
  * offset is masked) and the checks above still bound every count. */
 void lf__ring_sync(struct lf_ring *r, bool reader);

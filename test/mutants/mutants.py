@@ -1467,4 +1467,12 @@ MUTANTS += [
           "\treturn !(m & (m - 1)) && m >= LF_RING_SIZE && m <= area;\n",
           "\treturn m != 0;\n")],
         ["c:test-ring", "e2e:test_security.py -k 'garbage_in_the_rings and size'"], limit_s=300),
+    Mutant(
+        "shm-writer-takes-peer-size",
+        "a tier writer takes any larger size the page says for its ring, as if a fork of its own had grown it: "
+        "a peer makes it spread its bytes over the whole area",
+        [("src/fastpath/shm_mem.c",
+          "\tif (size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)\n\t\treturn false;\n",
+          "")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and grow'"], limit_s=300),
 ]

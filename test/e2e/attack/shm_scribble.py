@@ -12,11 +12,14 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
   head   the reader's own head of the ring it writes: 2**40 past the tail
   size   the size of the ring it writes: 3 (not a power of two within the
          area), with one byte in it
+  grow   the size of the ring the victim writes: its whole area (a size
+         the victim's SO_SNDBUF never asked), then as "room"
   token  nothing in the page; a token byte that no push explains
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
 Each ends with a token byte on the socket written by a raw system call (the
-doorbell a reader wakes on), except "room", whose victim is its writer."""
+doorbell a reader wakes on), except "room" and "grow", whose victim is its
+writer."""
 import ctypes
 import json
 import os
@@ -67,11 +70,14 @@ elif mode == "head":
 elif mode == "size":
     word(mine + SIZE, 4).value = 3
     tail.value += 1
-elif mode == "room":
-    word(theirs + HEAD, 8).value = 2 ** 40
+elif mode in ("room", "grow"):
+    if mode == "room":
+        word(theirs + HEAD, 8).value = 2 ** 40
+    else:
+        word(theirs + SIZE, 4).value = word(8, 4).value  # the page's third word: the area
     if role == "client":
         c.sendall(b"x")  # the server echoes it: a write into the ring
-if mode != "room":
+if mode not in ("room", "grow"):
     token = ctypes.create_string_buffer(b"t")  # held: the raw call reads it
     assert raw(SYS_WRITE, c.fileno(), ctypes.addressof(token), 1) == 1
 print("scribbled", flush=True)
