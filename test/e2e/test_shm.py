@@ -1149,3 +1149,35 @@ def test_a_raised_sndbuf_takes_as_much_as_the_unix_stream(build, when, val):
     bound = pow2_at_least(sndbuf["shm"] + 36 * 1024)
     assert took["shm"] <= bound, (took, bound)
     assert took["shm"] - 4096 <= rss <= bound + 2 * 4096, (rss, took, bound)
+
+
+# A forked child raises SO_SNDBUF (the socket's, shared with its parent),
+# writes 3 MB into a reader that has not read (its ring grows), and exits;
+# then the parent writes 3 MB more. The reader reads all 6 MB in order.
+FORK_GROWS = textwrap.dedent("""
+    import hashlib, os, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    data = os.urandom(6_000_000)
+    pid = os.fork()
+    if pid == 0:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        c.sendall(data[:3_000_000]); os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    c.sendall(data[3_000_000:])
+    h, n = hashlib.sha256(), 0
+    while n < len(data):
+        d = a.recv(1 << 20); h.update(d); n += len(d)
+    print(f"maps={mapped}", st, n, h.hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+""")
+
+
+def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
+    """The child's growth (SO_SNDBUF raised in the child) is taken by the
+    parent when it writes next (it reads SO_SNDBUF back once the page says
+    a larger size), so every byte arrives in order; plain TCP the control."""
+    got = run_both(FORK_GROWS)
+    assert got["tcp"] == ["0", "6000000", "True"], got
+    assert got["shm"] == got["tcp"], got

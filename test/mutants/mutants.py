@@ -1475,4 +1475,12 @@ MUTANTS += [
           "\tif (size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)\n\t\treturn false;\n",
           "")],
         ["e2e:test_security.py -k 'garbage_in_the_rings and grow'"], limit_s=300),
+    Mutant(
+        "shm-writer-ignores-fork-growth",
+        "a tier writer keeps its own ring size when another process of its end (a fork) grew the ring: "
+        "its bytes land where the reader does not look",
+        [("src/fastpath/shm_mem.c",
+          "\tc->tx.size = m;\n\treturn true;\n",
+          "\treturn true;\n")],
+        ["e2e:test_shm.py -k forked_child_keeps"]),
 ]
