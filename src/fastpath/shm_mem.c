@@ -127,12 +127,7 @@ void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd)
 		atomic_store_explicit(&c->want, lf__shm_mem_want(v), memory_order_relaxed);
 }
 
-/* The ring grows (lf__ring_grow) when its limit is below what SO_SNDBUF
- * asks: known from the application's setsockopt (interpose.c), or, when
- * the ring is full, read from the socket (one getsockopt per full ring:
- * a fork's other process or a listener may have set it). A growth that
- * must wait (the unread bytes would move) is tried again at the next
- * write. */
+/* The ring's size that holds want bytes. */
 static uint32_t size_for(const struct lf_ring *r, uint32_t want)
 {
 	uint32_t m = LF_RING_SIZE;
@@ -162,12 +157,17 @@ static bool size_taken(struct lf_shm_conn *c, int fd)
 	return true;
 }
 
+/* The ring grows (lf__ring_grow) when its limit is below what SO_SNDBUF
+ * asks: known from the application's setsockopt (interpose.c), or, when
+ * the ring is full, read from the socket (one getsockopt per full ring:
+ * a fork's other process or a listener may have set it). A growth that
+ * must wait (the unread bytes would move) is tried again at the next
+ * write. */
 long lf__shm_mem_room(struct lf_shm_conn *c, int fd)
 {
-	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
-
 	if (!size_taken(c, fd))
 		return LF_RING_BAD;
+	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
 	if (w > c->tx.limit)
 		lf__ring_grow(&c->tx, w);
 	long s = lf__ring_space(&c->tx);
