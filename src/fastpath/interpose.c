@@ -297,6 +297,8 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 			if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
 				lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec ||
 							    ((const struct timeval *)val)->tv_usec);
+			if (level == SOL_SOCKET && (opt == SO_SNDBUF || opt == SO_SNDBUFFORCE))
+				lf__shm_sndbuf(fd); /* the tier's ring follows it */
 			errno = e0;
 			return 0;
 		}

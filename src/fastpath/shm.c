@@ -56,11 +56,19 @@ long lf__shm_avail(const struct lf_shm_conn *c)
 	return lf__ring_avail(&v);
 }
 
-static long space_now(const struct lf_shm_conn *c)
+/* ... and the room, grown if the ring is full and SO_SNDBUF was raised. */
+static long space_now(struct lf_shm_conn *c)
 {
 	struct lf_ring v = c->tx;
 	lf__ring_sync(&v, false);
-	return lf__ring_space(&v);
+	long s = lf__ring_space(&v);
+	if (s == 0 && atomic_load_explicit(&c->want, memory_order_relaxed) > v.limit) {
+		pthread_mutex_lock(&c->txl);
+		lf__ring_sync(&c->tx, false);
+		s = lf__shm_mem_room(c, -1);
+		pthread_mutex_unlock(&c->txl);
+	}
+	return s;
 }
 
 struct lf_shm_conn *lf__shm_conn_of(int fd)
@@ -105,7 +113,7 @@ static void conn_put(struct lf_shm_conn *c)
 		atomic_fetch_add(&c->tx.h->fin, 2);
 	}
 	if (c->map)
-		munmap(c->map, LF_RING_MAP);
+		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
 	atomic_fetch_sub(&live, 1);
 	free(c);
 }
@@ -184,6 +192,14 @@ void lf__shm_closed(struct lf_shm_conn *c)
 	errno = e;
 }
 
+void lf__shm_sndbuf(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (c)
+		lf__shm_mem_sndbuf(c, fd);
+}
+
 /* ---- negotiation */
 
 bool lf__shm_wants(int fd)
@@ -196,6 +212,33 @@ bool lf__shm_wants(int fd)
 	return w;
 }
 
+/* Each direction's data area: room for the largest buffer SO_SNDBUF can
+ * give (twice net.core.wmem_max, read once per process) and the slack a
+ * Unix stream takes past it (lf__shm_mem_want), as a power of two from
+ * LF_RING_SIZE to LF_RING_MAX. Holes until written: an area costs address
+ * space, not memory. */
+static uint32_t ring_area(void)
+{
+	static _Atomic uint32_t area;
+	uint32_t a = atomic_load_explicit(&area, memory_order_relaxed);
+	char buf[32] = "";
+
+	if (a)
+		return a;
+	int fd = open("/proc/sys/net/core/wmem_max", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (lf__sys_read(fd, buf, sizeof(buf) - 1) < 0)
+			buf[0] = 0;
+		lf__sys_close(fd);
+	}
+	long long max = atoll(buf);
+	uint32_t want = lf__shm_mem_want((int)(max > 0 && max < LF_RING_MAX ? 2 * max : max > 0 ? LF_RING_MAX : 212992 * 2));
+	for (a = LF_RING_SIZE; a < want && a < LF_RING_MAX; a *= 2)
+		;
+	atomic_store_explicit(&area, a, memory_order_relaxed);
+	return a;
+}
+
 /* The server's memfd: made, sized, initialised, mapped, then sealed so
  * that its size can never change under the client's mapping. */
 static struct lf_shm_conn *make_rings(int *mfd)
@@ -203,12 +246,13 @@ static struct lf_shm_conn *make_rings(int *mfd)
 	struct lf_shm_conn *c = conn_new(true);
 	int fd = memfd_create("loopfast-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	void *map = MAP_FAILED;
+	uint32_t area = ring_area();
 
-	if (!c || fd < 0 || ftruncate(fd, LF_RING_MAP) ||
-	    (map = mmap(NULL, LF_RING_MAP, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
+	if (!c || fd < 0 || ftruncate(fd, (off_t)LF_RING_MAP_OF(area)) ||
+	    (map = mmap(NULL, LF_RING_MAP_OF(area), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
 	    lf__sys_fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		if (map != MAP_FAILED)
-			munmap(map, LF_RING_MAP);
+			munmap(map, LF_RING_MAP_OF(area));
 		if (fd >= 0)
 			lf__sys_close(fd);
 		if (c)
@@ -219,9 +263,9 @@ static struct lf_shm_conn *make_rings(int *mfd)
 	struct lf_ring_page *p = map;
 	p->magic = LF_RING_MAGIC;
 	p->version = LF_PROTO_VERSION;
-	p->size = LF_RING_SIZE;
+	p->size = area;
 	c->map = map;
-	lf__ring_views(map, true, &c->rx, &c->tx);
+	lf__ring_views(map, area, true, &c->rx, &c->tx);
 	*mfd = fd;
 	return c;
 }
@@ -282,23 +326,30 @@ void lf__shm_attach(int fd, struct lf_shm_conn *c)
 }
 
 /* The client's map of the server's memfd: only a sealed memfd of exactly
- * the rings' size (a smaller file would fault past its end). */
-static void *map_offer(int mfd)
+ * the rings' size for the area its header names (a power of two from
+ * LF_RING_SIZE to LF_RING_MAX; a smaller file would fault past its end).
+ * *area: that area, read once here (the peer may write the header later). */
+static void *map_offer(int mfd, uint32_t *area)
 {
 	struct stat st;
 	int seals = lf__sys_fcntl(mfd, F_GET_SEALS, 0);
 	int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
-	if (seals < 0 || (seals & need) != need || fstat(mfd, &st) || st.st_size != LF_RING_MAP)
+	if (seals < 0 || (seals & need) != need || fstat(mfd, &st) || st.st_size < (off_t)LF_RING_MAP ||
+	    st.st_size > (off_t)LF_RING_MAP_OF(LF_RING_MAX))
 		return NULL;
-	void *map = mmap(NULL, LF_RING_MAP, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	size_t len = (size_t)st.st_size;
+	void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	if (map == MAP_FAILED)
 		return NULL;
 	const struct lf_ring_page *p = map;
-	if (p->magic != LF_RING_MAGIC || p->version != LF_PROTO_VERSION || p->size != LF_RING_SIZE) {
-		munmap(map, LF_RING_MAP);
+	uint32_t a = p->size;
+	if (p->magic != LF_RING_MAGIC || p->version != LF_PROTO_VERSION || (a & (a - 1)) || a < LF_RING_SIZE ||
+	    a > LF_RING_MAX || LF_RING_MAP_OF(a) != len) {
+		munmap(map, len);
 		return NULL;
 	}
+	*area = a;
 	return map;
 }
 
@@ -327,6 +378,7 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		return;
 	}
 	int mfd = -1, extra = 0;
+	uint32_t area = 0;
 	for (struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
 		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
 			continue;
@@ -347,8 +399,8 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		atomic_store(&c->state, OFF);
 	} else if (v == 'N' && mfd < 0) {
 		atomic_store(&c->state, OFF);
-	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = map_offer(mfd))) {
-		lf__ring_views(c->map, false, &c->rx, &c->tx);
+	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = map_offer(mfd, &area))) {
+		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
 		atomic_store_explicit(&c->tx.h->pre, c->stream_out, memory_order_relaxed);
 		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
 		atomic_store(&c->state, ON);

@@ -37,6 +37,10 @@ void lf__shm_fin(int fd);
 struct lf_shm_conn *lf__shm_hold(int fd);
 void lf__shm_closed(struct lf_shm_conn *c);
 
+/* setsockopt SO_SNDBUF or SO_SNDBUFFORCE succeeded on fd: its ring
+ * follows (shm_mem.c). */
+void lf__shm_sndbuf(int fd);
+
 /* Client, before its hello: does fd ask for the tier? */
 bool lf__shm_wants(int fd);
 /* Server, at the claim of the hello unx (listener lfd; asked: its name

@@ -36,6 +36,7 @@ struct lf_shm_conn {
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
+	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end
 	 * changes the word after the kernel's close, and the next write
@@ -80,5 +81,8 @@ bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, bef
 bool lf__shm_mem_wait(struct lf_shm_conn *c);           /* writer, without txl, after a false: true once it may look again */
 void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
 void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
+uint32_t lf__shm_mem_want(int sndbuf);                  /* the bytes a ring may hold for a socket's SO_SNDBUF */
+void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd); /* reads fd's SO_SNDBUF into c->want */
+long lf__shm_mem_room(struct lf_shm_conn *c, int fd);   /* writer, under txl, tx synced: its room, grown to SO_SNDBUF (fd < 0: no getsockopt) */
 
 #endif

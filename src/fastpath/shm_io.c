@@ -705,7 +705,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		pthread_mutex_lock(&c->txl);
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
-		long s = mine ? lf__ring_space(&c->tx) : 0;
+		long s = mine ? lf__shm_mem_room(c, fd) : 0; /* grown to SO_SNDBUF if need be */
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
 		uint64_t t = c->tx.pos;
 		if (mine)

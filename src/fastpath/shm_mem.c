@@ -37,6 +37,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <stdint.h>
 #include <sys/mman.h>
 
 /* Bytes that may pass through a ring without a give-back: fewer than KEEP
@@ -82,6 +83,8 @@ void lf__shm_mem_exit(struct lf_shm_conn *c)
 	atomic_store_explicit(&c->tx.h->wbusy, W_IDLE, memory_order_release);
 }
 
+/* A ring that grew (below) is punched whole: its grown part, then its
+ * first LF_RING_SIZE bytes (a size that is garbage: the whole area). */
 void lf__shm_mem_idle(struct lf_shm_conn *c)
 {
 	struct lf_ring *r = &c->rx;
@@ -89,8 +92,88 @@ void lf__shm_mem_idle(struct lf_shm_conn *c)
 
 	if (r->pos - c->trimmed < KEEP || !atomic_compare_exchange_strong(&r->h->trim, &zero, 1))
 		return;
+	uint32_t n = lf__ring_size(r) ? lf__ring_size(r) : r->area;
 	if (atomic_load(&r->h->wbusy) == W_IDLE && atomic_load(&r->h->tail) == r->pos &&
+	    (n <= LF_RING_SIZE || !madvise(r->data + LF_RING_SIZE, n - LF_RING_SIZE, MADV_REMOVE)) &&
 	    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))
 		c->trimmed = r->pos;
 	atomic_store_explicit(&r->h->trim, 0, memory_order_release);
+}
+
+/* The ring follows SO_SNDBUF. A Unix stream takes bytes while what it
+ * holds (counted with each buffer's overhead, skb truesize) is below the
+ * socket's SO_SNDBUF (the value getsockopt reports: twice what was set,
+ * within net.core.wmem_max unless SO_SNDBUFFORCE), and then the whole of
+ * the write's next buffer, up to SLACK bytes: so it never holds more than
+ * SO_SNDBUF + SLACK bytes of data (212,992 + 20,160 measured by default,
+ * with 64 KiB writes). The ring lets that many wait, at least
+ * LF_RING_SIZE, at most its area, so that a writer never gets EAGAIN or
+ * waits earlier than on the Unix stream. */
+#define SLACK (36u * 1024u) /* SKB_MAX_HEAD(0) + UNIX_SKB_FRAGS_SZ (32 KiB), rounded up */
+
+uint32_t lf__shm_mem_want(int sndbuf)
+{
+	uint64_t w = sndbuf > 0 ? (uint64_t)sndbuf + SLACK : 0;
+
+	return w < LF_RING_SIZE ? LF_RING_SIZE : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l))
+		atomic_store_explicit(&c->want, lf__shm_mem_want(v), memory_order_relaxed);
+}
+
+/* The ring's size that holds want bytes. */
+static uint32_t size_for(const struct lf_ring *r, uint32_t want)
+{
+	uint32_t m = LF_RING_SIZE;
+
+	while (m < want && m < r->area)
+		m *= 2;
+	return m;
+}
+
+/* A size in the page larger than this process's (the writer's half of
+ * the page, which the peer can write too) is taken only if this end's
+ * SO_SNDBUF asks for it: another process of this end (a fork) grew the
+ * ring for the socket they share. Any other is a peer's: LF_RING_BAD (a
+ * reset), so that a peer cannot make this writer spread its bytes over
+ * more of the area than its own SO_SNDBUF would. */
+static bool size_taken(struct lf_shm_conn *c, int fd)
+{
+	uint32_t m = lf__ring_size(&c->tx);
+
+	if (m <= c->tx.size)
+		return true; /* the same, or garbage the writer does not use (its reader resets) */
+	if (fd >= 0 && size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)
+		lf__shm_mem_sndbuf(c, fd);
+	if (size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)
+		return false;
+	c->tx.size = m;
+	return true;
+}
+
+/* The ring grows (lf__ring_grow) when its limit is below what SO_SNDBUF
+ * asks: known from the application's setsockopt (interpose.c), or, when
+ * the ring is full, read from the socket (one getsockopt per full ring:
+ * a fork's other process or a listener may have set it). A growth that
+ * must wait (the unread bytes would move) is tried again at the next
+ * write. */
+long lf__shm_mem_room(struct lf_shm_conn *c, int fd)
+{
+	if (!size_taken(c, fd))
+		return LF_RING_BAD;
+	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
+	if (w > c->tx.limit)
+		lf__ring_grow(&c->tx, w);
+	long s = lf__ring_space(&c->tx);
+	if (s != 0 || fd < 0)
+		return s;
+	lf__shm_mem_sndbuf(c, fd);
+	w = atomic_load_explicit(&c->want, memory_order_relaxed);
+	return w > c->tx.limit && lf__ring_grow(&c->tx, w) ? lf__ring_space(&c->tx) : 0;
 }

@@ -3,9 +3,10 @@
  * tail; the reader copies them out after an acquire load of tail and
  * gives the room back with a release store of head. Positions are 64-bit
  * byte counts that never wrap in practice; the offset in the ring is the
- * count modulo LF_RING_SIZE (a power of two), so no value of any shared
- * word makes a copy reach outside the ring; a peer that writes garbage
- * into the positions gets LF_RING_BAD from the checks. */
+ * count modulo the ring's size (a power of two, checked to lie within the
+ * area the mapping holds), so no value of any shared word makes a copy
+ * reach outside the area; a peer that writes garbage into the positions
+ * or the size gets LF_RING_BAD from the checks. */
 #include "ring.h"
 
 #include <string.h>
@@ -13,12 +14,26 @@
 _Static_assert((LF_RING_SIZE & (LF_RING_SIZE - 1)) == 0, "the ring's size is a power of two");
 _Static_assert(sizeof(struct lf_ring_page) <= LF_RING_PAGE, "the headers fit their page");
 
+static bool size_ok(uint32_t m, uint32_t area)
+{
+	return !(m & (m - 1)) && m >= LF_RING_SIZE && m <= area;
+}
+
+uint32_t lf__ring_size(const struct lf_ring *r)
+{
+	uint32_t v = atomic_load_explicit(&r->h->size, memory_order_acquire), m = v ? v : LF_RING_SIZE;
+
+	return size_ok(m, r->area) ? m : 0;
+}
+
+/* The size is read after tail: a reader that sees bytes placed under a
+ * new size sees the size too (the writer stored it first). */
 long lf__ring_avail(const struct lf_ring *r)
 {
 	uint64_t tail = atomic_load_explicit(&r->h->tail, memory_order_acquire);
-	uint64_t n = tail - r->pos;
+	uint64_t n = tail - r->pos, size = lf__ring_size(r);
 
-	return n > LF_RING_SIZE ? LF_RING_BAD : (long)n;
+	return n > size ? LF_RING_BAD : (long)n;
 }
 
 long lf__ring_space(const struct lf_ring *r)
@@ -26,14 +41,36 @@ long lf__ring_space(const struct lf_ring *r)
 	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
 	uint64_t used = r->pos - head;
 
-	return used > LF_RING_SIZE ? LF_RING_BAD : (long)(LF_RING_SIZE - used);
+	return used > r->size ? LF_RING_BAD : used >= r->limit ? 0 : (long)(r->limit - used);
 }
 
-/* Copies len bytes between the ring at position pos and buf, in at most
- * two pieces (the ring wraps). */
-static void ring_copy(unsigned char *data, uint64_t pos, unsigned char *buf, size_t len, bool out)
+bool lf__ring_grow(struct lf_ring *r, uint32_t limit)
 {
-	size_t off = (size_t)(pos & (LF_RING_SIZE - 1)), first = LF_RING_SIZE - off;
+	uint32_t m = r->size;
+
+	if (limit > r->area)
+		limit = r->area;
+	if (limit <= r->limit)
+		return true;
+	while (m < limit)
+		m *= 2;
+	if (m != r->size) {
+		uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire), used = r->pos - head;
+		uint64_t block = ~(uint64_t)(r->size - 1);
+		if (used > r->size || (used && (((head ^ (r->pos - 1)) & block) || (head & (m - 1)) >= r->size)))
+			return false;
+		atomic_store_explicit(&r->h->size, m, memory_order_release);
+		r->size = m;
+	}
+	r->limit = limit;
+	return true;
+}
+
+/* Copies len bytes between the ring (of size bytes) at position pos and
+ * buf, in at most two pieces (the ring wraps). */
+static void ring_copy(unsigned char *data, uint32_t size, uint64_t pos, unsigned char *buf, size_t len, bool out)
+{
+	size_t off = (size_t)(pos & (size - 1)), first = size - off;
 
 	if (first > len)
 		first = len;
@@ -47,14 +84,15 @@ static void ring_copy(unsigned char *data, uint64_t pos, unsigned char *buf, siz
 }
 
 /* Walks iov[0..n) for up to max bytes, copying each piece. */
-static size_t ring_iov(unsigned char *data, uint64_t pos, const struct iovec *iov, size_t n, size_t max, bool out)
+static size_t ring_iov(unsigned char *data, uint32_t size, uint64_t pos, const struct iovec *iov, size_t n, size_t max,
+		       bool out)
 {
 	size_t done = 0;
 
 	for (size_t i = 0; i < n && done < max; i++) {
 		size_t len = iov[i].iov_len < max - done ? iov[i].iov_len : max - done;
 		if (len)
-			ring_copy(data, pos + done, iov[i].iov_base, len, out);
+			ring_copy(data, size, pos + done, iov[i].iov_base, len, out);
 		done += len;
 	}
 	return done;
@@ -62,7 +100,8 @@ static size_t ring_iov(unsigned char *data, uint64_t pos, const struct iovec *io
 
 size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max, bool peek)
 {
-	size_t done = ring_iov(r->data, r->pos, iov, n, max, true);
+	uint32_t size = lf__ring_size(r);
+	size_t done = size ? ring_iov(r->data, size, r->pos, iov, n, max, true) : 0;
 
 	if (!peek && done) {
 		r->pos += done;
@@ -73,7 +112,7 @@ size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_
 
 size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max)
 {
-	size_t done = ring_iov(r->data, r->pos, iov, n, max, false);
+	size_t done = ring_iov(r->data, r->size, r->pos, iov, n, max, false);
 
 	if (done) {
 		r->pos += done;
@@ -87,11 +126,11 @@ void lf__ring_sync(struct lf_ring *r, bool reader)
 	r->pos = atomic_load_explicit(reader ? &r->h->head : &r->h->tail, memory_order_relaxed);
 }
 
-void lf__ring_views(void *map, bool server, struct lf_ring *rx, struct lf_ring *tx)
+void lf__ring_views(void *map, uint32_t area, bool server, struct lf_ring *rx, struct lf_ring *tx)
 {
 	struct lf_ring_page *p = map;
-	unsigned char *c2s = (unsigned char *)map + LF_RING_PAGE, *s2c = c2s + LF_RING_SIZE;
+	unsigned char *c2s = (unsigned char *)map + LF_RING_PAGE, *s2c = c2s + area;
 
-	*rx = (struct lf_ring){ &p->ring[server ? 0 : 1], server ? c2s : s2c, 0 };
-	*tx = (struct lf_ring){ &p->ring[server ? 1 : 0], server ? s2c : c2s, 0 };
+	*rx = (struct lf_ring){ &p->ring[server ? 0 : 1], server ? c2s : s2c, 0, area, LF_RING_SIZE, LF_RING_SIZE };
+	*tx = (struct lf_ring){ &p->ring[server ? 1 : 0], server ? s2c : c2s, 0, area, LF_RING_SIZE, LF_RING_SIZE };
 }

@@ -16,13 +16,19 @@
 #include <sys/uio.h>
 
 #define LF_RING_MAGIC 0x6873464cu /* "LFsh" */
-/* Bytes of data per direction: at least a Unix stream's default buffer
- * (212,992), so that a writer never waits earlier than it would there. */
+/* Bytes of data per direction to begin with: at least a Unix stream's
+ * default buffer (212,992), so that a writer never waits earlier than it
+ * would there. A ring grows (a power of two, at most its area) to follow a
+ * raised SO_SNDBUF (lf__ring_grow; docs/shm.md, "Memory"). */
 #define LF_RING_SIZE (256u * 1024u)
+/* The most data area per direction a memfd may hold (the server sizes it
+ * by what SO_SNDBUF can reach: net.core.wmem_max). */
+#define LF_RING_MAX (64u * 1024u * 1024u)
 #define LF_RING_PAGE 4096u
-/* The memfd: a page of headers, then the client-to-server ring's data,
- * then the server-to-client ring's. */
-#define LF_RING_MAP (LF_RING_PAGE + 2u * LF_RING_SIZE)
+/* The memfd: a page of headers, then the client-to-server ring's data
+ * area, then the server-to-client ring's, each `area` bytes. */
+#define LF_RING_MAP_OF(area) (LF_RING_PAGE + 2u * (size_t)(area))
+#define LF_RING_MAP LF_RING_MAP_OF(LF_RING_SIZE)
 
 /* One direction's shared words, each side's on its own cache line. */
 struct lf_ring_hdr {
@@ -34,6 +40,7 @@ struct lf_ring_hdr {
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
 	_Atomic uint32_t fin;                /* writer: its end is closing (bit 0: close, SHUT_WR; the reader looks at the socket), +2 after each close of its end (the peer's writer looks) */
 	_Atomic uint32_t wbusy;              /* writer: 1 while it copies; 2 idle (0: it never wrote, or knows no trims) */
+	_Atomic uint32_t size;               /* writer: the ring's size now, a power of two within the area (0: LF_RING_SIZE); grows only */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
@@ -43,7 +50,7 @@ struct lf_ring_hdr {
 };
 
 struct lf_ring_page {
-	uint32_t magic, version, size;
+	uint32_t magic, version, size; /* size: each direction's data area */
 	struct lf_ring_hdr ring[2]; /* [0] client to server, [1] server to client */
 };
 
@@ -52,29 +59,45 @@ struct lf_ring {
 	struct lf_ring_hdr *h;
 	unsigned char *data;
 	uint64_t pos; /* reader: its head; writer: its tail (never read back from h) */
+	uint32_t area;  /* bytes of data area (checked when mapped) */
+	uint32_t size;  /* writer: the ring's size, as it stored it in h */
+	uint32_t limit; /* writer: the most bytes it lets wait in the ring (<= size) */
 };
 
 #define LF_RING_BAD (-1)
 
-/* Reader: bytes readable (0..LF_RING_SIZE), or LF_RING_BAD when the peer's
- * tail is behind the reader or more than a ring ahead. */
+/* The ring's size as its writer stored it: a power of two from
+ * LF_RING_SIZE to the area, else 0 (garbage). */
+uint32_t lf__ring_size(const struct lf_ring *r);
+/* Reader: bytes readable (0..the ring's size), or LF_RING_BAD when the peer's
+ * tail is behind the reader or more than a ring ahead, or its size is garbage. */
 long lf__ring_avail(const struct lf_ring *r);
-/* Writer: bytes of room, or LF_RING_BAD when the peer's head is ahead of
- * the writer or more than a ring behind. */
+/* Writer: bytes of room (up to its limit), or LF_RING_BAD when the peer's
+ * head is ahead of the writer or more than a ring behind. */
 long lf__ring_space(const struct lf_ring *r);
+/* Writer: lets up to `limit` bytes (at most the area) wait in the ring,
+ * growing its size if need be. A size can change only while every unread
+ * byte has the same place under both sizes (the ring is empty, or its
+ * unread bytes lie in the first `size` bytes of a block of the new size:
+ * the first fill is), so that a reader that read the size before the
+ * change still reads the right bytes. false: not now (the limit stays).
+ * Garbage in head also gives false (the next space says LF_RING_BAD). */
+bool lf__ring_grow(struct lf_ring *r, uint32_t limit);
 /* Copies up to max bytes (max <= what avail said) into iov[0..n); peek:
- * without consuming. Returns the bytes copied. */
+ * without consuming. Returns the bytes copied (0: the size is garbage). */
 size_t lf__ring_read(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max, bool peek);
 /* Copies up to max bytes (max <= what space said) from iov[0..n) and
  * publishes them. Returns the bytes copied. */
 size_t lf__ring_write(struct lf_ring *r, const struct iovec *iov, size_t n, size_t max);
 /* Takes the end's own position back from the page (reader: head; writer:
- * tail): a forked process that shares the connection may have moved it.
+ * tail): a forked process that shares the connection may have moved it
+ * (and a writer's size: the caller decides, lf__shm_mem_room).
  * Whatever the peer wrote there instead, the copies stay in the ring (the
  * offset is masked) and the checks above still bound every count. */
 void lf__ring_sync(struct lf_ring *r, bool reader);
-/* Sets the views of both directions on a mapping of LF_RING_MAP bytes
- * (server: true for the server's end). */
-void lf__ring_views(void *map, bool server, struct lf_ring *rx, struct lf_ring *tx);
+/* Sets the views of both directions on a mapping of LF_RING_MAP_OF(area)
+ * bytes (area: a power of two from LF_RING_SIZE to LF_RING_MAX, checked by
+ * the caller; server: true for the server's end). */
+void lf__ring_views(void *map, uint32_t area, bool server, struct lf_ring *rx, struct lf_ring *tx);
 
 #endif

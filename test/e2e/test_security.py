@@ -1241,7 +1241,7 @@ def test_forged_tier_hellos_get_no_memfd(build, attacker, fam):
     assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
 
 
-SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room"])
+SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow"])
 
 
 @SCRIBBLES
@@ -1258,7 +1258,7 @@ def test_server_of_another_uid_writing_garbage_in_the_rings(build, attacker, mod
     cl = None
     try:
         port = int(readline(evil))
-        cl = as_root(attacker, "shm_client", "4", port, "write" if mode == "room" else "read", tier="shm")
+        cl = as_root(attacker, "shm_client", "4", port, "write" if mode in ("room", "grow") else "read", tier="shm")
         assert readline(cl).strip() == "ready", cl.errors()
         assert readline(evil).strip() == "ready"
         wait_fast_path(cl, evil.pid, port)

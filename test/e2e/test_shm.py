@@ -1093,3 +1093,124 @@ def test_a_writer_that_sleeps_for_room_makes_the_readers_barrier(build, tmp_path
     srv_calls, cli_calls = (p.read_text() for p in (tmp_path / "srv", tmp_path / "cli"))
     assert "membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) = 0" in srv_calls, srv_calls
     assert "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) = 0" in cli_calls, cli_calls
+# A writer that raised SO_SNDBUF (before connect, after it, or once the
+# socket was full) and a reader that never reads: the non-blocking writer
+# writes 64 KiB pieces until EAGAIN. The server sends one byte first, so
+# that the client has the tier's answer before it fills.
+SNDBUF_SERVER = textwrap.dedent("""
+    import socket, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept(); c.sendall(b"r"); time.sleep(60)
+""")
+
+SNDBUF_CLIENT = textwrap.dedent("""
+    import socket, struct, sys, time
+    port, when, val = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    def fill(c):
+        n = 0
+        while True:
+            try:
+                n += c.send(b"y" * 65536)
+            except BlockingIOError:
+                return n
+    c = socket.socket()
+    if when == "before":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+    c.connect(("127.0.0.1", port))
+    assert c.recv(1) == b"r"
+    if when in ("after", "blocking"):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+    if when == "blocking":       # one blocking write, cut short by SO_SNDTIMEO (200 ms)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 200000))
+        n = c.send(b"y" * (4 * val))
+    else:
+        c.setblocking(False)
+        n = fill(c)
+    if when == "full":           # raised once the socket said EAGAIN: it takes more
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, val)
+        n += fill(c)
+    print("accepted", n, c.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def pow2_at_least(n):
+    p = 256 * 1024
+    while p < n:
+        p *= 2
+    return p
+
+
+@pytest.mark.parametrize("when,val", [("default", 0), ("before", 1 << 20), ("after", 4 << 20), ("full", 4 << 20),
+                                      ("blocking", 4 << 20)])
+def test_a_raised_sndbuf_takes_as_much_as_the_unix_stream(build, when, val):
+    """SO_SNDBUF raised (1 MiB before connect, 4 MiB after it, or after
+    the socket said EAGAIN; the kernel reports twice that, within
+    net.core.wmem_max): the tier takes at least what the Unix-stream fast
+    path takes before EAGAIN, or before a blocking write of 16 MiB ends
+    at its SO_SNDTIMEO (both proved from the kernel: the Unix pair
+    in sock_diag, and the memfd mapped in both processes for the tier).
+    Not exactly as many: the Unix stream counts each buffer's overhead
+    against SO_SNDBUF (and then takes one more buffer), the ring counts
+    bytes, up to SO_SNDBUF + 36 KiB (lf__shm_mem_want). Memory stays
+    bounded: the ring's size is the power of two that holds that, and
+    what the client's memfd holds resident is the bytes taken, rounded
+    to pages, plus the header page and the page of the server's byte,
+    never more than that size."""
+    took, sndbuf = {}, {}
+    for tier in ("uds", "shm"):
+        srv = start(tier, SNDBUF_SERVER)
+        cli = None
+        try:
+            port = readline(srv).strip()
+            cli = subprocess.Popen(lf_cmd([sys.executable, "-c", SNDBUF_CLIENT, port, when, str(val)], tier=tier),
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            words = readline(cli).split()
+            assert words[0] == "accepted", words
+            took[tier], sndbuf[tier] = int(words[1]), int(words[2])
+            wait_fast_path(cli, srv.pid, int(port))  # the Unix stream, both ends, by sock_diag
+            if tier == "shm":
+                assert maps_memfd(cli.pid) >= 1 and maps_memfd(srv.pid) >= 1
+                rss = sum(memfd_rss(cli.pid))
+        finally:
+            stop(cli, srv)
+    assert sndbuf["uds"] == sndbuf["shm"], sndbuf
+    if val:
+        assert sndbuf["shm"] > 2 * 212992, sndbuf  # raised indeed (wmem_max allows it here)
+    assert took["shm"] >= took["uds"], (took, sndbuf)
+    bound = pow2_at_least(sndbuf["shm"] + 36 * 1024)
+    assert took["shm"] <= bound, (took, bound)
+    assert took["shm"] - 4096 <= rss <= bound + 2 * 4096, (rss, took, bound)
+
+
+# A forked child raises SO_SNDBUF (the socket's, shared with its parent),
+# writes 3 MB into a reader that has not read (its ring grows), and exits;
+# then the parent writes 3 MB more. The reader reads all 6 MB in order.
+FORK_GROWS = textwrap.dedent("""
+    import hashlib, os, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    data = os.urandom(6_000_000)
+    pid = os.fork()
+    if pid == 0:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        c.sendall(data[:3_000_000]); os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    c.sendall(data[3_000_000:])
+    h, n = hashlib.sha256(), 0
+    while n < len(data):
+        d = a.recv(1 << 20); h.update(d); n += len(d)
+    print(f"maps={mapped}", st, n, h.hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+""")
+
+
+def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
+    """The child's growth (SO_SNDBUF raised in the child) is taken by the
+    parent when it writes next (it reads SO_SNDBUF back once the page says
+    a larger size), so every byte arrives in order; plain TCP the control."""
+    got = run_both(FORK_GROWS)
+    assert got["tcp"] == ["0", "6000000", "True"], got
+    assert got["shm"] == got["tcp"], got

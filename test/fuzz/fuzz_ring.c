@@ -1,12 +1,14 @@
 /* libFuzzer target: the shm tier's ring code (src/protocol/ring.c) against
  * a peer that writes anything into the shared words. The input is a
  * program: each 9-byte step is an operation byte and a 64-bit value. The
- * peer sets the tail or head it shares (any value), or this end reads or
- * writes up to `value` bytes through the checks, as shm.c does. The rings'
- * data lives in exactly LF_RING_SIZE-byte allocations, so ASan sees any
- * copy outside them. Checked: memory safety; avail and space are
- * LF_RING_BAD or within the ring; a read or a write moves the end's own
- * position by what it returned, never more than the check allowed. */
+ * peer sets the tail, head or size word it shares (any value), or this end
+ * reads or writes up to `value` bytes through the checks, as shm.c does,
+ * or its writer asks the ring to grow. The rings' data lives in exactly
+ * area-sized allocations, so ASan sees any copy outside them. Checked:
+ * memory safety; avail and space are LF_RING_BAD or within the area; a
+ * grown ring's size is a power of two within the area, its limit within
+ * it; a read or a write moves the end's own position by what it returned,
+ * never more than the check allowed. */
 #include "ring.h"
 
 #include <stdlib.h>
@@ -14,24 +16,26 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); /* libFuzzer's entry */
 
-static unsigned char scratch[LF_RING_SIZE + 1];
+/* An area of four initial rings, so that growth is driven too. */
+#define AREA (4u * LF_RING_SIZE)
+static unsigned char scratch[AREA + 1];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* Allocated once (each exactly a ring: ASan still sees a copy past
-	 * it), so that an input costs its steps, not two 256 KiB mallocs. */
+	/* Allocated once (each exactly an area: ASan still sees a copy past
+	 * it), so that an input costs its steps, not two 1 MiB mallocs. */
 	static struct lf_ring_hdr *h;
 	static unsigned char *rxd, *txd;
 
-	if (!h && (!(h = aligned_alloc(64, 2 * sizeof(*h))) || !(rxd = malloc(LF_RING_SIZE)) ||
-		   !(txd = malloc(LF_RING_SIZE))))
+	if (!h && (!(h = aligned_alloc(64, 2 * sizeof(*h))) || !(rxd = malloc(AREA)) || !(txd = malloc(AREA))))
 		abort();
 	memset(h, 0, 2 * sizeof(*h));
-	struct lf_ring rx = { &h[0], rxd, 0 }, tx = { &h[1], txd, 0 };
+	struct lf_ring rx = { &h[0], rxd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
+	struct lf_ring tx = { &h[1], txd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
 	for (size_t at = 0; at + 9 <= size; at += 9) {
 		uint64_t v;
 		memcpy(&v, data + at + 1, sizeof(v));
-		switch (data[at] % 5) {
+		switch (data[at] % 7) {
 		case 0:
 			atomic_store(&rx.h->tail, v); /* the peer's tail: anything */
 			break;
@@ -40,12 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case 2: { /* read up to v bytes, maybe peeking, in two pieces */
 			long a = lf__ring_avail(&rx);
-			if (a != LF_RING_BAD && (a < 0 || a > (long)LF_RING_SIZE))
+			if (a != LF_RING_BAD && (a < 0 || a > (long)AREA))
 				abort();
 			if (a <= 0)
 				break;
-			size_t want = (size_t)(v % (LF_RING_SIZE + 1)), max = want < (size_t)a ? want : (size_t)a;
-			struct iovec iov[2] = { { scratch, max / 3 }, { scratch + max / 3, LF_RING_SIZE + 1 - max / 3 } };
+			size_t want = (size_t)(v % (AREA + 1)), max = want < (size_t)a ? want : (size_t)a;
+			struct iovec iov[2] = { { scratch, max / 3 }, { scratch + max / 3, AREA + 1 - max / 3 } };
 			uint64_t pos = rx.pos;
 			bool peek = v >> 63;
 			size_t got = lf__ring_read(&rx, iov, 2, max, peek);
@@ -54,22 +58,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 3: { /* write up to v bytes */
+			lf__ring_sync(&tx, false); /* as the library does: a size the page says grew is taken */
 			long s = lf__ring_space(&tx);
-			if (s != LF_RING_BAD && (s < 0 || s > (long)LF_RING_SIZE))
+			if (s != LF_RING_BAD && (s < 0 || s > (long)AREA || tx.limit > tx.size || tx.size > AREA))
 				abort();
 			if (s <= 0)
 				break;
-			size_t want = (size_t)(v % (LF_RING_SIZE + 1)), max = want < (size_t)s ? want : (size_t)s;
-			struct iovec iov = { scratch, LF_RING_SIZE + 1 };
+			size_t want = (size_t)(v % (AREA + 1)), max = want < (size_t)s ? want : (size_t)s;
+			struct iovec iov = { scratch, AREA + 1 };
 			uint64_t pos = tx.pos;
 			if (lf__ring_write(&tx, &iov, 1, max) != max || tx.pos != pos + max ||
 			    (max && atomic_load(&tx.h->tail) != tx.pos))
 				abort();
 			break;
 		}
+		case 4: /* the peer writes either ring's size word: anything */
+			atomic_store(&(v >> 63 ? tx : rx).h->size, (uint32_t)v);
+			break;
+		case 5: /* the writer asks for a limit of up to the area and more */
+			lf__ring_grow(&tx, (uint32_t)(v % (2 * AREA)));
+			if (tx.limit > tx.size || tx.size > AREA || (tx.size & (tx.size - 1)))
+				abort();
+			break;
 		default: /* this end's position far along (a long-lived connection) */
 			rx.pos += v & 0xffffffff;
 			tx.pos += v >> 32;
+			atomic_store(&tx.h->tail, tx.pos); /* as a write would have */
 			break;
 		}
 	}

@@ -870,7 +870,7 @@ MUTANTS += [
         "shm-ring-trusts-tail",
         "the ring reader takes the peer's tail as it is: garbage more than a ring ahead is read as data",
         [("src/protocol/ring.c",
-          "\treturn n > LF_RING_SIZE ? LF_RING_BAD : (long)n;\n",
+          "\treturn n > size ? LF_RING_BAD : (long)n;\n",
           "\treturn (long)n;\n")],
         ["c:test-ring"], limit_s=120),
     Mutant(
@@ -936,8 +936,8 @@ MUTANTS += [
         "shm-writer-trusts-head",
         "the ring writer takes the peer's head as it is: a head far ahead reads as room, not a reset",
         [("src/protocol/ring.c",
-          "\treturn used > LF_RING_SIZE ? LF_RING_BAD : (long)(LF_RING_SIZE - used);\n",
-          "\treturn (long)(LF_RING_SIZE - used);\n")],
+          "\treturn used > r->size ? LF_RING_BAD : used >= r->limit ? 0 : (long)(r->limit - used);\n",
+          "\treturn (long)(r->limit - used);\n")],
         ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
 ]
 
@@ -1468,4 +1468,48 @@ MUTANTS += [
           "\t\tl = lf__sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ? 1 : -1;\n",
           "\t\tl = 1;\n")],
         ["e2e:test_shm.py -k sleeps_for_room"]),
+]
+# The tier's ring follows SO_SNDBUF (issue 23, "Memory"; src/fastpath/shm_mem.c,
+# src/protocol/ring.c lf__ring_grow): a writer never gets EAGAIN earlier than on
+# the Unix stream, and a ring grows only where no unread byte moves.
+MUTANTS += [
+    Mutant(
+        "shm-ring-ignores-sndbuf",
+        "the tier's ring stays at 256 KiB whatever SO_SNDBUF says: a writer that raised it to 1 or 4 MiB gets "
+        "EAGAIN after 262,144 bytes where the Unix stream takes 2 or 8 MB",
+        [("src/fastpath/shm_mem.c",
+          "\treturn w < LF_RING_SIZE ? LF_RING_SIZE : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;\n",
+          "\treturn LF_RING_SIZE;\n")],
+        ["e2e:test_shm.py -k raised_sndbuf"]),
+    Mutant(
+        "shm-ring-grows-moving-bytes",
+        "a ring grows whatever its unread bytes: those that wrapped are then read from the wrong place",
+        [("src/protocol/ring.c",
+          "\t\tif (used > r->size || (used && (((head ^ (r->pos - 1)) & block) || (head & (m - 1)) >= r->size)))\n",
+          "\t\tif (used > r->size)\n")],
+        ["c:test-ring"], limit_s=120),
+    Mutant(
+        "shm-reader-trusts-size",
+        "the ring reader takes the peer's size word as it is: a size that is not a power of two within the "
+        "area is used as the ring's",
+        [("src/protocol/ring.c",
+          "\treturn !(m & (m - 1)) && m >= LF_RING_SIZE && m <= area;\n",
+          "\treturn m != 0;\n")],
+        ["c:test-ring", "e2e:test_security.py -k 'garbage_in_the_rings and size'"], limit_s=300),
+    Mutant(
+        "shm-writer-takes-peer-size",
+        "a tier writer takes any larger size the page says for its ring, as if a fork of its own had grown it: "
+        "a peer makes it spread its bytes over the whole area",
+        [("src/fastpath/shm_mem.c",
+          "\tif (size_for(&c->tx, atomic_load_explicit(&c->want, memory_order_relaxed)) < m)\n\t\treturn false;\n",
+          "")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and grow'"], limit_s=300),
+    Mutant(
+        "shm-writer-ignores-fork-growth",
+        "a tier writer keeps its own ring size when another process of its end (a fork) grew the ring: "
+        "its bytes land where the reader does not look",
+        [("src/fastpath/shm_mem.c",
+          "\tc->tx.size = m;\n\treturn true;\n",
+          "\treturn true;\n")],
+        ["e2e:test_shm.py -k forked_child_keeps"]),
 ]

@@ -10,11 +10,16 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
   tail   the tail of the ring it writes: 2**40 ahead of the reader
   bell   the bell of the ring it writes: 7
   head   the reader's own head of the ring it writes: 2**40 past the tail
+  size   the size of the ring it writes: 3 (not a power of two within the
+         area), with one byte in it
+  grow   the size of the ring the victim writes: its whole area (a size
+         the victim's SO_SNDBUF never asked), then as "room"
   token  nothing in the page; a token byte that no push explains
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
 Each ends with a token byte on the socket written by a raw system call (the
-doorbell a reader wakes on), except "room", whose victim is its writer."""
+doorbell a reader wakes on), except "room" and "grow", whose victim is its
+writer."""
 import ctypes
 import json
 import os
@@ -28,8 +33,8 @@ SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
 MEMFD = "memfd:loopfast-shm"
 # src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
 # 128 bytes per direction ([0] client to server, [1] server to client);
-# in each, tail at 0 (u64), bell at 8 (u32), head at 64 (u64).
-RING0, HDR, TAIL, BELL, HEAD = 64, 128, 0, 8, 64
+# in each, tail at 0 (u64), bell at 8 (u32), size at 40 (u32), head at 64 (u64).
+RING0, HDR, TAIL, BELL, SIZE, HEAD = 64, 128, 0, 8, 40, 64
 
 role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if role == "server":
@@ -62,11 +67,17 @@ elif mode == "bell":
     word(mine + BELL, 4).value = 7
 elif mode == "head":
     word(mine + HEAD, 8).value = tail.value + 2 ** 40
-elif mode == "room":
-    word(theirs + HEAD, 8).value = 2 ** 40
+elif mode == "size":
+    word(mine + SIZE, 4).value = 3
+    tail.value += 1
+elif mode in ("room", "grow"):
+    if mode == "room":
+        word(theirs + HEAD, 8).value = 2 ** 40
+    else:
+        word(theirs + SIZE, 4).value = word(8, 4).value  # the page's third word: the area
     if role == "client":
         c.sendall(b"x")  # the server echoes it: a write into the ring
-if mode != "room":
+if mode not in ("room", "grow"):
     token = ctypes.create_string_buffer(b"t")  # held: the raw call reads it
     assert raw(SYS_WRITE, c.fileno(), ctypes.addressof(token), 1) == 1
 print("scribbled", flush=True)
