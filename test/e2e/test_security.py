@@ -1117,8 +1117,9 @@ def test_client_that_made_its_socket_before_a_privilege_drop(build, attacker, fa
             stop(victim, srv)
 
 
+@pytest.mark.parametrize("client", ["v4", "mapped"])
 @pytest.mark.parametrize("mode", ["tcp", "loopfast"])
-def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
+def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode, client):
     # A client's thread is held up for 2 s between queueing its hello and
     # sending its SYN (stopped by a signal, preempted on a loaded machine;
     # here strace delays its TCP connect, the first connect over TCP and
@@ -1129,14 +1130,18 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode):
     # be served, as over plain TCP (the same run without loopfast), on one
     # path at both ends (kernel state). Its hello is a second old with no
     # connection when the server checks it: kept because its TCP socket is
-    # still bound, by its sender (sock_diag's bound-inactive dump).
+    # still bound, by its sender (sock_diag's bound-inactive dump). Client
+    # "mapped": a dual-stack AF_INET6 socket on v4-mapped addresses (Java's),
+    # which the kernel lists among AF_INET6 sockets.
     assert shutil.which("strace"), "strace is needed to hold the client up"
     lf = mode == "loopfast"
     srv, port, ino, pid = echo_server(attacker, "4", loopfast=lf)
     stall = ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=connect",
              "-e", f"inject=connect:delay_enter=2000000:when={2 if lf else 1}"]
+    mapped = ["--mapped"] if client == "mapped" else []
     victim = subprocess.Popen([*stall, *wrap(mode, [attacker.py, attacker.path("victim"), "4", str(port), "--bound",
-                                                    "10"])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                                    "10", *mapped])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
     cl = attacker("park", port, ino, 0, "--flood", 300)
     try:
         assert readline(cl, 60).split() == ["queued", "0"]
