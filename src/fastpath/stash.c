@@ -334,13 +334,14 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
  * kernel (junk hellos held open cannot make the server walk the table
  * more often, and are not kept longer for it). The next start is the
  * process's, claimed atomically (threads may hold different listeners'
- * locks). */
+ * locks) with a provisional one, which a thread or a child forked during
+ * the dump that never sees its end keeps no longer than the gap. */
 static bool stalled(struct stash_msg *sm)
 {
 	static _Atomic uint64_t next;
 	uint64_t t = lf__sys_now_ns(), n = atomic_load_explicit(&next, memory_order_relaxed);
 
-	if (t < n || !atomic_compare_exchange_strong(&next, &n, UINT64_MAX))
+	if (t < n || !atomic_compare_exchange_strong(&next, &n, t + STASH_BOUND_GAP_NS))
 		return false;
 	int r = lf__diag_bound(&sm->client, sm->uid);
 	uint64_t end = lf__sys_now_ns(), gap = (end - t) * STASH_BOUND_SHARE;
