@@ -33,6 +33,7 @@ static void child(void)
 	lf__sopt_fork_child();    /* the parent's reference connections closed */
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
+	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

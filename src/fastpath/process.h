@@ -124,6 +124,7 @@ extern LF_SIG_TLS atomic_uint lf__sig_interrupt;
 void lf__fork_init(void);
 void lf__bell_fork_prepare(void);
 void lf__shm_fork_prepare(void);
+void lf__shm_spin_fork_child(void);
 void lf__sopt_fork_prepare(void);
 void lf__sopt_fork_parent(void);
 void lf__sopt_fork_child(void);

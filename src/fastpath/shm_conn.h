@@ -73,6 +73,8 @@ void lf__shm_spin_busy(struct lf_shm_conn *c);            /* a writer: its reade
 void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
 void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */
+void lf__shm_spin_room_light(void); /* reader: between its store of head and its load of want_space */
+void lf__shm_spin_room_heavy(void); /* writer: between its store of want_space and its load of head (or trim) */
 /* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */
 bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, before a copy into tx (false: not now) */
 bool lf__shm_mem_wait(struct lf_shm_conn *c);           /* writer, without txl, after a false: true once it may look again */

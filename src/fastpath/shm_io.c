@@ -194,7 +194,7 @@ static int settle(struct lf_shm_conn *c, int fd)
 
 static void wake_writer(struct lf_shm_conn *c)
 {
-	atomic_thread_fence(memory_order_seq_cst);
+	lf__shm_spin_room_light(); /* head, then want_space */
 	if (atomic_load(&c->rx.h->want_space)) {
 		atomic_store(&c->rx.h->want_space, 0);
 		atomic_fetch_add(&c->rx.h->space_seq, 1);
@@ -616,7 +616,7 @@ static int wait_room(struct lf_shm_conn *c, int fd, int flags, unsigned s0, unsi
 
 	lf__shm_io_flush(c, fd);
 	atomic_store(&c->tx.h->want_space, 1);
-	atomic_thread_fence(memory_order_seq_cst);
+	lf__shm_spin_room_heavy(); /* want_space, then head */
 	long s = lf__ring_space(&c->tx);
 	if (s != 0)
 		return s < 0 ? lf__shm_broken(c, fd) : 0;
@@ -631,7 +631,7 @@ static int wait_trim(struct lf_shm_conn *c, unsigned s0, unsigned i0, uint64_t e
 	uint32_t seq = atomic_load(&c->tx.h->space_seq);
 
 	atomic_store(&c->tx.h->want_space, 1);
-	atomic_thread_fence(memory_order_seq_cst);
+	lf__shm_spin_room_heavy(); /* want_space, then trim */
 	if (!atomic_load(&c->tx.h->trim))
 		return 0;
 	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);

@@ -11,10 +11,16 @@
  *   the socket while nothing can have come since its last look
  *   (lf__shm_spin_quiet).
  * - A blocking read spins on its ring under --spin-us (lf__shm_spin).
+ * - The room wake-up's barrier is asymmetric, so that a read does not wait
+ *   for its store of head to reach the writer (lf__shm_spin_room_light,
+ *   lf__shm_spin_room_heavy).
  * Called by shm_io.c (reads and writes) and shm.c (poll). */
 #include "internal.h"
 #include "shm.h"
 #include "shm_conn.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
 
 /* A look at the socket less than LOOK_NS ago found nothing, and since then
  * this thread has handled no signal, the process has made no wait (poll,
@@ -136,4 +142,50 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 		__builtin_ia32_pause();
 	}
 	return false;
+}
+
+/* The room wake-up's barrier (docs/shm.md, "Room"). A reader that made
+ * room stores head, then reads want_space; a writer about to sleep for
+ * room stores want_space, then reads head (store, then load, on both
+ * sides: Dekker). A full fence on the reader's side made every read wait
+ * for its store of head to reach the writer, whose hand-off is reading
+ * that line: one cache-line transfer a message on the round trip's path.
+ * So the barrier is asymmetric: once the reader's process is registered
+ * for membarrier's MEMBARRIER_CMD_GLOBAL_EXPEDITED its side is the
+ * compiler's only, and the writer, about to sleep, issues that command,
+ * which returns only once every running thread of every registered process
+ * has passed a full barrier (a thread not running is in one): either the
+ * reader's load of want_space came after it and sees 1, or its store of
+ * head came before it and the writer sees the room. A process that cannot
+ * register (no membarrier, a seccomp filter) keeps the full fence. */
+static atomic_int light; /* in this process: 1 registered, -1 could not, 0 not tried */
+
+void lf__shm_spin_fork_child(void)
+{
+	atomic_store_explicit(&light, 0, memory_order_relaxed);
+}
+
+void lf__shm_spin_room_light(void)
+{
+	int l = atomic_load_explicit(&light, memory_order_relaxed);
+
+	if (!l) {
+		int e = errno;
+		l = lf__sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ? 1 : -1;
+		errno = e;
+		atomic_store_explicit(&light, l, memory_order_relaxed);
+	}
+	if (l > 0)
+		atomic_signal_fence(memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+}
+
+void lf__shm_spin_room_heavy(void)
+{
+	int e = errno;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	lf__sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+	errno = e;
 }

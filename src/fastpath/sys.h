@@ -63,6 +63,8 @@ int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
 int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
 /* futex(2) on a word (FUTEX_WAIT with a relative timeout, FUTEX_WAKE). */
 long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts);
+/* membarrier(2) with no flags. */
+int lf__sys_membarrier(int cmd);
 
 /* CLOCK_MONOTONIC in nanoseconds (the vDSO's clock_gettime). */
 static inline uint64_t lf__sys_now_ns(void)

@@ -9,6 +9,7 @@ end (EOF, EPIPE or ECONNRESET), never a hang; epoll ET gives an edge per
 write, as TCP does (the same script on TCP is the control). The TCP comparison matrix
 with the tier on is test_compare.py's test_same_as_tcp_shm."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -1058,3 +1059,37 @@ def test_a_client_that_writes_and_closes_before_the_accept(build):
     got = run_both(EARLY_CLOSE)
     assert got["tcp"] == ["b''b''", "b'hi'b''"], got
     assert got["shm"] == got["tcp"], got
+
+
+def traced(path, tier, *args):
+    """start(), under strace's record of the membarrier calls of pid's tree."""
+    cmd = ["strace", "-f", "-qq", "-e", "trace=membarrier", "-o", str(path), *lf_cmd([sys.executable, "-c", *args],
+                                                                                     tier=tier)]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
+def test_a_writer_that_sleeps_for_room_makes_the_readers_barrier(build, tmp_path):
+    """The room wake-up's barrier is asymmetric (docs/shm.md, "Room"): a
+    reader whose process registered for membarrier's global expedited
+    command skips the fence between its store of head and its load of
+    want_space, so a writer about to sleep for room must issue that command.
+    The kernel's record (strace) of a writer that fills the ring (5 MB
+    sendall) while its reader has not started reading, then is woken when
+    it reads: the reader registered, the writer issued the command, and
+    every byte arrived."""
+    srv = traced(tmp_path / "srv", "shm", SERVER, "later")
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = traced(tmp_path / "cli", "shm", CLIENT, port, "sum", str(5_000_000))
+        time.sleep(1)  # the client fills the ring and sleeps for room
+        srv.stdin.write("go\n"), srv.stdin.flush()
+        out, err = cli.communicate(timeout=60)
+        words = out.split()
+        assert words[:2] == ["sent", "reply"] and words[2] == words[5] == "5000000" and words[3] == words[6], out + err
+    finally:
+        stop(cli, srv)
+    srv_calls, cli_calls = (p.read_text() for p in (tmp_path / "srv", tmp_path / "cli"))
+    assert "membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0) = 0" in srv_calls, srv_calls
+    assert "membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) = 0" in cli_calls, cli_calls

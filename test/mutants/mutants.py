@@ -1474,3 +1474,21 @@ MUTANTS += [
           "\treturn r;\n")],
         ["e2e:test_security.py -k 'test_client_stalled_between_its_hello_and_its_syn and loopfast and mapped'"]),
 ]
+MUTANTS += [
+    Mutant(
+        "shm-room-writer-skips-membarrier",
+        "a tier writer about to sleep for room issues no membarrier: a reader that skips its fence (registered) "
+        "can read want_space before its store of head is seen, and the writer sleeps with room in the ring",
+        [("src/fastpath/shm_spin.c",
+          "\tlf__sys_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);\n",
+          "")],
+        ["e2e:test_shm.py -k sleeps_for_room"]),
+    Mutant(
+        "shm-room-reader-light-unregistered",
+        "a tier reader skips its fence without registering for membarrier's global expedited command: the "
+        "writer's membarrier then orders nothing of the reader's",
+        [("src/fastpath/shm_spin.c",
+          "\t\tl = lf__sys_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 ? 1 : -1;\n",
+          "\t\tl = 1;\n")],
+        ["e2e:test_shm.py -k sleeps_for_room"]),
+]
