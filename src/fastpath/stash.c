@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdint.h>
@@ -39,6 +40,7 @@
 #define STASH_YOUNG_NS 10000000ull
 #define STASH_GRACE_NS 1000000000ull
 #define STASH_BOUND_GAP_NS 20000000ull /* 50 dumps of the bind table a second at most */
+#define STASH_BOUND_SHARE 50           /* and 2% of the process's time */
 
 struct stash_msg {
 	uint32_t magic;
@@ -323,21 +325,30 @@ bool lf__stash_might_hold(struct lf_listener *l, const struct lf_ep *client)
  * to the endpoint the hello names, owned by the hello's sender, and
  * neither connecting nor listening (a dump of the kernel's bind table,
  * Linux 6.7; an older kernel shows none: dropped). The dump walks the
- * whole table (about 0.3 ms), so a process makes at most one each
- * STASH_BOUND_GAP_NS; a hello that finds the last one too recent is
- * dropped, as on an older kernel (junk hellos held open cannot make the
- * server walk the table more often, and are not kept longer for it).
- * Under the claim lock (`last` is the process's). */
-static bool stalled(struct stash_msg *sm, uint64_t now)
+ * whole table, whose size any uid sets (each socket it holds bound is
+ * one more to walk and to read: 60000 of them made a dump take tens of
+ * milliseconds, under the claim lock), so a process starts one only
+ * STASH_BOUND_GAP_NS after the last ended and STASH_BOUND_SHARE times as
+ * long as it took: at most 1/STASH_BOUND_SHARE of its time, whatever the
+ * table holds. A hello that comes sooner is dropped, as on an older
+ * kernel (junk hellos held open cannot make the server walk the table
+ * more often, and are not kept longer for it). The next start is the
+ * process's, claimed atomically (threads may hold different listeners'
+ * locks) with a provisional one, which a thread or a child forked during
+ * the dump that never sees its end keeps no longer than the gap. */
+static bool stalled(struct stash_msg *sm)
 {
-	static uint64_t last;
+	static _Atomic uint64_t next;
+	uint64_t t = lf__sys_now_ns(), n = atomic_load_explicit(&next, memory_order_relaxed);
 
-	if (last && now - last < STASH_BOUND_GAP_NS)
+	if (t < n || !atomic_compare_exchange_strong(&next, &n, t + STASH_BOUND_GAP_NS))
 		return false;
-	last = now;
-	if (lf__diag_bound(&sm->client, sm->uid) != 1)
+	int r = lf__diag_bound(&sm->client, sm->uid);
+	uint64_t end = lf__sys_now_ns(), gap = (end - t) * STASH_BOUND_SHARE;
+	atomic_store(&next, end + (gap > STASH_BOUND_GAP_NS ? gap : STASH_BOUND_GAP_NS));
+	if (r != 1)
 		return false;
-	sm->checked = now;
+	sm->checked = end;
 	return true;
 }
 
@@ -362,7 +373,7 @@ static bool still_wanted(const struct lf_listener *l, struct stash_msg *sm, int 
 		return true;
 	int r = lf__diag_socket(&sm->client, &sm->server, &d);
 	if (r == -ENOENT && open)
-		return stalled(sm, now);
+		return stalled(sm);
 	if (r || d.state == TCP_TIME_WAIT || d.state == TCP_CLOSE || d.uid != sm->uid)
 		return false;
 	if (lf__diag_socket(&sm->server, &sm->client, &d) == 0 && d.inode != 0) {

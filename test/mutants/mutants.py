@@ -1447,9 +1447,32 @@ MUTANTS += [
         "a hello a second old whose sender holds it open but has no connection yet is dropped without asking "
         "the kernel whether its socket is still bound: a client held up between its hello and its SYN is reset",
         [("src/fastpath/stash.c",
-          "\tif (lf__diag_bound(&sm->client, sm->uid) != 1)\n",
+          "\tif (r != 1)\n",
           "\tif (1)\n")],
         ["e2e:test_security.py -k test_client_stalled_between_its_hello_and_its_syn"]),
+]
+# The dumps of the bind table a stalled client asks for (stash.c, stalled;
+# diag.c, lf__diag_bound): paced by what they cost, and a dual-stack
+# client's socket looked for among AF_INET6 sockets (branch review).
+MUTANTS += [
+    Mutant(
+        "stash-bound-dump-gap-ignores-cost",
+        "the next dump of the bind table may start 20 ms after the last one started, however long it took "
+        "(fe0557a): a uid holding many sockets bound makes the server's accepts spend their time in dumps, under "
+        "the claim lock",
+        [("src/fastpath/stash.c",
+          "\tatomic_store(&next, end + (gap > STASH_BOUND_GAP_NS ? gap : STASH_BOUND_GAP_NS));\n",
+          "\tatomic_store(&next, t + STASH_BOUND_GAP_NS);\n")],
+        ["e2e:test_security.py -k 'test_bound_sockets_cannot_make_every_accept_walk_the_bind_table and loopfast' "
+         "-m extra"]),
+    Mutant(
+        "diag-bound-v4-only",
+        "a stalled client's bound socket is looked for among AF_INET sockets only: a dual-stack client "
+        "(AF_INET6 on v4-mapped addresses) held up between its hello and its SYN is reset",
+        [("src/fastpath/diag.c",
+          "\treturn r == 0 && ep->family == AF_INET ? bound_in(AF_INET6, ep, uid) : r;\n",
+          "\treturn r;\n")],
+        ["e2e:test_security.py -k 'test_client_stalled_between_its_hello_and_its_syn and loopfast and mapped'"]),
 ]
 MUTANTS += [
     Mutant(

@@ -11,7 +11,12 @@ never lacks young ones that no check can drop yet; --repark-count: only
 that many of them). --connect: each hello comes after a plain TCP
 connection from its endpoint, held until the next round (so the kernel
 finds a connection for it: it stays stashed until that connection has
-been accepted for a while). Prints "queued N", then
+been accepted for a while). --bind: each hello comes after a TCP socket
+bound to its endpoint, held and never connected (the kernel shows it bound
+and inactive, owned by the attacker: a client "between its hello and its
+SYN"); its hellos are held open. --pile N: N more TCP sockets held bound
+and inactive, in child processes (the descriptor limit), so that every dump
+of the kernel's bind table is long. Prints "queued N", then
 "held K" once a second (the hellos still open whose server end has not
 closed them: --close off), and, until stdin closes, with --flood RATE:
 RATE plain TCP connections a second (no hello) with MSS 89 in their SYN
@@ -40,6 +45,8 @@ ap.add_argument("--flood", type=int, default=0)
 ap.add_argument("--repark", type=float, default=0)
 ap.add_argument("--repark-count", type=int, default=0)
 ap.add_argument("--connect", action="store_true")
+ap.add_argument("--bind", action="store_true")
+ap.add_argument("--pile", type=int, default=0)
 ap.add_argument("--skip", type=int, default=0, help="endpoints of the bucket left to another parker")
 ap.add_argument("--no-hellos", action="store_true", help="with --connect: the connections only (a plain TCP server)")
 a = ap.parse_args()
@@ -105,6 +112,14 @@ def park(n, close):
                 conns[(addr, port)] = t
             except OSError:
                 t.close()
+        if a.bind and (addr, port) not in conns:
+            t = socket.socket()
+            t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                t.bind((addr, port))
+                conns[(addr, port)] = t
+            except OSError:
+                t.close()
         nonce += 1
         if a.no_hellos:
             continue
@@ -123,6 +138,37 @@ def park(n, close):
             hellos.append(u)
 
 
+def pile(n):
+    """n TCP sockets bound and never connected, in children of at most
+    15000 each (each lives until this process's end closes its pipe)."""
+    kids = []
+    for first in range(0, n, 15000):
+        r, w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        if os.fork() == 0:
+            os.close(w)
+            os.close(ready_r)
+            held = []
+            for i in range(first, min(n, first + 15000)):
+                t = socket.socket()
+                t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    t.bind(("127.254.%d.%d" % (i // 250000 % 250, i // 1000 % 250 + 1), 2000 + i % 1000))
+                    held.append(t)
+                except OSError:  # taken (by another test's socket)
+                    t.close()
+            os.write(ready_w, b"k")
+            os.read(r, 1)  # until the parent ends
+            os._exit(0)
+        os.close(r)
+        os.close(ready_w)
+        assert os.read(ready_r, 1) == b"k", "a pile child failed"
+        os.close(ready_r)
+        kids.append(w)
+    return kids
+
+
+piled = pile(a.pile)
 park(a.count, a.close)
 print("queued", 0 if a.no_hellos else nonce, flush=True)
 flood, spare, pending = 0, [next(eps) for _ in range(2048)], {}

@@ -6,7 +6,9 @@ after half a second, whatever its state (a client giving up). Prints one
 JSON line (outcome, whether the kernel says the socket is a Unix one),
 then holds the connection until stdin closes. --drop USER: once its socket
 is made and bound, switches to USER (groups, real, effective and saved
-ids), as a daemon that prepares its sockets before it drops privileges."""
+ids), as a daemon that prepares its sockets before it drops privileges.
+--mapped (with FAM 4): a dual-stack AF_INET6 socket, bound and connecting
+to v4-mapped addresses (::ffff:127.0.0.1), as Java's sockets are."""
 import argparse
 import json
 import os
@@ -25,11 +27,14 @@ ap.add_argument("--port", type=int, default=0)
 ap.add_argument("--bound", type=float, default=10.0)
 ap.add_argument("--abandon", action="store_true")
 ap.add_argument("--drop")
+ap.add_argument("--mapped", action="store_true")
 ap.add_argument("--read", choices=["poll", "blocking", "peek"], default="poll",
                 help="how the echo is waited for: Python's timeout (poll), or a blocking recv, or a blocking "
                      "recv(MSG_PEEK) first, with SIGALRM after BOUND seconds as the watchdog")
 a = ap.parse_args()
 
+if a.mapped:
+    FAMILY, ADDR = {"4": socket.AF_INET6}, {"4": "::ffff:127.0.0.1"}
 s = socket.socket(FAMILY[a.fam])
 s.bind((ADDR[a.fam], a.port))
 if a.drop:
