@@ -1439,3 +1439,15 @@ MUTANTS += [
           "\t\tif (0) {\n")],
         ["e2e:test_sockopt_edges.py -k test_listener_options_tcp_does_not_inherit_supervised"]),
 ]
+# loopfast run's supervisor answers Go's four keep-alive and nodelay sets on a
+# fast-path socket from the values it saw accepted (supervise_sockopt.c, pure_set).
+MUTANTS += [
+    Mutant(
+        "supervisor-accepted-set-ignores-value",
+        "the supervisor answers a set of TCP_NODELAY/KEEPIDLE/KEEPINTVL/KEEPCNT 0 once any value of that "
+        "option was accepted: TCP_KEEPIDLE 0 and 40000 say yes where TCP says EINVAL",
+        [("src/cli/supervise_sockopt.c",
+          "\t\tif (accepted[i].opt == opt && accepted[i].val == val)\n",
+          "\t\tif (accepted[i].opt == opt)\n")],
+        ["e2e:test_supervisor_connect.py -k test_keepalive_options_as_tcp"]),
+]
