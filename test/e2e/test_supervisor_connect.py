@@ -300,7 +300,9 @@ def test_keepalive_options_as_tcp(prog):
     optlen of 2), then read back: the same answers under the supervisor,
     which answers a value it saw accepted without the library's
     reference set (supervise_sockopt.c, pure_set), as over TCP; on the
-    fast path at both ends."""
+    fast path at both ends. The socket, made with SOCK_CLOEXEC, is still
+    close-on-exec once switched (the flag read from the program's fdinfo
+    for the ADDFD)."""
     said = []
     for lf in (False, True):
         srv, port, filler = full_server()
@@ -318,8 +320,9 @@ def test_keepalive_options_as_tcp(prog):
             filler.close()
             stop(srv)
     bad = os.strerror(errno.EINVAL)
-    assert said[0][1] == f"opt {socket.TCP_NODELAY} set 0 0 0 0 {bad} get 1", said
-    assert said[0][2] == f"opt {socket.TCP_KEEPIDLE} set 0 0 {bad} {bad} {bad} get 7", said
+    assert said[0][1] == "cloexec 1", said
+    assert said[0][2] == f"opt {socket.TCP_NODELAY} set 0 0 0 0 {bad} get 1", said
+    assert said[0][3] == f"opt {socket.TCP_KEEPIDLE} set 0 0 {bad} {bad} {bad} get 7", said
     assert said[1] == said[0]
 
 

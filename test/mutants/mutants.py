@@ -1451,3 +1451,23 @@ MUTANTS += [
           "\t\tif (accepted[i].opt == opt)\n")],
         ["e2e:test_supervisor_connect.py -k test_keepalive_options_as_tcp"]),
 ]
+# loopfast run's supervisor reads the program's fdinfo once before its ADDFD: the
+# close-on-exec flag, and whether the fd still holds the socket (supervise_client.c, still_there).
+MUTANTS += [
+    Mutant(
+        "supervisor-switch-drops-cloexec",
+        "the fast-path socket a connect puts in the program is never close-on-exec: a socket made with "
+        "SOCK_CLOEXEC loses the flag at its switch",
+        [("src/cli/supervise_client.c",
+          "\t*cloexec = fl >= 0 && (fl & O_CLOEXEC);\n",
+          "\t*cloexec = false;\n")],
+        ["e2e:test_supervisor_connect.py -k test_keepalive_options_as_tcp"]),
+    Mutant(
+        "supervisor-switch-ignores-fdinfo-inode",
+        "the supervisor takes the program's fd number to hold the socket it connected whatever its fdinfo "
+        "says: a number the program closed during the connect and reopened is replaced by the socket",
+        [("src/cli/supervise_client.c",
+          "\t\treturn (unsigned long long)ino == tino && info_field(buf, \"mnt_id:\", 10) == sockfs;\n",
+          "\t\treturn true;\n")],
+        ["e2e:test_supervisor_security.py -k test_socket_closed_during_its_connect_leaves_the_new_file_alone"]),
+]

@@ -22,7 +22,8 @@
  *   epollet-late  first another socket's blocking connect ("first
  *             connect R", kept open), made before the program has any
  *             epoll; then as epollet.
- *   keepopts  a blocking connect, then for TCP_NODELAY, TCP_KEEPIDLE,
+ *   keepopts  a blocking connect (SOCK_CLOEXEC: "cloexec 1" once
+ *             connected, from F_GETFD), then for TCP_NODELAY, TCP_KEEPIDLE,
  *             TCP_KEEPINTVL and TCP_KEEPCNT: a set of 7 twice, of 0, of
  *             40000 and of 7 with an optlen of 2, then a get: "opt N
  *             set R R R R R get V" (R: 0 or strerror);
@@ -108,7 +109,8 @@ int main(int argc, char **argv)
 		int first = socket(ss.ss_family, SOCK_STREAM, 0);
 		say("first connect", connect(first, (void *)&ss, sl) ? errno : 0);
 	}
-	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
+	int keep = !strcmp(mode, "keepopts");
+	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0) | (keep ? SOCK_CLOEXEC : 0), 0);
 	if (!strncmp(mode, "epollet", 7)) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = fd };
 		ep = epoll_create1(EPOLL_CLOEXEC);
@@ -144,8 +146,10 @@ int main(int argc, char **argv)
 	if (e)
 		return 1;
 	fcntl(fd, F_SETFL, 0);
-	if (!strcmp(mode, "keepopts"))
+	if (keep) {
+		printf("cloexec %d\n", !!(fcntl(fd, F_GETFD) & FD_CLOEXEC));
 		keep_opts(fd);
+	}
 	if (!strcmp(mode, "rcvtimeo")) {
 		char b;
 		ssize_t k = read(fd, &b, 1);
