@@ -1471,3 +1471,16 @@ MUTANTS += [
           "\t\treturn true;\n")],
         ["e2e:test_supervisor_security.py -k test_socket_closed_during_its_connect_leaves_the_new_file_alone"]),
 ]
+# The supervisor's pin check skips an option whose get once said ENOPROTOOPT
+# (pinned.c, lf__sopt_pinned_on): only those.
+MUTANTS += [
+    Mutant(
+        "pin-check-skips-options-seen-off",
+        "the pin check also stops asking an option once a socket had it off: a later socket of the same "
+        "program with SO_TIMESTAMP or TCP_FASTOPEN_CONNECT on is switched to the fast path",
+        [("src/fastpath/pinned.c",
+          "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t} else if (errno == ENOPROTOOPT) {\n",
+          "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t\tno_get[i] |= bit;\n"
+          "\t\t\t} else if (errno == ENOPROTOOPT) {\n")],
+        ["e2e-extra:test_supervisor_compare.py -k sockopt-pin"]),
+]
