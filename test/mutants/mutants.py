@@ -1482,5 +1482,5 @@ MUTANTS += [
           "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t} else if (errno == ENOPROTOOPT) {\n",
           "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t\tno_get[i] |= bit;\n"
           "\t\t\t} else if (errno == ENOPROTOOPT) {\n")],
-        ["e2e-extra:test_supervisor_compare.py -k sockopt-pin"]),
+        ["e2e:test_supervisor_compare.py -m extra -k sockopt-pin"]),
 ]
