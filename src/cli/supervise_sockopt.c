@@ -354,10 +354,11 @@ static bool was_accepted(int opt, const unsigned char *v)
 
 static void note_accepted(int opt, const unsigned char *v)
 {
-	if (was_accepted(opt, v))
-		return;
-	accepted[accepted_next % (sizeof(accepted) / sizeof(accepted[0]))].opt = opt;
-	memcpy(&accepted[accepted_next++ % (sizeof(accepted) / sizeof(accepted[0]))].val, v, sizeof(int));
+	if (!was_accepted(opt, v)) {
+		unsigned i = accepted_next++ % (sizeof(accepted) / sizeof(accepted[0]));
+		accepted[i].opt = opt;
+		memcpy(&accepted[i].val, v, sizeof(int));
+	}
 }
 
 /* Reads up to n bytes at addr, a page at a time, stopping at the first
