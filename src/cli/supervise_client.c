@@ -293,27 +293,45 @@ static struct pend unpend(int ep, int i)
 	return p;
 }
 
+/* The handshake of a connect made here has ended (the TCP file is
+ * writable): the switch, or TCP's answer. */
+static void handshake_ended(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, bool blocking,
+			    unsigned port)
+{
+	struct pollfd pf = { copy, POLLOUT, 0 };
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
+	/* The library's SO_ERROR: its poll has read the kernel's (a refused
+	 * handshake) and keeps it for the socket's next look. */
+	bool fast = sv_domain(copy) == AF_UNIX;
+	if (!fast && blocking)
+		getsockopt(copy, SOL_SOCKET, SO_ERROR, &err, &el);
+	finish(lfd, ep, n, copy, tcp, fast, blocking ? -err : -EINPROGRESS, port);
+}
+
+/* Whether the handshake of TCP file tcp has ended already (the kernel's
+ * poll, no wait): on loopback it usually has by the time connect says
+ * EINPROGRESS (a plain server's accept queue took it at once). */
+static bool ended_now(int tcp)
+{
+	struct pollfd pf = { tcp, POLLOUT, 0 };
+	return lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));
+}
+
 void svc_conn_ready(int lfd, int ep, int i)
 {
 	if (i >= npends || pends[i].tcp < 0)
 		return;
 	struct pend p = unpend(ep, i);
-	struct pollfd pf = { p.copy, POLLOUT, 0 };
-	int err = 0;
-	socklen_t el = sizeof(err);
 
 	if (!sv_valid(lfd, p.n.id)) { /* the caller is gone (killed) */
 		close(p.copy);
 		syscall(SYS_close, p.tcp);
 		return;
 	}
-	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
-	/* The library's SO_ERROR: its poll has read the kernel's (a refused
-	 * handshake) and keeps it for the socket's next look. */
-	bool fast = sv_domain(p.copy) == AF_UNIX;
-	if (!fast && p.blocking)
-		getsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);
-	finish(lfd, ep, &p.n, p.copy, p.tcp, fast, p.blocking ? -err : -EINPROGRESS, p.port);
+	handshake_ended(lfd, ep, &p.n, p.copy, p.tcp, p.blocking, p.port);
 }
 
 /* A held call that must be answered before its handshake has ended:
@@ -420,6 +438,8 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (blocking)
 		syscall(SYS_fcntl, copy, F_SETFL, fl);
 	bool fast = sv_domain(copy) == AF_UNIX;
+	if (r && e == EINPROGRESS && !fast && ended_now(tcp))
+		return handshake_ended(lfd, ep, n, copy, tcp, blocking, dst.port); /* as the loop would at once */
 	if (r && e == EINPROGRESS && !fast && pend(ep, n, copy, tcp, blocking, dst.port))
 		return;
 	if (blocking && r && e == EINPROGRESS && fast)
