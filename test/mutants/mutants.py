@@ -1484,3 +1484,15 @@ MUTANTS += [
           "\t\t\t} else if (errno == ENOPROTOOPT) {\n")],
         ["e2e:test_supervisor_compare.py -m extra -k sockopt-pin"]),
 ]
+# loopfast run's supervisor finishes at once a connect whose handshake has
+# already ended (supervise_client.c, ended_now): only such a one.
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-handshake-taken-as-ended",
+        "a connect whose handshake is still in progress (a full accept queue) is answered as if it had ended: "
+        "a blocking connect returns at once, not when the handshake ends",
+        [("src/cli/supervise_client.c",
+          "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));\n",
+          "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
+        ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
+]
