@@ -51,32 +51,54 @@ static bool hello_sent(int fd)
 	return syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) == 0 && mss == LF_HELLO_MSS;
 }
 
-/* Whether fd of thread tid is close-on-exec (fdinfo's flags). */
-static bool cloexec_of(pid_t tid, int fd)
+/* The kernel's fdinfo line "key:\tvalue" in buf (value in base), or -1. */
+static long long info_field(const char *buf, const char *key, int base)
 {
-	char p[64], buf[256];
-	snprintf(p, sizeof(p), "/proc/%d/fdinfo/%d", tid, fd);
-	int f = open(p, O_RDONLY | O_CLOEXEC);
-	ssize_t n = f >= 0 ? read(f, buf, sizeof(buf) - 1) : -1;
-	if (f >= 0)
-		close(f);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	char *fl = strstr(buf, "flags:");
-	return fl && (strtoul(fl + 6, NULL, 8) & O_CLOEXEC);
+	const char *at = strstr(buf, key);
+	return at ? strtoll(at + strlen(key), NULL, base) : -1;
 }
 
-/* Whether the program's fd still holds the socket the connect was made
- * on (tcp: our dup of it), asked just before that number is replaced. A
- * close and a new open between this look and the ADDFD remain possible
- * (the kernel offers no compare-and-replace of an fd). */
-static bool still_there(int lfd, const struct seccomp_notif *n, int fd, int tcp)
+/* /proc/TID/fdinfo/FD (or self's), read into buf; false if unreadable. */
+static bool read_fdinfo(pid_t tid, int fd, char *buf, size_t size)
 {
+	char p[64];
+	if (tid)
+		snprintf(p, sizeof(p), "/proc/%d/fdinfo/%d", tid, fd);
+	else
+		snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", fd);
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	ssize_t n = f >= 0 ? read(f, buf, size - 1) : -1;
+	if (f >= 0)
+		close(f);
+	buf[n > 0 ? n : 0] = 0;
+	return n > 0;
+}
+
+/* Just before the program's fd number is replaced: whether it still
+ * holds the socket the connect was made on (tcp: our dup of it, inode
+ * tino), and whether it is close-on-exec. Both from one read of the
+ * program's fdinfo: its flags, and the file's inode and mount, compared
+ * with tcp's (every socket is on the kernel's one sockfs mount, whose id
+ * is read once from this process's own fdinfo of tcp). A kernel whose
+ * fdinfo has no inode (before 5.14): the program's fd is taken again
+ * (sv_grab) and compared by fstat. A close and a new open between this
+ * look and the ADDFD remain possible (the kernel offers no
+ * compare-and-replace of an fd). */
+static bool still_there(int lfd, const struct seccomp_notif *n, int fd, int tcp, unsigned long tino, bool *cloexec)
+{
+	static long long sockfs = -2;
+	char buf[256];
 	struct stat a, b;
+
+	if (sockfs == -2)
+		sockfs = read_fdinfo(0, tcp, buf, sizeof(buf)) ? info_field(buf, "mnt_id:", 10) : -1;
+	bool got = read_fdinfo(n->pid, fd, buf, sizeof(buf));
+	long long fl = got ? info_field(buf, "flags:", 8) : -1, ino = got ? info_field(buf, "ino:", 10) : -1;
+	*cloexec = fl >= 0 && (fl & O_CLOEXEC);
+	if (ino >= 0 && sockfs >= 0)
+		return (unsigned long long)ino == tino && info_field(buf, "mnt_id:", 10) == sockfs;
 	int now = sv_grab(lfd, n, fd);
 	bool same = now >= 0 && fstat(now, &a) == 0 && fstat(tcp, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
-
 	if (now >= 0)
 		syscall(SYS_close, now);
 	return same;
@@ -155,16 +177,18 @@ static int connect_again(int copy)
 	return -EISCONN;
 }
 
-/* The connect on copy is done (ret: its answer, 0 or -errno): a copy
- * switched to the fast path replaces the program's socket under the same
- * number, and the bell is watched; anything else is plain TCP, made here
- * on the program's socket, and answered as it is. */
-static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, int ret, unsigned port)
+/* The connect on copy is done (ret: its answer, 0 or -errno; fast:
+ * copy is the Unix socket now): a copy switched to the fast path
+ * replaces the program's socket under the same number, and the bell is
+ * watched; anything else is plain TCP, made here on the program's
+ * socket, and answered as it is. */
+static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, bool fast, int ret, unsigned port)
 {
 	int fd = (int)n->data.args[0];
-	bool fast = sv_domain(copy) == AF_UNIX;
+	unsigned long tino = fast ? inode_of(tcp) : 0, cino = fast ? inode_of(copy) : 0;
+	bool cloexec = false;
 
-	if (fast && !still_there(lfd, n, fd, tcp)) {
+	if (fast && !still_there(lfd, n, fd, tcp, tino, &cloexec)) {
 		/* The program closed the socket while we connected (another
 		 * thread), and its number may hold a new file now: left alone.
 		 * Over TCP the connect ends on the closed socket's file as
@@ -177,8 +201,7 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 	}
 	if (fast) {
 		struct seccomp_notif_addfd add = { .id = n->id, .flags = SECCOMP_ADDFD_FLAG_SETFD, .srcfd = (uint32_t)copy,
-						   .newfd = (uint32_t)fd,
-						   .newfd_flags = cloexec_of(n->pid, fd) ? O_CLOEXEC : 0 };
+						   .newfd = (uint32_t)fd, .newfd_flags = cloexec ? O_CLOEXEC : 0 };
 		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0) {
 			/* The caller is gone (ENOENT), or its fd table is full:
 			 * either way the connection is unusable. */
@@ -188,11 +211,10 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 			syscall(SYS_close, tcp);
 			return;
 		}
-		svo_move(inode_of(tcp), inode_of(copy)); /* the options set on it */
-		svo_switched(inode_of(copy));
+		svo_move(tino, cino); /* the options set on it */
+		svo_switched(cino);
 		if (ret == -EINPROGRESS)
-			told_inprogress[told_next++ % (sizeof(told_inprogress) / sizeof(told_inprogress[0]))] =
-				inode_of(copy);
+			told_inprogress[told_next++ % (sizeof(told_inprogress) / sizeof(told_inprogress[0]))] = cino;
 		SV_DEBUG("connect fd %d of %d to port %u: fast path (%s)", fd, n->pid, port, ret ? strerror(-ret) : "0");
 		sv_reply(lfd, n->id, ret, false);
 		watch_add(ep, copy, tcp);
@@ -271,26 +293,45 @@ static struct pend unpend(int ep, int i)
 	return p;
 }
 
+/* The handshake of a connect made here has ended (the TCP file is
+ * writable): the switch, or TCP's answer. */
+static void handshake_ended(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, bool blocking,
+			    unsigned port)
+{
+	struct pollfd pf = { copy, POLLOUT, 0 };
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
+	/* The library's SO_ERROR: its poll has read the kernel's (a refused
+	 * handshake) and keeps it for the socket's next look. */
+	bool fast = sv_domain(copy) == AF_UNIX;
+	if (!fast && blocking)
+		getsockopt(copy, SOL_SOCKET, SO_ERROR, &err, &el);
+	finish(lfd, ep, n, copy, tcp, fast, blocking ? -err : -EINPROGRESS, port);
+}
+
+/* Whether the handshake of TCP file tcp has ended already (the kernel's
+ * poll, no wait): on loopback it usually has by the time connect says
+ * EINPROGRESS (a plain server's accept queue took it at once). */
+static bool ended_now(int tcp)
+{
+	struct pollfd pf = { tcp, POLLOUT, 0 };
+	return lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));
+}
+
 void svc_conn_ready(int lfd, int ep, int i)
 {
 	if (i >= npends || pends[i].tcp < 0)
 		return;
 	struct pend p = unpend(ep, i);
-	struct pollfd pf = { p.copy, POLLOUT, 0 };
-	int err = 0;
-	socklen_t el = sizeof(err);
 
 	if (!sv_valid(lfd, p.n.id)) { /* the caller is gone (killed) */
 		close(p.copy);
 		syscall(SYS_close, p.tcp);
 		return;
 	}
-	poll(&pf, 1, 0); /* the library's poll: the switch, when claimed or ready */
-	/* The library's SO_ERROR: its poll has read the kernel's (a refused
-	 * handshake) and keeps it for the socket's next look. */
-	if (sv_domain(p.copy) != AF_UNIX && p.blocking)
-		getsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);
-	finish(lfd, ep, &p.n, p.copy, p.tcp, p.blocking ? -err : -EINPROGRESS, p.port);
+	handshake_ended(lfd, ep, &p.n, p.copy, p.tcp, p.blocking, p.port);
 }
 
 /* A held call that must be answered before its handshake has ended:
@@ -312,9 +353,10 @@ static void give_up(int lfd, int ep, int i, int err)
 	struct pollfd pf = { p.copy, POLLOUT, 0 };
 
 	poll(&pf, 1, 0);
-	if (sv_domain(p.copy) == AF_UNIX)
+	bool fast = sv_domain(p.copy) == AF_UNIX;
+	if (fast)
 		err = p.blocking ? 0 : -EINPROGRESS;
-	finish(lfd, ep, &p.n, p.copy, p.tcp, err, p.port);
+	finish(lfd, ep, &p.n, p.copy, p.tcp, fast, err, p.port);
 }
 
 bool svc_pending(void)
@@ -396,13 +438,15 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 	if (blocking)
 		syscall(SYS_fcntl, copy, F_SETFL, fl);
 	bool fast = sv_domain(copy) == AF_UNIX;
+	if (r && e == EINPROGRESS && !fast && ended_now(tcp))
+		return handshake_ended(lfd, ep, n, copy, tcp, blocking, dst.port); /* as the loop would at once */
 	if (r && e == EINPROGRESS && !fast && pend(ep, n, copy, tcp, blocking, dst.port))
 		return;
 	if (blocking && r && e == EINPROGRESS && fast)
 		r = e = 0; /* switched: its handshake is done, and a blocking connect says so */
 	/* Not held (out of room): EINPROGRESS, TCP's answer to a connect
 	 * whose wait ended (SO_SNDTIMEO); the handshake goes on. */
-	finish(lfd, ep, n, copy, tcp, r ? -e : 0, dst.port);
+	finish(lfd, ep, n, copy, tcp, fast, r ? -e : 0, dst.port);
 }
 
 /* getsockname, getpeername: a fast-path socket answers TCP's addresses

@@ -161,9 +161,7 @@ bool sve_registered(pid_t tid, int fd, int copy)
 	struct stat bin, sock;
 
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", tid);
-	if (stat(exe, &bin) || fstat(copy, &sock))
-		return false;
-	if (is_go(exe, &bin))
+	if (stat(exe, &bin) || is_go(exe, &bin) || fstat(copy, &sock))
 		return false;
 	snprintf(pat, sizeof(pat), " ino:%lx sdev:", (unsigned long)sock.st_ino);
 

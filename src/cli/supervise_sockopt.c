@@ -323,6 +323,44 @@ void svo_inherit(unsigned long from, unsigned long to)
 	}
 }
 
+/* The sets whose answer on a fast-path socket is a function of the value
+ * alone: the kernel's TCP checks only that it is an int in range
+ * (TCP_NODELAY: any; TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT: 1 to a
+ * constant), whatever the socket. Go makes all four on each end of each
+ * connection. A value the library's set (on its reference connection:
+ * 9 calls) once accepted is answered 0 again without it; the set is
+ * still kept for the socket's gets (put). Only successes are kept: a
+ * value refused is refused by the library each time. */
+static struct {
+	int opt, val; /* opt 0: a free slot */
+} accepted[16];
+static unsigned accepted_next;
+
+static bool pure_set(int level, int opt, socklen_t len)
+{
+	return level == IPPROTO_TCP && len == sizeof(int) &&
+	       (opt == TCP_NODELAY || opt == TCP_KEEPIDLE || opt == TCP_KEEPINTVL || opt == TCP_KEEPCNT);
+}
+
+static bool was_accepted(int opt, const unsigned char *v)
+{
+	int val;
+	memcpy(&val, v, sizeof(val));
+	for (unsigned i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++)
+		if (accepted[i].opt == opt && accepted[i].val == val)
+			return true;
+	return false;
+}
+
+static void note_accepted(int opt, const unsigned char *v)
+{
+	if (!was_accepted(opt, v)) {
+		unsigned i = accepted_next++ % (sizeof(accepted) / sizeof(accepted[0]));
+		accepted[i].opt = opt;
+		memcpy(&accepted[i].val, v, sizeof(int));
+	}
+}
+
 /* Reads up to n bytes at addr, a page at a time, stopping at the first
  * page that cannot be read; how many were read. A get's buffer carries
  * its input for a few options (TCP_AO_GET_KEYS, the multicast filters). */
@@ -422,10 +460,13 @@ void svo_opt(int lfd, const struct seccomp_notif *n)
 		close(copy);
 		return sv_reply(lfd, n->id, err, false);
 	}
+	bool pure = t < 0 && set && pure_set(level, opt, len);
 	if (t < 0)
 		t = copy;
 	if (set) {
-		r = setsockopt(t, level, opt, v, len) ? -errno : 0;
+		r = pure && was_accepted(opt, v) ? 0 : setsockopt(t, level, opt, v, len) ? -errno : 0;
+		if (r == 0 && pure)
+			note_accepted(opt, v);
 		if (r == 0)
 			r = put(ino, level, opt, v, (uint16_t)(len > 255 ? 255 : len));
 	} else {

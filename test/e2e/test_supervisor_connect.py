@@ -8,6 +8,7 @@ and SO_ERROR); each run without loopfast and under `loopfast run`, the
 answers compared, and the connection's path seen from the kernel at both
 ends. Then IPv6: ::1, an IPv4-mapped address and a dual-stack [::]
 listener, with the C client and server and with Go."""
+import errno
 import os
 import re
 import socket
@@ -290,6 +291,39 @@ def test_client_options_carried(prog):
             stop(srv)
     want = ["connect 0", "read Resource temporarily unavailable", "names", "echo OK 100000", "waiting"]
     assert said == [want, want]
+
+
+def test_keepalive_options_as_tcp(prog):
+    """TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL and TCP_KEEPCNT (Go sets
+    them on every connection) set on a static C client's connected
+    socket, a valid value twice, then values TCP refuses (0, 40000, an
+    optlen of 2), then read back: the same answers under the supervisor,
+    which answers a value it saw accepted without the library's
+    reference set (supervise_sockopt.c, pure_set), as over TCP; on the
+    fast path at both ends. The socket, made with SOCK_CLOEXEC, is still
+    close-on-exec once switched (the flag read from the program's fdinfo
+    for the ADDFD)."""
+    said = []
+    for lf in (False, True):
+        srv, port, filler = full_server()
+        try:
+            tell(srv, "go")
+            cmd = [prog, str(port), "keepopts"]
+            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
+            lines = [readline(c, 10).strip()]
+            while lines[-1] != "waiting":
+                lines.append(readline(c).strip())
+            assert_path([program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid), port, fast=lf)
+            said.append([ln.split()[0] if ln.startswith("names") else ln for ln in lines])
+            end_by_sigterm(c)
+        finally:
+            filler.close()
+            stop(srv)
+    bad = os.strerror(errno.EINVAL)
+    assert said[0][1] == "cloexec 1", said
+    assert said[0][2] == f"opt {socket.TCP_NODELAY} set 0 0 0 0 {bad} get 1", said
+    assert said[0][3] == f"opt {socket.TCP_KEEPIDLE} set 0 0 {bad} {bad} {bad} get 7", said
+    assert said[1] == said[0]
 
 
 HELLO_SERVER = """

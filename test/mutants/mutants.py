@@ -1037,8 +1037,8 @@ MUTANTS += [
         "supervisor-connect-raw-so-error",
         "a held blocking connect that is refused answers the kernel's SO_ERROR, which the library's poll has read: 0",
         [("src/cli/supervise_client.c",
-          "\t\tgetsockopt(p.copy, SOL_SOCKET, SO_ERROR, &err, &el);\n",
-          "\t\tsyscall(SYS_getsockopt, p.tcp, SOL_SOCKET, SO_ERROR, &err, &el);\n")],
+          "\t\tgetsockopt(copy, SOL_SOCKET, SO_ERROR, &err, &el);\n",
+          "\t\tsyscall(SYS_getsockopt, tcp, SOL_SOCKET, SO_ERROR, &err, &el);\n")],
         ["e2e:test_supervisor_connect.py -k refused"]),
     Mutant(
         "supervisor-accept-ignores-rcvtimeo",
@@ -1535,4 +1535,61 @@ MUTANTS += [
           "\tc->tx.size = m;\n\treturn true;\n",
           "\treturn true;\n")],
         ["e2e:test_shm.py -k forked_child_keeps"]),
+]
+# loopfast run's supervisor answers Go's four keep-alive and nodelay sets on a
+# fast-path socket from the values it saw accepted (supervise_sockopt.c, pure_set).
+MUTANTS += [
+    Mutant(
+        "supervisor-accepted-set-ignores-value",
+        "the supervisor answers a set of TCP_NODELAY/KEEPIDLE/KEEPINTVL/KEEPCNT 0 once any value of that "
+        "option was accepted: TCP_KEEPIDLE 0 and 40000 say yes where TCP says EINVAL",
+        [("src/cli/supervise_sockopt.c",
+          "\t\tif (accepted[i].opt == opt && accepted[i].val == val)\n",
+          "\t\tif (accepted[i].opt == opt)\n")],
+        ["e2e:test_supervisor_connect.py -k test_keepalive_options_as_tcp"]),
+]
+# loopfast run's supervisor reads the program's fdinfo once before its ADDFD: the
+# close-on-exec flag, and whether the fd still holds the socket (supervise_client.c, still_there).
+MUTANTS += [
+    Mutant(
+        "supervisor-switch-drops-cloexec",
+        "the fast-path socket a connect puts in the program is never close-on-exec: a socket made with "
+        "SOCK_CLOEXEC loses the flag at its switch",
+        [("src/cli/supervise_client.c",
+          "\t*cloexec = fl >= 0 && (fl & O_CLOEXEC);\n",
+          "\t*cloexec = false;\n")],
+        ["e2e:test_supervisor_connect.py -k test_keepalive_options_as_tcp"]),
+    Mutant(
+        "supervisor-switch-ignores-fdinfo-inode",
+        "the supervisor takes the program's fd number to hold the socket it connected whatever its fdinfo "
+        "says: a number the program closed during the connect and reopened is replaced by the socket",
+        [("src/cli/supervise_client.c",
+          "\t\treturn (unsigned long long)ino == tino && info_field(buf, \"mnt_id:\", 10) == sockfs;\n",
+          "\t\treturn true;\n")],
+        ["e2e:test_supervisor_security.py -k test_socket_closed_during_its_connect_leaves_the_new_file_alone"]),
+]
+# The supervisor's pin check skips an option whose get once said ENOPROTOOPT
+# (pinned.c, lf__sopt_pinned_on): only those.
+MUTANTS += [
+    Mutant(
+        "pin-check-skips-options-seen-off",
+        "the pin check also stops asking an option once a socket had it off: a later socket of the same "
+        "program with SO_TIMESTAMP or TCP_FASTOPEN_CONNECT on is switched to the fast path",
+        [("src/fastpath/pinned.c",
+          "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t} else if (errno == ENOPROTOOPT) {\n",
+          "\t\t\t\t\treturn pins[i].level << 16 | opt;\n\t\t\t\tno_get[i] |= bit;\n"
+          "\t\t\t} else if (errno == ENOPROTOOPT) {\n")],
+        ["e2e:test_supervisor_compare.py -m extra -k sockopt-pin"]),
+]
+# loopfast run's supervisor finishes at once a connect whose handshake has
+# already ended (supervise_client.c, ended_now): only such a one.
+MUTANTS += [
+    Mutant(
+        "supervisor-connect-handshake-taken-as-ended",
+        "a connect whose handshake is still in progress (a full accept queue) is answered as if it had ended: "
+        "a blocking connect returns at once, not when the handshake ends",
+        [("src/cli/supervise_client.c",
+          "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));\n",
+          "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
+        ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
 ]

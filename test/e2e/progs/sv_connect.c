@@ -22,6 +22,11 @@
  *   epollet-late  first another socket's blocking connect ("first
  *             connect R", kept open), made before the program has any
  *             epoll; then as epollet.
+ *   keepopts  a blocking connect (SOCK_CLOEXEC: "cloexec 1" once
+ *             connected, from F_GETFD), then for TCP_NODELAY, TCP_KEEPIDLE,
+ *             TCP_KEEPINTVL and TCP_KEEPCNT: a set of 7 twice, of 0, of
+ *             40000 and of 7 with an optlen of 2, then a get: "opt N
+ *             set R R R R R get V" (R: 0 or strerror);
  * Prints "signal" from the handler when it runs, then "connect R" (0, or
  * strerror); after EINTR or EINPROGRESS waits for the handshake with
  * poll and prints "poll E" (SO_ERROR: 0 or strerror). Once connected:
@@ -32,6 +37,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -70,6 +76,26 @@ static _Noreturn void epoll_read(int ep, int fd)
 		pause();
 }
 
+/* The four options whose sets the supervisor answers from the values it
+ * saw accepted (supervise_sockopt.c, pure_set): valid and invalid values. */
+static void keep_opts(int fd)
+{
+	static const int opts[] = { TCP_NODELAY, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT };
+	static const int vals[] = { 7, 7, 0, 40000 };
+
+	for (unsigned i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		int v = -1;
+		socklen_t l = sizeof(v);
+		printf("opt %d set", opts[i]);
+		for (unsigned k = 0; k < sizeof(vals) / sizeof(vals[0]); k++)
+			printf(" %s", setsockopt(fd, IPPROTO_TCP, opts[i], &vals[k], sizeof(int)) ? strerror(errno) : "0");
+		printf(" %s", setsockopt(fd, IPPROTO_TCP, opts[i], &vals[0], 2) ? strerror(errno) : "0");
+		getsockopt(fd, IPPROTO_TCP, opts[i], &v, &l);
+		printf(" get %d\n", v);
+	}
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -83,7 +109,8 @@ int main(int argc, char **argv)
 		int first = socket(ss.ss_family, SOCK_STREAM, 0);
 		say("first connect", connect(first, (void *)&ss, sl) ? errno : 0);
 	}
-	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0), 0);
+	int keep = !strcmp(mode, "keepopts");
+	int fd = socket(ss.ss_family, SOCK_STREAM | (nb ? SOCK_NONBLOCK : 0) | (keep ? SOCK_CLOEXEC : 0), 0);
 	if (!strncmp(mode, "epollet", 7)) {
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLET, .data.fd = fd };
 		ep = epoll_create1(EPOLL_CLOEXEC);
@@ -119,6 +146,10 @@ int main(int argc, char **argv)
 	if (e)
 		return 1;
 	fcntl(fd, F_SETFL, 0);
+	if (keep) {
+		printf("cloexec %d\n", !!(fcntl(fd, F_GETFD) & FD_CLOEXEC));
+		keep_opts(fd);
+	}
 	if (!strcmp(mode, "rcvtimeo")) {
 		char b;
 		ssize_t k = read(fd, &b, 1);
