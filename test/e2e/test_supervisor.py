@@ -270,11 +270,18 @@ def test_server_dead_before_claim_is_eof(clients, kind):
         stop(srv)
 
 
-def kill_supervisor_then_connect(c):
+def kill_supervisor_then_connect(c, running=True):
     """SIGKILL to `loopfast run` c, then the "late" client's go: its
     connect fails with ENOSYS (the kernel's answer when no one listens to
-    the filter), and the program ends, not a hang."""
+    the filter), and the program ends, not a hang. running: first wait
+    until the program runs (exec'd, the kernel shows it blocked reading its
+    go): its child exists before it has its filter."""
     prog = program_pid(c)
+    deadline = time.monotonic() + 30
+    while running and not (kernel.blocked_in(prog) == "read" and
+                           os.path.realpath(f"/proc/{prog}/exe") != os.path.realpath(LOOPFAST)):
+        assert c.poll() is None and time.monotonic() < deadline, "the program never waited for its go"
+        time.sleep(0.02)
     c.send_signal(signal.SIGKILL)
     c.wait(timeout=30)
     c.stdin.write("go\n")
@@ -324,7 +331,7 @@ def test_supervisor_killed_before_the_program_runs(clients, tmp_path):
         while kernel.blocked_in(c.pid) != "sendto":
             assert c.poll() is None and time.monotonic() < deadline, "the supervisor never waited on NOTIFY_SOCKET"
             time.sleep(0.02)
-        kill_supervisor_then_connect(c)
+        kill_supervisor_then_connect(c, running=False)
     finally:
         stop(c, srv)
         sink.close(), filler.close()
