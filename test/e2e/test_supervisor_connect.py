@@ -268,19 +268,19 @@ def test_listener_options_inherited(built):
     assert said == [want, want]
 
 
-def test_client_options_carried(prog):
-    """SO_RCVTIMEO set on a static C client's socket before its connect:
-    over TCP a read with nothing sent times out (EAGAIN); under the
-    supervisor the Unix socket that replaces the TCP socket carries it,
-    so the same, on the fast path at both ends."""
+def said_plain_and_under(prog, mode):
+    """What the static C client prog prints in mode up to "waiting"
+    ("names ..." cut to its first word), over plain TCP and under the
+    supervisor, each on its path at both ends (kernel state): [plain,
+    supervised]."""
     said = []
     for lf in (False, True):
         srv, port, filler = full_server()
         try:
             tell(srv, "go")
-            cmd = [prog, str(port), "rcvtimeo"]
+            cmd = [prog, str(port), mode]
             c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
-            lines = [readline(c).strip(), readline(c, 10).strip()]
+            lines = [readline(c).strip()]
             while lines[-1] != "waiting":
                 lines.append(readline(c).strip())
             assert_path([program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid), port, fast=lf)
@@ -289,6 +289,15 @@ def test_client_options_carried(prog):
         finally:
             filler.close()
             stop(srv)
+    return said
+
+
+def test_client_options_carried(prog):
+    """SO_RCVTIMEO set on a static C client's socket before its connect:
+    over TCP a read with nothing sent times out (EAGAIN); under the
+    supervisor the Unix socket that replaces the TCP socket carries it,
+    so the same, on the fast path at both ends."""
+    said = said_plain_and_under(prog, "rcvtimeo")
     want = ["connect 0", "read Resource temporarily unavailable", "names", "echo OK 100000", "waiting"]
     assert said == [want, want]
 
@@ -303,22 +312,7 @@ def test_keepalive_options_as_tcp(prog):
     fast path at both ends. The socket, made with SOCK_CLOEXEC, is still
     close-on-exec once switched (the flag read from the program's fdinfo
     for the ADDFD)."""
-    said = []
-    for lf in (False, True):
-        srv, port, filler = full_server()
-        try:
-            tell(srv, "go")
-            cmd = [prog, str(port), "keepopts"]
-            c = subprocess.Popen(lf_cmd(cmd) if lf else cmd, stdout=subprocess.PIPE, text=True)
-            lines = [readline(c, 10).strip()]
-            while lines[-1] != "waiting":
-                lines.append(readline(c).strip())
-            assert_path([program_pid(c) if lf else c.pid], kernel.process_tree(srv.pid), port, fast=lf)
-            said.append([ln.split()[0] if ln.startswith("names") else ln for ln in lines])
-            end_by_sigterm(c)
-        finally:
-            filler.close()
-            stop(srv)
+    said = said_plain_and_under(prog, "keepopts")
     bad = os.strerror(errno.EINVAL)
     assert said[0][1] == "cloexec 1", said
     assert said[0][2] == f"opt {socket.TCP_NODELAY} set 0 0 0 0 {bad} get 1", said
