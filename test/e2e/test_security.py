@@ -287,9 +287,11 @@ def drain_by_a_plain_accept(port, ino, timeout):
 
 def result(proc, timeout=60):
     """Closes proc's stdin (the scripts' signal to finish) and returns the
-    JSON line it then prints."""
+    JSON line it then prints (after the lines it was still printing)."""
     proc.stdin.close()
-    return json.loads(readline(proc, timeout))
+    while not (line := readline(proc, timeout)).startswith("{"):
+        pass
+    return json.loads(line)
 
 
 def run_clients(attacker, fam, port, n, *opts, timeout=180, server=None):
@@ -1079,10 +1081,7 @@ def test_hellos_vouched_for_by_a_decoy_get_no_more_than_a_share(build, attacker,
         held = int(line[1])
         out = run_clients(attacker, "4", port, 300, "--conc", 20, "--bound", 30, timeout=280)
         kept = run_clients(attacker, "4", port, 20, server=srv.pid)
-        dec.stdin.close()
-        while not (line := readline(dec, 60)).startswith("{"):
-            pass
-        got = json.loads(line)
+        got = result(dec)
     finally:
         stop(srv, dec)
     print(f"{mode}: attacker's hellos held by the server after the fill: {held} (at the end {got['held']}); "
@@ -1156,10 +1155,7 @@ def test_client_stalled_between_its_hello_and_its_syn(build, attacker, mode, cli
         send_line(victim)
         v = json.loads(readline(victim, 60))
         held_up = time.monotonic() - t0
-        cl.stdin.close()
-        while not (line := readline(cl, 60)).startswith("{"):
-            pass
-        out = json.loads(line)
+        out = result(cl)
         print(f"{mode}: victim {v} after {held_up:.1f} s; flood {out['flood']} connections in {out['seconds']:.1f} s")
         assert held_up >= 2 and out["flood"] >= 300, (held_up, out)  # the stall and the flood were in place
         assert v["outcome"] == "ok", v
@@ -1201,10 +1197,7 @@ def test_bound_sockets_cannot_make_every_accept_walk_the_bind_table(build, attac
         send_line(srv, "count")
         cpu1, n1 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
         held = run_clients(attacker, "4", port, 20, server=srv.pid)
-        park.stdin.close()
-        while not (line := readline(park, 60)).startswith("{"):
-            pass
-        got = json.loads(line)
+        got = result(park)
     finally:
         stop(srv, park)
     cpu = (cpu1 - cpu0) / os.sysconf("SC_CLK_TCK")
