@@ -431,7 +431,21 @@ def run_asan(suite, asan):
         run_c_suite(suite, asan, ASAN_ENV)
 
 
+def default_signals():
+    """Signals ignored by whoever started the run (a background job
+    ignores SIGINT and SIGQUIT, nohup SIGHUP) are ignored by every program
+    a test starts, since an ignored disposition survives exec: a plain
+    program would then outlive a signal that ends it from a terminal, and
+    the signal tests compare against that. Restored here, as a terminal
+    has them."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGALRM):  # SIGPIPE: Python ignores it itself; subprocess restores it for children
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
+
 def main():
+    default_signals()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", nargs="?", default="build")
