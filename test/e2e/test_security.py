@@ -274,15 +274,20 @@ def echo_server(attacker, fam, *opts, debug=False, loopfast=True, tier=None):
     return srv, port, ino, pid
 
 
-def drain_by_a_plain_accept(port, ino, timeout):
-    """A plain connection, whose accept moves what the rendezvous of
-    listener ino holds to the stash: waits (bounded) until the kernel shows
-    none queued there."""
-    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+def wait_drained(ino, timeout=30):
+    """Waits (bounded) until the kernel shows nothing queued on the
+    rendezvous of listener ino (the server's accepts took it to the stash)."""
     deadline = time.monotonic() + timeout
     while queued_on("4", ino) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert queued_on("4", ino) == 0
+    assert queued_on("4", ino) == 0, "the queued hellos were not taken from the rendezvous"
+
+
+def drain_by_a_plain_accept(port, ino, timeout):
+    """A plain connection, whose accept moves what the rendezvous of
+    listener ino holds to the stash."""
+    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    wait_drained(ino, timeout)
 
 
 def result(proc, timeout=60):
@@ -907,10 +912,8 @@ def test_parked_hellos_and_a_flood_of_marked_connections(build, attacker, wmem_m
     try:
         assert readline(park, 60).split() == ["queued", str(200 if lf else 0)]
         # The flood's accepts take the parked hellos into the stash.
-        deadline = time.monotonic() + 30
-        while lf and queued_on("4", ino) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not lf or queued_on("4", ino) == 0, "the parked hellos were not taken from the rendezvous"
+        if lf:
+            wait_drained(ino)
         send_line(srv, "count")
         cpu0, n0 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
         time.sleep(2)  # the flood alone, then with the clients
@@ -1186,10 +1189,8 @@ def test_bound_sockets_cannot_make_every_accept_walk_the_bind_table(build, attac
     park = attacker("park", port, ino, 200 if lf else 0, "--bind", "--pile", 60000, "--flood", 500, "--skip", 4000)
     try:
         assert readline(park, 120).split() == ["queued", str(200 if lf else 0)]
-        deadline = time.monotonic() + 30
-        while lf and queued_on("4", ino) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not lf or queued_on("4", ino) == 0, "the parked hellos were not taken from the rendezvous"
+        if lf:
+            wait_drained(ino)
         time.sleep(2)  # the hellos are due for their check
         send_line(srv, "count")
         cpu0, n0 = cpu_ticks(process_tree(pid)), int(readline(srv).split()[1])
