@@ -112,6 +112,7 @@ static void conn_put(struct lf_shm_conn *c)
 		atomic_fetch_or(&c->tx.h->fin, 1);
 		atomic_fetch_add(&c->tx.h->fin, 2);
 	}
+	lf__shm_mem_forget(c);
 	if (c->map)
 		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
 	atomic_fetch_sub(&live, 1);
@@ -522,7 +523,8 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 
 	for (unsigned long i = 0; i < n && !any; i++)
 		any = lf__shm_conn_of(fds[i].fd) != NULL;
-	if (!any) { /* a wait all the same: what it reports (a pidfd, a pipe) may be a peer's end */
+	if (!any && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed)) {
+		/* a wait all the same: what it reports (a pidfd, a pipe) may be a peer's end */
 		int r = wait(fds, n, timeout_ns, mask);
 		lf__shm_waited();
 		return r;
@@ -537,12 +539,13 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		if (timeout_ns >= 0 && left < 0)
 			left = 0;
 		/* A full ring has no kernel event: look again every millisecond. */
-		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : left;
+		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : lf__shm_mem_slice(left);
 		int r = wait(fds, n, slice, mask);
 		lf__shm_waited();
 		if (r <= 0) {
 			if (r < 0 || slice == left)
 				return r;
+			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 			continue;
 		}
 		int k = 0;

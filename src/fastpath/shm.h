@@ -23,6 +23,12 @@ extern bool lf__shm_used;
  * tier that finds its ring empty looks at the socket after each
  * (shm_io.c). Counted after the wait returns. */
 extern atomic_uint lf__shm_waits;
+/* Rings whose pages go back once the process has waited a while
+ * (shm_mem.c): while any is due, waits are cut to lf__shm_mem_slice and
+ * lf__shm_mem_sweep runs after each slice. */
+extern atomic_int lf__shm_due;
+void lf__shm_mem_sweep(void);
+int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */
 static inline void lf__shm_waited(void)
 {
 	if (lf__shm_used)

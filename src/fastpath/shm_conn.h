@@ -36,6 +36,8 @@ struct lf_shm_conn {
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
+	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
+	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end
@@ -80,7 +82,8 @@ void lf__shm_spin_room_heavy(void); /* writer: between its store of want_space a
 bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, before a copy into tx (false: not now) */
 bool lf__shm_mem_wait(struct lf_shm_conn *c);           /* writer, without txl, after a false: true once it may look again */
 void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
-void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
+void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back (or later) */
+void lf__shm_mem_forget(struct lf_shm_conn *c);        /* c is about to be freed: off the due list */
 uint32_t lf__shm_mem_want(int sndbuf);                  /* the bytes a ring may hold for a socket's SO_SNDBUF */
 void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd); /* reads fd's SO_SNDBUF into c->want */
 long lf__shm_mem_room(struct lf_shm_conn *c, int fd);   /* writer, under txl, tx synced: its room, grown to SO_SNDBUF (fd < 0: no getsockopt) */

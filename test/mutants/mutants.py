@@ -1151,7 +1151,7 @@ MUTANTS += [
         "a tier reader's non-blocking read answers EAGAIN from its ring alone after a wait (epoll) that reported the end",
         [("src/fastpath/shm_spin.c",
           "\t    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))\n",
-          "\t    0)\n")],
+          "\t    0)")],
         ["c:test-shm:a_wait_ends_it", "e2e:test_shm.py -k 'sees_the_end_at_once and not close'"]),
     Mutant(
         "shm-quiet-after-peer-close",
@@ -1218,15 +1218,15 @@ MUTANTS += [
         "shm-no-give-back",
         "a tier reader that finds its ring empty never punches it: a connection that streamed keeps 516 KiB resident",
         [("src/fastpath/shm_mem.c",
-          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
-          "\t    0)\n")],
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))",
+          "\t    0)")],
         ["e2e:test_shm.py -k after_streaming_idle", "e2e:test_bench_stream.py -k idle_connections"]),
     Mutant(
         "shm-give-back-wrong-ring",
         "the reader punches the ring it writes (its peer's unread bytes) instead of the one it found empty",
         [("src/fastpath/shm_mem.c",
-          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
-          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))\n")],
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))",
+          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))")],
         ["e2e:test_shm.py -k after_streaming_idle"]),
 ]
 
@@ -1592,4 +1592,16 @@ MUTANTS += [
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));\n",
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
         ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
+]
+# A ring found empty within 10 ms of its last give-back is due, and given
+# back after the process waited (shm_mem.c, lf__shm_mem_sweep).
+MUTANTS += [
+    Mutant(
+        "shm-give-back-sweep-skipped",
+        "a due give-back is taken off the list in a wait but never made: a connection that streamed and then "
+        "waits on the connection keeps its ring's pages",
+        [("src/fastpath/shm_mem.c",
+          "\t\tdue_out(c);\n\t\tif (c->rx.pos - c->trimmed >= KEEP)\n\t\t\tpunch(c, now);\n",
+          "\t\tdue_out(c);\n")],
+        ["e2e:test_shm.py -k after_streaming_idle"]),
 ]
