@@ -76,10 +76,12 @@ static const char *env_get(char *const envp[], const char *name)
 	return NULL;
 }
 
-static bool needed(char *const envp[])
+static bool needed(char *const envp[], const char *shm)
 {
 	const char *pre;
 
+	if (shm[0]) /* tier sockets stay open: their rings go with them (shm_exec.c) */
+		return true;
 	if (!atomic_load(&lf__rendezvous_inheritable) || !self[0])
 		return false;
 	if (!(pre = env_get(envp, "LD_PRELOAD")) || !strstr(pre, self))
@@ -90,18 +92,22 @@ static bool needed(char *const envp[])
 	return false;
 }
 
-/* Fills env (room: env_count(envp) + NCARRIED + 2) with envp, its
- * LD_PRELOAD led by this library (written into pre), and loopfast's
- * variables from this process's environment where envp lacks them. */
-static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_room)
+/* Fills env (room: env_count(envp) + NCARRIED + 3) with envp, its
+ * LD_PRELOAD led by this library (written into pre), loopfast's
+ * variables from this process's environment where envp lacks them, and
+ * shm (the tier's record, shm_exec.c) when not empty, in place of any
+ * record envp holds. */
+static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_room, char *shm)
 {
 	const char *old = env_get(envp, "LD_PRELOAD");
 	size_t k = 0;
 
 	for (size_t i = 0; envp && envp[i]; i++)
-		if (strncmp(envp[i], "LD_PRELOAD=", 11))
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) && (!shm[0] || strncmp(envp[i], "LOOPFAST_SHM_EXEC=", 18)))
 			env[k++] = envp[i];
-	if (old && strstr(old, self))
+	if (!self[0])
+		snprintf(pre, pre_room, "LD_PRELOAD=%s", old ? old : "");
+	else if (old && strstr(old, self))
 		snprintf(pre, pre_room, "LD_PRELOAD=%s", old);
 	else
 		snprintf(pre, pre_room, "LD_PRELOAD=%s%s%s", self, old && *old ? " " : "", old ? old : "");
@@ -111,18 +117,31 @@ static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_
 		if (v && !env_get(envp, carried[i]))
 			env[k++] = (char *)v - strlen(carried[i]) - 1; /* "NAME=value" in environ */
 	}
+	if (shm[0])
+		env[k++] = shm;
 	env[k] = NULL;
 	return env;
 }
 
 /* Declares the stack room for envp's fixed copy and sets `out` to it (or
- * to envp when nothing needs carrying). */
-#define FIX_ENV(envp, out)                                                                             \
-	bool fix_ = needed(envp);                                                                      \
+ * to envp when nothing needs carrying). exec: the tier sockets that stay
+ * open take their rings along (posix_spawn's child is another process:
+ * its record would not check out, so nothing is carried there); after an
+ * exec that failed, SHM_UNDO gives their memfds close-on-exec back. */
+#define FIX_ENV_(envp, out, exec)                                                                      \
+	size_t shmroom_ = (exec) ? lf__shm_exec_room() : 0, nundo_ = 0;                                \
+	char shm_[shmroom_ ? shmroom_ : 1];                                                            \
+	int undo_[shmroom_ ? LF_SHM_EXEC_FDS : 1];                                                     \
+	shm_[0] = 0;                                                                                   \
+	if (shmroom_)                                                                                  \
+		lf__shm_exec_prepare(shm_, shmroom_, undo_, &nundo_);                                  \
+	bool fix_ = needed(envp, shm_);                                                                \
 	const char *old_ = fix_ ? env_get(envp, "LD_PRELOAD") : NULL;                                  \
-	char *env_[fix_ ? env_count(envp) + NCARRIED + 2 : 1];                                          \
+	char *env_[fix_ ? env_count(envp) + NCARRIED + 3 : 1];                                          \
 	char pre_[fix_ ? sizeof("LD_PRELOAD= ") + strlen(self) + (old_ ? strlen(old_) : 0) : 1];       \
-	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_)) : (envp)
+	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_), shm_) : (envp)
+#define FIX_ENV(envp, out) FIX_ENV_(envp, out, true)
+#define SHM_UNDO(call) ({ int r_ = (call); lf__shm_exec_undo(undo_, nundo_); r_; })
 
 /* Resolved by the constructor; a constructor of another library that
  * runs before it finds them still unresolved, and resolves them here (a
@@ -135,8 +154,8 @@ LF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	FIX_ENV(envp, env);
 
 	if (!RESOLVE(real_execve, "execve"))
-		return lf__sys_execve(path, argv, env);
-	return real_execve(path, argv, env);
+		return SHM_UNDO(lf__sys_execve(path, argv, env));
+	return SHM_UNDO(real_execve(path, argv, env));
 }
 LF_LOCAL(execve);
 
@@ -144,7 +163,7 @@ LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	FIX_ENV(envp, env);
 
-	return CALL(real_execvpe, "execvpe", file, argv, env);
+	return SHM_UNDO(CALL(real_execvpe, "execvpe", file, argv, env));
 }
 LF_LOCAL(execvpe);
 
@@ -152,14 +171,14 @@ LF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	FIX_ENV(envp, env);
 
-	return CALL(real_fexecve, "fexecve", fd, argv, env);
+	return SHM_UNDO(CALL(real_fexecve, "fexecve", fd, argv, env));
 }
 
 LF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
 	FIX_ENV(envp, env);
 
-	return lf__sys_execveat(dirfd, path, argv, env, flags);
+	return SHM_UNDO(lf__sys_execveat(dirfd, path, argv, env, flags));
 }
 
 LF_EXPORT int execv(const char *path, char *const argv[])
@@ -210,7 +229,7 @@ LF_EXPORT int execle(const char *path, const char *arg0, ...)
 LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, false);
 
 	return RESOLVE(real_posix_spawn, "posix_spawn") ? real_posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
 }
@@ -218,7 +237,7 @@ LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 LF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, false);
 
 	return RESOLVE(real_posix_spawnp, "posix_spawnp") ? real_posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
 }

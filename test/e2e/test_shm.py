@@ -1214,3 +1214,130 @@ def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
     got = run_both(FORK_GROWS)
     assert got["tcp"] == ["0", "6000000", "True"], got
     assert got["shm"] == got["tcp"], got
+
+
+# exec with tier connections open (docs/shm.md, "exec: the rings are
+# re-adopted"). The server sends S1 at once, S2 when told, and reads to
+# the end; the client connects twice (c inheritable, c2 close-on-exec),
+# writes C1, reads half of S1 (the other half stays in its ring) and execs
+# itself; the new image writes C2 and reads the rest. Each side checks
+# every byte in order.
+EXEC_SERVER = textwrap.dedent("""
+    import random, socket, sys
+    S1, S2 = random.Random(1).randbytes(100_000), random.Random(2).randbytes(100_000)
+    C = random.Random(3).randbytes(400_000)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept(); c2, _ = s.accept()
+    c.sendall(S1); c2.sendall(b"second")
+    sys.stdin.readline()
+    c.sendall(S2)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("server got", len(got), got == C, flush=True)
+    c.close()
+""")
+
+EXEC_CLIENT = textwrap.dedent("""
+    import os, random, socket, sys
+    S = random.Random(1).randbytes(100_000) + random.Random(2).randbytes(100_000)
+    C = random.Random(3).randbytes(400_000)
+    def recv_exactly(c, n):
+        b = b""
+        while len(b) < n:
+            d = c.recv(n - len(b)); assert d, len(b); b += d
+        return b
+    if sys.argv[1] == "before":
+        port, env = int(sys.argv[2]), sys.argv[3]
+        c = socket.create_connection(("127.0.0.1", port)); c2 = socket.create_connection(("127.0.0.1", port))
+        c.sendall(C[:200_000])
+        assert recv_exactly(c, 50_000) == S[:50_000]
+        assert recv_exactly(c2, 6) == b"second"
+        c.set_inheritable(True)                  # c2 stays close-on-exec (Python's default)
+        print("before", c.fileno(), flush=True)
+        sys.stdin.readline()
+        e = dict(os.environ)
+        if env == "dropped":                     # as a program that cleans its environment
+            e = {k: v for k, v in e.items() if k != "LD_PRELOAD" and not k.startswith("LOOPFAST")}
+        os.execve(sys.executable, [sys.executable, "-c", sys.argv[0] if False else SELF, "after", str(c.fileno())], e)
+    c = socket.socket(fileno=int(sys.argv[2]))
+    print("after", os.getpid(), "LOOPFAST_SHM_EXEC" in os.environ, flush=True)
+    sys.stdin.readline()
+    c.sendall(C[200_000:])
+    c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("client got", len(got), got == S[50_000:], flush=True)
+""")
+
+
+def memfds(pid):
+    """The tier memfds pid holds open and the ones it maps, as inodes, from
+    /proc/PID/fd and /proc/PID/maps."""
+    held, mapped = set(), set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/" + MEMFD):
+                held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+        except OSError:
+            pass
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split()
+        if len(f) >= 6 and f[5].startswith("/" + MEMFD):
+            mapped.add(int(f[4]))
+    return held, mapped
+
+
+def client_pid(cli):
+    """The process of the client script (loopfast run may leave a parent)."""
+    tree = process_tree(cli.pid)
+    return [p for p in tree if "python" in open(f"/proc/{p}/comm").read()][-1]
+
+
+@pytest.mark.parametrize("env", ["kept", "dropped"])
+def test_exec_keeps_the_rings(build, env):
+    """Across exec the inheritable tier socket keeps its rings: before, the
+    client holds and maps two memfds (two tier connections); after, the
+    exec'd process (the same pid, a new image) holds and maps exactly one,
+    the one it had (the close-on-exec connection left none behind), and
+    sock_diag pairs its socket, the same inode as before, with the
+    server's. Bytes written before the exec (C1, the half of S1 left in
+    the client's ring) and after it (C2, S2) arrive in order both ways.
+    With LD_PRELOAD dropped from the exec's environment the library puts
+    itself back, as for an inherited listener."""
+    client = EXEC_CLIENT.replace("sys.argv[0] if False else SELF", repr(EXEC_CLIENT))
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", client, "before", str(port), env], tier="shm"),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fd = int(readline(cli).split()[1])
+        pid = client_pid(cli)
+        pairs = wait_fast_path(cli, srv.pid, port, want=2)
+        held, mapped = memfds(pid)
+        assert len(held) == 2 and held == mapped, (held, mapped)
+        ino = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
+        assert ino in [p[0] for p in pairs], (ino, pairs)
+        cli.stdin.write("\n"); cli.stdin.flush()
+        after = readline(cli).split()
+        assert after == ["after", str(pid), "False"], after     # the same process; the record consumed
+        pairs_after = wait_fast_path(cli, srv.pid, port)
+        assert [p[0] for p in pairs_after] == [ino], (pairs_after, ino)
+        held_after, mapped_after = memfds(pid)   # adopted at start-up, before "after"
+        assert len(held_after) == 1 and held_after == mapped_after and held_after < held, \
+            (held_after, mapped_after, held)
+        assert held_after <= memfds(client_pid(srv))[1], "the two ends map different memfds"
+        cli.stdin.write("\n"); cli.stdin.flush()
+        srv.stdin.write("\n"); srv.stdin.flush()
+        assert readline(cli, timeout=60).split() == ["client", "got", "150000", "True"]
+        assert readline(srv, timeout=60).split() == ["server", "got", "400000", "True"]
+    finally:
+        stop(cli, srv)
