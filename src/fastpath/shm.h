@@ -91,6 +91,9 @@ int lf__shm_get_tier(int fd);
 size_t lf__shm_exec_room(void);
 void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu);
 void lf__shm_exec_undo(const int *undo, size_t nu);
+/* The exec's program will not load this library (static, set-id): the
+ * recorded sockets are shut down instead (docs/shm.md). */
+void lf__shm_exec_shut(const char *rec);
 void lf__shm_exec_adopt(void);
 
 #endif

@@ -117,6 +117,34 @@ void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
 		buf[0] = 0;
 }
 
+/* The exec goes to a program that will not load this library: each
+ * recorded socket is shut down both ways, then what its receive queue
+ * holds is dropped (tokens, edge bytes, the server's answer with its
+ * memfd, stream bytes before the switch: after the shutdown nothing more
+ * can come), so that the program reads the end at once, never a token as
+ * data; its writing direction's fin moves, as at a close, so that the
+ * peer's next write looks at the socket and fails as after a close (a
+ * write into the ring makes no system call otherwise). Writes only the
+ * shared page (a vfork child calls it). */
+void lf__shm_exec_shut(const char *rec)
+{
+	int e = errno;
+	char b[4096];
+
+	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
+		int fd = atoi(p + 1);
+		struct lf_shm_conn *c = lf__shm_conn_of(fd);
+		lf__sys_shutdown(fd, SHUT_RDWR);
+		while (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)
+			;
+		if (c && atomic_load(&c->state) == ON) { /* the peer's next write looks, and finds the end (EPIPE) */
+			atomic_fetch_or(&c->tx.h->fin, 1);
+			atomic_fetch_add(&c->tx.h->fin, 2);
+		}
+	}
+	errno = e;
+}
+
 void lf__shm_exec_undo(const int *undo, size_t nu)
 {
 	int e = errno;

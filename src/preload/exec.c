@@ -18,6 +18,10 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <limits.h>
 #include <spawn.h>
@@ -123,24 +127,88 @@ static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_
 	return env;
 }
 
+/* Whether the program that fd holds will run with this library: not when
+ * it is set-id for another user or group (the loader then ignores
+ * LD_PRELOAD), nor an ELF that is static (no PT_INTERP) or not of this
+ * library's class. Anything else (a script, what cannot be read) counts
+ * as yes. Closes fd when `own`. */
+static bool fd_takes_preload(int fd, bool own)
+{
+	ElfW(Ehdr) eh;
+	ElfW(Phdr) ph[64];
+	struct stat st;
+	bool yes = true;
+
+	if (fd < 0)
+		return true;
+	if (!fstat(fd, &st) && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+				((st.st_mode & S_ISGID) && st.st_gid != getegid()))) {
+		yes = false;
+	} else if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) && !memcmp(eh.e_ident, ELFMAG, SELFMAG)) {
+		size_t n = eh.e_phnum < 64 ? eh.e_phnum : 64;
+		yes = false;
+		if (eh.e_ident[EI_CLASS] == (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) &&
+		    eh.e_phentsize == sizeof(ph[0]) &&
+		    pread(fd, ph, n * sizeof(ph[0]), (off_t)eh.e_phoff) == (ssize_t)(n * sizeof(ph[0])))
+			for (size_t i = 0; i < n && !yes; i++)
+				yes = ph[i].p_type == PT_INTERP;
+	}
+	if (own)
+		lf__sys_close(fd);
+	return yes;
+}
+
+static bool takes_preload(int dirfd, const char *path, int flags)
+{
+	if ((flags & AT_EMPTY_PATH) && !*path)
+		return fd_takes_preload(dirfd, false);
+	return fd_takes_preload(openat(dirfd, path, O_RDONLY | O_CLOEXEC), true);
+}
+
+/* execvp's file: found on PATH as execvp will (the first executable). */
+static bool file_takes_preload(const char *file)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(file, '/') || !*file)
+		return takes_preload(AT_FDCWD, file, 0);
+	for (const char *p = path ? path : "/bin:/usr/bin"; p;) {
+		const char *end = strchr(p, ':');
+		size_t l = end ? (size_t)(end - p) : strlen(p);
+		char full[PATH_MAX];
+		if (l + strlen(file) + 2 <= sizeof(full)) {
+			snprintf(full, sizeof(full), "%.*s/%s", (int)l, l ? p : ".", file);
+			if (!access(full, X_OK))
+				return takes_preload(AT_FDCWD, full, 0);
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return true;
+}
+
 /* Declares the stack room for envp's fixed copy and sets `out` to it (or
  * to envp when nothing needs carrying). exec: the tier sockets that stay
  * open take their rings along (posix_spawn's child is another process:
  * its record would not check out, so nothing is carried there); after an
  * exec that failed, SHM_UNDO gives their memfds close-on-exec back. */
-#define FIX_ENV_(envp, out, exec)                                                                      \
+#define FIX_ENV_(envp, out, exec, takes)                                                               \
 	size_t shmroom_ = (exec) ? lf__shm_exec_room() : 0, nundo_ = 0;                                \
 	char shm_[shmroom_ ? shmroom_ : 1];                                                            \
 	int undo_[shmroom_ ? LF_SHM_EXEC_FDS : 1];                                                     \
 	shm_[0] = 0;                                                                                   \
 	if (shmroom_)                                                                                  \
 		lf__shm_exec_prepare(shm_, shmroom_, undo_, &nundo_);                                  \
+	if (shm_[0] && !(takes)) { /* a program without this library: the end, not tokens */          \
+		lf__shm_exec_undo(undo_, nundo_);                                                      \
+		lf__shm_exec_shut(shm_);                                                               \
+		nundo_ = 0;                                                                            \
+		shm_[0] = 0;                                                                           \
+	}                                                                                              \
 	bool fix_ = needed(envp, shm_);                                                                \
 	const char *old_ = fix_ ? env_get(envp, "LD_PRELOAD") : NULL;                                  \
 	char *env_[fix_ ? env_count(envp) + NCARRIED + 3 : 1];                                          \
 	char pre_[fix_ ? sizeof("LD_PRELOAD= ") + strlen(self) + (old_ ? strlen(old_) : 0) : 1];       \
 	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_), shm_) : (envp)
-#define FIX_ENV(envp, out) FIX_ENV_(envp, out, true)
 #define SHM_UNDO(call) ({ int r_ = (call); lf__shm_exec_undo(undo_, nundo_); r_; })
 
 /* Resolved by the constructor; a constructor of another library that
@@ -151,7 +219,7 @@ static char *const *fixed(char *const envp[], char **env, char *pre, size_t pre_
 
 LF_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, true, takes_preload(AT_FDCWD, path, 0));
 
 	if (!RESOLVE(real_execve, "execve"))
 		return SHM_UNDO(lf__sys_execve(path, argv, env));
@@ -161,7 +229,7 @@ LF_LOCAL(execve);
 
 LF_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, true, file_takes_preload(file));
 
 	return SHM_UNDO(CALL(real_execvpe, "execvpe", file, argv, env));
 }
@@ -169,14 +237,14 @@ LF_LOCAL(execvpe);
 
 LF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, true, fd_takes_preload(fd, false));
 
 	return SHM_UNDO(CALL(real_fexecve, "fexecve", fd, argv, env));
 }
 
 LF_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
-	FIX_ENV(envp, env);
+	FIX_ENV_(envp, env, true, takes_preload(dirfd, path, flags));
 
 	return SHM_UNDO(lf__sys_execveat(dirfd, path, argv, env, flags));
 }
@@ -229,7 +297,7 @@ LF_EXPORT int execle(const char *path, const char *arg0, ...)
 LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	FIX_ENV_(envp, env, false);
+	FIX_ENV_(envp, env, false, true);
 
 	return RESOLVE(real_posix_spawn, "posix_spawn") ? real_posix_spawn(pid, path, fa, attr, argv, env) : ENOSYS;
 }
@@ -237,7 +305,7 @@ LF_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 LF_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	FIX_ENV_(envp, env, false);
+	FIX_ENV_(envp, env, false, true);
 
 	return RESOLVE(real_posix_spawnp, "posix_spawnp") ? real_posix_spawnp(pid, file, fa, attr, argv, env) : ENOSYS;
 }
