@@ -14,7 +14,13 @@
  *
  * What this cannot cover: a static program (LD_PRELOAD does nothing; the
  * seccomp supervisor will), and a set-user-ID one (the loader ignores
- * LD_PRELOAD for it). */
+ * LD_PRELOAD for it).
+ *
+ * The shared-memory tier's sockets that stay open across an exec take
+ * their rings along the same way (src/fastpath/shm_exec.c): the library
+ * back in LD_PRELOAD, and their record in LOOPFAST_SHM_EXEC; for a program
+ * that cannot load the library (static, set-id, another ELF class: read
+ * from the file itself) they are shut down instead (docs/shm.md, "exec"). */
 #include "internal.h"
 
 #include <dlfcn.h>
