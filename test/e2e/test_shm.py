@@ -1299,6 +1299,19 @@ def memfds(pid):
     return held, mapped
 
 
+def memfd_cloexec(pid):
+    """For each tier memfd pid holds: is it close-on-exec (/proc/PID/fdinfo)?"""
+    got = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/" + MEMFD):
+                flags = next(l for l in open(f"/proc/{pid}/fdinfo/{fd}") if l.startswith("flags:"))
+                got.append(bool(int(flags.split()[1], 8) & 0o2000000))
+        except OSError:
+            pass
+    return got
+
+
 def client_pid(cli):
     """The process of the client script (loopfast run may leave a parent)."""
     tree = process_tree(cli.pid)
@@ -1340,6 +1353,7 @@ def test_exec_keeps_the_rings(build, env):
         assert len(held_after) == 1 and held_after == mapped_after and held_after < held, \
             (held_after, mapped_after, held)
         assert held_after <= memfds(client_pid(srv))[1], "the two ends map different memfds"
+        assert memfd_cloexec(pid) == [True], "the adopted memfd would reach the next exec's program"
         cli.stdin.write("\n"); cli.stdin.flush()
         srv.stdin.write("\n"); srv.stdin.flush()
         assert readline(cli, timeout=60).split() == ["client", "got", "150000", "True"]

@@ -1593,3 +1593,64 @@ MUTANTS += [
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
         ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
 ]
+# The shm tier across exec (shm_exec.c, src/preload/exec.c; docs/shm.md, "exec:
+# the rings are re-adopted"): the new image adopts the rings, the memfd is
+# close-on-exec again there, an end keeps its side, and a program that cannot
+# load loopfast gets the end (no memfd, no token as data, the peer's write fails).
+MUTANTS += [
+    Mutant(
+        "shm-exec-not-adopted",
+        "the exec'd program's preload never adopts the tier sockets it inherited: it holds the memfd "
+        "without mapping it and reads the Unix stream with tokens on it",
+        [("src/preload/preload.c",
+          "\tlf__shm_exec_adopt(); /* tier sockets kept across the exec that started this program */\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-adopted-memfd-inheritable",
+        "the adopted memfd keeps the inheritable flag the exec needed: it would reach every program the "
+        "exec'd one execs, with or without the socket",
+        [("src/fastpath/shm_exec.c",
+          "\tif (mine)\n\t\tlf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-end-swapped",
+        "the new image takes the other end's rings (server for client): it reads its own writes' ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tlf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);\n",
+          "\t\t\tlf__ring_views(c->map, area, kind != 's', &c->rx, &c->tx);\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-static-taken-for-dynamic",
+        "an exec into a static program carries the rings as if it loaded loopfast: it gets the memfd and "
+        "reads tokens as data",
+        [("src/preload/exec.c",
+          "\t\t\t\tyes = ph[i].p_type == PT_INTERP;\n",
+          "\t\t\t\tyes = true;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-queue-kept",
+        "the socket shut down before an exec into a static program keeps its queue: the program reads the "
+        "token as a byte of data before the end",
+        [("src/fastpath/shm_exec.c",
+          "\t\twhile (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)\n\t\t\t;\n",
+          "\t\t(void)b;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-fin-unmoved",
+        "the shutdown before an exec into a static program leaves the page's fin: the peer's writes go on "
+        "succeeding into the dead ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tatomic_fetch_add(&c->tx.h->fin, 2);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-memfd-leaks",
+        "an exec into a static program leaves the carried memfds inheritable: the program holds a memfd "
+        "it cannot use",
+        [("src/preload/exec.c",
+          "\t\tlf__shm_exec_undo(undo_, nundo_);                                                      \\\n",
+          "\t\t(void)undo_;                                                                           \\\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+]
