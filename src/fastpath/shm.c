@@ -115,9 +115,13 @@ static void conn_put(struct lf_shm_conn *c)
 	}
 	if (c->map)
 		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
+	struct stat st;
 	if (c->mfd >= 0) {
-		lf__fd_unhide(c->mfd);
-		lf__sys_close(c->mfd);
+		lf__fd_unhide(c->mfd); /* its entry points at c->mfd */
+		/* Closed only if still ours: a close_range may have taken the
+		 * number, and the program reused it. */
+		if (!fstat(c->mfd, &st) && (unsigned long)st.st_ino == c->mfd_ino)
+			lf__sys_close(c->mfd);
 	}
 	atomic_fetch_sub(&lf__shm_live, 1);
 	free(c);
