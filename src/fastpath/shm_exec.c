@@ -226,6 +226,7 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 	if (f && fl >= 0 && (fl & O_NONBLOCK))
 		atomic_fetch_or(&f->flags, LF_F_NONBLOCK);
 	lf__shm_attach(fd, c);
+	lf__signals_wrap(); /* the tier's own waits end as the application's call would (as lf_set_tier) */
 }
 
 void lf__shm_exec_adopt(void)
