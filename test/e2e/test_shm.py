@@ -1413,3 +1413,70 @@ def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
         assert readline(srv, timeout=60).split() == ["server", "got", "200000", "True"]
     finally:
         stop(cli, srv)
+
+
+# A client that execs before it took the server's answer (the server has
+# not accepted yet): its record says so, with the count of bytes it wrote
+# on the stream, and the new image takes the answer and the memfd itself.
+EXEC_EARLY_SERVER = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    sys.stdin.readline()
+    c, _ = s.accept()
+    c.sendall(b"S" * 300_000)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("server got", len(got), got == b"early" + bytes(range(256)) * 1000, flush=True)
+""")
+
+EXEC_EARLY_CLIENT = textwrap.dedent("""
+    import os, socket, sys
+    if sys.argv[1] == "before":
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        c.sendall(b"early")                      # on the stream: the answer has not come
+        c.set_inheritable(True)
+        os.execv(sys.executable, [sys.executable, "-c", SELF, "after", str(c.fileno())])
+    c = socket.socket(fileno=int(sys.argv[2]))
+    print("after", os.getpid(), flush=True)
+    sys.stdin.readline()
+    c.sendall(bytes(range(256)) * 1000); c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("client got", len(got), got == b"S" * 300_000, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_exec_before_the_answer_takes_it_after(build):
+    """The client execs right after connect, before the server accepted
+    (so before its answer): the new image takes the answer and the memfd
+    (the kernel shows the client holding and mapping it afterwards, close-on-exec),
+    and the 5 bytes written on the stream before the exec come before the
+    256,000 written after it, in order; the server's 300,000 arrive whole."""
+    client = EXEC_EARLY_CLIENT.replace("SELF", repr(EXEC_EARLY_CLIENT))
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_EARLY_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", client, "before", str(port)], tier="shm"),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pid = int(readline(cli).split()[1])
+        assert memfds(pid) == (set(), set())     # no answer yet
+        srv.stdin.write("\n"); srv.stdin.flush()
+        wait_fast_path(cli, srv.pid, port)
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli, timeout=60).split() == ["client", "got", "300000", "True"]
+        assert readline(srv, timeout=60).split() == ["server", "got", "256005", "True"]
+        held, mapped = memfds(pid)
+        assert len(held) == 1 and held == mapped, (held, mapped)
+        assert memfd_cloexec(pid) == [True]
+    finally:
+        stop(cli, srv)

@@ -1654,3 +1654,15 @@ MUTANTS += [
           "\t\t(void)undo_;                                                                           \\\n")],
         ["e2e:test_shm.py -k exec_into_a_static"]),
 ]
+# A client that execs before the server's answer: its new image switches with
+# the count of bytes its previous image wrote on the stream (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-undecided-count-lost",
+        "a client exec'd before the server's answer forgets the bytes its previous image wrote on the "
+        "stream: its switch tells the server 0, and those bytes are taken for tokens",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tc->stream_out = count;\n",
+          "\t\t\tc->stream_out = 0;\n")],
+        ["e2e:test_shm.py -k exec_before_the_answer"]),
+]
