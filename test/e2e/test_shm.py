@@ -1269,7 +1269,9 @@ EXEC_CLIENT = textwrap.dedent("""
             os.execv(env[7:], [env[7:], str(c.fileno())])
         os.execve(sys.executable, [sys.executable, "-c", sys.argv[0] if False else SELF, "after", str(c.fileno())], e)
     c = socket.socket(fileno=int(sys.argv[2]))
-    print("after", os.getpid(), "LOOPFAST_SHM_EXEC" in os.environ, flush=True)
+    import array, fcntl, termios
+    q = array.array("i", [0]); fcntl.ioctl(c, termios.FIONREAD, q)   # what its ring holds for it
+    print("after", os.getpid(), "LOOPFAST_SHM_EXEC" in os.environ, q[0], flush=True)
     sys.stdin.readline()
     c.sendall(C[200_000:])
     c.shutdown(socket.SHUT_WR)
@@ -1346,7 +1348,8 @@ def test_exec_keeps_the_rings(build, env):
         assert ino in [p[0] for p in pairs], (ino, pairs)
         cli.stdin.write("\n"); cli.stdin.flush()
         after = readline(cli).split()
-        assert after == ["after", str(pid), "False"], after     # the same process; the record consumed
+        # the same process; the record consumed; the 50,000 bytes of S1 left in its ring readable
+        assert after == ["after", str(pid), "False", "50000"], after
         pairs_after = wait_fast_path(cli, srv.pid, port)
         assert [p[0] for p in pairs_after] == [ino], (pairs_after, ino)
         held_after, mapped_after = memfds(pid)   # adopted at start-up, before "after"

@@ -1642,7 +1642,7 @@ MUTANTS += [
         "the shutdown before an exec into a static program leaves the page's fin: the peer's writes go on "
         "succeeding into the dead ring",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tatomic_fetch_add(&c->tx.h->fin, 2);\n",
+          "\t\t\tatomic_fetch_or(&c->tx.h->fin, 1);\n\t\t\tatomic_fetch_add(&c->tx.h->fin, 2);\n",
           "")],
         ["e2e:test_shm.py -k exec_into_a_static"]),
     Mutant(
