@@ -29,10 +29,12 @@
  * A tier socket whose record does not check out is shut down both ways:
  * its program reads the end, never a token as data.
  *
- * Not covered (docs/shm.md): posix_spawn and the exec inside system() and
- * popen (glibc's own, past the wrappers), raw execve system calls, more
- * than LF_SHM_EXEC_FDS tier sockets carried by one exec, and a new image
- * without this library (a static or set-id program). */
+ * A program that cannot load this library (static, set-id: the wrappers
+ * look at the file) gets its tier sockets shut down before the exec
+ * instead (lf__shm_exec_shut). Not covered (docs/shm.md): posix_spawn and
+ * the exec inside system() and popen (glibc's own, past the wrappers), raw
+ * execve system calls, more than LF_SHM_EXEC_FDS tier sockets carried by
+ * one exec. */
 #include "internal.h"
 #include "shm_conn.h"
 
@@ -168,15 +170,29 @@ static bool our_memfd(int mfd, unsigned long ino)
 	return !strncmp(name, "/memfd:loopfast-shm", 19);
 }
 
+/* The connections adopted so far, by their socket's inode: the dups of a
+ * socket share one. */
+struct seen {
+	unsigned long ino;
+	struct lf_shm_conn *c;
+};
+
 /* One record: the socket back on the tier (sharing the state of an earlier
- * record with the same memfd: a dup), or shut down. */
+ * record of the same socket: a dup), or shut down. */
 static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char kind, unsigned long long count,
-		  unsigned flags, unsigned owed, struct lf_shm_conn **seen, size_t *nseen)
+		  unsigned flags, unsigned owed, struct seen *seen, size_t *nseen)
 {
 	struct stat st;
 	int family;
+	struct lf_shm_conn *c = NULL;
 	bool mine = our_memfd(mfd, mino);
 
+	for (size_t i = 0; i < *nseen; i++) {
+		if (seen[i].ino == ino)
+			c = seen[i].c;
+		if (seen[i].c->mfd_ino == mino)
+			mine = false; /* held by that connection already */
+	}
 	if (mine)
 		lf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);
 	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != ino) {
@@ -186,13 +202,11 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 	}
 	if (flags & FORKED)
 		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
-	struct lf_shm_conn *c = NULL;
-	for (size_t i = 0; i < *nseen && kind != 'u'; i++)
-		if (seen[i]->mfd_ino == mino)
-			c = seen[i];
-	if (c) { /* a dup of a socket adopted already */
+	if (!lf__fast_family(fd, &family)) {
+		c = NULL;
+	} else if (c) { /* a dup of a socket adopted already */
 		atomic_fetch_add(&c->refs, 1);
-	} else if (lf__fast_family(fd, &family) && (c = lf__shm_conn_new(kind == 's'))) {
+	} else if ((c = lf__shm_conn_new(kind == 's'))) {
 		uint32_t area = 0;
 		if (kind == 'u') {
 			c->stream_out = count;
@@ -206,12 +220,12 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 			atomic_store(&c->edges, (flags & EDGES) != 0);
 			lf__shm_keep_memfd(c, mfd);
 			mine = false;
-			if (*nseen < LF_SHM_EXEC_FDS)
-				seen[(*nseen)++] = c;
 		} else {
 			lf__shm_put(c);
 			c = NULL;
 		}
+		if (c && *nseen < LF_SHM_EXEC_FDS)
+			seen[(*nseen)++] = (struct seen){ ino, c };
 	}
 	if (mine)
 		lf__sys_close(mfd);
@@ -232,7 +246,7 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 void lf__shm_exec_adopt(void)
 {
 	const char *v = getenv(VAR);
-	struct lf_shm_conn *seen[LF_SHM_EXEC_FDS];
+	struct seen seen[LF_SHM_EXEC_FDS];
 	size_t nseen = 0;
 
 	if (!v)

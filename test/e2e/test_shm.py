@@ -1260,6 +1260,7 @@ EXEC_CLIENT = textwrap.dedent("""
         assert recv_exactly(c, 50_000) == S[:50_000]
         assert recv_exactly(c2, 6) == b"second"
         c.set_inheritable(True)                  # c2 stays close-on-exec (Python's default)
+        d = os.dup2(c.fileno(), 60)              # a dup that goes along: the new image writes through it
         print("before", c.fileno(), flush=True)
         sys.stdin.readline()
         e = dict(os.environ)
@@ -1267,14 +1268,15 @@ EXEC_CLIENT = textwrap.dedent("""
             e = {k: v for k, v in e.items() if k != "LD_PRELOAD" and not k.startswith("LOOPFAST")}
         if env.startswith("static:"):            # a program that cannot load loopfast
             os.execv(env[7:], [env[7:], str(c.fileno())])
-        os.execve(sys.executable, [sys.executable, "-c", sys.argv[0] if False else SELF, "after", str(c.fileno())], e)
+        os.execve(sys.executable, [sys.executable, "-c", SELF, "after", str(c.fileno()), str(d)], e)
     c = socket.socket(fileno=int(sys.argv[2]))
     import array, fcntl, termios
     q = array.array("i", [0]); fcntl.ioctl(c, termios.FIONREAD, q)   # what its ring holds for it
     print("after", os.getpid(), "LOOPFAST_SHM_EXEC" in os.environ, q[0], flush=True)
     sys.stdin.readline()
-    c.sendall(C[200_000:])
-    c.shutdown(socket.SHUT_WR)
+    w = socket.socket(fileno=int(sys.argv[3]))
+    w.sendall(C[200_000:])
+    w.shutdown(socket.SHUT_WR)
     got = b""
     while True:
         d = c.recv(65536)
@@ -1327,11 +1329,12 @@ def test_exec_keeps_the_rings(build, env):
     exec'd process (the same pid, a new image) holds and maps exactly one,
     the one it had (the close-on-exec connection left none behind), and
     sock_diag pairs its socket, the same inode as before, with the
-    server's. Bytes written before the exec (C1, the half of S1 left in
+    server's; a dup of it that went along shares the rings (the new image
+    writes through the dup and reads through the socket). Bytes written before the exec (C1, the half of S1 left in
     the client's ring) and after it (C2, S2) arrive in order both ways.
     With LD_PRELOAD dropped from the exec's environment the library puts
     itself back, as for an inherited listener."""
-    client = EXEC_CLIENT.replace("sys.argv[0] if False else SELF", repr(EXEC_CLIENT))
+    client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
     srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier="shm"), stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cli = None
@@ -1387,7 +1390,7 @@ def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
     reads every byte the client wrote before the exec, in order, then the
     end, and its writes fail. On the Unix stream (the control) the program
     reads the 50,000 bytes left of S1, as over TCP."""
-    client = EXEC_CLIENT.replace("sys.argv[0] if False else SELF", repr(EXEC_CLIENT))
+    client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
     srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier=tier), stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cli = None

@@ -1666,3 +1666,14 @@ MUTANTS += [
           "\t\t\tc->stream_out = 0;\n")],
         ["e2e:test_shm.py -k exec_before_the_answer"]),
 ]
+# Dups of a tier socket carried across exec share one adopted connection (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-dup-closes-memfd",
+        "the second record of a socket (a dup carried along) takes the memfd its first record's "
+        "connection already holds for a stray one, and closes it",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tmine = false; /* held by that connection already */\n",
+          "\t\t\t;\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+]
