@@ -1369,27 +1369,37 @@ def test_exec_keeps_the_rings(build, env):
         stop(cli, srv)
 
 
-@pytest.fixture(scope="module")
-def static_prog(tmp_path_factory):
-    """progs/shm_exec_static.c, linked static: it cannot load loopfast."""
+@pytest.fixture(scope="module", params=["static", "setuid"])
+def static_prog(request, tmp_path_factory):
+    """progs/shm_exec_static.c built so that it cannot load loopfast: linked
+    static, or dynamic and set-user-ID to nobody (the loader then ignores
+    LD_PRELOAD; the process runs with another uid)."""
     out = tmp_path_factory.mktemp("static") / "shm_exec_static"
     src = os.path.join(os.path.dirname(__file__), "progs", "shm_exec_static.c")
-    done = subprocess.run(["cc", "-O2", "-static", "-o", str(out), src], capture_output=True, text=True, timeout=300)
+    static = ["-static"] if request.param == "static" else []
+    if request.param == "setuid" and os.geteuid() != 0:
+        pytest.skip("making a set-user-ID program of another user needs root")
+    done = subprocess.run(["cc", "-O2", *static, "-o", str(out), src], capture_output=True, text=True, timeout=300)
     if done.returncode and "cannot find -lc" in done.stderr:
         pytest.skip("no static libc on this machine")
     assert done.returncode == 0, done.stderr
+    if request.param == "setuid":
+        os.chmod(out.parent, 0o755)
+        os.chown(out, 65534, 65534)
+        os.chmod(out, 0o4755)
     return str(out)
 
 
 @pytest.mark.parametrize("tier", ["uds", "shm"])
 def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
-    """The documented answer for a program that cannot load loopfast (static
-    here; set-id alike): before the exec the tier socket is shut down both
-    ways and its queue dropped, so the program reads the end at once and its
-    write gets EPIPE, never a token as data; it holds no memfd; the server
-    reads every byte the client wrote before the exec, in order, then the
-    end, and its writes fail. On the Unix stream (the control) the program
-    reads the 50,000 bytes left of S1, as over TCP."""
+    """The documented answer for a program that cannot load loopfast (static,
+    or set-user-ID to another user): before the exec the tier socket is shut
+    down both ways and its queue dropped, so the program reads the end at
+    once and its write gets EPIPE, never a token as data; it holds no memfd
+    (the set-user-ID one runs as another uid: the memfd must never reach
+    it); the server reads every byte the client wrote before the exec, in
+    order, then the end, and its writes fail. On the Unix stream (the
+    control) the program reads the 50,000 bytes left of S1, as over TCP."""
     client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
     srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier=tier), stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

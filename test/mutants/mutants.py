@@ -1677,3 +1677,15 @@ MUTANTS += [
           "\t\t\t;\n")],
         ["e2e:test_shm.py -k exec_keeps_the_rings"]),
 ]
+# A set-user-ID program of another user cannot load loopfast: the exec shuts
+# the tier sockets down rather than hand it the memfd (src/preload/exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-setuid-taken-for-preloaded",
+        "an exec into a set-user-ID program of another user carries the rings as if it loaded loopfast: "
+        "a process of another uid gets the memfd and reads tokens as data",
+        [("src/preload/exec.c",
+          "\tif (!fstat(fd, &st) && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||\n",
+          "\tif (!fstat(fd, &st) && ((false) ||\n")],
+        ["e2e:test_shm.py -k 'exec_into_a_static and setuid'"]),
+]
