@@ -85,4 +85,21 @@ bool lf__shm_in_rights(const struct msghdr *m);
 int lf__shm_set_tier(int fd, int tier);
 int lf__shm_get_tier(int fd);
 
+/* exec (shm_exec.c): the tier sockets that stay open across an exec keep
+ * their rings. Before it, in the exec wrappers: room is what
+ * lf__shm_exec_room says (0: no tier connection, nothing to do);
+ * prepare writes "LOOPFAST_SHM_EXEC=..." into buf for the new environment
+ * ("" when no tier socket stays open) and lists in undo the memfds it made
+ * inheritable; undo gives them close-on-exec back after an exec that
+ * failed. Allocation-free (vfork children exec). adopt: the new image's,
+ * at start-up. */
+#define LF_SHM_EXEC_FDS 128
+size_t lf__shm_exec_room(void);
+void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu);
+void lf__shm_exec_undo(const int *undo, size_t nu);
+/* The exec's program will not load this library (static, set-id): the
+ * recorded sockets are shut down instead (docs/shm.md). */
+void lf__shm_exec_shut(const char *rec);
+void lf__shm_exec_adopt(void);
+
 #endif

@@ -45,6 +45,11 @@ struct lf_shm_conn {
 	 * looks at the socket (shm_io.c, peer_gone). */
 	atomic_uint fin_seen;
 	atomic_bool end_seen;   /* a read saw the end or an error: the next write looks */
+	/* The memfd, kept open (hidden, close-on-exec) for the connection's
+	 * life, so that an exec that keeps the socket can keep it too
+	 * (shm_exec.c); -1 before the answer. ino: its inode, to know it again. */
+	int mfd;
+	unsigned long mfd_ino;
 };
 
 
@@ -53,6 +58,11 @@ struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: n
 long lf__shm_avail(const struct lf_shm_conn *c);          /* bytes in rx now (LF_RING_BAD: garbage) */
 void lf__shm_decide(struct lf_shm_conn *c, int fd);       /* the client takes the answer if it came */
 int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connection: -1, ECONNRESET */
+struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
+void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
+void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
+extern bool lf__shm_forked;                               /* the process forked holding tier connections */
+extern atomic_int lf__shm_live;                           /* tier connections the process holds */
 
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */

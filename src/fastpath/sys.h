@@ -61,6 +61,7 @@ int lf__sys_pidfd_open(pid_t pid, unsigned flags);
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
 int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
 int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+long lf__sys_getdents64(int fd, void *buf, size_t len);
 /* futex(2) on a word (FUTEX_WAIT with a relative timeout, FUTEX_WAKE). */
 long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts);
 /* membarrier(2) with no flags. */

@@ -1605,3 +1605,99 @@ MUTANTS += [
           "\t\tdue_out(c);\n")],
         ["e2e:test_shm.py -k after_streaming_idle"]),
 ]
+# The shm tier across exec (shm_exec.c, src/preload/exec.c; docs/shm.md, "exec:
+# the rings are re-adopted"): the new image adopts the rings, the memfd is
+# close-on-exec again there, an end keeps its side, and a program that cannot
+# load loopfast gets the end (no memfd, no token as data, the peer's write fails).
+MUTANTS += [
+    Mutant(
+        "shm-exec-not-adopted",
+        "the exec'd program's preload never adopts the tier sockets it inherited: it holds the memfd "
+        "without mapping it and reads the Unix stream with tokens on it",
+        [("src/preload/preload.c",
+          "\tlf__shm_exec_adopt(); /* tier sockets kept across the exec that started this program */\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-adopted-memfd-inheritable",
+        "the adopted memfd keeps the inheritable flag the exec needed: it would reach every program the "
+        "exec'd one execs, with or without the socket",
+        [("src/fastpath/shm_exec.c",
+          "\tif (mine)\n\t\tlf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-end-swapped",
+        "the new image takes the other end's rings (server for client): it reads its own writes' ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tlf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);\n",
+          "\t\t\tlf__ring_views(c->map, area, kind != 's', &c->rx, &c->tx);\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-static-taken-for-dynamic",
+        "an exec into a static program carries the rings as if it loaded loopfast: it gets the memfd and "
+        "reads tokens as data",
+        [("src/preload/exec.c",
+          "\t\t\t\tyes = ph[i].p_type == PT_INTERP;\n",
+          "\t\t\t\tyes = true;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-queue-kept",
+        "the socket shut down before an exec into a static program keeps its queue: the program reads the "
+        "token as a byte of data before the end",
+        [("src/fastpath/shm_exec.c",
+          "\t\twhile (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)\n\t\t\t;\n",
+          "\t\t(void)b;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-fin-unmoved",
+        "the shutdown before an exec into a static program leaves the page's fin: the peer's writes go on "
+        "succeeding into the dead ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tatomic_fetch_or(&c->tx.h->fin, 1);\n\t\t\tatomic_fetch_add(&c->tx.h->fin, 2);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-memfd-leaks",
+        "an exec into a static program leaves the carried memfds inheritable: the program holds a memfd "
+        "it cannot use",
+        [("src/preload/exec.c",
+          "\t\tlf__shm_exec_undo(undo_, nundo_);                                                      \\\n",
+          "\t\t(void)undo_;                                                                           \\\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+]
+# A client that execs before the server's answer: its new image switches with
+# the count of bytes its previous image wrote on the stream (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-undecided-count-lost",
+        "a client exec'd before the server's answer forgets the bytes its previous image wrote on the "
+        "stream: its switch tells the server 0, and those bytes are taken for tokens",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tc->stream_out = count;\n",
+          "\t\t\tc->stream_out = 0;\n")],
+        ["e2e:test_shm.py -k exec_before_the_answer"]),
+]
+# Dups of a tier socket carried across exec share one adopted connection (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-dup-closes-memfd",
+        "the second record of a socket (a dup carried along) takes the memfd its first record's "
+        "connection already holds for a stray one, and closes it",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tmine = false; /* held by that connection already */\n",
+          "\t\t\t;\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+]
+# A set-user-ID program of another user cannot load loopfast: the exec shuts
+# the tier sockets down rather than hand it the memfd (src/preload/exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-setuid-taken-for-preloaded",
+        "an exec into a set-user-ID program of another user carries the rings as if it loaded loopfast: "
+        "a process of another uid gets the memfd and reads tokens as data",
+        [("src/preload/exec.c",
+          "\tif (!fstat(fd, &st) && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||\n",
+          "\tif (!fstat(fd, &st) && ((false) ||\n")],
+        ["e2e:test_shm.py -k 'exec_into_a_static and setuid'"]),
+]
