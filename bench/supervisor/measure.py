@@ -20,7 +20,9 @@ seccomp-tcp-before), against the same servers: a change's cost in the
 same interleaved rounds.
 Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names | --nodelay]
        [--before OTHER_BUILD]
-Prints each row's rate per round, its median and its ratio to the preload's."""
+Prints each row's rate per round, its median and its ratio to the preload's,
+and the median and range of its per-round ratios to the preload's (the
+same round: the figure to quote on a shared machine)."""
 import argparse
 import os
 import statistics
@@ -110,6 +112,7 @@ def main():
     ap.add_argument("--before", help="another build whose supervisor gets rows too")
     a = ap.parse_args()
     lf = os.path.join(os.path.abspath(a.build), "loopfast")
+    load0 = open("/proc/loadavg").read().strip()
     with tempfile.TemporaryDirectory(prefix="lf-svbench-") as d:
         src = os.path.join(d, "crr.c")
         open(src, "w").write(CRR)
@@ -143,11 +146,17 @@ def main():
                 p.kill()
                 p.wait()
     base = statistics.median(got["preload"])
-    print(f"{'row':12} {'calls/s' if a.names or a.setopt else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
+    print(f"{'row':12} {'calls/s' if a.names or a.setopt else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}"
+          f"  per round /preload: median (min-max)")
     for r, v in got.items():
         m = statistics.median(v)
-        print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}")
-    print("uptime:", open("/proc/loadavg").read().strip())
+        q = [x / p for x, p in zip(v, got["preload"])]
+        print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}"
+              f"  {statistics.median(q):.2f} ({min(q):.2f}-{max(q):.2f})")
+    for r in [r for r in got if r.endswith("-before")]:
+        q = [x / y for x, y in zip(got[r[:-len("-before")]], got[r])]
+        print(f"{r[:-len('-before')]} / {r}, per round: median {statistics.median(q):.2f} ({min(q):.2f}-{max(q):.2f})")
+    print("load average before:", load0, " after:", open("/proc/loadavg").read().strip())
 
 
 main()

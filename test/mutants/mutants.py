@@ -1701,3 +1701,25 @@ MUTANTS += [
           "\tif (!fstat(fd, &st) && ((false) ||\n")],
         ["e2e:test_shm.py -k 'exec_into_a_static and setuid'"]),
 ]
+# loopfast run's supervisor finds the listener of an accept with one kcmp
+# against the listener the last accept found (supervise_server.c,
+# held_of), and puts the connect's switch on the inode of its one fstat
+# (supervise_client.c): only the same listener, and that inode.
+MUTANTS += [
+    Mutant(
+        "supervisor-accept-listener-not-compared",
+        "an accept is taken as one on the listener the previous accept found, whatever its fd is (the kcmp's "
+        "answer ignored): an accept on a second listener takes the first one's queued connection",
+        [("src/cli/supervise_server.c",
+          "\t    syscall(SYS_kcmp, n->pid, getpid(), KCMP_FILE, fd, held[last_held].copy) == 0)\n",
+          "\t    syscall(SYS_kcmp, n->pid, getpid(), KCMP_FILE, fd, held[last_held].copy) >= -1)\n")],
+        ["e2e:test_supervisor.py -k test_accepts_on_two_listeners_alternated"]),
+    Mutant(
+        "supervisor-connect-switch-inode-wrong",
+        "the connect's switch compares the program's fd with another number than the TCP socket's inode: the "
+        "socket is taken as closed during its connect and never switched",
+        [("src/cli/supervise_client.c",
+          "\tfinish(lfd, ep, n, copy, tcp, st.st_ino, fast, r ? -e : 0, dst.port);\n",
+          "\tfinish(lfd, ep, n, copy, tcp, st.st_dev, fast, r ? -e : 0, dst.port);\n")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and c'"]),
+]
