@@ -569,10 +569,11 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : lf__shm_mem_slice(left);
 		int r = wait(fds, n, slice, mask);
 		lf__shm_waited();
+		if (r == 0)
+			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 		if (r <= 0) {
 			if (r < 0 || slice == left)
 				return r;
-			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 			continue;
 		}
 		int k = 0;

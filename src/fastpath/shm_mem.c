@@ -109,9 +109,10 @@ static void punch(struct lf_shm_conn *c, uint64_t now)
  * stream's rate). So a ring gives its pages back at most once per
  * GIVE_BACK_NS; one found empty sooner is due, and its give-back is made
  * when the process has waited that long for anything: the tier's own
- * blocking reads and writes, and poll, select and epoll (wait.c), cut
- * their waits in slices of GIVE_BACK_NS while any is due, and sweep the
- * due rings after each (lf__shm_mem_sweep). The list of due rings is the
+ * blocking reads, and poll, select and epoll (wait.c), cut their waits in
+ * slices of GIVE_BACK_NS while any is due, and sweep the due rings after
+ * each wait that timed out (lf__shm_mem_sweep: those whose last give-back
+ * is GIVE_BACK_NS old). The list of due rings is the
  * process's, under due_lock; a connection leaves it before it is freed
  * (lf__shm_mem_forget). */
 #define GIVE_BACK_NS (10u * 1000u * 1000u)

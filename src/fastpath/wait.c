@@ -404,13 +404,13 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 		slice = due < 0 ? -1 : (int)(due / 1000000);
 		int r = e && e->spin_members > 0 && e->spin_us ? epoll_spin(e, epfd, ev, max, slice, mask)
 							      : REAL(epoll_pwait)(epfd, ev, max, slice, mask);
+		if (r == 0)
+			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
 		int k = r && lf__bells_used && lf__bell_tagged(ev, r) ? lf__bell_epoll_filter(ev, r) : r;
-		if (slice != timeout) {
+		if (slice != timeout)
 			lf__bell_sweep();
-			lf__shm_mem_sweep();
-		}
 		if (k > 0 || timeout == 0) {
 			if (__atomic_load_n(&lf__bell_resets, __ATOMIC_ACQUIRE))
 				lf__bell_err_epoll(epfd, ev, k);
@@ -472,13 +472,13 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 		struct timespec t = ns_ts(slice);
 		int r = lf__sys_epoll_pwait2(epfd, ev, max, slice < 0 ? NULL : &t, mask);
 		lf__shm_waited();
+		if (r == 0)
+			lf__shm_mem_sweep();
 		if (r < 0 || (r == 0 && slice == left))
 			return r;
 		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
-		if (slice != left) {
+		if (slice != left)
 			lf__bell_sweep();
-			lf__shm_mem_sweep();
-		}
 		if (k > 0 || left == 0) {
 			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);

@@ -1029,6 +1029,66 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
         stop(cli, srv)
 
 
+# The give-back punches the ring its reader found empty, never the one it
+# writes: the server's first give-back (made at once) comes while the
+# 100,000 bytes it wrote wait unread in its other ring.
+PUNCH_SERVER = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    print(s.getsockname()[1], flush=True)
+    c = s.accept()[0]
+    a = os.urandom(100_000); c.sendall(a)  # waits in the ring the client reads, unread until the end
+    print("sent", hashlib.sha256(a).hexdigest(), flush=True)
+    sys.stdin.readline()                   # the client's 100,000 are in our ring
+    got = b""
+    while len(got) < 100_000:              # the ring found empty: a give-back
+        got += c.recv(65536)
+    print("got", hashlib.sha256(got).hexdigest(), flush=True)
+    sys.stdin.readline()
+""")
+
+PUNCH_CLIENT = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    c.recv(1, socket.MSG_PEEK)             # the server's answer taken: on the rings
+    b = os.urandom(100_000); c.sendall(b)
+    print("sent", hashlib.sha256(b).hexdigest(), flush=True)
+    sys.stdin.readline()                   # the server has read them
+    got = b""
+    while len(got) < 100_000:
+        got += c.recv(65536)
+    print("got", hashlib.sha256(got).hexdigest(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_give_back_punches_only_the_ring_found_empty(build):
+    """Each end writes 100,000 bytes the other reads later; the server reads
+    the client's first, emptying its ring (a give-back, its first: at
+    once) while its own bytes wait in the other ring; then the client reads
+    them. Both ends map the tier's memfd (the kernel), and every byte
+    arrives (SHA-256 at both ends)."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", PUNCH_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", PUNCH_CLIENT, port], tier="shm"), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        a = readline(srv).split()
+        b = readline(cli).split()
+        assert a[0] == b[0] == "sent", (a, b)
+        for p in (srv, cli):
+            held, mapped = memfds(client_pid(p))
+            assert len(mapped) == 1, (held, mapped)
+        srv.stdin.write("\n"); srv.stdin.flush()
+        assert readline(srv).split() == ["got", b[1]]
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli).split() == ["got", a[1]]
+    finally:
+        stop(*(p for p in (cli, srv) if p))
+
+
 # A client that writes and closes before the server accepts (a request sent
 # and forgotten: `echo x | nc -q0`): the server's accept (given 5 s) takes
 # the connection and reads what was sent, then EOF. A first connection,
