@@ -35,6 +35,7 @@
 bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
+int lf__shm_fd_hi = -1;
 /* The process forked while it held tier connections (live: their count)
  * (in the parent and the child alike): another process may hold any of
  * them. */
@@ -168,6 +169,9 @@ static void attach(int fd, struct lf_shm_conn *c)
 	lf__fork_init();
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
+	for (int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+	     fd > hi && !__atomic_compare_exchange_n(&lf__shm_fd_hi, &hi, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+		;
 	lf__shm_used = true;
 	for (int i = 0; i < LF_EPOLL_MAX; i++) /* registrations carried over from before connect */
 		if (f->ep[i].epfd1 && (f->ep[i].ev.events & EPOLLET))

@@ -27,6 +27,8 @@ extern atomic_uint lf__shm_waits;
  * (shm_mem.c): while any is due, waits are cut to lf__shm_mem_slice and
  * lf__shm_mem_sweep runs after each slice. */
 extern atomic_int lf__shm_due;
+/* The highest descriptor that was ever a tier socket (close_range). */
+extern int lf__shm_fd_hi;
 void lf__shm_mem_sweep(void);
 int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */
 static inline void lf__shm_waited(void)

@@ -49,6 +49,11 @@ bool lf__sys_tcp_family(int fd, int *family)
 	return true;
 }
 
+int lf__sys_close_range(unsigned first, unsigned last, int flags)
+{
+	return (int)syscall(SYS_close_range, first, last, flags);
+}
+
 int lf__sys_poll1(int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };

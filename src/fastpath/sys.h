@@ -49,6 +49,7 @@ int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct
 #define SO_NETNS_COOKIE 71
 #endif
 int lf__sys_no_rights(int unx);
+int lf__sys_close_range(unsigned first, unsigned last, int flags);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 /* Whether fd is a TCP socket of AF_INET or AF_INET6 (SO_PROTOCOL, then
  * SO_DOMAIN); its family in *family. */

@@ -1029,6 +1029,40 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
         stop(cli, srv)
 
 
+# A daemon that closes descriptors with close_range (glibc's: Python's
+# os.closerange) and reuses a number for a file of its own.
+CLOSE_RANGE = textwrap.dedent("""
+    import os, socket, sys, tempfile
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"x"); assert a.recv(1) == b"x"; a.sendall(b"y"); assert c.recv(1) == b"y"
+    maps = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    n = c.detach()
+    if sys.argv[1] == "closefrom":
+        a = a.detach(); s = s.detach()
+        os.closerange(n, 1 << 20)             # everything from the client's socket up
+    else:
+        os.closerange(n, n + 1)               # close_range(n, n, 0)
+    fd = os.open(tempfile.mkdtemp() + "/f", os.O_RDWR | os.O_CREAT)
+    out = [str(fd == n), str(os.write(fd, b"the_daemon's_own_file")), os.pread(fd, 64, 0).decode()]
+    if sys.argv[1] != "closefrom":
+        a.settimeout(5); out.append(repr(a.recv(10)))   # the peer: the end, as over TCP
+    print(f"maps={maps}", *out, flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["one", "closefrom"])
+def test_close_range_then_a_file_on_the_number(build, how):
+    """A tier socket closed by close_range (glibc's, as Python's
+    os.closerange calls it; one socket, or every descriptor from it up),
+    whose number the program then gets for a file: the file takes the
+    bytes written to it, as over TCP (before, the write went to the tier:
+    ENOTSOCK), and the socket's peer reads the end."""
+    got = run_both(CLOSE_RANGE, how)
+    assert got["tcp"][:3] == ["True", "21", "the_daemon's_own_file"], got
+    assert got["shm"] == got["tcp"], got
+
+
 # The give-back punches the ring its reader found empty, never the one it
 # writes: the server's first give-back (made at once) comes while the
 # 100,000 bytes it wrote wait unread in its other ring.

@@ -1723,3 +1723,15 @@ MUTANTS += [
           "\tfinish(lfd, ep, n, copy, tcp, st.st_dev, fast, r ? -e : 0, dst.port);\n")],
         ["e2e:test_supervisor.py -k 'test_fast_path and c'"]),
 ]
+# close_range (glibc's) closes the tier's descriptors in its range as
+# close() does first (interpose.c, close_tier).
+MUTANTS += [
+    Mutant(
+        "shm-close-range-leaves-tier-entries",
+        "close_range goes to the kernel alone: a number the program reuses for a file is still taken for a tier "
+        "socket, and what it writes to the file goes to the ring (the peer reads it)",
+        [("src/fastpath/interpose.c",
+          "\tif (!flags)\n\t\tclose_tier(first, last);\n",
+          "")],
+        ["e2e:test_shm.py -k close_range_then"]),
+]
