@@ -162,15 +162,16 @@ static bool size_taken(struct lf_shm_conn *c, int fd)
  * the ring is full, read from the socket (one getsockopt per full ring:
  * a fork's other process or a listener may have set it). A growth that
  * must wait (the unread bytes would move) is tried again at the next
- * write. */
-long lf__shm_mem_room(struct lf_shm_conn *c, int fd)
+ * write. The reader's head is read only when the head last read leaves
+ * less than len bytes (lf__ring_room). */
+long lf__shm_mem_room(struct lf_shm_conn *c, int fd, size_t len)
 {
 	if (!size_taken(c, fd))
 		return LF_RING_BAD;
 	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
 	if (w > c->tx.limit)
 		lf__ring_grow(&c->tx, w);
-	long s = lf__ring_space(&c->tx);
+	long s = lf__ring_room(&c->tx, len);
 	if (s != 0 || fd < 0)
 		return s;
 	lf__shm_mem_sndbuf(c, fd);

@@ -424,14 +424,14 @@ def test_splice_into_a_full_pipe_takes_nothing(build):
 # A peer that holds its give-back flag (trim, shm_mem.c) for ever: the
 # writer treats it as a full ring. Both ends in one process, which writes
 # the client-to-server ring's trim word in its own mapping of the memfd
-# (the page: magic, version, size, then ring[0] at 64; its trim at 64 + 88).
+# (the page: magic, version, size, then ring[0] at 64; its trim at 64 + 256).
 HELD_TRIM = textwrap.dedent("""
     import ctypes, os, socket, struct, sys, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
     c.sendall(b"0"); assert a.recv(1) == b"0"          # on the tier from here
     start = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l][0]
-    trim = ctypes.c_uint32.from_address(start + 64 + 88)
+    trim = ctypes.c_uint32.from_address(start + 64 + 256)
     trim.value = 1
     out = []
     c.setblocking(False)

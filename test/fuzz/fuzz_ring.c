@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!h && (!(h = aligned_alloc(64, 2 * sizeof(*h))) || !(rxd = malloc(AREA)) || !(txd = malloc(AREA))))
 		abort();
 	memset(h, 0, 2 * sizeof(*h));
-	struct lf_ring rx = { &h[0], rxd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
-	struct lf_ring tx = { &h[1], txd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
+	struct lf_ring rx = { &h[0], rxd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE, 0 };
+	struct lf_ring tx = { &h[1], txd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE, 0 };
 	for (size_t at = 0; at + 9 <= size; at += 9) {
 		uint64_t v;
 		memcpy(&v, data + at + 1, sizeof(v));

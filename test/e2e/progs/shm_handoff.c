@@ -30,9 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* src/protocol/ring.h: the page's header, then a 128-byte struct
- * lf_ring_hdr per direction ([0] client to server); awake at 84. */
-#define AWAKE_C2S (64 + 84)
+/* src/protocol/ring.h: the page's header, then a 320-byte struct
+ * lf_ring_hdr per direction ([0] client to server); awake at 128. */
+#define AWAKE_C2S (64 + 128)
 
 static int kernel_queue(int fd)
 {
