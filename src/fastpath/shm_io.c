@@ -710,6 +710,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
 		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		if (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */
+			s = LF_RING_BAD;
 		uint64_t t = c->tx.pos;
 		if (mine)
 			lf__shm_mem_exit(c);

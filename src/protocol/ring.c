@@ -59,8 +59,14 @@ long lf__ring_room(struct lf_ring *r, size_t want)
 
 	if (used < r->limit && r->limit - used >= want)
 		return (long)(r->limit - used);
+	return lf__ring_seen(r);
+}
+
+long lf__ring_seen(struct lf_ring *r)
+{
 	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
 	long s = space_at(r, head);
+
 	if (s >= 0)
 		r->seen = head;
 	return s;

@@ -89,9 +89,12 @@ long lf__ring_space(const struct lf_ring *r);
  * reader's head (a cache-line transfer from the reader's core, on every
  * message of a ping-pong) while the head it last read leaves at least
  * `want` bytes: the room then is at least that (the head only moves on),
- * and the writer needs no more. Otherwise lf__ring_space, remembering the
- * head it read. */
+ * and the writer needs no more. Otherwise lf__ring_seen. */
 long lf__ring_room(struct lf_ring *r, size_t want);
+/* Writer: lf__ring_space, remembering the head it read for lf__ring_room.
+ * Called after each write too (the head is checked at every write, as
+ * before, but once the bytes are published, off their way). */
+long lf__ring_seen(struct lf_ring *r);
 /* Writer: lets up to `limit` bytes (at most the area) wait in the ring,
  * growing its size if need be. A size can change only while every unread
  * byte has the same place under both sizes (the ring is empty, or its

@@ -747,6 +747,20 @@ def test_a_peer_claiming_to_poll_costs_its_writer_a_bounded_wait(build, handoff)
     assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
 
 
+@pytest.mark.parametrize("mode", ["partial", "peek"])
+def test_a_read_that_takes_part_is_no_hand_off(build, handoff, mode):
+    """The writer's hand-off needs no token only for bytes a read is
+    taking whole (it says so before it copies them, docs/shm.md
+    "Spinning"). A reader that polls (a forked child writes 100 bytes
+    while it does) but takes only 10 of them, or only peeks at all 100,
+    leaves bytes in the ring: once the write returned, the token is on the
+    socket (the kernel's FIONREAD), a level-triggered epoll_wait reports
+    the socket, and the rest is read, after which the socket holds
+    nothing, as the TCP control's does (300 rounds)."""
+    got = handoff_runs(handoff, mode)
+    assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
+
+
 SPIN_READER = textwrap.dedent("""
     import socket, sys, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
