@@ -1143,7 +1143,7 @@ MUTANTS += [
         "shm-writer-skips-token-for-polling-reader",
         "a tier writer whose reader was polling skips the token without waiting for the reader to take the bytes: a reader that went to sleep in epoll_wait is never woken",
         [("src/fastpath/shm_spin.c",
-          "\t\tif ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)\n\t\t\treturn true;\n",
+          "\t\tif ((int64_t)(atomic_load_explicit(&c->tx.h->taken, memory_order_relaxed) - t) >= 0)\n\t\t\treturn true;\n",
           "\t\treturn true;\n")],
         ["e2e:test_shm.py -k stopped_polling"]),
     Mutant(
@@ -1592,4 +1592,45 @@ MUTANTS += [
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));\n",
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
         ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
+]
+# The shm tier's spinning round trip without the other core's lines
+# (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
+# reader's `taken`, stored only by a read that takes every byte; the writer
+# reads the reader's head only when the head it knew leaves too little room,
+# and checks it after every write.
+MUTANTS += [
+    Mutant(
+        "shm-handoff-takes-part",
+        "a tier read that takes only part of its ring still tells the writer it takes every byte: the writer "
+        "skips the token, and the bytes left wait in the ring with none on the socket (epoll, poll never wake)",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (!peek && want == (size_t)a)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
+          "\t\t\tif (!peek)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + (size_t)a);")],
+        ["e2e:test_shm.py -k 'takes_part and partial'"]),
+    Mutant(
+        "shm-handoff-on-peek",
+        "a tier read with MSG_PEEK tells the writer it takes every byte: the writer skips the token for bytes "
+        "that stay in the ring",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (!peek && want == (size_t)a)\n",
+          "\t\t\tif (want == (size_t)a)\n")],
+        ["e2e:test_shm.py -k 'takes_part and peek'"]),
+    Mutant(
+        "shm-room-trusts-a-stale-head",
+        "a tier writer counts its room from the head it last read even when its own position has moved more "
+        "than a ring past it (another process of its end wrote, after a fork): the count wraps, and the "
+        "connection is reset",
+        [("src/protocol/ring.c",
+          "\tif (used < r->limit && r->limit - used >= want)\n",
+          "\tif (r->limit - used >= want)\n")],
+        ["e2e:test_shm.py -k forked_child"]),
+    Mutant(
+        "shm-write-skips-the-head-check",
+        "a tier writer that has room from the head it knew never reads the peer's head again: garbage there "
+        "(a head a terabyte ahead) goes unseen and the connection is not reset",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */\n"
+          "\t\t\ts = LF_RING_BAD;\n",
+          "")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
 ]
