@@ -752,7 +752,9 @@ def test_a_read_that_takes_part_is_no_hand_off(build, handoff, mode):
     """The writer's hand-off needs no token only for bytes a read is
     taking whole (it says so before it copies them, docs/shm.md
     "Spinning"). A reader that polls (a forked child writes 100 bytes
-    while it does) but takes only 10 of them, or only peeks at all 100,
+    while it does; the two spin on a shared page for their turns, on a CPU
+    each, so that both run during the hand-off) but takes only 10 of
+    them, or only peeks at all 100,
     leaves bytes in the ring: once the write returned, the token is on the
     socket (the kernel's FIONREAD), a level-triggered epoll_wait reports
     the socket, and the rest is read, after which the socket holds

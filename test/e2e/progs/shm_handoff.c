@@ -28,7 +28,11 @@
  *   write returned, at least 1, then 0 once all 100 bytes are read;
  *   EVENTS: a level-triggered epoll_wait that does not wait, 1; REST:
  *   the bytes read after, 90 or 100). */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -75,32 +79,54 @@ static char *memfd_page(int *maps)
 }
 
 /* The partial and peek modes: the reader (this process, the accepted end
- * a) polls while a forked child writes 100 bytes to c. */
+ * a) polls while a forked child writes 100 bytes to c. The two wait for
+ * each other by spinning on words of a shared page, each pinned to a CPU
+ * of its own where there are two, so that both run while the write's
+ * hand-off waits (a pipe's wake-up, or one CPU for both, would leave the
+ * writer waiting for a reader that is not running, and it rings). */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set); /* best effort */
+}
+
 static int polled(int a, int c, int ep, int rounds, bool peek, int maps)
 {
-	int go[2], sent[2];
-	char buf[100], b;
+	_Atomic int *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	char buf[100];
 
-	if (pipe(go) || pipe(sent))
-		return perror("pipe"), 1;
+	if (w == MAP_FAILED)
+		return perror("mmap"), 1;
+	w[0] = w[1] = 0; /* w[0]: rounds the reader started; w[1]: writes that returned */
+	int cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	pid_t pid = fork();
 	if (pid == 0) {
-		close(go[1]);
+		if (cpus > 1)
+			pin(1);
 		memset(buf, 'y', sizeof(buf));
-		while (read(go[0], &b, 1) == 1)
-			if (send(c, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf) || write(sent[1], "s", 1) != 1)
+		for (int i = 1; i <= rounds; i++) {
+			while (atomic_load(&w[0]) < i)
+				if (getppid() == 1)
+					_exit(1);
+			if (send(c, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
 				_exit(1);
+			atomic_store(&w[1], i);
+		}
 		_exit(0);
 	}
-	close(go[0]);
-	for (int i = 0; i < rounds; i++) {
+	if (cpus > 1)
+		pin(0);
+	for (int i = 1; i <= rounds; i++) {
 		ssize_t got = -1;
-		if (write(go[1], "g", 1) != 1)
-			return perror("go"), 1;
+		atomic_store(&w[0], i);
 		while (got < (peek ? 100 : 10)) /* polls: the writer takes it for a polling reader */
 			got = recv(a, buf, peek ? 100 : 10, MSG_DONTWAIT | (peek ? MSG_PEEK : 0));
-		if (read(sent[0], &b, 1) != 1) /* the write returned */
-			return fprintf(stderr, "round %d: the writer died\n", i), 1;
+		while (atomic_load(&w[1]) < i) /* the write returned */
+			if (waitpid(pid, NULL, WNOHANG) == pid)
+				return fprintf(stderr, "round %d: the writer died\n", i), 1;
 		int q0 = kernel_queue(a), events = epoll_wait(ep, &(struct epoll_event){ 0 }, 1, 0), rest = 0;
 		while (rest < (peek ? 100 : 90)) {
 			ssize_t n = recv(a, buf, sizeof(buf), MSG_DONTWAIT);
@@ -116,7 +142,6 @@ static int polled(int a, int c, int ep, int rounds, bool peek, int maps)
 			return 0;
 		}
 	}
-	close(go[1]);
 	waitpid(pid, NULL, 0);
 	printf("maps=%d ok\n", maps);
 	return 0;
