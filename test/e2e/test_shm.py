@@ -1223,6 +1223,45 @@ FORK_GROWS = textwrap.dedent("""
 """)
 
 
+# A parent writes, then its forked child writes 1 MB (four rings' worth)
+# while the parent reads, then the parent writes 1 MB more: the writer's
+# room is counted from the reader's head it last read (lf__ring_room),
+# and the parent's is from before the child's megabyte. Every byte
+# arrives in order.
+FORK_TURNS = textwrap.dedent("""
+    import hashlib, os, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    data = os.urandom(2_100_000)
+    h, n = hashlib.sha256(), 0
+    def read(upto):
+        global n
+        while n < upto:
+            d = a.recv(1 << 20); h.update(d); n += len(d)
+    c.sendall(data[:100_000]); read(100_000)
+    pid = os.fork()
+    if pid == 0:
+        c.sendall(data[100_000:1_100_000]); os._exit(0)
+    read(1_100_000)
+    _, st = os.waitpid(pid, 0)
+    for at in range(1_100_000, len(data), 100_000):   # each fits the ring: no reader needed meanwhile
+        c.sendall(data[at:at + 100_000]); read(at + 100_000)
+    print(f"maps={mapped}", st, n, h.hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+""")
+
+
+def test_a_parent_writes_after_its_child_wrote_rings_of_bytes(build):
+    """The parent's room, counted from the head it read before its child
+    wrote a megabyte through the ring, is read again (its own position is
+    more than a ring past it): its next megabyte goes through, and every
+    byte arrives in order; plain TCP the control."""
+    got = run_both(FORK_TURNS)
+    assert got["tcp"] == ["0", "2100000", "True"], got
+    assert got["shm"] == got["tcp"], got
+
+
 def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
     """The child's growth (SO_SNDBUF raised in the child) is taken by the
     parent when it writes next (it reads SO_SNDBUF back once the page says

@@ -1623,7 +1623,7 @@ MUTANTS += [
         [("src/protocol/ring.c",
           "\tif (used < r->limit && r->limit - used >= want)\n",
           "\tif (r->limit - used >= want)\n")],
-        ["e2e:test_shm.py -k forked_child"]),
+        ["e2e:test_shm.py -k child_wrote_rings"]),
     Mutant(
         "shm-write-skips-the-head-check",
         "a tier writer that has room from the head it knew never reads the peer's head again: garbage there "
