@@ -28,7 +28,9 @@
  *   write returned, at least 1, then 0 once all 100 bytes are read;
  *   EVENTS: a level-triggered epoll_wait that does not wait, 1; REST:
  *   the bytes read after, 90 or 100). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <sched.h>
 #include <stdatomic.h>
