@@ -344,9 +344,12 @@ def run_mutants(suite, names=""):
 
 
 def build_asan(asan):
+    """Only the C test programs (test/test-*.c) and what they link: the
+    suite runs nothing else (a third less to build than the whole tree)."""
     banner("building under ASan+UBSan")
+    tests = sorted(f[:-2] for f in os.listdir(os.path.join(ROOT, "test")) if f.startswith("test-") and f.endswith(".c"))
     for argv in (["cmake", "-S", ROOT, "-B", asan, "-DLF_SANITIZE=ON", "-DLF_WERROR=ON"],
-                 ["cmake", "--build", asan, "-j2"]):
+                 ["cmake", "--build", asan, "-j2", "--target", *tests]):
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if p.returncode:
             print(p.stdout[-4000:])

@@ -61,7 +61,7 @@ def parse_args(argv):
     ap.add_argument("--workload", help="comma-separated workloads (default: all of the app's)")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of each measurement (default 2)")
     ap.add_argument("--paths", default=",".join(DEFAULT_PATHS),
-                    help="comma-separated subset of tcp,fast,unix,spin,shm (default tcp,fast,unix)")
+                    help="comma-separated subset of tcp,fast,unix,spin,shm,shm-spin (default tcp,fast,unix)")
     ap.add_argument("--spin-us", type=int, default=apps_fastpath.SPIN_US,
                     help=f"busy-poll budget of the spin path in microseconds (default {apps_fastpath.SPIN_US})")
     ap.add_argument("--json", metavar="FILE", help="write every figure as JSON ('-' for stdout)")
@@ -70,7 +70,7 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     a.paths = list(dict.fromkeys(p for p in a.paths.split(",") if p))
     if not a.paths or any(p not in PATHS for p in a.paths):
-        ap.error("--paths takes a comma-separated subset of tcp,fast,unix,spin,shm")
+        ap.error("--paths takes a comma-separated subset of tcp,fast,unix,spin,shm,shm-spin")
     if not 0 <= a.spin_us <= 1000000:
         ap.error("--spin-us takes microseconds from 0 to 1000000")
     if a.threads is not None:
@@ -175,7 +175,7 @@ def main(argv):
     result = {"meta": {"host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                        "command": "loopfast bench app " + " ".join(argv), "time": a.time, "repeat": a.repeat,
-                       "paths": a.paths, "spin_us": a.spin_us if "spin" in a.paths else None},
+                       "paths": a.paths, "spin_us": a.spin_us if {"spin", "shm-spin"} & set(a.paths) else None},
               "apps": {}}
     status_code = 0
     t0 = time.monotonic()

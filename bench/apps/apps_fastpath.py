@@ -3,8 +3,9 @@
 Paths: "tcp" (plain loopback TCP, no loopfast anywhere), "fast" (server and
 client both under `loopfast run`), "unix" (the server's own Unix socket, the
 reference the fast path's `uds` tier should match) and, on request, "spin"
-(both under `loopfast run --spin-us SPIN_US`: the busy-polling tier) and
-"shm" (both under `loopfast run --tier shm`: the shared-memory rings).
+(both under `loopfast run --spin-us SPIN_US`: the busy-polling tier),
+"shm" (both under `loopfast run --tier shm`: the shared-memory rings) and
+"shm-spin" (both under `loopfast run --tier shm --spin-us SPIN_US`).
 
 While a client runs, a Sampler counts, from the kernel, the fast-path
 connections the client holds to the server's port: connected Unix stream
@@ -30,16 +31,17 @@ from apps_proc import pid_alive
 import threading
 import time
 
-PATHS = ("tcp", "fast", "unix", "spin", "shm")
+PATHS = ("tcp", "fast", "unix", "spin", "shm", "shm-spin")
 DEFAULT_PATHS = ("tcp", "fast", "unix")
-LOOPFAST_PATHS = ("fast", "spin", "shm")
+LOOPFAST_PATHS = ("fast", "spin", "shm", "shm-spin")
+SHM_PATHS = ("shm", "shm-spin")  # the client must map the rings
 LABELS = {"tcp": "plain TCP", "fast": "loopfast", "unix": "Unix socket", "spin": "loopfast + spin",
-          "shm": "loopfast + shm"}
+          "shm": "loopfast + shm", "shm-spin": "loopfast + shm + spin"}
 SPIN_US = 50  # the spin path's budget; `--spin-us` sets it
 
 
 def server_for(path):
-    """Which server a path talks to: "plain" (tcp, unix), "fast", "spin" or "shm"."""
+    """Which server a path talks to: "plain" (tcp, unix), or the loopfast path's own."""
     return path if path in LOOPFAST_PATHS else "plain"
 
 
@@ -60,6 +62,8 @@ def wrap(argv, path):
         return [loopfast_bin(), "run", "--spin-us", str(SPIN_US), "--", *argv]
     if path == "shm":
         return [loopfast_bin(), "run", "--tier", "shm", "--", *argv]
+    if path == "shm-spin":
+        return [loopfast_bin(), "run", "--tier", "shm", "--spin-us", str(SPIN_US), "--", *argv]
     return list(argv)
 
 
@@ -274,13 +278,13 @@ def verdict(path, proof, conns, fast_error=None):
                            f"took plain TCP: {proof.get('client_tcp_why')}")
         if not proof["kernel_fast"]:
             return False, "the kernel never showed the client on the fast path"
-        if path == "shm" and not proof.get("kernel_shm"):
+        if path in SHM_PATHS and not proof.get("kernel_shm"):
             return False, "the client never mapped a shared-memory ring"
         return True, ""
     if proof["kernel_fast"] < conns:
         return False, (f"only {proof['kernel_fast']} of {conns} connections seen on the fast path, "
                        f"{proof.get('tcp_conns', 0)} on plain TCP")
-    if path == "shm" and proof.get("kernel_shm", 0) < conns:
+    if path in SHM_PATHS and proof.get("kernel_shm", 0) < conns:
         return False, f"only {proof.get('kernel_shm', 0)} of {conns} connections' rings mapped by the client"
     return True, ""
 

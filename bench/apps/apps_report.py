@@ -7,7 +7,8 @@ STYLE = {"fast": dict(color="black", marker="o", linestyle="-"),
          "tcp": dict(color="tab:red", marker="s", linestyle="-"),
          "unix": dict(color="tab:blue", marker="^", linestyle="--"),
          "spin": dict(color="tab:green", marker="D", linestyle="-"),
-         "shm": dict(color="tab:purple", marker="v", linestyle="-")}
+         "shm": dict(color="tab:purple", marker="v", linestyle="-"),
+         "shm-spin": dict(color="tab:orange", marker="P", linestyle="-")}
 
 
 def summarize(result):
@@ -74,10 +75,13 @@ def tables(result):
                    f"ratios to the Unix socket run by run (min–max).\n")
         if res.get("fast_error") and res["fast_error"] != "not requested":
             out.append(f"loopfast path not measured: {res['fast_error']}\n")
-        if m.get("spin_us") is not None:
+        if m.get("spin_us") is not None and "spin" in m.get("paths", ()):
             out.append(f"loopfast + spin: server and client under `loopfast run --spin-us {m['spin_us']}`.\n")
         if "shm" in m.get("paths", ()):
             out.append("loopfast + shm: server and client under `loopfast run --tier shm`.\n")
+        if "shm-spin" in m.get("paths", ()):
+            out.append(f"loopfast + shm + spin: server and client under `loopfast run --tier shm --spin-us "
+                       f"{m['spin_us']}`.\n")
         out.append(f"| workload | threads | path | {res['unit']} | QPS | p95 ms | ×TCP | ×Unix |")
         out.append("|---|---:|---|---:|---:|---:|---:|---:|")
         for r in res.get("summary", []):
@@ -101,7 +105,7 @@ def tables(result):
 
 def _mean_ratios(res, workload=None):
     out = {}
-    for p in ("fast", "spin", "shm", "unix"):
+    for p in ("fast", "spin", "shm", "shm-spin", "unix"):
         rs = [r["ratio_tcp"] for r in res.get("summary", [])
               if r["path"] == p and "ratio_tcp" in r and workload in (None, r["workload"])]
         if rs:
@@ -120,7 +124,7 @@ def plot(result, path):
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.4 * rows), squeeze=False)
     for ax, (name, res, wl) in zip(axes.flat, panels):
-        for p in ("fast", "spin", "shm", "tcp", "unix"):
+        for p in ("fast", "spin", "shm", "shm-spin", "tcp", "unix"):
             rs = [r for r in res.get("summary", []) if r["workload"] == wl and r["path"] == p and "tps" in r]
             if not rs:
                 continue

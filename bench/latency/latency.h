@@ -87,7 +87,7 @@ struct lat_row {
 };
 
 struct lat_sockperf {
-	const char *transport;       /* "tcp", "unix" or "fastpath" */
+	const char *transport;       /* "tcp", "unix", "fastpath" or "fastpath-shm-spin" */
 	enum lat_status status;
 	char reason[LAT_REASON_LEN];
 	char command[512];
@@ -112,7 +112,7 @@ struct lat_report {
 	struct lat_row *rows;
 	unsigned nrows;
 	int base;                    /* index of the row others are compared to, -1 if none */
-	struct lat_sockperf sp[3];     /* tcp, unix, fastpath (loopfast run) */
+	struct lat_sockperf sp[4];     /* tcp, unix, fastpath (loopfast run), fastpath-shm-spin (--tier shm --spin-us) */
 	unsigned nsp;
 };
 

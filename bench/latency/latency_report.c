@@ -358,13 +358,13 @@ void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 	fprintf(f, "\nsockperf cross-check (ping-pong --full-rtt, %zu bytes, %d s per repeat, right after each repeat's block rows;"
 		   " both ends block in recvfrom, so compared with our block rows)\n",
 		rep->opts->size < 14 ? 14 : rep->opts->size, LAT_SP_SECONDS);
-	fprintf(f, "%-10s %14s %-15s %14s %14s %8s\n", "transport", "sockperf p50", "p50 range", "sockperf p99",
+	fprintf(f, "%-17s %14s %-15s %14s %14s %8s\n", "transport", "sockperf p50", "p50 range", "sockperf p99",
 		"ours p50", "ratio");
 	for (unsigned i = 0; i < rep->nsp; i++) {
 		const struct lat_sockperf *s = &rep->sp[i];
 
 		if (s->status != LAT_OK) {
-			fprintf(f, "%-10s %s: %s\n", s->transport, s->status == LAT_UNAVAILABLE ? "unavailable" : "failed",
+			fprintf(f, "%-17s %s: %s\n", s->transport, s->status == LAT_UNAVAILABLE ? "unavailable" : "failed",
 				s->reason);
 			continue;
 		}
@@ -372,12 +372,13 @@ void lat_sockperf_print(FILE *f, const struct lat_report *rep)
 			snprintf(range, sizeof(range), "%s-%s", us(a, s->p50_lo), us(b, s->p50_hi));
 		else
 			strcpy(range, "-");
-		fprintf(f, "%-10s %11s us %-15s %11s us ", s->transport, us(a, s->p50), range, us(b, s->p99));
+		fprintf(f, "%-17s %11s us %-15s %11s us ", s->transport, us(a, s->p50), range, us(b, s->p99));
 		if (s->ours)
 			fprintf(f, "%11s us %8.2f\n", us(a, s->ours->med.p50), s->p50 / s->ours->med.p50);
 		else
 			fprintf(f, "%14s %8s\n", "(not run)", "-");
 	}
 	fprintf(f, "ratio = sockperf p50 / ours p50 (round trips; sockperf without --full-rtt would print half);"
-		   " fastpath = sockperf over TCP with both ends under `loopfast run`\n");
+		   " fastpath = sockperf over TCP with both ends under `loopfast run`; fastpath-shm-spin = under `loopfast run"
+		   " --tier shm --spin-us %u`, against our block row of that transport\n", rep->opts->spin_us);
 }

@@ -16,7 +16,11 @@
  * TCP with both ends under `loopfast run` (the unmodified-program path of
  * the fast path), compared with our block/fastpath row; while it runs we
  * look at the client's sockets in /proc and report the row unavailable if
- * its connection is still TCP.
+ * its connection is still TCP. The fourth is the same under `loopfast run
+ * --tier shm --spin-us N` (the shm tier for an unmodified program, both
+ * ends spinning N us in their blocking calls), compared with our
+ * block/fastpath-shm-spin row; its client must also map the tier's memfd
+ * (/proc/PID/maps), or the row is unavailable.
  */
 #include "latency.h"
 
@@ -231,13 +235,29 @@ static int uses_unix_socket(pid_t pid)
 	return has_tcp ? 0 : has_unix ? 1 : -1;
 }
 
+/* Whether pid maps the shm tier's memfd. */
+static bool maps_tier(pid_t pid)
+{
+	char path[64], line[512];
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, "memfd:loopfast-shm") != NULL;
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /* One sockperf run: kind 0 TCP, 1 Unix socket, 2 TCP under `loopfast run`
- * (both ends opted in through the preloaded interposer). */
+ * (both ends opted in through the preloaded interposer), 3 the same with
+ * the shm tier and spinning. */
 static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 {
-	char addr[108], port[16], size[24], secs[16], srv_out[4096] = "", cli_out[16384] = "";
+	char addr[108], port[16], size[24], secs[16], spin[16], srv_out[4096] = "", cli_out[16384] = "";
 	size_t srv_used = 0, cli_used = 0;
-	int srv_fd = -1, cli_fd = -1, pre = kind == 2 ? 3 : 0;
+	int srv_fd = -1, cli_fd = -1, pre = kind == 3 ? 7 : kind == 2 ? 3 : 0;
 	bool unix_sock = kind == 1, ready = false;
 	pid_t srv, cli = -1;
 	double deadline;
@@ -259,14 +279,23 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 	}
 	snprintf(size, sizeof(size), "%zu", o->size < 14 ? 14 : o->size);
 	snprintf(secs, sizeof(secs), "%d", LAT_SP_SECONDS);
+	snprintf(spin, sizeof(spin), "%u", o->spin_us);
 	char *self = (char *)(o->self_exe ? o->self_exe : "loopfast");
-	char *srv_argv[] = { self, "run", "--", "sockperf", "server", "--tcp", "-i", addr, "-p", port, NULL };
-	char *cli_argv[] = { self, "run", "--", "sockperf", "ping-pong", "--tcp", "-i", addr, "-p", port, "-m", size,
-			     "-t", secs, "--full-rtt", NULL };
-
+	/* The last pre words of the prefix: `loopfast run --`, or with the tier. */
+	char *srv_argv[] = { self, "run", "--tier", "shm", "--spin-us", spin, "--", "sockperf", "server", "--tcp", "-i",
+			     addr, "-p", port, NULL };
+	char *cli_argv[] = { self, "run", "--tier", "shm", "--spin-us", spin, "--", "sockperf", "ping-pong", "--tcp", "-i",
+			     addr, "-p", port, "-m", size, "-t", secs, "--full-rtt", NULL };
+	if (kind == 2) { /* loopfast run -- */
+		srv_argv[4] = cli_argv[4] = self;
+		srv_argv[5] = cli_argv[5] = "run";
+	}
+	char how[64];
+	snprintf(how, sizeof(how), kind == 3 ? "loopfast run --tier shm --spin-us %s -- " : pre ? "loopfast run -- " : "",
+		 spin);
 	snprintf(s->command, sizeof(s->command), "%ssockperf server --tcp -i %s -p %s & %ssockperf ping-pong --tcp -i %s -p %s -m %s -t %s --full-rtt",
-		 pre ? "loopfast run -- " : "", addr, port, pre ? "loopfast run -- " : "", addr, port, size, secs);
-	srv = spawn(srv_argv + 3 - pre, o->pin ? o->cpu[1] : -1, &srv_fd);
+		 how, addr, port, how, addr, port, size, secs);
+	srv = spawn(srv_argv + 7 - pre, o->pin ? o->cpu[1] : -1, &srv_fd);
 	if (srv < 0) {
 		s->status = LAT_UNAVAILABLE;
 		snprintf(s->reason, sizeof(s->reason), "cannot start sockperf: %s", strerror(errno));
@@ -301,13 +330,13 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 		first_line(s->reason, srv_out, "sockperf server did not start listening within 5 s");
 		goto out;
 	}
-	cli = spawn(cli_argv + 3 - pre, o->pin ? o->cpu[0] : -1, &cli_fd);
+	cli = spawn(cli_argv + 7 - pre, o->pin ? o->cpu[0] : -1, &cli_fd);
 	if (cli < 0) {
 		s->status = LAT_FAILED;
 		snprintf(s->reason, sizeof(s->reason), "cannot start sockperf: %s", strerror(errno));
 		goto out;
 	}
-	if (kind == 2) {
+	if (kind >= 2) {
 		/* Under way (past its 400 ms warm-up start): is it on the fast path? */
 		slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + 0.7);
 		int v = uses_unix_socket(cli);
@@ -320,6 +349,17 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 		if (v < 0 && !strstr(cli_out, "ERROR")) {
 			s->status = LAT_UNAVAILABLE;
 			snprintf(s->reason, sizeof(s->reason), "cannot tell whether sockperf's connection is on the fast path");
+			goto out;
+		}
+		/* The client maps the rings when it takes the server's answer, at
+		 * its first read: sockperf reads once its test starts, up to a
+		 * second or so in. */
+		bool ended = false;
+		for (double until = now_s() + LAT_SP_SECONDS; kind == 3 && !ended && !maps_tier(cli) && now_s() < until;)
+			ended = slurp(cli_fd, cli_out, sizeof(cli_out), &cli_used, now_s() + 0.05);
+		if (kind == 3 && !maps_tier(cli)) {
+			s->status = LAT_UNAVAILABLE;
+			snprintf(s->reason, sizeof(s->reason), "sockperf's client does not map the shm tier's rings");
 			goto out;
 		}
 	}
@@ -360,16 +400,17 @@ static const struct lat_row *find_row(const struct lat_report *rep, enum lat_sty
 
 void lat_sockperf_init(struct lat_report *rep)
 {
-	rep->nsp = 3;
+	rep->nsp = 4;
 	rep->sp[0] = (struct lat_sockperf){ .transport = "tcp", .status = LAT_OK };
 	rep->sp[1] = (struct lat_sockperf){ .transport = "unix", .status = LAT_OK };
 	rep->sp[2] = (struct lat_sockperf){ .transport = "fastpath", .status = LAT_OK };
+	rep->sp[3] = (struct lat_sockperf){ .transport = "fastpath-shm-spin", .status = LAT_OK };
 }
 
 void lat_sockperf_run(const struct lat_opts *o, struct lat_report *rep)
 {
-	fprintf(stderr, "bench latency: sockperf ping-pong over TCP, a Unix socket and TCP under loopfast run, %d s each\n",
-		LAT_SP_SECONDS);
+	fprintf(stderr, "bench latency: sockperf ping-pong over TCP, a Unix socket, TCP under loopfast run, and under "
+			"loopfast run --tier shm --spin-us, %d s each\n", LAT_SP_SECONDS);
 	for (unsigned i = 0; i < rep->nsp; i++)
 		if (rep->sp[i].status == LAT_OK && rep->sp[i].nrep < LAT_MAX_REPEAT)
 			run_one(o, &rep->sp[i], (int)i);
@@ -380,7 +421,8 @@ void lat_sockperf_finish(struct lat_report *rep)
 	for (unsigned i = 0; i < rep->nsp; i++) {
 		struct lat_sockperf *s = &rep->sp[i];
 
-		s->ours = find_row(rep, LAT_BLOCK, i == 0 ? LAT_TCP : i == 1 ? LAT_UDS : LAT_FASTPATH);
+		static const enum lat_transport ours[] = { LAT_TCP, LAT_UDS, LAT_FASTPATH, LAT_FASTPATH_SHM_SPIN };
+		s->ours = find_row(rep, LAT_BLOCK, ours[i]);
 		if (s->status != LAT_OK)
 			continue;
 		s->p99 = lat_median(s->rep_p99, s->nrep);

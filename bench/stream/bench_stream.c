@@ -3,7 +3,11 @@
  * stream is k mod 251); msg/s, GB/s and CPU seconds per GB, for plain TCP,
  * the fast path (Unix stream), the fast path on the shm tier, and a Unix
  * socket, interleaved round by round (every size and path once per round),
- * each figure the median of the rounds with their spread.
+ * each figure the median of the rounds with their spread. The row "shm"
+ * is the floor: no socket, the two processes copy through a 256 KiB ring
+ * in shared memory (the tier's default size) and busy-poll its positions,
+ * with the same writes, reads and checks (what any shared-memory stream
+ * could do here; as `loopfast bench latency`'s shm row).
  *
  * Two processes forked for each run, as an application would set them up:
  * lf_enable_fast_path() (and lf_set_tier(LF_TIER_SHM) for fast+shm) on the
@@ -25,6 +29,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,8 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { P_TCP, P_FAST, P_SHM, P_UNIX, NPATHS };
-static const char *const path_names[NPATHS] = { "tcp", "fast", "fast+shm", "unix" };
+enum { P_TCP, P_FAST, P_SHM, P_UNIX, P_FLOOR, NPATHS };
+static const char *const path_names[NPATHS] = { "tcp", "fast", "fast+shm", "unix", "shm" };
 #define MAX_SIZES 16
 #define MAX_ROUNDS 20
 #define PATTERN 251 /* a prime: a write never lines up with it */
@@ -91,6 +96,16 @@ __attribute__((noreturn, format(printf, 2, 3))) static void fail(struct result *
  * The tier's memfd comes with the server's answer at its accept, which a
  * client reads at its next call: the writer looks at its maps after its
  * writes (tier: true), the reader after its first read. */
+/* n + PATTERN bytes of the stream's pattern: pat + (k mod PATTERN) is
+ * the stream from byte k on, for n bytes. */
+static unsigned char *pattern(size_t n)
+{
+	unsigned char *pat = malloc(n + PATTERN);
+	for (size_t i = 0; pat && i < n + PATTERN; i++)
+		pat[i] = (unsigned char)(i % PATTERN);
+	return pat;
+}
+
 static void check_path(struct result *r, int path, int fd, pid_t peer, const char *who, bool tier)
 {
 	if (path != P_FAST && path != P_SHM)
@@ -121,10 +136,71 @@ static void unix_name(struct sockaddr_un *a, socklen_t *l)
 	*l = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
+/* The floor's ring (path shm): mapped shared before the forks. */
+#define FLOOR_RING (256u * 1024u)
+static struct floor {
+	_Alignas(64) _Atomic uint64_t tail;
+	_Alignas(64) _Atomic uint64_t head;
+	_Alignas(64) unsigned char data[FLOOR_RING];
+} *floor_ring;
+
+/* The floor's reader: what the socket reader below does, from the ring. */
+static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned char *buf, const unsigned char *pat)
+{
+	uint64_t got = 0, bad = 0;
+	double c0 = cpu_s();
+	while (got < bytes) {
+		uint64_t t;
+		while ((t = atomic_load_explicit(&floor_ring->tail, memory_order_acquire)) == got)
+			__builtin_ia32_pause();
+		size_t n = t - got < cap ? (size_t)(t - got) : cap, off = got % FLOOR_RING;
+		size_t first = FLOOR_RING - off < n ? FLOOR_RING - off : n;
+		memcpy(buf, floor_ring->data + off, first);
+		memcpy(buf + first, floor_ring->data, n - first);
+		atomic_store_explicit(&floor_ring->head, got + n, memory_order_release);
+		size_t k = got % PATTERN;
+		if (memcmp(buf, pat + k, n))
+			for (size_t i = 0; i < n; i++)
+				bad += buf[i] != pat[k + i];
+		got += n;
+	}
+	r->t1 = now_ns();
+	r->cpu[1] = cpu_s() - c0;
+	r->bad = bad;
+	_exit(0);
+}
+
+static void floor_writer(struct result *r, size_t size, uint64_t bytes, const unsigned char *pat)
+{
+	double c0 = cpu_s();
+	r->t0 = now_ns();
+	for (uint64_t sent = 0; sent < bytes;) {
+		size_t len = bytes - sent < size ? (size_t)(bytes - sent) : size;
+		len = len < FLOOR_RING / 4 ? len : FLOOR_RING / 4; /* a large write in pieces the reader can take while the next is copied */
+		while (sent + len - atomic_load_explicit(&floor_ring->head, memory_order_acquire) > FLOOR_RING)
+			__builtin_ia32_pause();
+		size_t off = sent % FLOOR_RING, first = FLOOR_RING - off < len ? FLOOR_RING - off : len;
+		const unsigned char *src = pat + sent % PATTERN;
+		memcpy(floor_ring->data + off, src, first);
+		memcpy(floor_ring->data, src + first, len - first);
+		sent += len;
+		atomic_store_explicit(&floor_ring->tail, sent, memory_order_release);
+	}
+	r->cpu[0] = cpu_s() - c0;
+	_exit(0);
+}
+
 static void reader(struct result *r, int path, size_t size, uint64_t bytes, int pipe_w)
 {
 	int ls, fd;
 	uint16_t port = 0;
+	if (path == P_FLOOR) {
+		size_t cap = size > 65536 ? size : 65536;
+		unsigned char *buf = malloc(cap), *pat = pattern(cap);
+		if (!buf || !pat || write(pipe_w, &port, sizeof(port)) != sizeof(port))
+			fail(r, "floor: %s", strerror(errno));
+		floor_reader(r, bytes, cap, buf, pat);
+	}
 	if (path == P_UNIX) {
 		struct sockaddr_un a;
 		socklen_t l;
@@ -147,7 +223,7 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 		fail(r, "accept: %s", strerror(errno));
 	close(ls);
 	size_t cap = size > 65536 ? size : 65536;
-	unsigned char *buf = malloc(cap);
+	unsigned char *buf = malloc(cap), *pat = pattern(cap);
 	uint64_t got = 0, bad = 0;
 	unsigned k = 0; /* got mod PATTERN */
 	bool checked = false;
@@ -161,10 +237,13 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 			check_path(r, path, fd, r->writer, "reader", true);
 			checked = true;
 		}
-		for (ssize_t i = 0; i < n; i++) {
-			bad += buf[i] != k;
-			k = k + 1 == PATTERN ? 0 : k + 1;
-		}
+		/* Every byte compared, at memcmp's speed, so that the check is
+		 * not what the figures measure; byte by byte only to count a
+		 * mismatch. */
+		if (memcmp(buf, pat + k, (size_t)n))
+			for (ssize_t i = 0; i < n; i++)
+				bad += buf[i] != pat[k + (size_t)i];
+		k = (unsigned)((k + (uint64_t)n) % PATTERN);
 		got += (uint64_t)n;
 	}
 	r->t1 = now_ns();
@@ -177,6 +256,12 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint16_t port)
 {
 	int fd;
+	if (path == P_FLOOR) {
+		unsigned char *pat = pattern(size);
+		if (!pat)
+			fail(r, "floor: no memory");
+		floor_writer(r, size, bytes, pat);
+	}
 	if (path == P_UNIX) {
 		struct sockaddr_un a;
 		socklen_t l;
@@ -197,9 +282,7 @@ static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	/* The pattern from every phase: write from pat + (sent mod PATTERN). */
-	unsigned char *pat = malloc(size + PATTERN);
-	for (size_t i = 0; i < size + PATTERN; i++)
-		pat[i] = (unsigned char)(i % PATTERN);
+	unsigned char *pat = pattern(size);
 	check_path(r, path, fd, r->reader, "writer", false);
 	double c0 = cpu_s();
 	r->t0 = now_ns();
@@ -242,6 +325,8 @@ static void run_one(struct result *r, int path, size_t size, uint64_t bytes)
 		snprintf(r->why, sizeof(r->why), "pipe: %s", strerror(errno));
 		return;
 	}
+	if (path == P_FLOOR)
+		floor_ring->head = floor_ring->tail = 0;
 	pid_t rd = fork();
 	if (rd == 0) {
 		close(pfd[0]);
@@ -300,7 +385,8 @@ static const char usage_text[] =
 	"usage: loopfast bench stream [--paths LIST] [--sizes N[,N...]] [--bytes N] [--max-msgs N]\n"
 	"         [--rounds N] [--json FILE]\n"
 	"       loopfast bench stream --idle N [--burst BYTES] [--paths LIST] [--json FILE]\n"
-	"paths: tcp, fast, fast+shm, unix (default: all); sizes: bytes per write (default 1,64,1024,65536,1048576)\n"
+	"paths: tcp, fast, fast+shm, unix, shm (the floor: a shared-memory ring, busy-polled; default: all)\n"
+	"sizes: bytes per write (default 1,64,1024,65536,1048576)\n"
 	"bytes: per run (default 256 MiB), at most max-msgs writes (default 2000000)\n"
 	"idle: hold N connections (tcp, fast, fast+shm) and report their memory from the kernel;\n"
 	"  burst: bytes each carries each way first (default 0: never used)\n";
@@ -342,8 +428,9 @@ int cmd_bench_stream(int argc, char **argv)
 	if (o.idle)
 		return lf_bench_stream_idle(o.paths & 7u, o.idle, o.burst, o.json);
 	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	floor_ring = mmap(NULL, sizeof(*floor_ring), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	static struct cell cells[MAX_SIZES][NPATHS];
-	if (r == MAP_FAILED)
+	if (r == MAP_FAILED || floor_ring == MAP_FAILED)
 		return lf_cli_error("mmap: %s", strerror(errno));
 	memset(cells, 0, sizeof(cells));
 	for (unsigned round = 0; round < o.rounds; round++) {
@@ -419,6 +506,7 @@ int cmd_bench_stream(int argc, char **argv)
 		fclose(js);
 	}
 	munmap(r, sizeof(*r));
+	munmap(floor_ring, sizeof(*floor_ring));
 	if (bad)
 		return lf_cli_error("the reader found bytes that were not written (see BAD BYTES)");
 	return 0;

@@ -8,6 +8,9 @@ blocking server, for four rows measured in interleaved rounds:
              (the supervisor: connect and getsockname/getpeername trapped)
   seccomp-tcp  the static client under the supervisor against a plain server
              (every connect is trapped, and goes plain)
+With --pingpong, the rows give the p50 (ns) of 64-byte round trips on one
+connection (the data path: not trapped under the supervisor; the
+/preload ratios are then of latencies, lower is better).
 With --names, the same rows count getsockname calls a second on one
 connection (trapped under the supervisor: answered on the fast path,
 continued to the kernel on plain TCP), with --setopt setsockopt(TCP_NODELAY)
@@ -20,7 +23,9 @@ seccomp-tcp-before), against the same servers: a change's cost in the
 same interleaved rounds.
 Usage: python3 bench/supervisor/measure.py --build build [--time 2] [--rounds 3] [--names | --nodelay]
        [--before OTHER_BUILD]
-Prints each row's rate per round, its median and its ratio to the preload's."""
+Prints each row's rate per round, its median and its ratio to the preload's,
+and the median and range of its per-round ratios to the preload's (the
+same round: the figure to quote on a shared machine)."""
 import argparse
 import os
 import statistics
@@ -39,6 +44,7 @@ CRR = r"""
 #include <time.h>
 #include <unistd.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+static int cmp_long(const void *x, const void *y) { return (*(const long *)x > *(const long *)y) - (*(const long *)x < *(const long *)y); }
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -56,7 +62,14 @@ int main(int argc, char **argv)
 		for (;;) {
 			int a = accept(l, NULL, NULL);
 			if (a < 0) continue;
-			if (read(a, &c, 1) == 1) write(a, &c, 1);
+			if (read(a, &c, 1) == 1 && c == 'P') { /* a ping-pong: echo 64-byte messages until the end */
+				char m[64];
+				ssize_t k;
+				while ((k = read(a, m, sizeof(m))) > 0)
+					if (write(a, m, (size_t)k) != k) break;
+			} else if (c != 'P') {
+				write(a, &c, 1);
+			}
 			close(a);
 		}
 	}
@@ -64,6 +77,27 @@ int main(int argc, char **argv)
 	double secs = atof(argv[2]), t0 = now();
 	long n = 0;
 	int nodelay = argc > 3 && !strcmp(argv[3], "nodelay"), one = 1;
+	if (argc > 3 && !strcmp(argv[3], "pingpong")) { /* 64-byte round trips on one connection: the p50 in ns */
+		static long ns[4000000];
+		char m[64] = { 0 }, p = 'P';
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(s, (void *)&sa, sizeof(sa)) || write(s, &p, 1) != 1) { perror("connect"); return 1; }
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for (t0 = now(); now() - t0 < secs && n < 4000000; n++) {
+			double t = now();
+			size_t got = 0;
+			if (write(s, m, sizeof(m)) != sizeof(m)) { perror("write"); return 1; }
+			while (got < sizeof(m)) {
+				ssize_t k = read(s, m + got, sizeof(m) - got);
+				if (k <= 0) { perror("read"); return 1; }
+				got += (size_t)k;
+			}
+			ns[n] = (long)((now() - t) * 1e9);
+		}
+		qsort(ns, (size_t)n, sizeof(*ns), cmp_long);
+		printf("%ld\n", ns[n / 2]);
+		return 0;
+	}
 	if (argc > 3 && !strcmp(argv[3], "setopt")) { /* TCP_NODELAY on one connection, in a loop */
 		int s = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(s, (void *)&sa, sizeof(sa))) { perror("connect"); return 1; }
@@ -107,9 +141,11 @@ def main():
     ap.add_argument("--names", action="store_true", help="getsockname calls a second instead of connections")
     ap.add_argument("--nodelay", action="store_true", help="TCP_NODELAY on every connection (as Go)")
     ap.add_argument("--setopt", action="store_true", help="setsockopt(TCP_NODELAY) calls a second on one connection")
+    ap.add_argument("--pingpong", action="store_true", help="the p50 (ns) of 64-byte round trips on one connection")
     ap.add_argument("--before", help="another build whose supervisor gets rows too")
     a = ap.parse_args()
     lf = os.path.join(os.path.abspath(a.build), "loopfast")
+    load0 = open("/proc/loadavg").read().strip()
     with tempfile.TemporaryDirectory(prefix="lf-svbench-") as d:
         src = os.path.join(d, "crr.c")
         open(src, "w").write(CRR)
@@ -126,7 +162,8 @@ def main():
             old = os.path.join(os.path.abspath(a.before), "loopfast")
             rows.update({"seccomp-before": ([old, "run", "--", sta], "lf"),
                          "seccomp-tcp-before": ([old, "run", "--", sta], "plain")})
-        mode = "names" if a.names else "nodelay" if a.nodelay else "setopt" if a.setopt else None
+        mode = ("names" if a.names else "nodelay" if a.nodelay else "setopt" if a.setopt else
+                "pingpong" if a.pingpong else None)
         if mode:
             rows = {r: (*v, mode) for r, v in rows.items()}
         got = {r: [] for r in rows}
@@ -143,11 +180,18 @@ def main():
                 p.kill()
                 p.wait()
     base = statistics.median(got["preload"])
-    print(f"{'row':12} {'calls/s' if a.names or a.setopt else 'conn/s':7} per round{'':16} {'median':>8} {'/preload':>9}")
+    unit = "calls/s" if a.names or a.setopt else "p50 ns" if a.pingpong else "conn/s"
+    print(f"{'row':12} {unit:7} per round{'':16} {'median':>8} {'/preload':>9}"
+          f"  per round /preload: median (min-max)")
     for r, v in got.items():
         m = statistics.median(v)
-        print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}")
-    print("uptime:", open("/proc/loadavg").read().strip())
+        q = [x / p for x, p in zip(v, got["preload"])]
+        print(f"{r:12} {' '.join(str(x) for x in v):32} {m:8.0f} {m / base:9.2f}"
+              f"  {statistics.median(q):.2f} ({min(q):.2f}-{max(q):.2f})")
+    for r in [r for r in got if r.endswith("-before")]:
+        q = [x / y for x, y in zip(got[r[:-len("-before")]], got[r])]
+        print(f"{r[:-len('-before')]} / {r}, per round: median {statistics.median(q):.2f} ({min(q):.2f}-{max(q):.2f})")
+    print("load average before:", load0, " after:", open("/proc/loadavg").read().strip())
 
 
 main()

@@ -411,7 +411,7 @@ static bool same_netns(int copy, pid_t tid)
 	return ok && it.st_ino == self.st_ino && it.st_dev == self.st_dev;
 }
 
-bool sv_may_switch(int copy, pid_t pid)
+bool sv_may_switch(int copy, pid_t pid, const struct stat *known)
 {
 	static uid_t said = (uid_t)-1;
 	struct stat st;
@@ -430,7 +430,9 @@ bool sv_may_switch(int copy, pid_t pid)
 		DEBUG("process %d: a key (TCP_MD5SIG, TCP-AO) was set, the fast path cannot keep it: plain TCP", pid);
 		return false;
 	}
-	if (fstat(copy, &st))
+	if (known)
+		st = *known;
+	else if (fstat(copy, &st))
 		return false;
 	if (st.st_uid == geteuid())
 		return true;
@@ -657,7 +659,7 @@ static void on_setopt(int lfd, const struct seccomp_notif *n)
 		r = -ENOPROTOOPT;
 	else if (svs_listener((unsigned long)st.st_ino) >= 0)
 		r = v ? 0 : -EISCONN; /* served already */
-	else if (v && (!sv_may_switch(copy, n->pid) || sv_has_preload(n->pid)))
+	else if (v && (!sv_may_switch(copy, n->pid, &st) || sv_has_preload(n->pid)))
 		r = -EOPNOTSUPP;
 	else
 		r = setsockopt(copy, SOL_LOOPFAST, opt, &v, sizeof(v)) ? -errno : 0;

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 extern bool sv_debug;
@@ -45,8 +46,9 @@ int sv_domain(int fd);
  * the kernel, or a key seen set), and be of the supervisor's own
  * uid (the sockets it makes and the rendezvous it serves carry the
  * supervisor's credentials; the creator's uid, as fstat and sock_diag
- * report it). Says once per uid why not. */
-bool sv_may_switch(int copy, pid_t pid);
+ * report it). Says once per uid why not. st: copy's fstat where the
+ * caller has it (NULL: asked here). */
+bool sv_may_switch(int copy, pid_t pid, const struct stat *st);
 /* Whether the program wants the fast path for this socket: opted in with
  * SOL_LOOPFAST, or (whole-process mode) not opted out. */
 bool sv_wanted(int copy);

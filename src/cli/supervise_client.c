@@ -181,11 +181,13 @@ static int connect_again(int copy)
  * copy is the Unix socket now): a copy switched to the fast path
  * replaces the program's socket under the same number, and the bell is
  * watched; anything else is plain TCP, made here on the program's
- * socket, and answered as it is. */
-static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, bool fast, int ret, unsigned port)
+ * socket, and answered as it is. tino: the TCP socket's inode (the
+ * connect's fstat of it). */
+static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, unsigned long tino, bool fast,
+		   int ret, unsigned port)
 {
 	int fd = (int)n->data.args[0];
-	unsigned long tino = fast ? inode_of(tcp) : 0, cino = fast ? inode_of(copy) : 0;
+	unsigned long cino = fast ? inode_of(copy) : 0;
 	bool cloexec = false;
 
 	if (fast && !still_there(lfd, n, fd, tcp, tino, &cloexec)) {
@@ -240,6 +242,7 @@ static void finish(int lfd, int ep, const struct seccomp_notif *n, int copy, int
 struct pend {
 	struct seccomp_notif n;
 	int copy, tcp; /* tcp < 0: a free entry */
+	unsigned long tino;
 	bool blocking;
 	unsigned port;
 	uint64_t deadline; /* ms, CLOCK_MONOTONIC; 0: none */
@@ -253,7 +256,8 @@ static uint64_t now_ms(void)
 }
 
 /* Holds the call; false when it cannot (then the caller answers now). */
-static bool pend(int ep, const struct seccomp_notif *n, int copy, int tcp, bool blocking, unsigned port)
+static bool pend(int ep, const struct seccomp_notif *n, int copy, int tcp, unsigned long tino, bool blocking,
+		 unsigned port)
 {
 	struct timeval tv = { 0 };
 	socklen_t tl = sizeof(tv);
@@ -278,7 +282,7 @@ static bool pend(int ep, const struct seccomp_notif *n, int copy, int tcp, bool 
 	if (blocking)
 		syscall(SYS_getsockopt, tcp, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl);
 	uint64_t wait = blocking ? (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000 : 2000;
-	pends[i] = (struct pend){ *n, copy, tcp, blocking, port, wait ? now_ms() + wait : 0 };
+	pends[i] = (struct pend){ *n, copy, tcp, tino, blocking, port, wait ? now_ms() + wait : 0 };
 	pending++;
 	return true;
 }
@@ -295,8 +299,8 @@ static struct pend unpend(int ep, int i)
 
 /* The handshake of a connect made here has ended (the TCP file is
  * writable): the switch, or TCP's answer. */
-static void handshake_ended(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, bool blocking,
-			    unsigned port)
+static void handshake_ended(int lfd, int ep, const struct seccomp_notif *n, int copy, int tcp, unsigned long tino,
+			    bool blocking, unsigned port)
 {
 	struct pollfd pf = { copy, POLLOUT, 0 };
 	int err = 0;
@@ -308,7 +312,7 @@ static void handshake_ended(int lfd, int ep, const struct seccomp_notif *n, int 
 	bool fast = sv_domain(copy) == AF_UNIX;
 	if (!fast && blocking)
 		getsockopt(copy, SOL_SOCKET, SO_ERROR, &err, &el);
-	finish(lfd, ep, n, copy, tcp, fast, blocking ? -err : -EINPROGRESS, port);
+	finish(lfd, ep, n, copy, tcp, tino, fast, blocking ? -err : -EINPROGRESS, port);
 }
 
 /* Whether the handshake of TCP file tcp has ended already (the kernel's
@@ -331,7 +335,7 @@ void svc_conn_ready(int lfd, int ep, int i)
 		syscall(SYS_close, p.tcp);
 		return;
 	}
-	handshake_ended(lfd, ep, &p.n, p.copy, p.tcp, p.blocking, p.port);
+	handshake_ended(lfd, ep, &p.n, p.copy, p.tcp, p.tino, p.blocking, p.port);
 }
 
 /* A held call that must be answered before its handshake has ended:
@@ -356,7 +360,7 @@ static void give_up(int lfd, int ep, int i, int err)
 	bool fast = sv_domain(p.copy) == AF_UNIX;
 	if (fast)
 		err = p.blocking ? 0 : -EINPROGRESS;
-	finish(lfd, ep, &p.n, p.copy, p.tcp, fast, err, p.port);
+	finish(lfd, ep, &p.n, p.copy, p.tcp, p.tino, fast, err, p.port);
 }
 
 bool svc_pending(void)
@@ -401,6 +405,7 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		return sv_reply(lfd, n->id, 0, true);
 	svs_check_port(dst.port);
 	int copy = sv_grab(lfd, n, fd), tcp = -1;
+	struct stat st;
 	if (copy >= 0 && sv_domain(copy) == AF_UNIX && lf_fast_path_active(copy) == 1) {
 		int r = connect_again(copy);
 		close(copy);
@@ -417,8 +422,10 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		close(copy);
 		return sv_reply(lfd, n->id, 0, true);
 	}
-	if (copy < 0 || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 || lf_enable_fast_path(copy) ||
-	    !sv_may_switch(copy, n->pid)) {
+	/* One fstat of the socket, for the owner check and the switch's
+	 * inode (tcp's: the same file). */
+	if (copy < 0 || fstat(copy, &st) || (tcp = (int)syscall(SYS_fcntl, copy, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    lf_enable_fast_path(copy) || !sv_may_switch(copy, n->pid, &st)) {
 		if (copy >= 0)
 			close(copy);
 		if (tcp >= 0)
@@ -439,14 +446,14 @@ void svc_connect(int lfd, int ep, const struct seccomp_notif *n)
 		syscall(SYS_fcntl, copy, F_SETFL, fl);
 	bool fast = sv_domain(copy) == AF_UNIX;
 	if (r && e == EINPROGRESS && !fast && ended_now(tcp))
-		return handshake_ended(lfd, ep, n, copy, tcp, blocking, dst.port); /* as the loop would at once */
-	if (r && e == EINPROGRESS && !fast && pend(ep, n, copy, tcp, blocking, dst.port))
+		return handshake_ended(lfd, ep, n, copy, tcp, st.st_ino, blocking, dst.port); /* as the loop would at once */
+	if (r && e == EINPROGRESS && !fast && pend(ep, n, copy, tcp, st.st_ino, blocking, dst.port))
 		return;
 	if (blocking && r && e == EINPROGRESS && fast)
 		r = e = 0; /* switched: its handshake is done, and a blocking connect says so */
 	/* Not held (out of room): EINPROGRESS, TCP's answer to a connect
 	 * whose wait ended (SO_SNDTIMEO); the handshake goes on. */
-	finish(lfd, ep, n, copy, tcp, fast, r ? -e : 0, dst.port);
+	finish(lfd, ep, n, copy, tcp, st.st_ino, fast, r ? -e : 0, dst.port);
 }
 
 /* getsockname, getpeername: a fast-path socket answers TCP's addresses

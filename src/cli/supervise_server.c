@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,41 @@ static void held_free(void *e)
 static void park_free(void *e)
 {
 	((struct park *)e)->dup = -1;
+}
+
+/* The held listener (its index) that the program's fd is, or -1. First
+ * one kcmp (KCMP_FILE) against the listener the last accept found: the
+ * same open file as our copy (pidfd_getfd gave us the program's file) is
+ * that listener, since a socket has one open file (it cannot be opened
+ * again, only shared). Otherwise by the fd's inode (pidfd_getfd, fstat,
+ * close), as for the first accept. kcmp names the caller by thread id:
+ * the caller checks the call is still waiting (NOTIF_ID_VALID) before it
+ * acts, so that the id was not reused meanwhile. */
+static int last_held = -1;
+
+static int held_of(int lfd, const struct seccomp_notif *n, int fd)
+{
+	struct stat st;
+
+	if (last_held >= 0 && last_held < nheld && held[last_held].copy >= 0 &&
+	    syscall(SYS_kcmp, n->pid, getpid(), KCMP_FILE, fd, held[last_held].copy) == 0)
+		return last_held;
+	int copy = sv_grab(lfd, n, fd);
+	bool ok = copy >= 0 && fstat(copy, &st) == 0;
+	if (copy >= 0)
+		syscall(SYS_close, copy);
+	for (int i = 0; ok && i < nheld; i++)
+		if (held[i].copy >= 0 && held[i].ino == (unsigned long)st.st_ino)
+			return last_held = i;
+	return -1;
+}
+
+static unsigned long held_ino(int copy)
+{
+	for (int i = 0; i < nheld; i++)
+		if (held[i].copy == copy)
+			return held[i].ino;
+	return 0;
 }
 
 int svs_listener(unsigned long ino)
@@ -235,7 +271,7 @@ void svs_listen(int lfd, const struct seccomp_notif *n)
 	 * kind of socket, one the program did not opt in, one of another
 	 * uid, or a process that negotiates itself: the kernel's listen. */
 	if (fstat(copy, &st) || svs_listener((unsigned long)st.st_ino) >= 0 || !tcp_socket(copy) || !sv_wanted(copy) ||
-	    !sv_may_switch(copy, n->pid) || sv_has_preload(n->pid) ||
+	    !sv_may_switch(copy, n->pid, &st) || sv_has_preload(n->pid) ||
 	    rendezvous_made(sv_domain(copy), (unsigned long)st.st_ino) || !sv_valid(lfd, n->id) ||
 	    lf_enable_fast_path(copy)) {
 		syscall(SYS_close, copy);
@@ -284,10 +320,11 @@ static bool accept_now(int lfd, uint64_t id, pid_t pid, int copy, int flags, uin
 		return true;
 	}
 	bool fast = sv_domain(nfd) == AF_UNIX;
-	struct stat lst, nst;
-	bool known = fast && fstat(copy, &lst) == 0 && fstat(nfd, &nst) == 0;
+	struct stat nst;
+	unsigned long lino = fast ? held_ino(copy) : 0;
+	bool known = lino && fstat(nfd, &nst) == 0;
 	if (known) /* what the claim carried from the listener */
-		svo_inherit((unsigned long)lst.st_ino, (unsigned long)nst.st_ino);
+		svo_inherit(lino, (unsigned long)nst.st_ino);
 	struct seccomp_notif_addfd add = { .id = id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)nfd,
 					   .newfd_flags = (flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0 };
 	int r = ioctl(lfd, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
@@ -318,16 +355,12 @@ static void unpark(int ep, int i)
 
 void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 {
-	int fd = (int)n->data.args[0], copy = sv_grab(lfd, n, fd), h;
+	int i = held_of(lfd, n, (int)n->data.args[0]), h = i >= 0 ? held[i].copy : -1;
 	int flags = n->data.nr == __NR_accept4 ? (int)n->data.args[3] : 0;
 	uint64_t addr = n->data.args[1], lenp = n->data.args[2];
 	socklen_t room = 0;
-	struct stat st;
-	bool fstat_ok = copy >= 0 && fstat(copy, &st) == 0;
 
-	if (copy >= 0)
-		syscall(SYS_close, copy);
-	if (!fstat_ok || (h = svs_listener((unsigned long)st.st_ino)) < 0)
+	if (h < 0)
 		return sv_reply(lfd, n->id, 0, true);
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return sv_reply(lfd, n->id, -EINVAL, false);
@@ -342,7 +375,8 @@ void svs_accept(int lfd, int ep, const struct seccomp_notif *n)
 	/* Blocking, nothing queued: park the call until a connection comes
 	 * (past MAX_PARKS, or without the means to wait here: the kernel's
 	 * accept, plain TCP). */
-	int i = 0, d = (int)syscall(SYS_fcntl, h, F_DUPFD_CLOEXEC, 0);
+	int d = (int)syscall(SYS_fcntl, h, F_DUPFD_CLOEXEC, 0);
+	i = 0;
 	while (i < nparks && parks[i].dup >= 0)
 		i++;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = SV_TAG_PARK | (uint32_t)i };

@@ -4,8 +4,8 @@
  * that holds something a fork must handle (lf__fork_init); each handler
  * does nothing for a subsystem the process never used.
  *
- * The two locks (sockopt.c's reference connections, diag.c's netlink
- * socket) are never held together, so the order between them is free; the
+ * The three locks (sockopt.c's reference connections, diag.c's netlink
+ * socket, shm_mem.c's due give-backs) are never held together, so the order between them is free; the
  * parent releases them in the reverse of the prepare's order. */
 #include "process.h"
 
@@ -17,10 +17,12 @@ static void prepare(void)
 	lf__shm_fork_prepare();  /* notes that tier sockets may be shared (takes no lock) */
 	lf__sopt_fork_prepare(); /* takes the reference connections' lock */
 	lf__diag_fork_prepare(); /* takes the netlink socket's lock */
+	lf__shm_mem_fork_prepare(); /* takes the due give-backs' lock */
 }
 
 static void parent(void)
 {
+	lf__shm_mem_fork_after();
 	lf__diag_fork_parent();
 	lf__sopt_fork_parent();
 }
@@ -34,6 +36,7 @@ static void child(void)
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
 	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
+	lf__shm_mem_fork_after();  /* the due give-backs' lock (the list is the child's too) */
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -167,6 +167,45 @@ LF_EXPORT int close(int fd)
 	lf__shm_closed(c);
 	return r;
 }
+LF_LOCAL(close);
+
+/* close_range and closefrom (glibc's wrappers): the tier's descriptors in
+ * the range are closed first, one by one, as close() closes them (the
+ * peer told, the table's entry gone), so that a number the program
+ * reuses (a daemon's file) is never taken for a tier socket; then the
+ * kernel closes the rest. Everything else in the table is a cache that
+ * checks the kernel (fdtab.c). CLOSE_RANGE_CLOEXEC closes nothing, and
+ * CLOSE_RANGE_UNSHARE closes in a table of its own: both go to the kernel
+ * as they are. A raw close_range system call is not seen (docs/shm.md). */
+static void close_tier(unsigned first, unsigned last)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	for (unsigned fd = first; lf__shm_used && fd <= last && fd <= (unsigned)hi; fd++)
+		if (lf__shm_on((int)fd))
+			local_close((int)fd);
+}
+
+LF_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (!flags)
+		close_tier(first, last);
+	return lf__sys_close_range(first, last, flags);
+}
+
+LF_EXPORT void closefrom(int low)
+{
+	static void (*next)(int);
+
+	if (low >= 0)
+		close_tier((unsigned)low, ~0u);
+	if (!next)
+		next = (void (*)(int))dlsym(RTLD_NEXT, "closefrom");
+	if (next)
+		next(low);
+	else
+		lf__sys_close_range((unsigned)(low < 0 ? 0 : low), ~0u, 0);
+}
 
 /* Writes a translated address into the caller's buffer (room bytes) with
  * the kernel's truncation rule: copy what fits, report the full length. */

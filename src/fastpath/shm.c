@@ -35,16 +35,17 @@
 bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
+int lf__shm_fd_hi = -1;
 /* The process forked while it held tier connections (live: their count)
  * (in the parent and the child alike): another process may hold any of
  * them. */
-static atomic_int live;
-static bool forked;
+atomic_int lf__shm_live;
+bool lf__shm_forked;
 
 void lf__shm_fork_prepare(void)
 {
-	if (atomic_load(&live))
-		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+	if (atomic_load(&lf__shm_live))
+		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
 }
 
 /* What the rings hold now, as seen from this process without a lock: the
@@ -80,14 +81,15 @@ struct lf_shm_conn *lf__shm_conn_of(int fd)
 	return f->shm;
 }
 
-static struct lf_shm_conn *conn_new(bool server)
+struct lf_shm_conn *lf__shm_conn_new(bool server)
 {
 	struct lf_shm_conn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
+	c->mfd = -1;
 	atomic_init(&c->refs, 1);
-	atomic_fetch_add(&live, 1);
+	atomic_fetch_add(&lf__shm_live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);
 	pthread_mutex_init(&c->rxl, NULL);
@@ -112,10 +114,35 @@ static void conn_put(struct lf_shm_conn *c)
 		atomic_fetch_or(&c->tx.h->fin, 1);
 		atomic_fetch_add(&c->tx.h->fin, 2);
 	}
+	lf__shm_mem_forget(c);
 	if (c->map)
 		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
-	atomic_fetch_sub(&live, 1);
+	struct stat st;
+	if (c->mfd >= 0) {
+		lf__fd_unhide(c->mfd); /* its entry points at c->mfd */
+		/* Closed only if still ours: a close_range may have taken the
+		 * number, and the program reused it. */
+		if (!fstat(c->mfd, &st) && (unsigned long)st.st_ino == c->mfd_ino)
+			lf__sys_close(c->mfd);
+	}
+	atomic_fetch_sub(&lf__shm_live, 1);
 	free(c);
+}
+
+/* The memfd stays open with the connection (one hidden descriptor per
+ * connection), so that an exec that keeps the socket open can keep the
+ * rings too (shm_exec.c): the kernel gives no way back to a memfd from
+ * its mapping without CAP_CHECKPOINT_RESTORE (/proc/self/map_files). */
+void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
+{
+	struct stat st;
+
+	if (fstat(mfd, &st)) {
+		lf__sys_close(mfd);
+		return;
+	}
+	c->mfd_ino = (unsigned long)st.st_ino;
+	lf__fd_hide(mfd, &c->mfd);
 }
 
 static void drop(int fd)
@@ -142,6 +169,9 @@ static void attach(int fd, struct lf_shm_conn *c)
 	lf__fork_init();
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
+	for (int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+	     fd > hi && !__atomic_compare_exchange_n(&lf__shm_fd_hi, &hi, fd, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+		;
 	lf__shm_used = true;
 	for (int i = 0; i < LF_EPOLL_MAX; i++) /* registrations carried over from before connect */
 		if (f->ep[i].epfd1 && (f->ep[i].ev.events & EPOLLET))
@@ -177,7 +207,7 @@ struct lf_shm_conn *lf__shm_hold(int fd)
 
 	if (!c)
 		return NULL;
-	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&forked, __ATOMIC_RELAXED))
+	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
 		lf__shm_decide(c, fd);
 	atomic_fetch_add(&c->refs, 1);
 	return c;
@@ -243,7 +273,7 @@ static uint32_t ring_area(void)
  * that its size can never change under the client's mapping. */
 static struct lf_shm_conn *make_rings(int *mfd)
 {
-	struct lf_shm_conn *c = conn_new(true);
+	struct lf_shm_conn *c = lf__shm_conn_new(true);
 	int fd = memfd_create("loopfast-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	void *map = MAP_FAILED;
 	uint32_t area = ring_area();
@@ -256,7 +286,7 @@ static struct lf_shm_conn *make_rings(int *mfd)
 		if (fd >= 0)
 			lf__sys_close(fd);
 		if (c)
-			atomic_fetch_sub(&live, 1);
+			atomic_fetch_sub(&lf__shm_live, 1);
 		free(c);
 		return NULL;
 	}
@@ -300,7 +330,7 @@ struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 	ssize_t r = lf__sys_sendmsg(unx, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
 	int e = r < 0 ? errno : 0;
 	if (mfd >= 0)
-		lf__sys_close(mfd);
+		lf__shm_keep_memfd(c, mfd);
 	if (r != 1) {
 		/* EPIPE: the client has gone (or shut its reading side) before
 		 * the answer: no tier, and what it wrote is read from the stream
@@ -329,7 +359,7 @@ void lf__shm_attach(int fd, struct lf_shm_conn *c)
  * the rings' size for the area its header names (a power of two from
  * LF_RING_SIZE to LF_RING_MAX; a smaller file would fault past its end).
  * *area: that area, read once here (the peer may write the header later). */
-static void *map_offer(int mfd, uint32_t *area)
+void *lf__shm_map(int mfd, uint32_t *area)
 {
 	struct stat st;
 	int seals = lf__sys_fcntl(mfd, F_GET_SEALS, 0);
@@ -399,7 +429,7 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		atomic_store(&c->state, OFF);
 	} else if (v == 'N' && mfd < 0) {
 		atomic_store(&c->state, OFF);
-	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = map_offer(mfd, &area))) {
+	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = lf__shm_map(mfd, &area))) {
 		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
 		atomic_store_explicit(&c->tx.h->pre, c->stream_out, memory_order_relaxed);
 		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
@@ -411,7 +441,9 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 			lf__debug("fd %d: a bad shm answer from the server: reset", fd);
 		lf__shm_broken(c, fd);
 	}
-	if (mfd >= 0)
+	if (mfd >= 0 && c->map)
+		lf__shm_keep_memfd(c, mfd);
+	else if (mfd >= 0)
 		lf__sys_close(mfd);
 	errno = e0;
 	pthread_mutex_unlock(&c->txl);
@@ -419,7 +451,7 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 
 void lf__shm_attach_client(int fd)
 {
-	struct lf_shm_conn *c = conn_new(false);
+	struct lf_shm_conn *c = lf__shm_conn_new(false);
 
 	if (!c) { /* no memory: the answer stays on the stream; reset rather than misread it */
 		lf__sys_shutdown(fd, SHUT_RDWR);
@@ -522,7 +554,8 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 
 	for (unsigned long i = 0; i < n && !any; i++)
 		any = lf__shm_conn_of(fds[i].fd) != NULL;
-	if (!any) { /* a wait all the same: what it reports (a pidfd, a pipe) may be a peer's end */
+	if (!any && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed)) {
+		/* a wait all the same: what it reports (a pidfd, a pipe) may be a peer's end */
 		int r = wait(fds, n, timeout_ns, mask);
 		lf__shm_waited();
 		return r;
@@ -537,9 +570,11 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		if (timeout_ns >= 0 && left < 0)
 			left = 0;
 		/* A full ring has no kernel event: look again every millisecond. */
-		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : left;
+		long long slice = full && (left < 0 || left > 1000000) ? 1000000 : lf__shm_mem_slice(left);
 		int r = wait(fds, n, slice, mask);
 		lf__shm_waited();
+		if (r == 0)
+			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 		if (r <= 0) {
 			if (r < 0 || slice == left)
 				return r;

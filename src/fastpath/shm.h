@@ -23,6 +23,14 @@ extern bool lf__shm_used;
  * tier that finds its ring empty looks at the socket after each
  * (shm_io.c). Counted after the wait returns. */
 extern atomic_uint lf__shm_waits;
+/* Rings whose pages go back once the process has waited a while
+ * (shm_mem.c): while any is due, waits are cut to lf__shm_mem_slice and
+ * lf__shm_mem_sweep runs after each slice. */
+extern atomic_int lf__shm_due;
+/* The highest descriptor that was ever a tier socket (close_range). */
+extern int lf__shm_fd_hi;
+void lf__shm_mem_sweep(void);
+int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */
 static inline void lf__shm_waited(void)
 {
 	if (lf__shm_used)
@@ -78,5 +86,22 @@ bool lf__shm_in_rights(const struct msghdr *m);
  * it asked for them. */
 int lf__shm_set_tier(int fd, int tier);
 int lf__shm_get_tier(int fd);
+
+/* exec (shm_exec.c): the tier sockets that stay open across an exec keep
+ * their rings. Before it, in the exec wrappers: room is what
+ * lf__shm_exec_room says (0: no tier connection, nothing to do);
+ * prepare writes "LOOPFAST_SHM_EXEC=..." into buf for the new environment
+ * ("" when no tier socket stays open) and lists in undo the memfds it made
+ * inheritable; undo gives them close-on-exec back after an exec that
+ * failed. Allocation-free (vfork children exec). adopt: the new image's,
+ * at start-up. */
+#define LF_SHM_EXEC_FDS 128
+size_t lf__shm_exec_room(void);
+void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu);
+void lf__shm_exec_undo(const int *undo, size_t nu);
+/* The exec's program will not load this library (static, set-id): the
+ * recorded sockets are shut down instead (docs/shm.md). */
+void lf__shm_exec_shut(const char *rec);
+void lf__shm_exec_adopt(void);
 
 #endif

@@ -36,6 +36,8 @@ struct lf_shm_conn {
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
+	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
+	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end
@@ -43,6 +45,11 @@ struct lf_shm_conn {
 	 * looks at the socket (shm_io.c, peer_gone). */
 	atomic_uint fin_seen;
 	atomic_bool end_seen;   /* a read saw the end or an error: the next write looks */
+	/* The memfd, kept open (hidden, close-on-exec) for the connection's
+	 * life, so that an exec that keeps the socket can keep it too
+	 * (shm_exec.c); -1 before the answer. ino: its inode, to know it again. */
+	int mfd;
+	unsigned long mfd_ino;
 };
 
 
@@ -51,6 +58,11 @@ struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: n
 long lf__shm_avail(const struct lf_shm_conn *c);          /* bytes in rx now (LF_RING_BAD: garbage) */
 void lf__shm_decide(struct lf_shm_conn *c, int fd);       /* the client takes the answer if it came */
 int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connection: -1, ECONNRESET */
+struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
+void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
+void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
+extern bool lf__shm_forked;                               /* the process forked holding tier connections */
+extern atomic_int lf__shm_live;                           /* tier connections the process holds */
 
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
@@ -81,7 +93,8 @@ void lf__shm_spin_room_heavy(void); /* writer: between its store of want_space a
 bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd); /* writer, under txl, before a copy into tx (false: not now) */
 bool lf__shm_mem_wait(struct lf_shm_conn *c);           /* writer, without txl, after a false: true once it may look again */
 void lf__shm_mem_exit(struct lf_shm_conn *c);          /* writer, after it published the copy */
-void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back */
+void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its ring found empty: give pages back (or later) */
+void lf__shm_mem_forget(struct lf_shm_conn *c);        /* c is about to be freed: off the due list */
 uint32_t lf__shm_mem_want(int sndbuf);                  /* the bytes a ring may hold for a socket's SO_SNDBUF */
 void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd); /* reads fd's SO_SNDBUF into c->want */
 long lf__shm_mem_room(struct lf_shm_conn *c, int fd, size_t len); /* writer, under txl, tx synced: its room for len bytes, grown to SO_SNDBUF (fd < 0: no getsockopt) */

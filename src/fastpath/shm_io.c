@@ -357,6 +357,16 @@ static int wait_read(int fd, unsigned s0, unsigned i0)
 
 	if (atomic_load(&lf__sig_seen) != s0)
 		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+	/* Due give-backs (shm_mem.c): a slice of poll first, then the sweep,
+	 * unless the socket has a timeout the slice would add to. A signal
+	 * in it: look again (the next wait takes wait_fd's rules). */
+	if (atomic_load_explicit(&lf__shm_due, memory_order_relaxed) &&
+	    !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec) {
+		int r = lf__sys_poll1(fd, POLLIN, (int)(lf__shm_mem_slice(-1) / 1000000));
+		if (r != 0)
+			return r > 0 || errno == EINTR ? 0 : -1;
+		lf__shm_mem_sweep();
+	}
 	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
 		return 0;
 	if (errno == EAGAIN && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec)

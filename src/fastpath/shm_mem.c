@@ -36,6 +36,7 @@
 #include "shm_conn.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -85,20 +86,113 @@ void lf__shm_mem_exit(struct lf_shm_conn *c)
 
 /* A ring that grew (below) is punched whole: its grown part, then its
  * first LF_RING_SIZE bytes (a size that is garbage: the whole area). */
-void lf__shm_mem_idle(struct lf_shm_conn *c)
+static void punch(struct lf_shm_conn *c, uint64_t now)
 {
 	struct lf_ring *r = &c->rx;
 	uint32_t zero = 0;
 
-	if (r->pos - c->trimmed < KEEP || !atomic_compare_exchange_strong(&r->h->trim, &zero, 1))
+	if (!atomic_compare_exchange_strong(&r->h->trim, &zero, 1))
 		return;
 	uint32_t n = lf__ring_size(r) ? lf__ring_size(r) : r->area;
 	if (atomic_load(&r->h->wbusy) == W_IDLE && atomic_load(&r->h->tail) == r->pos &&
 	    (n <= LF_RING_SIZE || !madvise(r->data + LF_RING_SIZE, n - LF_RING_SIZE, MADV_REMOVE)) &&
-	    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))
+	    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE)) {
 		c->trimmed = r->pos;
+		c->trim_ns = now;
+	}
 	atomic_store_explicit(&r->h->trim, 0, memory_order_release);
 }
+
+/* A stream whose reader keeps up finds its ring empty after every write:
+ * a give-back each time would have the writer fault every page in again
+ * (a fault per 4 KiB carried: 64 KiB writes went at a third of the Unix
+ * stream's rate). So a ring gives its pages back at most once per
+ * GIVE_BACK_NS; one found empty sooner is due, and its give-back is made
+ * when the process has waited that long for anything: the tier's own
+ * blocking reads, and poll, select and epoll (wait.c), cut their waits in
+ * slices of GIVE_BACK_NS while any is due, and sweep the due rings after
+ * each wait that timed out (lf__shm_mem_sweep: those whose last give-back
+ * is GIVE_BACK_NS old). The list of due rings is the
+ * process's, under due_lock; a connection leaves it before it is freed
+ * (lf__shm_mem_forget). */
+#define GIVE_BACK_NS (10u * 1000u * 1000u)
+
+static pthread_mutex_t due_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lf_shm_conn *due_list;
+atomic_int lf__shm_due;
+
+static void due_out(struct lf_shm_conn *c)
+{
+	if (!c->due_prev)
+		return;
+	*c->due_prev = c->due_next;
+	if (c->due_next)
+		c->due_next->due_prev = c->due_prev;
+	c->due_prev = NULL;
+	atomic_fetch_sub(&lf__shm_due, 1);
+}
+
+void lf__shm_mem_idle(struct lf_shm_conn *c)
+{
+	if (c->rx.pos - c->trimmed < KEEP)
+		return;
+	uint64_t now = lf__sys_now_ns();
+	if (now - c->trim_ns >= GIVE_BACK_NS) {
+		punch(c, now);
+		return;
+	}
+	pthread_mutex_lock(&due_lock);
+	if (!c->due_prev) {
+		c->due_next = due_list;
+		if (due_list)
+			due_list->due_prev = &c->due_next;
+		c->due_prev = &due_list;
+		due_list = c;
+		atomic_fetch_add(&lf__shm_due, 1);
+	}
+	pthread_mutex_unlock(&due_lock);
+}
+
+/* After a wait of the process: the due rings whose time has come give
+ * their pages back (a ring whose reader is busy, rxl taken, is left for
+ * the next sweep; its reader decides again anyway). */
+void lf__shm_mem_sweep(void)
+{
+	if (!atomic_load_explicit(&lf__shm_due, memory_order_relaxed))
+		return;
+	uint64_t now = lf__sys_now_ns();
+	pthread_mutex_lock(&due_lock);
+	for (struct lf_shm_conn *c = due_list, *next; c; c = next) {
+		next = c->due_next;
+		if (now - c->trim_ns < GIVE_BACK_NS || pthread_mutex_trylock(&c->rxl))
+			continue;
+		due_out(c);
+		if (c->rx.pos - c->trimmed >= KEEP)
+			punch(c, now);
+		pthread_mutex_unlock(&c->rxl);
+	}
+	pthread_mutex_unlock(&due_lock);
+}
+
+/* The slice a wait of left ns (-1: no end) is cut to while rings are due. */
+int64_t lf__shm_mem_slice(int64_t left)
+{
+	if (!atomic_load_explicit(&lf__shm_due, memory_order_relaxed))
+		return left;
+	return left >= 0 && left < GIVE_BACK_NS ? left : GIVE_BACK_NS;
+}
+
+void lf__shm_mem_forget(struct lf_shm_conn *c)
+{
+	if (!c->due_prev)
+		return;
+	pthread_mutex_lock(&due_lock);
+	due_out(c);
+	pthread_mutex_unlock(&due_lock);
+}
+
+void lf__shm_mem_fork_prepare(void) { pthread_mutex_lock(&due_lock); }
+void lf__shm_mem_fork_after(void) { pthread_mutex_unlock(&due_lock); }
 
 /* The ring follows SO_SNDBUF. A Unix stream takes bytes while what it
  * holds (counted with each buffer's overhead, skb truesize) is below the

@@ -49,6 +49,11 @@ bool lf__sys_tcp_family(int fd, int *family)
 	return true;
 }
 
+int lf__sys_close_range(unsigned first, unsigned last, int flags)
+{
+	return (int)syscall(SYS_close_range, first, last, flags);
+}
+
 int lf__sys_poll1(int fd, short events, int timeout_ms)
 {
 	struct pollfd p = { .fd = fd, .events = events };
@@ -66,5 +71,6 @@ int lf__sys_pidfd_open(pid_t pid, unsigned flags) { return (int)syscall(SYS_pidf
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags) { return (int)syscall(SYS_pidfd_getfd, pidfd, fd, flags); }
 int lf__sys_execve(const char *path, char *const argv[], char *const envp[]) { return (int)syscall(SYS_execve, path, argv, envp); }
 int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) { return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags); }
+long lf__sys_getdents64(int fd, void *buf, size_t len) { return syscall(SYS_getdents64, fd, buf, len); }
 long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts) { return syscall(SYS_futex, word, op, val, ts, NULL, 0); }
 int lf__sys_membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }

@@ -49,6 +49,7 @@ int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct
 #define SO_NETNS_COOKIE 71
 #endif
 int lf__sys_no_rights(int unx);
+int lf__sys_close_range(unsigned first, unsigned last, int flags);
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 /* Whether fd is a TCP socket of AF_INET or AF_INET6 (SO_PROTOCOL, then
  * SO_DOMAIN); its family in *family. */
@@ -61,6 +62,7 @@ int lf__sys_pidfd_open(pid_t pid, unsigned flags);
 int lf__sys_pidfd_getfd(int pidfd, int fd, unsigned flags);
 int lf__sys_execve(const char *path, char *const argv[], char *const envp[]);
 int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags);
+long lf__sys_getdents64(int fd, void *buf, size_t len);
 /* futex(2) on a word (FUTEX_WAIT with a relative timeout, FUTEX_WAKE). */
 long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts);
 /* membarrier(2) with no flags. */

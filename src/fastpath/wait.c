@@ -258,8 +258,8 @@ static bool select_tiered(int n, fd_set *r, fd_set *w, fd_set *e, int64_t t, con
 				k++;
 				break;
 			}
-	if (!any)
-		return false;
+	if (!any && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed))
+		return false; /* (due give-backs: lf__shm_poll cuts the wait) */
 	struct pollfd *fds = calloc(k, sizeof(*fds));
 	if (!fds) {
 		errno = ENOMEM;
@@ -392,13 +392,20 @@ static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max
  * for the whole timeout again, from then. */
 static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	uint64_t start = timeout > 0 && atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ? lf__sys_now_ns() : 0;
+	uint64_t start = timeout > 0 && (atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ||
+					 atomic_load_explicit(&lf__shm_due, memory_order_relaxed))
+				 ? lf__sys_now_ns()
+				 : 0;
 	struct lf_fd *e = lf__fd(epfd);
 
 	for (;;) {
 		int slice = lf__bell_slicing() && (timeout < 0 || timeout > LF_BELL_SLICE_MS) ? LF_BELL_SLICE_MS : timeout;
+		int64_t due = lf__shm_mem_slice(slice < 0 ? -1 : (int64_t)slice * 1000000);
+		slice = due < 0 ? -1 : (int)(due / 1000000);
 		int r = e && e->spin_members > 0 && e->spin_us ? epoll_spin(e, epfd, ev, max, slice, mask)
 							      : REAL(epoll_pwait)(epfd, ev, max, slice, mask);
+		if (r == 0)
+			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
 		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
 		int k = r && lf__bells_used && lf__bell_tagged(ev, r) ? lf__bell_epoll_filter(ev, r) : r;
@@ -428,7 +435,8 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 static inline bool epoll_plain(int epfd)
 {
 	struct lf_fd *e = lf__fd_peek(epfd);
-	return !lf__bells_used && !(e && ((e->spin_members > 0 && e->spin_us) || e->pending_members > 0));
+	return !lf__bells_used && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed) &&
+	       !(e && ((e->spin_members > 0 && e->spin_us) || e->pending_members > 0));
 }
 
 LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
@@ -458,12 +466,14 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__sys_now_ns() - start);
 		if (total >= 0 && left < 0)
 			left = 0;
-		int64_t slice = lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)
-					? LF_BELL_SLICE_MS * 1000000ll
-					: left;
+		int64_t slice = lf__shm_mem_slice(lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)
+							  ? LF_BELL_SLICE_MS * 1000000ll
+							  : left);
 		struct timespec t = ns_ts(slice);
 		int r = lf__sys_epoll_pwait2(epfd, ev, max, slice < 0 ? NULL : &t, mask);
 		lf__shm_waited();
+		if (r == 0)
+			lf__shm_mem_sweep();
 		if (r < 0 || (r == 0 && slice == left))
 			return r;
 		int k = r ? lf__bell_epoll_filter(ev, r) : 0;

@@ -35,4 +35,5 @@ __attribute__((constructor(102))) static void preload_init(void)
 	lf__exclude_init();
 	if (lf__global_optin)
 		lf__adopt_inherited();
+	lf__shm_exec_adopt(); /* tier sockets kept across the exec that started this program */
 }

@@ -292,11 +292,11 @@ def test_plot_writes_a_png(tmp_path):
 def test_compare_sockperf():
     assert shutil.which("sockperf"), "sockperf is not installed (scripts/deps.sh installs it)"
     r = bench("--json", "bench", "latency", *TINY, "--repeat", "1", "--styles", "block",
-              "--transports", "tcp,fastpath,uds", "--compare-sockperf", timeout=120)
+              "--transports", "tcp,fastpath,uds,fastpath-shm-spin", "--compare-sockperf", timeout=180)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     sp = {x["transport"]: x for x in doc["sockperf"]}
-    assert list(sp) == ["tcp", "unix", "fastpath"]
+    assert list(sp) == ["tcp", "unix", "fastpath", "fastpath-shm-spin"]
     assert sp["tcp"]["status"] == "ok", sp["tcp"]
     assert sp["tcp"]["p50_rtt_us"] > 0 and sp["tcp"]["p99_rtt_us"] >= sp["tcp"]["p50_rtt_us"]
     assert "--full-rtt" in sp["tcp"]["command"]
@@ -307,6 +307,12 @@ def test_compare_sockperf():
     assert sp["fastpath"]["p50_rtt_us"] > 0
     assert sp["fastpath"]["command"].startswith("loopfast run -- sockperf server")
     assert sp["fastpath"]["ours"]["transport"] == "fastpath" and doc["rows"][1]["status"] == "ok", doc["rows"]
+    # Under the shm tier with spinning: on the rings (the client's maps,
+    # read from /proc while it runs), against our block row of that transport.
+    tier = sp["fastpath-shm-spin"]
+    assert tier["status"] == "ok", tier
+    assert tier["p50_rtt_us"] > 0 and tier["command"].startswith("loopfast run --tier shm --spin-us 50 -- sockperf")
+    assert tier["ours"]["transport"] == "fastpath-shm-spin" and tier["ours"]["style"] == "block", tier
     # The Unix-socket reference needs a sockperf that takes a socket path
     # (Debian 12's does not: it refuses the address).
     assert sp["unix"]["status"] == "ok" or "Invalid address" in sp["unix"]["reason"], sp["unix"]

@@ -10,7 +10,7 @@ import pytest
 from conftest import LOOPFAST
 
 pytestmark = pytest.mark.timeout(300)
-PATHS = ["tcp", "fast", "fast+shm", "unix"]
+PATHS = ["tcp", "fast", "fast+shm", "unix", "shm"]  # shm: the floor, a busy-polled shared ring
 
 
 def bench(*args):

@@ -923,7 +923,7 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
 # of the tier's memfd. Idle: N connections, never used; or one that
 # carried MB each way (checked by SHA-256) and then sits.
 IDLE_SERVER = textwrap.dedent("""
-    import hashlib, os, socket, sys, time
+    import hashlib, os, select, socket, sys, time
     n, size = int(sys.argv[1]), int(sys.argv[2])
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
     print(s.getsockname()[1], flush=True)
@@ -936,6 +936,7 @@ IDLE_SERVER = textwrap.dedent("""
             h.update(d); got += len(d)
         data = os.urandom(size)
         c.sendall(data)
+        select.select([c], [], [], 0.1)  # idle: waits for a next request, as a server does
         print("server", got, h.hexdigest(), hashlib.sha256(data).hexdigest(), flush=True)
     else:
         print("accepted", len(conns), flush=True)
@@ -943,7 +944,7 @@ IDLE_SERVER = textwrap.dedent("""
 """)
 
 IDLE_CLIENT = textwrap.dedent("""
-    import hashlib, os, socket, sys
+    import hashlib, os, select, socket, sys
     port, n, size, chunk = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
     print("connected", len(conns), flush=True)
@@ -962,6 +963,7 @@ IDLE_CLIENT = textwrap.dedent("""
             d = c.recv(65536)
             if not d: break
             h.update(d); got += len(d)
+        select.select([c], [], [], 0.1)   # idle: waits on the connection a while
         print("client", got, hashlib.sha256(data).hexdigest(), h.hexdigest(), flush=True)
     else:
         print("answered", flush=True)
@@ -1024,9 +1026,11 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
     """8 MB each way (in one write, or in 64 KiB writes, where the
     reader empties its ring, and gives pages back, again and again while
     the writer goes on), every byte checked (SHA-256 at both ends); once the
-    connection is idle (each reader found its ring empty), each process
-    holds at most 64 KiB of the memfd again, where the stream had the
-    rings' pages resident."""
+    connection is idle (each reader found its ring empty, and then waited
+    on the connection 100 ms: a give-back found due within 10 ms of the last
+    is made in a wait, docs/shm.md "Memory"), each process holds at most
+    64 KiB of the memfd again, where the stream had the rings' pages
+    resident."""
     size = 8_000_000
     srv, cli = idle_pair(1, size, chunk)
     try:
@@ -1039,6 +1043,100 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
             assert len(rss) == 1 and rss[0] <= IDLE_MAX, rss
     finally:
         stop(cli, srv)
+
+
+# A daemon that closes descriptors with close_range (glibc's: Python's
+# os.closerange) and reuses a number for a file of its own.
+CLOSE_RANGE = textwrap.dedent("""
+    import os, socket, sys, tempfile
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"x"); assert a.recv(1) == b"x"; a.sendall(b"y"); assert c.recv(1) == b"y"
+    maps = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    n = c.detach()
+    if sys.argv[1] == "closefrom":
+        a = a.detach(); s = s.detach()
+        os.closerange(n, 1 << 20)             # everything from the client's socket up
+    else:
+        os.closerange(n, n + 1)               # close_range(n, n, 0)
+    fd = os.open(tempfile.mkdtemp() + "/f", os.O_RDWR | os.O_CREAT)
+    out = [str(fd == n), str(os.write(fd, b"the_daemon's_own_file")), os.pread(fd, 64, 0).decode()]
+    if sys.argv[1] != "closefrom":
+        a.settimeout(5); out.append(repr(a.recv(10)))   # the peer: the end, as over TCP
+    print(f"maps={maps}", *out, flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["one", "closefrom"])
+def test_close_range_then_a_file_on_the_number(build, how):
+    """A tier socket closed by close_range (glibc's, as Python's
+    os.closerange calls it; one socket, or every descriptor from it up),
+    whose number the program then gets for a file: the file takes the
+    bytes written to it, as over TCP (before, the write went to the tier:
+    ENOTSOCK), and the socket's peer reads the end."""
+    got = run_both(CLOSE_RANGE, how)
+    assert got["tcp"][:3] == ["True", "21", "the_daemon's_own_file"], got
+    assert got["shm"] == got["tcp"], got
+
+
+# The give-back punches the ring its reader found empty, never the one it
+# writes: the server's first give-back (made at once) comes while the
+# 100,000 bytes it wrote wait unread in its other ring.
+PUNCH_SERVER = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    print(s.getsockname()[1], flush=True)
+    c = s.accept()[0]
+    a = os.urandom(100_000); c.sendall(a)  # waits in the ring the client reads, unread until the end
+    print("sent", hashlib.sha256(a).hexdigest(), flush=True)
+    sys.stdin.readline()                   # the client's 100,000 are in our ring
+    got = b""
+    while len(got) < 100_000:              # the ring found empty: a give-back
+        got += c.recv(65536)
+    print("got", hashlib.sha256(got).hexdigest(), flush=True)
+    sys.stdin.readline()
+""")
+
+PUNCH_CLIENT = textwrap.dedent("""
+    import hashlib, os, socket, sys
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    c.recv(1, socket.MSG_PEEK)             # the server's answer taken: on the rings
+    b = os.urandom(100_000); c.sendall(b)
+    print("sent", hashlib.sha256(b).hexdigest(), flush=True)
+    sys.stdin.readline()                   # the server has read them
+    got = b""
+    while len(got) < 100_000:
+        got += c.recv(65536)
+    print("got", hashlib.sha256(got).hexdigest(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_give_back_punches_only_the_ring_found_empty(build):
+    """Each end writes 100,000 bytes the other reads later; the server reads
+    the client's first, emptying its ring (a give-back, its first: at
+    once) while its own bytes wait in the other ring; then the client reads
+    them. Both ends map the tier's memfd (the kernel), and every byte
+    arrives (SHA-256 at both ends)."""
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", PUNCH_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = readline(srv).strip()
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", PUNCH_CLIENT, port], tier="shm"), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        a = readline(srv).split()
+        b = readline(cli).split()
+        assert a[0] == b[0] == "sent", (a, b)
+        for p in (srv, cli):
+            held, mapped = memfds(client_pid(p))
+            assert len(mapped) == 1, (held, mapped)
+        srv.stdin.write("\n"); srv.stdin.flush()
+        assert readline(srv).split() == ["got", b[1]]
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli).split() == ["got", a[1]]
+    finally:
+        stop(*(p for p in (cli, srv) if p))
 
 
 # A client that writes and closes before the server accepts (a request sent
@@ -1269,3 +1367,285 @@ def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
     got = run_both(FORK_GROWS)
     assert got["tcp"] == ["0", "6000000", "True"], got
     assert got["shm"] == got["tcp"], got
+
+
+# exec with tier connections open (docs/shm.md, "exec: the rings are
+# re-adopted"). The server sends S1 at once, S2 when told, and reads to
+# the end; the client connects twice (c inheritable, c2 close-on-exec),
+# writes C1, reads half of S1 (the other half stays in its ring) and execs
+# itself; the new image writes C2 and reads the rest. Each side checks
+# every byte in order.
+EXEC_SERVER = textwrap.dedent("""
+    import random, socket, sys
+    S1, S2 = random.Random(1).randbytes(100_000), random.Random(2).randbytes(100_000)
+    C = random.Random(3).randbytes(400_000)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept(); c2, _ = s.accept()
+    c.sendall(S1); c2.sendall(b"second")
+    sys.stdin.readline()
+    try:
+        c.sendall(S2); print("server write ok", flush=True)
+    except OSError as e:
+        print("server write", e.__class__.__name__, flush=True)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("server got", len(got), got == C[:len(got)], flush=True)
+    c.close()
+""")
+
+EXEC_CLIENT = textwrap.dedent("""
+    import os, random, socket, sys
+    S = random.Random(1).randbytes(100_000) + random.Random(2).randbytes(100_000)
+    C = random.Random(3).randbytes(400_000)
+    def recv_exactly(c, n):
+        b = b""
+        while len(b) < n:
+            d = c.recv(n - len(b)); assert d, len(b); b += d
+        return b
+    if sys.argv[1] == "before":
+        port, env = int(sys.argv[2]), sys.argv[3]
+        c = socket.create_connection(("127.0.0.1", port)); c2 = socket.create_connection(("127.0.0.1", port))
+        c.sendall(C[:200_000])
+        assert recv_exactly(c, 50_000) == S[:50_000]
+        assert recv_exactly(c2, 6) == b"second"
+        c.set_inheritable(True)                  # c2 stays close-on-exec (Python's default)
+        d = os.dup2(c.fileno(), 60)              # a dup that goes along: the new image writes through it
+        print("before", c.fileno(), flush=True)
+        sys.stdin.readline()
+        e = dict(os.environ)
+        if env == "dropped":                     # as a program that cleans its environment
+            e = {k: v for k, v in e.items() if k != "LD_PRELOAD" and not k.startswith("LOOPFAST")}
+        if env.startswith("static:"):            # a program that cannot load loopfast
+            os.execv(env[7:], [env[7:], str(c.fileno())])
+        os.execve(sys.executable, [sys.executable, "-c", SELF, "after", str(c.fileno()), str(d)], e)
+    c = socket.socket(fileno=int(sys.argv[2]))
+    import array, fcntl, termios
+    q = array.array("i", [0]); fcntl.ioctl(c, termios.FIONREAD, q)   # what its ring holds for it
+    print("after", os.getpid(), "LOOPFAST_SHM_EXEC" in os.environ, q[0], flush=True)
+    sys.stdin.readline()
+    w = socket.socket(fileno=int(sys.argv[3]))
+    w.sendall(C[200_000:])
+    w.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("client got", len(got), got == S[50_000:], flush=True)
+""")
+
+
+def memfds(pid):
+    """The tier memfds pid holds open and the ones it maps, as inodes, from
+    /proc/PID/fd and /proc/PID/maps."""
+    held, mapped = set(), set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/" + MEMFD):
+                held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+        except OSError:
+            pass
+    for line in open(f"/proc/{pid}/maps"):
+        f = line.split()
+        if len(f) >= 6 and f[5].startswith("/" + MEMFD):
+            mapped.add(int(f[4]))
+    return held, mapped
+
+
+def memfd_cloexec(pid):
+    """For each tier memfd pid holds: is it close-on-exec (/proc/PID/fdinfo)?"""
+    got = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/" + MEMFD):
+                flags = next(l for l in open(f"/proc/{pid}/fdinfo/{fd}") if l.startswith("flags:"))
+                got.append(bool(int(flags.split()[1], 8) & 0o2000000))
+        except OSError:
+            pass
+    return got
+
+
+def client_pid(cli):
+    """The process of the client script (loopfast run may leave a parent)."""
+    tree = process_tree(cli.pid)
+    return [p for p in tree if "python" in open(f"/proc/{p}/comm").read()][-1]
+
+
+@pytest.mark.parametrize("env", ["kept", "dropped"])
+def test_exec_keeps_the_rings(build, env):
+    """Across exec the inheritable tier socket keeps its rings: before, the
+    client holds and maps two memfds (two tier connections); after, the
+    exec'd process (the same pid, a new image) holds and maps exactly one,
+    the one it had (the close-on-exec connection left none behind), and
+    sock_diag pairs its socket, the same inode as before, with the
+    server's; a dup of it that went along shares the rings (the new image
+    writes through the dup and reads through the socket). Bytes written before the exec (C1, the half of S1 left in
+    the client's ring) and after it (C2, S2) arrive in order both ways.
+    With LD_PRELOAD dropped from the exec's environment the library puts
+    itself back, as for an inherited listener."""
+    client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", client, "before", str(port), env], tier="shm"),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fd = int(readline(cli).split()[1])
+        pid = client_pid(cli)
+        pairs = wait_fast_path(cli, srv.pid, port, want=2)
+        held, mapped = memfds(pid)
+        assert len(held) == 2 and held == mapped, (held, mapped)
+        ino = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
+        assert ino in [p[0] for p in pairs], (ino, pairs)
+        cli.stdin.write("\n"); cli.stdin.flush()
+        after = readline(cli).split()
+        # the same process; the record consumed; the 50,000 bytes of S1 left in its ring readable
+        assert after == ["after", str(pid), "False", "50000"], after
+        pairs_after = wait_fast_path(cli, srv.pid, port)
+        assert [p[0] for p in pairs_after] == [ino], (pairs_after, ino)
+        held_after, mapped_after = memfds(pid)   # adopted at start-up, before "after"
+        assert len(held_after) == 1 and held_after == mapped_after and held_after < held, \
+            (held_after, mapped_after, held)
+        assert held_after <= memfds(client_pid(srv))[1], "the two ends map different memfds"
+        assert memfd_cloexec(pid) == [True], "the adopted memfd would reach the next exec's program"
+        cli.stdin.write("\n"); cli.stdin.flush()
+        srv.stdin.write("\n"); srv.stdin.flush()
+        assert readline(cli, timeout=60).split() == ["client", "got", "150000", "True"]
+        assert readline(srv, timeout=60).split() == ["server", "write", "ok"]
+        assert readline(srv, timeout=60).split() == ["server", "got", "400000", "True"]
+    finally:
+        stop(cli, srv)
+
+
+@pytest.fixture(scope="module", params=["static", "setuid"])
+def static_prog(request, tmp_path_factory):
+    """progs/shm_exec_static.c built so that it cannot load loopfast: linked
+    static, or dynamic and set-user-ID to nobody (the loader then ignores
+    LD_PRELOAD; the process runs with another uid)."""
+    out = tmp_path_factory.mktemp("static") / "shm_exec_static"
+    src = os.path.join(os.path.dirname(__file__), "progs", "shm_exec_static.c")
+    static = ["-static"] if request.param == "static" else []
+    if request.param == "setuid" and os.geteuid() != 0:
+        pytest.skip("making a set-user-ID program of another user needs root")
+    done = subprocess.run(["cc", "-O2", *static, "-o", str(out), src], capture_output=True, text=True, timeout=300)
+    if done.returncode and "cannot find -lc" in done.stderr:
+        pytest.skip("no static libc on this machine")
+    assert done.returncode == 0, done.stderr
+    if request.param == "setuid":
+        os.chmod(out.parent, 0o755)
+        os.chown(out, 65534, 65534)
+        os.chmod(out, 0o4755)
+    return str(out)
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
+    """The documented answer for a program that cannot load loopfast (static,
+    or set-user-ID to another user): before the exec the tier socket is shut
+    down both ways and its queue dropped, so the program reads the end at
+    once and its write gets EPIPE, never a token as data; it holds no memfd
+    (the set-user-ID one runs as another uid: the memfd must never reach
+    it); the server reads every byte the client wrote before the exec, in
+    order, then the end, and its writes fail. On the Unix stream (the
+    control) the program reads the 50,000 bytes left of S1, as over TCP."""
+    client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_SERVER], tier=tier), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", client, "before", str(port), "static:" + static_prog],
+                                      tier=tier),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        readline(cli)
+        pid = client_pid(cli)
+        wait_fast_path(cli, srv.pid, port, want=2)
+        if tier == "shm":
+            assert len(memfds(pid)[0]) == 2
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli).split() == ["static", str(pid)]
+        assert memfds(pid) == (set(), set())
+        cli.stdin.write("\n"); cli.stdin.flush()
+        got = readline(cli, timeout=60).split()
+        srv.stdin.write("\n"); srv.stdin.flush()
+        wrote = readline(srv, timeout=60).split()
+        if tier == "uds":
+            assert got[:4] == ["read", "50000", "end", "timeout"], got  # the server has not closed yet
+            return
+        assert got == ["read", "0", "end", "EOF", "write", "EPIPE"], got
+        assert wrote == ["server", "write", "BrokenPipeError"], wrote
+        assert readline(srv, timeout=60).split() == ["server", "got", "200000", "True"]
+    finally:
+        stop(cli, srv)
+
+
+# A client that execs before it took the server's answer (the server has
+# not accepted yet): its record says so, with the count of bytes it wrote
+# on the stream, and the new image takes the answer and the memfd itself.
+EXEC_EARLY_SERVER = textwrap.dedent("""
+    import socket, sys
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    sys.stdin.readline()
+    c, _ = s.accept()
+    c.sendall(b"S" * 300_000)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("server got", len(got), got == b"early" + bytes(range(256)) * 1000, flush=True)
+""")
+
+EXEC_EARLY_CLIENT = textwrap.dedent("""
+    import os, socket, sys
+    if sys.argv[1] == "before":
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        c.sendall(b"early")                      # on the stream: the answer has not come
+        c.set_inheritable(True)
+        os.execv(sys.executable, [sys.executable, "-c", SELF, "after", str(c.fileno())])
+    c = socket.socket(fileno=int(sys.argv[2]))
+    print("after", os.getpid(), flush=True)
+    sys.stdin.readline()
+    c.sendall(bytes(range(256)) * 1000); c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    print("client got", len(got), got == b"S" * 300_000, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_exec_before_the_answer_takes_it_after(build):
+    """The client execs right after connect, before the server accepted
+    (so before its answer): the new image takes the answer and the memfd
+    (the kernel shows the client holding and mapping it afterwards, close-on-exec),
+    and the 5 bytes written on the stream before the exec come before the
+    256,000 written after it, in order; the server's 300,000 arrive whole."""
+    client = EXEC_EARLY_CLIENT.replace("SELF", repr(EXEC_EARLY_CLIENT))
+    srv = subprocess.Popen(lf_cmd([sys.executable, "-c", EXEC_EARLY_SERVER], tier="shm"), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(lf_cmd([sys.executable, "-c", client, "before", str(port)], tier="shm"),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pid = int(readline(cli).split()[1])
+        assert memfds(pid) == (set(), set())     # no answer yet
+        srv.stdin.write("\n"); srv.stdin.flush()
+        wait_fast_path(cli, srv.pid, port)
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli, timeout=60).split() == ["client", "got", "300000", "True"]
+        assert readline(srv, timeout=60).split() == ["server", "got", "256005", "True"]
+        held, mapped = memfds(pid)
+        assert len(held) == 1 and held == mapped, (held, mapped)
+        assert memfd_cloexec(pid) == [True]
+    finally:
+        stop(cli, srv)

@@ -783,3 +783,73 @@ def test_dual_stack_listener_v6only_as_tcp(tmp_path):
     answers = answers_plain_and_under([str(prog)], lf_cmd([]), pairs=2)
     assert answers["tcp"] == ["0", "0", "0", "1", "1"], answers
     assert answers["lf"] == answers["tcp"], answers
+
+
+TWO_LISTENERS = r"""
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+static unsigned short listener(int *fd)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t l = sizeof(a);
+	*fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	bind(*fd, (void *)&a, l);
+	listen(*fd, 8);
+	getsockname(*fd, (void *)&a, &l);
+	return a.sin_port;
+}
+static void dial(unsigned short port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = port, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	connect(socket(AF_INET, SOCK_STREAM, 0), (void *)&a, sizeof(a));
+}
+/* Which listener's port the connection accepted on l has (1: l's own),
+ * or -errno. */
+static int took(int l, unsigned short port)
+{
+	struct pollfd p = { l, POLLIN, 0 };
+	poll(&p, 1, 10000);
+	int s = accept(l, NULL, NULL);
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	if (s < 0)
+		return -errno;
+	getsockname(s, (void *)&a, &al);
+	return a.sin_port == port;
+}
+int main(void)
+{
+	int la, lb;
+	unsigned short pa = listener(&la), pb = listener(&lb);
+	dial(pa), dial(pb), dial(pa), dial(pb);
+	int r1 = took(la, pa), r2 = took(lb, pb), r3 = took(lb, pb), r4 = took(la, pa);
+	printf("%d %d %d %d %d\n", ntohs(pb), r1, r2, r3, r4);
+	fflush(stdout);
+	char b;
+	return read(0, &b, 1) < 0;
+}
+"""
+
+
+def test_accepts_on_two_listeners_alternated(tmp_path):
+    """A static program with two listeners, two connections queued on
+    each, accepts on the first, then twice on the second, then on the
+    first again: each accept takes a connection of its own listener (its
+    local port), as over TCP, the second listener's two on the fast path
+    at both ends. The supervisor recognises the listener of an accept by
+    one kcmp against the listener the previous accept found (held_of),
+    and by its inode otherwise: a kcmp taken as a match for the other
+    listener would accept the first one's queued connection instead
+    (mutant supervisor-accept-listener-not-compared)."""
+    src, prog = tmp_path / "two.c", tmp_path / "two"
+    src.write_text(TWO_LISTENERS)
+    subprocess.run(["cc", "-O1", "-static", "-o", str(prog), str(src)], check=True, timeout=120)
+    answers = answers_plain_and_under([str(prog)], lf_cmd([]), pairs=2)
+    assert answers["tcp"] == ["1", "1", "1", "1"], answers
+    assert answers["lf"] == answers["tcp"], answers

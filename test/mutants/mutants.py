@@ -1151,7 +1151,7 @@ MUTANTS += [
         "a tier reader's non-blocking read answers EAGAIN from its ring alone after a wait (epoll) that reported the end",
         [("src/fastpath/shm_spin.c",
           "\t    c->looked_waits != atomic_load_explicit(&lf__shm_waits, memory_order_acquire))\n",
-          "\t    0)\n")],
+          "\t    0)")],
         ["c:test-shm:a_wait_ends_it", "e2e:test_shm.py -k 'sees_the_end_at_once and not close'"]),
     Mutant(
         "shm-quiet-after-peer-close",
@@ -1218,16 +1218,16 @@ MUTANTS += [
         "shm-no-give-back",
         "a tier reader that finds its ring empty never punches it: a connection that streamed keeps 516 KiB resident",
         [("src/fastpath/shm_mem.c",
-          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
-          "\t    0)\n")],
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))",
+          "\t    0)")],
         ["e2e:test_shm.py -k after_streaming_idle", "e2e:test_bench_stream.py -k idle_connections"]),
     Mutant(
         "shm-give-back-wrong-ring",
         "the reader punches the ring it writes (its peer's unread bytes) instead of the one it found empty",
         [("src/fastpath/shm_mem.c",
-          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))\n",
-          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))\n")],
-        ["e2e:test_shm.py -k after_streaming_idle"]),
+          "\t    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE))",
+          "\t    !madvise(c->tx.data, LF_RING_SIZE, MADV_REMOVE))")],
+        ["e2e:test_shm.py -k 'after_streaming_idle or punches_only'"]),
 ]
 
 # A socket registered in an epoll set before its connect stays on plain
@@ -1592,6 +1592,148 @@ MUTANTS += [
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) == 1 && (pf.revents & (POLLOUT | POLLERR | POLLHUP));\n",
           "\treturn lf__sys_ppoll(&pf, 1, &(struct timespec){ 0, 0 }, NULL) >= 0;\n")],
         ["e2e:test_supervisor_connect.py -k test_connect_to_full_queue"]),
+]
+# A ring found empty within 10 ms of its last give-back is due, and given
+# back after the process waited (shm_mem.c, lf__shm_mem_sweep).
+MUTANTS += [
+    Mutant(
+        "shm-give-back-sweep-skipped",
+        "a due give-back is taken off the list in a wait but never made: a connection that streamed and then "
+        "waits on the connection keeps its ring's pages",
+        [("src/fastpath/shm_mem.c",
+          "\t\tdue_out(c);\n\t\tif (c->rx.pos - c->trimmed >= KEEP)\n\t\t\tpunch(c, now);\n",
+          "\t\tdue_out(c);\n")],
+        ["e2e:test_shm.py -k after_streaming_idle"]),
+]
+# The shm tier across exec (shm_exec.c, src/preload/exec.c; docs/shm.md, "exec:
+# the rings are re-adopted"): the new image adopts the rings, the memfd is
+# close-on-exec again there, an end keeps its side, and a program that cannot
+# load loopfast gets the end (no memfd, no token as data, the peer's write fails).
+MUTANTS += [
+    Mutant(
+        "shm-exec-not-adopted",
+        "the exec'd program's preload never adopts the tier sockets it inherited: it holds the memfd "
+        "without mapping it and reads the Unix stream with tokens on it",
+        [("src/preload/preload.c",
+          "\tlf__shm_exec_adopt(); /* tier sockets kept across the exec that started this program */\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-adopted-memfd-inheritable",
+        "the adopted memfd keeps the inheritable flag the exec needed: it would reach every program the "
+        "exec'd one execs, with or without the socket",
+        [("src/fastpath/shm_exec.c",
+          "\tif (mine)\n\t\tlf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-end-swapped",
+        "the new image takes the other end's rings (server for client): it reads its own writes' ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tlf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);\n",
+          "\t\t\tlf__ring_views(c->map, area, kind != 's', &c->rx, &c->tx);\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+    Mutant(
+        "shm-exec-static-taken-for-dynamic",
+        "an exec into a static program carries the rings as if it loaded loopfast: it gets the memfd and "
+        "reads tokens as data",
+        [("src/preload/exec.c",
+          "\t\t\t\tyes = ph[i].p_type == PT_INTERP;\n",
+          "\t\t\t\tyes = true;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-queue-kept",
+        "the socket shut down before an exec into a static program keeps its queue: the program reads the "
+        "token as a byte of data before the end",
+        [("src/fastpath/shm_exec.c",
+          "\t\twhile (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)\n\t\t\t;\n",
+          "\t\t(void)b;\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-fin-unmoved",
+        "the shutdown before an exec into a static program leaves the page's fin: the peer's writes go on "
+        "succeeding into the dead ring",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tatomic_fetch_or(&c->tx.h->fin, 1);\n\t\t\tatomic_fetch_add(&c->tx.h->fin, 2);\n",
+          "")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+    Mutant(
+        "shm-exec-static-memfd-leaks",
+        "an exec into a static program leaves the carried memfds inheritable: the program holds a memfd "
+        "it cannot use",
+        [("src/preload/exec.c",
+          "\t\tlf__shm_exec_undo(undo_, nundo_);                                                      \\\n",
+          "\t\t(void)undo_;                                                                           \\\n")],
+        ["e2e:test_shm.py -k exec_into_a_static"]),
+]
+# A client that execs before the server's answer: its new image switches with
+# the count of bytes its previous image wrote on the stream (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-undecided-count-lost",
+        "a client exec'd before the server's answer forgets the bytes its previous image wrote on the "
+        "stream: its switch tells the server 0, and those bytes are taken for tokens",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tc->stream_out = count;\n",
+          "\t\t\tc->stream_out = 0;\n")],
+        ["e2e:test_shm.py -k exec_before_the_answer"]),
+]
+# Dups of a tier socket carried across exec share one adopted connection (shm_exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-dup-closes-memfd",
+        "the second record of a socket (a dup carried along) takes the memfd its first record's "
+        "connection already holds for a stray one, and closes it",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tmine = false; /* held by that connection already */\n",
+          "\t\t\t;\n")],
+        ["e2e:test_shm.py -k exec_keeps_the_rings"]),
+]
+# A set-user-ID program of another user cannot load loopfast: the exec shuts
+# the tier sockets down rather than hand it the memfd (src/preload/exec.c).
+MUTANTS += [
+    Mutant(
+        "shm-exec-setuid-taken-for-preloaded",
+        "an exec into a set-user-ID program of another user carries the rings as if it loaded loopfast: "
+        "a process of another uid gets the memfd and reads tokens as data",
+        [("src/preload/exec.c",
+          "\tif (!fstat(fd, &st) && (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||\n",
+          "\tif (!fstat(fd, &st) && ((false) ||\n")],
+        ["e2e:test_shm.py -k 'exec_into_a_static and setuid'"]),
+]
+# loopfast run's supervisor finds the listener of an accept with one kcmp
+# against the listener the last accept found (supervise_server.c,
+# held_of), and puts the connect's switch on the inode of its one fstat
+# (supervise_client.c): only the same listener, and that inode.
+MUTANTS += [
+    Mutant(
+        "supervisor-accept-listener-not-compared",
+        "an accept is taken as one on the listener the previous accept found, whatever its fd is (the kcmp's "
+        "answer ignored): an accept on a second listener takes the first one's queued connection",
+        [("src/cli/supervise_server.c",
+          "\t    syscall(SYS_kcmp, n->pid, getpid(), KCMP_FILE, fd, held[last_held].copy) == 0)\n",
+          "\t    syscall(SYS_kcmp, n->pid, getpid(), KCMP_FILE, fd, held[last_held].copy) >= -1)\n")],
+        ["e2e:test_supervisor.py -k test_accepts_on_two_listeners_alternated"]),
+    Mutant(
+        "supervisor-connect-switch-inode-wrong",
+        "the connect's switch compares the program's fd with another number than the TCP socket's inode: the "
+        "socket is taken as closed during its connect and never switched",
+        [("src/cli/supervise_client.c",
+          "\tfinish(lfd, ep, n, copy, tcp, st.st_ino, fast, r ? -e : 0, dst.port);\n",
+          "\tfinish(lfd, ep, n, copy, tcp, st.st_dev, fast, r ? -e : 0, dst.port);\n")],
+        ["e2e:test_supervisor.py -k 'test_fast_path and c'"]),
+]
+# close_range (glibc's) closes the tier's descriptors in its range as
+# close() does first (interpose.c, close_tier).
+MUTANTS += [
+    Mutant(
+        "shm-close-range-leaves-tier-entries",
+        "close_range goes to the kernel alone: a number the program reuses for a file is still taken for a tier "
+        "socket, and what it writes to the file goes to the ring (the peer reads it)",
+        [("src/fastpath/interpose.c",
+          "\tif (!flags)\n\t\tclose_tier(first, last);\n",
+          "")],
+        ["e2e:test_shm.py -k close_range_then"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the

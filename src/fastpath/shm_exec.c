@@ -1,0 +1,274 @@
+/* The shared-memory tier across exec (docs/shm.md, "exec: the rings are
+ * re-adopted"). A tier connection whose socket stays open across an exec
+ * keeps its rings:
+ *
+ * - Before the exec (the preload's exec wrappers, src/preload/exec.c):
+ *   lf__shm_exec_prepare finds the tier sockets that are not
+ *   close-on-exec, clears close-on-exec on their memfds (each kept open,
+ *   hidden and close-on-exec, for the connection's life: shm.c,
+ *   lf__shm_keep_memfd) and writes LOOPFAST_SHM_EXEC for the new
+ *   environment: the pid, then for each such socket its number and inode,
+ *   its memfd's number and inode, its end, and the few words of its state
+ *   that live in the process rather than the page (the server's count of
+ *   stream bytes read before the ring, tokens owed or unsent, an ET
+ *   request, whether the process forked).
+ * - In the new image (lf__shm_exec_adopt, at the preload's start-up): the
+ *   variable leaves the environment, and each socket whose record checks
+ *   out is on the tier again: the same pid (exec keeps it; a child that
+ *   inherited a stale variable has another), the socket's and the
+ *   memfd's inodes as recorded, the memfd a sealed loopfast ring of the
+ *   right size (lf__shm_map). The positions are the page's: each end
+ *   re-reads its own from there before each ring operation, so no byte
+ *   is lost, doubled or reordered. The memfds are close-on-exec again.
+ *
+ * Trust: the variable is written by this process's previous image and read
+ * by its next; nothing the peer can write (the page is the peer's too)
+ * decides which memfd goes with which socket, or which end is ours. A
+ * memfd loses close-on-exec only while a socket of its connection stays
+ * open across the exec, so it reaches only a program that gets the socket.
+ * A tier socket whose record does not check out is shut down both ways:
+ * its program reads the end, never a token as data.
+ *
+ * A program that cannot load this library (static, set-id: the wrappers
+ * look at the file) gets its tier sockets shut down before the exec
+ * instead (lf__shm_exec_shut). Not covered (docs/shm.md): posix_spawn and
+ * the exec inside system() and popen (glibc's own, past the wrappers), raw
+ * execve system calls, more than LF_SHM_EXEC_FDS tier sockets carried by
+ * one exec. */
+#include "internal.h"
+#include "shm_conn.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define VAR "LOOPFAST_SHM_EXEC"
+#define ENTRY_MAX 112 /* ":fd,ino,mfd,ino,k,count,flags,owed" at its longest, and slack */
+
+enum { DONE = 1, UNSENT = 2, EDGES = 4, FORKED = 8 };
+
+size_t lf__shm_exec_room(void)
+{
+	return atomic_load(&lf__shm_live) ? sizeof(VAR) + 16 + LF_SHM_EXEC_FDS * ENTRY_MAX : 0;
+}
+
+/* The record of one tier socket fd that stays open, appended at buf + *n;
+ * its memfd made inheritable (and listed in undo) if it was not yet. */
+static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t *n, int *undo, size_t *nu)
+{
+	int st = atomic_load(&c->state);
+	char kind = st == UNDECIDED ? 'u' : st != ON ? 0 : c->server ? 's' : 'c';
+	struct stat s, m;
+	int mfd = -1;
+
+	if (!kind || fstat(fd, &s) || room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS)
+		return;
+	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
+		mfd = c->mfd;
+		int fl = lf__sys_fcntl(mfd, F_GETFD, 0);
+		if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(mfd, F_SETFD, fl & ~FD_CLOEXEC))
+			undo[(*nu)++] = mfd;
+	}
+	unsigned flags = (c->stream_done ? DONE : 0) | (atomic_load(&c->unsent) ? UNSENT : 0) |
+			 (atomic_load(&c->edges) ? EDGES : 0) |
+			 (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? FORKED : 0);
+	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u", fd, (unsigned long)s.st_ino, mfd,
+			       mfd >= 0 ? c->mfd_ino : 0UL, kind,
+			       (unsigned long long)(kind == 'u' ? c->stream_out : c->stream_in), flags, c->owed);
+}
+
+/* Reads the process's state and writes only buf and undo (a vfork child
+ * calls it): no allocation, no lock. */
+void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
+{
+	char d[4096] __attribute__((aligned(8)));
+	size_t n;
+	long k;
+
+	*nu = 0;
+	if (room)
+		buf[0] = 0;
+	if (room < lf__shm_exec_room() || !room)
+		return;
+	int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return;
+	n = (size_t)snprintf(buf, room, VAR "=%d", (int)getpid());
+	size_t empty = n;
+	while ((k = lf__sys_getdents64(dir, d, sizeof(d))) > 0) {
+		for (long at = 0; at < k;) {
+			struct dirent64 *e = (struct dirent64 *)(void *)(d + at);
+			at += e->d_reclen;
+			int fd = atoi(e->d_name);
+			struct lf_shm_conn *c;
+			if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dir || !(c = lf__shm_conn_of(fd)))
+				continue;
+			int fl = lf__sys_fcntl(fd, F_GETFD, 0);
+			if (fl >= 0 && !(fl & FD_CLOEXEC))
+				record(fd, c, buf, room, &n, undo, nu);
+		}
+	}
+	lf__sys_close(dir);
+	if (n == empty)
+		buf[0] = 0;
+}
+
+/* The exec goes to a program that will not load this library: each
+ * recorded socket is shut down both ways, then what its receive queue
+ * holds is dropped (tokens, edge bytes, the server's answer with its
+ * memfd, stream bytes before the switch: after the shutdown nothing more
+ * can come), so that the program reads the end at once, never a token as
+ * data; its writing direction's fin moves, as at a close, so that the
+ * peer's next write looks at the socket and fails as after a close (a
+ * write into the ring makes no system call otherwise). Writes only the
+ * shared page (a vfork child calls it). */
+void lf__shm_exec_shut(const char *rec)
+{
+	int e = errno;
+	char b[4096];
+
+	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
+		int fd = atoi(p + 1);
+		struct lf_shm_conn *c = lf__shm_conn_of(fd);
+		lf__sys_shutdown(fd, SHUT_RDWR);
+		while (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)
+			;
+		if (c && atomic_load(&c->state) == ON) { /* the peer's next write looks, and finds the end (EPIPE) */
+			atomic_fetch_or(&c->tx.h->fin, 1);
+			atomic_fetch_add(&c->tx.h->fin, 2);
+		}
+	}
+	errno = e;
+}
+
+void lf__shm_exec_undo(const int *undo, size_t nu)
+{
+	int e = errno;
+
+	for (size_t i = 0; i < nu; i++)
+		lf__sys_fcntl(undo[i], F_SETFD, FD_CLOEXEC);
+	errno = e;
+}
+
+/* A memfd named as loopfast names its rings, with the recorded inode. */
+static bool our_memfd(int mfd, unsigned long ino)
+{
+	char p[48], name[64];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
+	ssize_t l = mfd >= 0 ? readlink(p, name, sizeof(name) - 1) : -1;
+	if (l < 0 || fstat(mfd, &st) || (unsigned long)st.st_ino != ino)
+		return false;
+	name[l] = 0;
+	return !strncmp(name, "/memfd:loopfast-shm", 19);
+}
+
+/* The connections adopted so far, by their socket's inode: the dups of a
+ * socket share one. */
+struct seen {
+	unsigned long ino;
+	struct lf_shm_conn *c;
+};
+
+/* One record: the socket back on the tier (sharing the state of an earlier
+ * record of the same socket: a dup), or shut down. */
+static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char kind, unsigned long long count,
+		  unsigned flags, unsigned owed, struct seen *seen, size_t *nseen)
+{
+	struct stat st;
+	int family;
+	struct lf_shm_conn *c = NULL;
+	bool mine = our_memfd(mfd, mino);
+
+	for (size_t i = 0; i < *nseen; i++) {
+		if (seen[i].ino == ino)
+			c = seen[i].c;
+		if (seen[i].c->mfd_ino == mino)
+			mine = false; /* held by that connection already */
+	}
+	if (mine)
+		lf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != ino) {
+		if (mine) /* the socket is not there: neither is its connection */
+			lf__sys_close(mfd);
+		return;
+	}
+	if (flags & FORKED)
+		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
+	if (!lf__fast_family(fd, &family)) {
+		c = NULL;
+	} else if (c) { /* a dup of a socket adopted already */
+		atomic_fetch_add(&c->refs, 1);
+	} else if ((c = lf__shm_conn_new(kind == 's'))) {
+		uint32_t area = 0;
+		if (kind == 'u') {
+			c->stream_out = count;
+		} else if (mine && (kind == 's' || kind == 'c') && (c->map = lf__shm_map(mfd, &area))) {
+			lf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);
+			atomic_store(&c->state, ON);
+			c->stream_in = count;
+			c->stream_done = flags & DONE;
+			c->owed = owed;
+			atomic_store(&c->unsent, (flags & UNSENT) != 0);
+			atomic_store(&c->edges, (flags & EDGES) != 0);
+			lf__shm_keep_memfd(c, mfd);
+			mine = false;
+		} else {
+			lf__shm_put(c);
+			c = NULL;
+		}
+		if (c && *nseen < LF_SHM_EXEC_FDS)
+			seen[(*nseen)++] = (struct seen){ ino, c };
+	}
+	if (mine)
+		lf__sys_close(mfd);
+	if (!c) {
+		if (lf__debug_on)
+			lf__debug("fd %d: its shm rings did not survive the exec: shut down", fd);
+		lf__sys_shutdown(fd, SHUT_RDWR);
+		return;
+	}
+	struct lf_fd *f = lf__fd(fd);
+	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+	if (f && fl >= 0 && (fl & O_NONBLOCK))
+		atomic_fetch_or(&f->flags, LF_F_NONBLOCK);
+	lf__shm_attach(fd, c);
+	lf__signals_wrap(); /* the tier's own waits end as the application's call would (as lf_set_tier) */
+}
+
+void lf__shm_exec_adopt(void)
+{
+	const char *v = getenv(VAR);
+	struct seen seen[LF_SHM_EXEC_FDS];
+	size_t nseen = 0;
+
+	if (!v)
+		return;
+	size_t len = strlen(v);
+	char buf[len + 1];
+	memcpy(buf, v, len + 1);
+	unsetenv(VAR);
+	char *p = buf, *end;
+	long pid = strtol(p, &end, 10);
+	if (end == p || pid != (long)getpid())
+		return;
+	for (p = end; *p == ':'; p = end) {
+		int fd, mfd, used = 0;
+		unsigned long ino, mino;
+		unsigned long long count;
+		unsigned flags, owed;
+		char kind;
+		if (sscanf(p, ":%d,%lu,%d,%lu,%c,%llu,%u,%u%n", &fd, &ino, &mfd, &mino, &kind, &count, &flags, &owed,
+			   &used) != 8 || !used)
+			return;
+		end = p + used;
+		adopt(fd, ino, mfd, mino, kind, count, flags, owed, seen, &nseen);
+	}
+}
