@@ -132,9 +132,18 @@ static void due_out(struct lf_shm_conn *c)
 	atomic_fetch_sub(&lf__shm_due, 1);
 }
 
+/* A ring already due (under rxl: the sweep takes it off the list only
+ * with rxl held) reads the clock once in DUE_LOOKS finds, not at each:
+ * a polling reader finds its ring empty at every poll, and the clock and
+ * the list's lock there were 0.15 us of a spinning round trip
+ * (docs/shm.md, "Cache lines"). */
+#define DUE_LOOKS 64u
+
 void lf__shm_mem_idle(struct lf_shm_conn *c)
 {
 	if (c->rx.pos - c->trimmed < KEEP)
+		return;
+	if (c->due_prev && ++c->due_looks % DUE_LOOKS)
 		return;
 	uint64_t now = lf__sys_now_ns();
 	if (now - c->trim_ns >= GIVE_BACK_NS) {
