@@ -1360,6 +1360,52 @@ def test_a_parent_writes_after_its_child_wrote_rings_of_bytes(build):
     assert got["shm"] == got["tcp"], got
 
 
+# A reader that only polls (non-blocking reads in a loop, never a wait)
+# after 1 MB went through its ring: its ring is due for a give-back (10
+# ms after the last), and the reader's own finds of the empty ring give
+# it back, though it never waits (the sweeps come after waits).
+POLL_GIVES_BACK = textwrap.dedent("""
+    import os, socket, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    a.setblocking(False)
+    n = 0
+    for i in range(64):
+        c.sendall(b"x" * 16384)
+        while n < (i + 1) * 16384:
+            try:
+                n += len(a.recv(65536))
+            except BlockingIOError:
+                pass
+    end = time.monotonic() + 0.1
+    while time.monotonic() < end:                 # polls, no wait
+        try:
+            a.recv(100); print("data?"); break
+        except BlockingIOError:
+            pass
+    rss, name = 0, None
+    for line in open("/proc/self/smaps"):
+        w = line.split()
+        if w and "-" in w[0] and len(w) >= 5:
+            name = line
+        elif w and w[0] == "Rss:" and name and "memfd:loopfast-shm" in name:
+            rss += int(w[1]) * 1024
+    print(f"maps={mapped}", n, rss <= 64 * 1024, flush=True)
+""")
+
+
+def test_a_reader_that_only_polls_gives_pages_back(build):
+    """After 1 MB through the ring, a reader that polls its empty ring for
+    100 ms with non-blocking reads and never waits holds at most 64 KiB of
+    the memfd (its ring's pages given back at one of its finds, 10 ms after
+    the last give-back); plain TCP the control (no memfd)."""
+    got = run_both(POLL_GIVES_BACK)
+    assert got["tcp"] == ["1048576", "True"], got
+    assert got["shm"] == got["tcp"], got
+
+
 def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):
     """The child's growth (SO_SNDBUF raised in the child) is taken by the
     parent when it writes next (it reads SO_SNDBUF back once the page says

@@ -1776,3 +1776,15 @@ MUTANTS += [
           "")],
         ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
 ]
+# A due ring's give-back is looked at once in 64 empty-ring finds of its
+# reader (shm_mem.c, DUE_LOOKS): still looked at.
+MUTANTS += [
+    Mutant(
+        "shm-due-ring-never-looked-at",
+        "a tier ring due for a give-back is given back only by the sweeps after a wait: a reader that only "
+        "polls keeps its ring's pages",
+        [("src/fastpath/shm_mem.c",
+          "\tif (c->due_prev && ++c->due_looks % DUE_LOOKS)\n",
+          "\tif (c->due_prev)\n")],
+        ["e2e:test_shm.py -k only_polls"]),
+]
