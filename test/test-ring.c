@@ -202,6 +202,33 @@ static void garbage_size_is_reported(void)
 	munmap(m, LF_RING_MAP_OF(AREA));
 }
 
+/* The writer's room from the head it last read (lf__ring_room): read
+ * again only when that leaves less than the write, or when its own
+ * position is more than a ring past it (another process of its end
+ * wrote); lf__ring_seen checks the head as lf__ring_space does. */
+static void room_from_the_head_last_read(void)
+{
+	void *m = page();
+	struct lf_ring rx, tx;
+
+	lf__ring_views(m, LF_RING_SIZE, true, &rx, &tx);
+	ASSERT_EQ(lf__ring_room(&tx, 1), LF_RING_SIZE);
+	tx.pos = 100; /* wrote 100 */
+	atomic_store(&tx.h->head, (uint64_t)1 << 40); /* garbage, not read while the room it knew covers the write */
+	ASSERT_EQ(lf__ring_room(&tx, 10), LF_RING_SIZE - 100);
+	ASSERT_EQ(lf__ring_room(&tx, LF_RING_SIZE), LF_RING_BAD); /* short: read, and checked */
+	ASSERT_EQ(lf__ring_seen(&tx), LF_RING_BAD);
+	ASSERT_EQ(tx.seen, 0);
+	atomic_store(&tx.h->head, 100);
+	ASSERT_EQ(lf__ring_seen(&tx), LF_RING_SIZE);
+	ASSERT_EQ(tx.seen, 100);
+	tx.pos = 100 + 3 * (uint64_t)LF_RING_SIZE; /* a fork's other process wrote three rings */
+	atomic_store(&tx.h->head, tx.pos - 10);
+	ASSERT_EQ(lf__ring_room(&tx, 1), LF_RING_SIZE - 10); /* read again, not a wrapped count */
+	ASSERT_EQ(tx.seen, tx.pos - 10);
+	munmap(m, LF_RING_MAP);
+}
+
 struct flow {
 	struct lf_ring r;
 	uint64_t bytes, sum;
@@ -273,6 +300,7 @@ static const struct lf_test tests[] = {
 	{ "grows_without_moving_a_byte", grows_without_moving_a_byte, 0 },
 	{ "garbage_size_is_reported", garbage_size_is_reported, 0 },
 	{ "threads_move_64_mib_growing", threads_move_64_mib_growing, 60 },
+	{ "room_from_the_head_last_read", room_from_the_head_last_read, 0 },
 	{ NULL, NULL, 0 },
 };
 

@@ -66,7 +66,7 @@ static long space_now(struct lf_shm_conn *c)
 	if (s == 0 && atomic_load_explicit(&c->want, memory_order_relaxed) > v.limit) {
 		pthread_mutex_lock(&c->txl);
 		lf__ring_sync(&c->tx, false);
-		s = lf__shm_mem_room(c, -1);
+		s = lf__shm_mem_room(c, -1, SIZE_MAX);
 		pthread_mutex_unlock(&c->txl);
 	}
 	return s;

@@ -38,6 +38,7 @@ struct lf_shm_conn {
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
 	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
+	unsigned due_looks;     /* empty-ring finds while due (under rxl; shm_mem.c) */
 	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end
@@ -85,7 +86,8 @@ void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now); /* the reader polls
 void lf__shm_spin_busy(struct lf_shm_conn *c);            /* a writer: its reader, if polling, polls again soon */
 void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
 void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
-bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader took every byte up to t */
+void lf__shm_spin_taking(struct lf_shm_conn *c, uint64_t t); /* the reader, under rxl: this read takes every byte up to t */
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader takes every byte up to t */
 void lf__shm_spin_room_light(void); /* reader: between its store of head and its load of want_space */
 void lf__shm_spin_room_heavy(void); /* writer: between its store of want_space and its load of head (or trim) */
 /* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */
@@ -96,6 +98,6 @@ void lf__shm_mem_idle(struct lf_shm_conn *c);          /* reader, under rxl, its
 void lf__shm_mem_forget(struct lf_shm_conn *c);        /* c is about to be freed: off the due list */
 uint32_t lf__shm_mem_want(int sndbuf);                  /* the bytes a ring may hold for a socket's SO_SNDBUF */
 void lf__shm_mem_sndbuf(struct lf_shm_conn *c, int fd); /* reads fd's SO_SNDBUF into c->want */
-long lf__shm_mem_room(struct lf_shm_conn *c, int fd);   /* writer, under txl, tx synced: its room, grown to SO_SNDBUF (fd < 0: no getsockopt) */
+long lf__shm_mem_room(struct lf_shm_conn *c, int fd, size_t len); /* writer, under txl, tx synced: its room for len bytes, grown to SO_SNDBUF (fd < 0: no getsockopt) */
 
 #endif

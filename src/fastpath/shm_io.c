@@ -268,7 +268,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 			return lf__shm_broken(c, fd);
 		}
 		if (a > 0) {
-			size_t got = lf__ring_read(&c->rx, k->v, k->n, (size_t)a < k->len ? (size_t)a : k->len, peek);
+			size_t want = (size_t)a < k->len ? (size_t)a : k->len;
+			if (!peek && want == (size_t)a)
+				lf__shm_spin_taking(c, c->rx.pos + want); /* the writer's hand-off needs no more */
+			size_t got = lf__ring_read(&c->rx, k->v, k->n, want, peek);
 			int s = 0;
 			if (!peek && got == (size_t)a)
 				s = settle(c, fd);
@@ -715,8 +718,10 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		pthread_mutex_lock(&c->txl);
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
-		long s = mine ? lf__shm_mem_room(c, fd) : 0; /* grown to SO_SNDBUF if need be */
+		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		if (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */
+			s = LF_RING_BAD;
 		uint64_t t = c->tx.pos;
 		if (mine)
 			lf__shm_mem_exit(c);

@@ -132,9 +132,18 @@ static void due_out(struct lf_shm_conn *c)
 	atomic_fetch_sub(&lf__shm_due, 1);
 }
 
+/* A ring already due (under rxl: the sweep takes it off the list only
+ * with rxl held) reads the clock once in DUE_LOOKS finds, not at each:
+ * a polling reader finds its ring empty at every poll, and the clock and
+ * the list's lock there were 0.15 us of a spinning round trip
+ * (docs/shm.md, "Cache lines"). */
+#define DUE_LOOKS 64u
+
 void lf__shm_mem_idle(struct lf_shm_conn *c)
 {
 	if (c->rx.pos - c->trimmed < KEEP)
+		return;
+	if (c->due_prev && ++c->due_looks % DUE_LOOKS)
 		return;
 	uint64_t now = lf__sys_now_ns();
 	if (now - c->trim_ns >= GIVE_BACK_NS) {
@@ -256,15 +265,16 @@ static bool size_taken(struct lf_shm_conn *c, int fd)
  * the ring is full, read from the socket (one getsockopt per full ring:
  * a fork's other process or a listener may have set it). A growth that
  * must wait (the unread bytes would move) is tried again at the next
- * write. */
-long lf__shm_mem_room(struct lf_shm_conn *c, int fd)
+ * write. The reader's head is read only when the head last read leaves
+ * less than len bytes (lf__ring_room). */
+long lf__shm_mem_room(struct lf_shm_conn *c, int fd, size_t len)
 {
 	if (!size_taken(c, fd))
 		return LF_RING_BAD;
 	uint32_t w = atomic_load_explicit(&c->want, memory_order_relaxed);
 	if (w > c->tx.limit)
 		lf__ring_grow(&c->tx, w);
-	long s = lf__ring_space(&c->tx);
+	long s = lf__ring_room(&c->tx, len);
 	if (s != 0 || fd < 0)
 		return s;
 	lf__shm_mem_sndbuf(c, fd);

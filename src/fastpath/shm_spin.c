@@ -117,13 +117,29 @@ void lf__shm_spin(struct lf_shm_conn *c, int fd)
 
 /* A writer that found the bell clear, while its reader polls the ring (its
  * `awake` within POLL_NS of now): waits up to HANDOFF_NS, on its own
- * clock, for the reader to have taken every byte up to t (its head), and
- * then needs no token: the ring is empty and the bell clear, as after a
- * read that settled. Otherwise (the reader took only part, or none: it
- * stopped polling, or says it sleeps) it rings as always. Only a wait,
- * never a skipped token for bytes still in the ring. Not with edges (each
- * push is an edge there). */
+ * clock, for the reader to be taking every byte up to t, and then needs no
+ * token: once that read returns, the ring is empty and the bell clear, as
+ * after a read that settled. Otherwise (the reader takes only part, or
+ * none: it stopped polling, or says it sleeps) it rings as always. Only a
+ * wait, never a skipped token for bytes that no read is taking. Not with
+ * edges (each push is an edge there).
+ *
+ * The proof is `taken`, which a read that found bytes stores before it
+ * copies them, when it takes them all (not a peek, and its buffer holds
+ * them): a read that holds the reader's lock and will return every byte
+ * up to that tail. Its head, stored after the copy, would reach the
+ * writer a copy later (a cache-line transfer from the ring's data, then
+ * the head's line taken from the writer that spins on it and fetched
+ * back): a ping-pong's writer then often came back to read its answer
+ * after the answer had arrived. A reader killed between the two loses
+ * the bytes as a dead reader does; a peer that writes the word only
+ * loses its own wake-ups. */
 #define HANDOFF_NS 5000u
+
+void lf__shm_spin_taking(struct lf_shm_conn *c, uint64_t t)
+{
+	atomic_store_explicit(&c->rx.h->taken, t, memory_order_relaxed);
+}
 
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 {
@@ -134,9 +150,14 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 	uint64_t now = lf__sys_now_ns(), end = now + HANDOFF_NS;
 	if (stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT)) /* unsigned: within POLL_NS either way */
 		return false;
-	for (unsigned i = 1; atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed); i++) {
-		if ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)
+	for (unsigned i = 1;; i++) {
+		if ((int64_t)(atomic_load_explicit(&c->tx.h->taken, memory_order_relaxed) - t) >= 0)
 			return true;
+		/* Whether the reader went to sleep, and the clock, now and then
+		 * only: the reader stamps awake while it polls, and a look at
+		 * each turn would take that line from it every time. */
+		if (i % 8 == 0 && !atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed))
+			break;
 		if (i % 64 == 0 && lf__sys_now_ns() >= end)
 			break;
 		__builtin_ia32_pause();

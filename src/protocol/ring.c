@@ -13,6 +13,7 @@
 
 _Static_assert((LF_RING_SIZE & (LF_RING_SIZE - 1)) == 0, "the ring's size is a power of two");
 _Static_assert(sizeof(struct lf_ring_page) <= LF_RING_PAGE, "the headers fit their page");
+_Static_assert(sizeof(struct lf_ring_hdr) == 320, "five cache lines a direction (docs/shm.md)");
 
 static bool size_ok(uint32_t m, uint32_t area)
 {
@@ -36,12 +37,39 @@ long lf__ring_avail(const struct lf_ring *r)
 	return n > size ? LF_RING_BAD : (long)n;
 }
 
-long lf__ring_space(const struct lf_ring *r)
+static long space_at(const struct lf_ring *r, uint64_t head)
 {
-	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
 	uint64_t used = r->pos - head;
 
 	return used > r->size ? LF_RING_BAD : used >= r->limit ? 0 : (long)(r->limit - used);
+}
+
+long lf__ring_space(const struct lf_ring *r)
+{
+	return space_at(r, atomic_load_explicit(&r->h->head, memory_order_acquire));
+}
+
+/* The head seen is kept only while it makes sense with this position
+ * (at most a ring behind: a forked process of this end may have moved
+ * the position since); a hostile reader's head is checked by
+ * lf__ring_space when it is read, as before. */
+long lf__ring_room(struct lf_ring *r, size_t want)
+{
+	uint64_t used = r->pos - r->seen;
+
+	if (used < r->limit && r->limit - used >= want)
+		return (long)(r->limit - used);
+	return lf__ring_seen(r);
+}
+
+long lf__ring_seen(struct lf_ring *r)
+{
+	uint64_t head = atomic_load_explicit(&r->h->head, memory_order_acquire);
+	long s = space_at(r, head);
+
+	if (s >= 0)
+		r->seen = head;
+	return s;
 }
 
 bool lf__ring_grow(struct lf_ring *r, uint32_t limit)
@@ -131,6 +159,6 @@ void lf__ring_views(void *map, uint32_t area, bool server, struct lf_ring *rx, s
 	struct lf_ring_page *p = map;
 	unsigned char *c2s = (unsigned char *)map + LF_RING_PAGE, *s2c = c2s + area;
 
-	*rx = (struct lf_ring){ &p->ring[server ? 0 : 1], server ? c2s : s2c, 0, area, LF_RING_SIZE, LF_RING_SIZE };
-	*tx = (struct lf_ring){ &p->ring[server ? 1 : 0], server ? s2c : c2s, 0, area, LF_RING_SIZE, LF_RING_SIZE };
+	*rx = (struct lf_ring){ &p->ring[server ? 0 : 1], server ? c2s : s2c, 0, area, LF_RING_SIZE, LF_RING_SIZE, 0 };
+	*tx = (struct lf_ring){ &p->ring[server ? 1 : 0], server ? s2c : c2s, 0, area, LF_RING_SIZE, LF_RING_SIZE, 0 };
 }

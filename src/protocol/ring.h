@@ -39,14 +39,23 @@ struct lf_ring_hdr {
 	_Atomic uint32_t switched;           /* ... and that number is final */
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
 	_Atomic uint32_t fin;                /* writer: its end is closing (bit 0: close, SHUT_WR; the reader looks at the socket), +2 after each close of its end (the peer's writer looks) */
-	_Atomic uint32_t wbusy;              /* writer: 1 while it copies; 2 idle (0: it never wrote, or knows no trims) */
 	_Atomic uint32_t size;               /* writer: the ring's size now, a power of two within the area (0: LF_RING_SIZE); grows only */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
+	_Atomic uint64_t taken;              /* reader: the tail up to which the read it is in takes every byte (shm_spin.c) */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
 	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
-	_Atomic uint32_t awake;              /* reader: its clock (ns >> 8, never 0) at its last poll of the empty ring, 0: it sleeps (shm_spin.c) */
-	_Atomic uint32_t trim;               /* reader: 1 while it gives the empty ring's pages back (shm_mem.c) */
+	/* Words on lines of their own, so that no side keeps writing a line
+	 * the other reads on every message (a cache-line transfer each time,
+	 * docs/shm.md "Spinning"): the polling reader stamps awake every
+	 * 256 ns, which the writer reads once a push; the writer exchanges
+	 * wbusy before every copy and reads trim, which change only at a
+	 * give-back (shm_mem.c). taken stays with head and want_data: the
+	 * writer reads that one line of the reader's after each push (measured:
+	 * taken on a line of its own was slower). */
+	_Alignas(64) _Atomic uint32_t awake; /* reader: its clock (ns >> 8, never 0) at its last poll of the empty ring, 0: it sleeps (shm_spin.c) */
+	_Alignas(64) _Atomic uint32_t wbusy; /* writer: 1 while it copies; 2 idle (0: it never wrote, or knows no trims) */
+	_Alignas(64) _Atomic uint32_t trim;  /* reader: 1 while it gives the empty ring's pages back */
 };
 
 struct lf_ring_page {
@@ -62,6 +71,7 @@ struct lf_ring {
 	uint32_t area;  /* bytes of data area (checked when mapped) */
 	uint32_t size;  /* writer: the ring's size, as it stored it in h */
 	uint32_t limit; /* writer: the most bytes it lets wait in the ring (<= size) */
+	uint64_t seen;  /* writer: a position the reader's head had reached (lf__ring_room) */
 };
 
 #define LF_RING_BAD (-1)
@@ -75,6 +85,16 @@ long lf__ring_avail(const struct lf_ring *r);
 /* Writer: bytes of room (up to its limit), or LF_RING_BAD when the peer's
  * head is ahead of the writer or more than a ring behind. */
 long lf__ring_space(const struct lf_ring *r);
+/* Writer: the room lf__ring_space would say, without reading the
+ * reader's head (a cache-line transfer from the reader's core, on every
+ * message of a ping-pong) while the head it last read leaves at least
+ * `want` bytes: the room then is at least that (the head only moves on),
+ * and the writer needs no more. Otherwise lf__ring_seen. */
+long lf__ring_room(struct lf_ring *r, size_t want);
+/* Writer: lf__ring_space, remembering the head it read for lf__ring_room.
+ * Called after each write too (the head is checked at every write, as
+ * before, but once the bytes are published, off their way). */
+long lf__ring_seen(struct lf_ring *r);
 /* Writer: lets up to `limit` bytes (at most the area) wait in the ring,
  * growing its size if need be. A size can change only while every unread
  * byte has the same place under both sizes (the ring is empty, or its

@@ -424,14 +424,14 @@ def test_splice_into_a_full_pipe_takes_nothing(build):
 # A peer that holds its give-back flag (trim, shm_mem.c) for ever: the
 # writer treats it as a full ring. Both ends in one process, which writes
 # the client-to-server ring's trim word in its own mapping of the memfd
-# (the page: magic, version, size, then ring[0] at 64; its trim at 64 + 88).
+# (the page: magic, version, size, then ring[0] at 64; its trim at 64 + 256).
 HELD_TRIM = textwrap.dedent("""
     import ctypes, os, socket, struct, sys, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
     c.sendall(b"0"); assert a.recv(1) == b"0"          # on the tier from here
     start = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l][0]
-    trim = ctypes.c_uint32.from_address(start + 64 + 88)
+    trim = ctypes.c_uint32.from_address(start + 64 + 256)
     trim.value = 1
     out = []
     c.setblocking(False)
@@ -744,6 +744,22 @@ def test_a_peer_claiming_to_poll_costs_its_writer_a_bounded_wait(build, handoff)
     rings: 300 writes return, each woke epoll_wait with its token on the
     socket (the kernel's FIONREAD), as on TCP."""
     got = handoff_runs(handoff, "scribble")
+    assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
+
+
+@pytest.mark.parametrize("mode", ["partial", "peek"])
+def test_a_read_that_takes_part_is_no_hand_off(build, handoff, mode):
+    """The writer's hand-off needs no token only for bytes a read is
+    taking whole (it says so before it copies them, docs/shm.md
+    "Spinning"). A reader that polls (a forked child writes 100 bytes
+    while it does; the two spin on a shared page for their turns, on a CPU
+    each, so that both run during the hand-off) but takes only 10 of
+    them, or only peeks at all 100,
+    leaves bytes in the ring: once the write returned, the token is on the
+    socket (the kernel's FIONREAD), a level-triggered epoll_wait reports
+    the socket, and the rest is read, after which the socket holds
+    nothing, as the TCP control's does (300 rounds)."""
+    got = handoff_runs(handoff, mode)
     assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
 
 
@@ -1303,6 +1319,91 @@ FORK_GROWS = textwrap.dedent("""
         d = a.recv(1 << 20); h.update(d); n += len(d)
     print(f"maps={mapped}", st, n, h.hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
 """)
+
+
+# A parent writes, then its forked child writes 1 MB (four rings' worth)
+# while the parent reads, then the parent writes 1 MB more: the writer's
+# room is counted from the reader's head it last read (lf__ring_room),
+# and the parent's is from before the child's megabyte. Every byte
+# arrives in order.
+FORK_TURNS = textwrap.dedent("""
+    import hashlib, os, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    data = os.urandom(2_100_000)
+    h, n = hashlib.sha256(), 0
+    def read(upto):
+        global n
+        while n < upto:
+            d = a.recv(1 << 20); h.update(d); n += len(d)
+    c.sendall(data[:100_000]); read(100_000)
+    pid = os.fork()
+    if pid == 0:
+        c.sendall(data[100_000:1_100_000]); os._exit(0)
+    read(1_100_000)
+    _, st = os.waitpid(pid, 0)
+    for at in range(1_100_000, len(data), 100_000):   # each fits the ring: no reader needed meanwhile
+        c.sendall(data[at:at + 100_000]); read(at + 100_000)
+    print(f"maps={mapped}", st, n, h.hexdigest() == hashlib.sha256(data).hexdigest(), flush=True)
+""")
+
+
+def test_a_parent_writes_after_its_child_wrote_rings_of_bytes(build):
+    """The parent's room, counted from the head it read before its child
+    wrote a megabyte through the ring, is read again (its own position is
+    more than a ring past it): its next megabyte goes through, and every
+    byte arrives in order; plain TCP the control."""
+    got = run_both(FORK_TURNS)
+    assert got["tcp"] == ["0", "2100000", "True"], got
+    assert got["shm"] == got["tcp"], got
+
+
+# A reader that only polls (non-blocking reads in a loop, never a wait)
+# after 1 MB went through its ring: its ring is due for a give-back (10
+# ms after the last), and the reader's own finds of the empty ring give
+# it back, though it never waits (the sweeps come after waits).
+POLL_GIVES_BACK = textwrap.dedent("""
+    import os, socket, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    a.setblocking(False)
+    n = 0
+    for i in range(64):
+        c.sendall(b"x" * 16384)
+        while n < (i + 1) * 16384:
+            try:
+                n += len(a.recv(65536))
+            except BlockingIOError:
+                pass
+    end = time.monotonic() + 0.1
+    while time.monotonic() < end:                 # polls, no wait
+        try:
+            a.recv(100); print("data?"); break
+        except BlockingIOError:
+            pass
+    rss, name = 0, None
+    for line in open("/proc/self/smaps"):
+        w = line.split()
+        if w and "-" in w[0] and len(w) >= 5:
+            name = line
+        elif w and w[0] == "Rss:" and name and "memfd:loopfast-shm" in name:
+            rss += int(w[1]) * 1024
+    print(f"maps={mapped}", n, rss <= 64 * 1024, flush=True)
+""")
+
+
+def test_a_reader_that_only_polls_gives_pages_back(build):
+    """After 1 MB through the ring, a reader that polls its empty ring for
+    100 ms with non-blocking reads and never waits holds at most 64 KiB of
+    the memfd (its ring's pages given back at one of its finds, 10 ms after
+    the last give-back); plain TCP the control (no memfd)."""
+    got = run_both(POLL_GIVES_BACK)
+    assert got["tcp"] == ["1048576", "True"], got
+    assert got["shm"] == got["tcp"], got
 
 
 def test_a_ring_grown_by_a_forked_child_keeps_the_stream(build):

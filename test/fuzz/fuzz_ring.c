@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!h && (!(h = aligned_alloc(64, 2 * sizeof(*h))) || !(rxd = malloc(AREA)) || !(txd = malloc(AREA))))
 		abort();
 	memset(h, 0, 2 * sizeof(*h));
-	struct lf_ring rx = { &h[0], rxd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
-	struct lf_ring tx = { &h[1], txd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE };
+	struct lf_ring rx = { &h[0], rxd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE, 0 };
+	struct lf_ring tx = { &h[1], txd, 0, AREA, LF_RING_SIZE, LF_RING_SIZE, 0 };
 	for (size_t at = 0; at + 9 <= size; at += 9) {
 		uint64_t v;
 		memcpy(&v, data + at + 1, sizeof(v));
@@ -57,18 +57,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			break;
 		}
-		case 3: { /* write up to v bytes */
+		case 3: { /* write up to v bytes, the room counted as the library does (from the head last read) */
 			lf__ring_sync(&tx, false); /* as the library does: a size the page says grew is taken */
-			long s = lf__ring_space(&tx);
-			if (s != LF_RING_BAD && (s < 0 || s > (long)AREA || tx.limit > tx.size || tx.size > AREA))
+			size_t want = (size_t)(v % (AREA + 1));
+			long s = lf__ring_room(&tx, want ? want : 1);
+			if (s != LF_RING_BAD && (s < 0 || s > (long)tx.limit || tx.limit > tx.size || tx.size > AREA))
 				abort();
 			if (s <= 0)
 				break;
-			size_t want = (size_t)(v % (AREA + 1)), max = want < (size_t)s ? want : (size_t)s;
+			size_t max = want < (size_t)s ? want : (size_t)s;
 			struct iovec iov = { scratch, AREA + 1 };
 			uint64_t pos = tx.pos;
 			if (lf__ring_write(&tx, &iov, 1, max) != max || tx.pos != pos + max ||
 			    (max && atomic_load(&tx.h->tail) != tx.pos))
+				abort();
+			s = lf__ring_seen(&tx); /* the head checked after the write */
+			if (s != LF_RING_BAD && (s < 0 || s > (long)tx.limit))
 				abort();
 			break;
 		}

@@ -1143,7 +1143,7 @@ MUTANTS += [
         "shm-writer-skips-token-for-polling-reader",
         "a tier writer whose reader was polling skips the token without waiting for the reader to take the bytes: a reader that went to sleep in epoll_wait is never woken",
         [("src/fastpath/shm_spin.c",
-          "\t\tif ((int64_t)(atomic_load_explicit(&c->tx.h->head, memory_order_acquire) - t) >= 0)\n\t\t\treturn true;\n",
+          "\t\tif ((int64_t)(atomic_load_explicit(&c->tx.h->taken, memory_order_relaxed) - t) >= 0)\n\t\t\treturn true;\n",
           "\t\treturn true;\n")],
         ["e2e:test_shm.py -k stopped_polling"]),
     Mutant(
@@ -1734,4 +1734,57 @@ MUTANTS += [
           "\tif (!flags)\n\t\tclose_tier(first, last);\n",
           "")],
         ["e2e:test_shm.py -k close_range_then"]),
+]
+# The shm tier's spinning round trip without the other core's lines
+# (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
+# reader's `taken`, stored only by a read that takes every byte; the writer
+# reads the reader's head only when the head it knew leaves too little room,
+# and checks it after every write.
+MUTANTS += [
+    Mutant(
+        "shm-handoff-takes-part",
+        "a tier read that takes only part of its ring still tells the writer it takes every byte: the writer "
+        "skips the token, and the bytes left wait in the ring with none on the socket (epoll, poll never wake)",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (!peek && want == (size_t)a)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
+          "\t\t\tif (!peek)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + (size_t)a);")],
+        ["e2e:test_shm.py -k 'takes_part and partial'"]),
+    Mutant(
+        "shm-handoff-on-peek",
+        "a tier read with MSG_PEEK tells the writer it takes every byte: the writer skips the token for bytes "
+        "that stay in the ring",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (!peek && want == (size_t)a)\n",
+          "\t\t\tif (want == (size_t)a)\n")],
+        ["e2e:test_shm.py -k 'takes_part and peek'"]),
+    Mutant(
+        "shm-room-trusts-a-stale-head",
+        "a tier writer counts its room from the head it last read even when its own position has moved more "
+        "than a ring past it (another process of its end wrote, after a fork): the count wraps, and the "
+        "connection is reset",
+        [("src/protocol/ring.c",
+          "\tif (used < r->limit && r->limit - used >= want)\n",
+          "\tif (r->limit - used >= want)\n")],
+        ["e2e:test_shm.py -k child_wrote_rings"]),
+    Mutant(
+        "shm-write-skips-the-head-check",
+        "a tier writer that has room from the head it knew never reads the peer's head again: garbage there "
+        "(a head a terabyte ahead) goes unseen and the connection is not reset",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */\n"
+          "\t\t\ts = LF_RING_BAD;\n",
+          "")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and room'"]),
+]
+# A due ring's give-back is looked at once in 64 empty-ring finds of its
+# reader (shm_mem.c, DUE_LOOKS): still looked at.
+MUTANTS += [
+    Mutant(
+        "shm-due-ring-never-looked-at",
+        "a tier ring due for a give-back is given back only by the sweeps after a wait: a reader that only "
+        "polls keeps its ring's pages",
+        [("src/fastpath/shm_mem.c",
+          "\tif (c->due_prev && ++c->due_looks % DUE_LOOKS)\n",
+          "\tif (c->due_prev)\n")],
+        ["e2e:test_shm.py -k only_polls"]),
 ]

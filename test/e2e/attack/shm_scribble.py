@@ -32,9 +32,9 @@ from lfsec import ADDR, FAMILY, raw  # noqa: E402
 SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
 MEMFD = "memfd:loopfast-shm"
 # src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
-# 128 bytes per direction ([0] client to server, [1] server to client);
-# in each, tail at 0 (u64), bell at 8 (u32), size at 40 (u32), head at 64 (u64).
-RING0, HDR, TAIL, BELL, SIZE, HEAD = 64, 128, 0, 8, 40, 64
+# 320 bytes per direction ([0] client to server, [1] server to client);
+# in each, tail at 0 (u64), bell at 8 (u32), size at 36 (u32), head at 64 (u64).
+RING0, HDR, TAIL, BELL, SIZE, HEAD = 64, 320, 0, 8, 36, 64
 
 role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if role == "server":
