@@ -423,7 +423,9 @@ int lf__listen_optin(int fd)
 		return -EOPNOTSUPP;
 	}
 	/* Only listeners a loopback client can reach; SO_REUSEPORT groups
-	 * cannot be served (the kernel picks the member per connection), nor
+	 * cannot be served (the kernel picks the member per connection, and
+	 * a client whose hello went to another member than its SYN would
+	 * wait for ever: docs/reuseport.md), nor
 	 * TCP_DEFER_ACCEPT ones (the accept waits for data the doorbell
 	 * never carries). */
 	int defer = 0;

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from conftest import await_fast, finish, lf, need, start_nginx, url_host
+import kernel
+from conftest import await_fast, await_tcp, finish, lf, need, start_nginx, url_host
 
 # wrk checks every response body against the file, counts per thread, and
 # prints the total at the end.
@@ -59,6 +60,29 @@ def test_wrk_keepalive_connections(procs, tmp):
     cli = procs.start("wrk", lf("wrk", "-t", "2", "-c", "8", "-d", "60s", "-s", tmp / "check.lua",
                                 f"http://127.0.0.1:{port}/page.txt"), stdout=subprocess.PIPE)
     await_fast(srv, cli, count=8, peer=f"127.0.0.1:{port}")
+    cli.send_signal(signal.SIGINT)
+    out = finish(cli).decode()
+    good, bad = map(int, re.search(r"checked good=(\d+) bad=(\d+)", out).groups())
+    assert good > 0 and bad == 0, out
+    assert "Socket errors" not in out and "Non-2xx" not in out, out
+
+
+@pytest.mark.timeout(120)
+def test_reuseport_listeners_served_plain(procs, tmp):
+    """`listen PORT reuseport`: one listener per worker in an SO_REUSEPORT
+    group, which loopfast serves as plain TCP at both ends
+    (docs/reuseport.md); every response whole."""
+    need("wrk")
+    srv, port = start_nginx(procs, tmp, listen_opts=" reuseport")
+    body = hashlib.sha256(b"reuseport").hexdigest() * 32
+    (tmp / "www" / "page.txt").write_text(body)
+    (tmp / "check.lua").write_text(WRK_CHECK % body)
+    group = [ln for ln in kernel._ss("-t", "-l", "-e", f"sport = :{port}")
+             if int(re.search(r"\bino:(\d+)", ln).group(1)) in kernel.socket_inodes(kernel.process_tree(srv.pid))]
+    assert len(group) == 2, group  # one per worker
+    cli = procs.start("wrk", lf("wrk", "-t", "2", "-c", "8", "-d", "60s", "-s", tmp / "check.lua",
+                                f"http://127.0.0.1:{port}/page.txt"), stdout=subprocess.PIPE)
+    await_tcp(srv, cli, f"127.0.0.1:{port}", count=8)
     cli.send_signal(signal.SIGINT)
     out = finish(cli).decode()
     good, bad = map(int, re.search(r"checked good=(\d+) bad=(\d+)", out).groups())

@@ -1788,3 +1788,15 @@ MUTANTS += [
           "\tif (c->due_prev)\n")],
         ["e2e:test_shm.py -k only_polls"]),
 ]
+# SO_REUSEPORT groups stay plain TCP (listener.c; docs/reuseport.md: the
+# member the SYN reaches need not be the one the hello went to).
+MUTANTS += [
+    Mutant(
+        "listener-serves-reuseport",
+        "an SO_REUSEPORT listener gets a rendezvous like any other: a client's hello goes to the member its "
+        "look-up names, its SYN to the member the kernel picks, and the client waits for an answer",
+        [("src/fastpath/listener.c",
+          "\t    (lf__sys_getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &v, &vl) == 0 && v) ||\n",
+          "")],
+        ["e2e:test_reuseport.py -k loopfast"]),
+]
