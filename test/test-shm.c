@@ -1,4 +1,5 @@
-/* The shm tier's quiet reads (src/fastpath/shm_spin.c): a non-blocking
+/* The shm tier's quiet reads (src/fastpath/shm_spin.c), and its give-back's
+ * pace (shm_mem.c, below). Quiet reads: a non-blocking
  * read of an empty ring answers EAGAIN without looking at its socket only
  * while nothing can have come since its last look. Whatever can have
  * brought something (the peer's fin, an edge registration, a token owed,
@@ -14,6 +15,7 @@
 
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Checked within WINDOW_NS of the look (less than the library's window,
@@ -106,7 +108,62 @@ static void time_ends_it(void)
 	ASSERT(!lf__shm_spin_quiet(&c, lf__sys_now_ns()));
 }
 
+/* The give-back's pace (shm_mem.c): a ring that carried small messages
+ * (a ping-pong) gives its pages back as soon as its reader finds it empty,
+ * even right after its last give-back; one that carried large reads is
+ * due, and given back by a sweep once 10 ms have passed. A memfd ring:
+ * a byte written is gone (0) once punched. */
+static struct lf_ring_hdr ghdr;
+static struct lf_shm_conn g = { .rx.h = &ghdr };
+
+static void ring_with_a_byte(uint64_t passed, uint64_t emptied)
+{
+	static unsigned char *data;
+	if (!data) {
+		int fd = memfd_create("test-shm-give-back", MFD_CLOEXEC);
+		ASSERT(fd >= 0 && ftruncate(fd, LF_RING_SIZE) == 0);
+		data = mmap(NULL, LF_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		ASSERT(data != MAP_FAILED);
+		close(fd);
+		pthread_mutex_init(&g.rxl, NULL);
+	}
+	memset(&ghdr, 0, sizeof(ghdr));
+	g.rx.data = data;
+	g.rx.area = LF_RING_SIZE;
+	g.rx.pos = 1000000 + passed;
+	g.trimmed = 1000000;
+	g.emptied = emptied;
+	g.trim_ns = lf__sys_now_ns(); /* given back just now */
+	atomic_store(&ghdr.tail, g.rx.pos);  /* empty */
+	atomic_store(&ghdr.wbusy, 2);        /* the writer is not copying */
+	data[4096] = 7;
+}
+
+static void small_messages_give_back_at_once(void)
+{
+	ring_with_a_byte(30000, 400); /* 75 bytes a read */
+	lf__shm_mem_idle(&g);
+	ASSERT(g.trimmed == g.rx.pos && g.rx.data[4096] == 0);
+	ASSERT(atomic_load(&lf__shm_due) == 0);
+}
+
+static void large_reads_are_paced_then_swept(void)
+{
+	ring_with_a_byte(300000, 4); /* 75,000 bytes a read */
+	lf__shm_mem_idle(&g);
+	ASSERT(g.trimmed == 1000000 && g.rx.data[4096] == 7);
+	ASSERT(atomic_load(&lf__shm_due) == 1);
+	lf__shm_mem_sweep(); /* too soon: still due */
+	ASSERT(g.rx.data[4096] == 7 && atomic_load(&lf__shm_due) == 1);
+	usleep(11000);
+	lf__shm_mem_sweep();
+	ASSERT(g.trimmed == g.rx.pos && g.rx.data[4096] == 0);
+	ASSERT(atomic_load(&lf__shm_due) == 0);
+}
+
 static const struct lf_test tests[] = {
+	{ "small_messages_give_back_at_once", small_messages_give_back_at_once, 0 },
+	{ "large_reads_are_paced_then_swept", large_reads_are_paced_then_swept, 0 },
 	{ "quiet_right_after_a_look", quiet_right_after_a_look, 0 },
 	{ "the_peers_fin_ends_it", the_peers_fin_ends_it, 0 },
 	{ "an_edge_registration_ends_it", an_edge_registration_ends_it, 0 },

@@ -273,8 +273,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 				lf__shm_spin_taking(c, c->rx.pos + want); /* the writer's hand-off needs no more */
 			size_t got = lf__ring_read(&c->rx, k->v, k->n, want, peek);
 			int s = 0;
-			if (!peek && got == (size_t)a)
+			if (!peek && got == (size_t)a) {
+				c->emptied++;
 				s = settle(c, fd);
+			}
 			if (!peek)
 				wake_writer(c);
 			pthread_mutex_unlock(&c->rxl);

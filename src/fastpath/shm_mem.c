@@ -99,6 +99,7 @@ static void punch(struct lf_shm_conn *c, uint64_t now)
 	    !madvise(r->data, LF_RING_SIZE, MADV_REMOVE)) {
 		c->trimmed = r->pos;
 		c->trim_ns = now;
+		c->emptied = 0;
 	}
 	atomic_store_explicit(&r->h->trim, 0, memory_order_release);
 }
@@ -139,14 +140,27 @@ static void due_out(struct lf_shm_conn *c)
  * (docs/shm.md, "Cache lines"). */
 #define DUE_LOOKS 64u
 
+/* Small messages (under SMALL bytes a read that emptied the ring, on
+ * average, since the last
+ * give-back: a ping-pong, a request stream) give their pages back at once,
+ * as before the pace: the writer's next copies then go into pages faulted
+ * in on its own CPU, where a reused line last read by the reader costs a
+ * transfer on each message's path (the latency a ping-pong waits for); a
+ * fault per 4 KiB is a few ns a message. Large ones (a stream of 64 KiB
+ * writes) are paced: there the copies' transfers overlap, and the faults
+ * were the cost. */
+#define SMALL 4096u
+
 void lf__shm_mem_idle(struct lf_shm_conn *c)
 {
-	if (c->rx.pos - c->trimmed < KEEP)
+	uint64_t passed = c->rx.pos - c->trimmed;
+
+	if (passed < KEEP)
 		return;
 	if (c->due_prev && ++c->due_looks % DUE_LOOKS)
 		return;
 	uint64_t now = lf__sys_now_ns();
-	if (now - c->trim_ns >= GIVE_BACK_NS) {
+	if (now - c->trim_ns >= GIVE_BACK_NS || passed < (uint64_t)c->emptied * SMALL) {
 		punch(c, now);
 		return;
 	}

@@ -1800,3 +1800,23 @@ MUTANTS += [
           "")],
         ["e2e:test_reuseport.py -k loopfast"]),
 ]
+# Small messages give their ring back at once; large reads are paced
+# (shm_mem.c, SMALL).
+MUTANTS += [
+    Mutant(
+        "shm-give-back-small-messages-paced",
+        "a ring that carried small messages is paced like a stream of large reads: its give-back waits 10 ms "
+        "and a wait, where a ping-pong's writer copies into lines the reader last read",
+        [("src/fastpath/shm_mem.c",
+          "\tif (now - c->trim_ns >= GIVE_BACK_NS || passed < (uint64_t)c->emptied * SMALL) {\n",
+          "\tif (now - c->trim_ns >= GIVE_BACK_NS) {\n")],
+        ["c:test-shm"]),
+    Mutant(
+        "shm-give-back-large-reads-at-once",
+        "every ring is given back as soon as its reader finds it empty: a stream of large writes faults every "
+        "page in again",
+        [("src/fastpath/shm_mem.c",
+          "\tif (now - c->trim_ns >= GIVE_BACK_NS || passed < (uint64_t)c->emptied * SMALL) {\n",
+          "\tif (1) {\n")],
+        ["c:test-shm"]),
+]
