@@ -235,9 +235,9 @@ static void test_table_sockperf(void)
 	make_report();
 	char *t = render(lat_sockperf_print);
 
-	ASSERT_HAS(t, "transport    sockperf p50 p50 range         sockperf p99       ours p50    ratio");
-	ASSERT_HAS(t, "tcp               60.0 us 59.0-61.0              95.5 us        57.0 us     1.05");
-	ASSERT_HAS(t, "unix       unavailable: sockperf: '-i' Invalid address");
+	ASSERT_HAS(t, "transport           sockperf p50 p50 range         sockperf p99       ours p50    ratio");
+	ASSERT_HAS(t, "tcp                      60.0 us 59.0-61.0              95.5 us        57.0 us     1.05");
+	ASSERT_HAS(t, "unix              unavailable: sockperf: '-i' Invalid address");
 	free(t);
 }
 
