@@ -27,6 +27,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -144,6 +145,17 @@ static struct floor {
 	_Alignas(64) unsigned char data[FLOOR_RING];
 } *floor_ring;
 
+/* A poll of the other end's position: a pause, and every 1024th a yield,
+ * so that two ends the scheduler put on one CPU (the bench does not pin)
+ * still take turns rather than each spinning out its time slice. */
+static void floor_pause(unsigned i)
+{
+	if (i % 1024 == 1023)
+		sched_yield();
+	else
+		__builtin_ia32_pause();
+}
+
 /* The floor's reader: what the socket reader below does, from the ring. */
 static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned char *buf, const unsigned char *pat)
 {
@@ -151,8 +163,8 @@ static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned 
 	double c0 = cpu_s();
 	while (got < bytes) {
 		uint64_t t;
-		while ((t = atomic_load_explicit(&floor_ring->tail, memory_order_acquire)) == got)
-			__builtin_ia32_pause();
+		for (unsigned i = 0; (t = atomic_load_explicit(&floor_ring->tail, memory_order_acquire)) == got; i++)
+			floor_pause(i);
 		size_t n = t - got < cap ? (size_t)(t - got) : cap, off = got % FLOOR_RING;
 		size_t first = FLOOR_RING - off < n ? FLOOR_RING - off : n;
 		memcpy(buf, floor_ring->data + off, first);
@@ -177,8 +189,8 @@ static void floor_writer(struct result *r, size_t size, uint64_t bytes, const un
 	for (uint64_t sent = 0; sent < bytes;) {
 		size_t len = bytes - sent < size ? (size_t)(bytes - sent) : size;
 		len = len < FLOOR_RING / 4 ? len : FLOOR_RING / 4; /* a large write in pieces the reader can take while the next is copied */
-		while (sent + len - atomic_load_explicit(&floor_ring->head, memory_order_acquire) > FLOOR_RING)
-			__builtin_ia32_pause();
+		for (unsigned i = 0; sent + len - atomic_load_explicit(&floor_ring->head, memory_order_acquire) > FLOOR_RING; i++)
+			floor_pause(i);
 		size_t off = sent % FLOOR_RING, first = FLOOR_RING - off < len ? FLOOR_RING - off : len;
 		const unsigned char *src = pat + sent % PATTERN;
 		memcpy(floor_ring->data + off, src, first);
