@@ -199,16 +199,20 @@ void lf__shm_fin(int fd)
 /* A client that closes before it took the server's answer would leave
  * the answer's byte unread, and the kernel would reset the server's end
  * where TCP gives it EOF: the last descriptor takes it first (if it has
- * come; never waiting). Not after a fork: another process may hold the
- * socket and still need the answer. */
+ * come; never waiting); so too the tokens left for bytes already read
+ * (lf__shm_io_drain). Not after a fork: another process may hold the
+ * socket and still need the answer, or read the ring. */
 struct lf_shm_conn *lf__shm_hold(int fd)
 {
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 
 	if (!c)
 		return NULL;
-	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED)) {
 		lf__shm_decide(c, fd);
+		if (atomic_load(&c->state) == ON)
+			lf__shm_io_drain(c, fd); /* tokens left for bytes already read (shm_io.c) */
+	}
 	atomic_fetch_add(&c->refs, 1);
 	return c;
 }

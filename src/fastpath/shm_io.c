@@ -192,6 +192,35 @@ static int settle(struct lf_shm_conn *c, int fd)
 	return r;
 }
 
+/* The process's last descriptor of the connection is about to close
+ * (shm.c, lf__shm_hold). A token can outlive the bytes it stood for: its
+ * writer rang after the read that took them had found the bell clear (a
+ * writer that waited for a hand-off that came too late, or one
+ * descheduled between its tail and its bell), or it was owed and came
+ * after. Over the kernel's close that byte is unread, and the kernel
+ * resets the peer, where TCP, with every byte read, gives it EOF (seen
+ * under load: the peer's next read said ECONNRESET). So with the ring
+ * empty the socket's tokens for bytes already read are taken first, as
+ * a read that finds the ring empty takes them; never data: a ring that
+ * holds bytes (or a server's stream bytes before the switch) keeps its
+ * token, and the reset. Takes rxl. */
+void lf__shm_io_drain(struct lf_shm_conn *c, int fd)
+{
+	char b;
+
+	if (c->server && !c->stream_done)
+		return;
+	pthread_mutex_lock(&c->rxl);
+	lf__ring_sync(&c->rx, true);
+	if (lf__ring_avail(&c->rx) == 0 && settle(c, fd) == 0)
+		while (c->owed && lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0 &&
+		       lf__shm_io_skip_edges(fd, &b) == 1 && b == TOKEN) {
+			c->owed--;
+			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+		}
+	pthread_mutex_unlock(&c->rxl);
+}
+
 static void wake_writer(struct lf_shm_conn *c)
 {
 	lf__shm_spin_room_light(); /* head, then want_space */

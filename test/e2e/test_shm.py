@@ -919,6 +919,64 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
     assert got["shm"] == got["tcp"], got
 
 
+# A token that outlived its bytes (docs/shm.md, "A close with bytes
+# unread"): a writer that rang after the read that took its bytes had
+# found the bell clear (its hand-off's wait ran out a moment before the
+# reader came, or it was descheduled between its tail and its bell), or
+# a token the reader owed that came later. Seen under load as the peer's
+# ECONNRESET at a ping-pong client's close (the kernel's reset for an
+# unread byte), where TCP gives EOF. Both ends in this one process; the
+# state the race leaves is made here: the bell word in the page (the
+# server-to-client header, ring.h) and the token sent with a raw system
+# call past loopfast.
+STALE_TOKEN = textwrap.dedent("""
+    import ctypes, socket, sys, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto, BELL_S2C = 44, 64 + 320 + 8     # x86_64; struct lf_ring_page, ring[1].bell
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+    out, mapped = [], 0
+    for mode in ("stale", "owed", "stale", "owed", "unread"):
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+        a.sendall(b"1"); assert c.recv(1) == b"1"   # its ring empty, the bell clear
+        maps = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+        mapped = max(mapped, len(maps))
+        if mode == "unread":                        # bytes unread: the reset, as on TCP
+            a.sendall(b"2"); time.sleep(0.05)
+        elif maps:                                  # on the tier: the state the race leaves
+            bell = ctypes.c_uint32.from_address(maps[0] + BELL_S2C)
+            bell.value = 1                          # the writer's bell: its token is on its way
+            if mode == "owed":                      # the reader settles before it came: owed
+                c.setblocking(False)
+                try:
+                    c.recv(1)
+                except BlockingIOError:
+                    pass
+                assert bell.value == 0
+            assert libc.syscall(SYS_sendto, a.fileno(), b"t", 1, 0x40, None, 0) == 1
+        c.close(); time.sleep(0.05)
+        try:
+            out.append(mode + ":" + ("EOF" if a.recv(10) == b"" else "data"))
+        except ConnectionResetError:
+            out.append(mode + ":ECONNRESET")
+        a.close()
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_a_close_after_every_byte_was_read_gives_the_peer_eof(build):
+    """The client reads every byte, then closes, with a token left on its
+    socket for bytes it had already read (stale: the bell set, its token
+    come late; or owed: the bell cleared by a read that found no token
+    yet, which then came): the server reads EOF, as over TCP (the same
+    script on plain TCP is the control), where the kernel reset it for
+    the unread token. A close with a byte truly unread still resets the
+    peer, as TCP does. The process maps the memfd for both ends."""
+    got = run_both(STALE_TOKEN)
+    assert got["tcp"] == ["stale:EOF", "owed:EOF", "stale:EOF", "owed:EOF", "unread:ECONNRESET"], got
+    assert got["shm"] == got["tcp"], got
+
+
 # Memory (docs/shm.md, "Memory"): what the kernel says each process holds
 # of the tier's memfd. Idle: N connections, never used; or one that
 # carried MB each way (checked by SHA-256) and then sits.

@@ -1360,9 +1360,16 @@ MUTANTS += [
         "shm-close-leaves-the-answer",
         "a client that closes before it took the server's answer leaves its byte unread: the server is reset, not given EOF",
         [("src/fastpath/shm.c",
-          "\t\tlf__shm_decide(c, fd);\n\tatomic_fetch_add(&c->refs, 1);\n",
-          "\tatomic_fetch_add(&c->refs, 1);\n")],
+          "\t\tlf__shm_decide(c, fd);\n\t\tif (atomic_load(&c->state) == ON)\n",
+          "\t\tif (atomic_load(&c->state) == ON)\n")],
         ["e2e:test_shm.py -k resets_the_peer"]),
+    Mutant(
+        "shm-close-leaves-spent-tokens",
+        "a last close leaves the tokens of bytes already read (stale or owed) on the socket: the kernel resets the peer where TCP gives EOF",
+        [("src/fastpath/shm.c",
+          "\t\t\tlf__shm_io_drain(c, fd); /* tokens left for bytes already read (shm_io.c) */\n",
+          "\t\t\t; /* tokens left for bytes already read (shm_io.c) */\n")],
+        ["e2e:test_shm.py -k 'close_after_every_byte or resets_the_peer'"]),
 ]
 
 # The hand-off's `awake` stamp (shm_spin.c, docs/shm.md "Spinning"): the
