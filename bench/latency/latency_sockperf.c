@@ -5,6 +5,14 @@
  * (client on the sender's CPU, server on the echoer's). With one socket
  * both block in recvfrom(), so the row to compare with is our `block` row.
  * sockperf prints half the round trip unless given --full-rtt; we pass it.
+ * sockperf sizes its table of send times by the rate it expects, --mps
+ * (600,000 a second unless given) times -t plus 1 s, and stops with
+ * "ERROR: _seqN > m_maxSequenceNo" when a run sends more messages than
+ * that: an average round trip under 1.1 us in a 2 s run, which the shm
+ * tier with spinning makes (docs/shm.md, "Unmodified programs"). So the
+ * client gets --mps SP_MPS: room for 12 M messages in a 2 s run (a
+ * table of about 190 MB), and its pacing (one send per 250 ns at most)
+ * is below any round trip seen here (the fastest, 0.28 us).
  * sockperf warms up for 400 ms of its -t and discards that part. It runs
  * once per repeat, right after the block rows, so that it sees the same
  * moments of a noisy machine as they do; its figures are medians over
@@ -40,6 +48,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define SP_MPS "4000000" /* sockperf's --mps: its table's room (above) */
 
 static double now_s(void)
 {
@@ -285,7 +295,7 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 	char *srv_argv[] = { self, "run", "--tier", "shm", "--spin-us", spin, "--", "sockperf", "server", "--tcp", "-i",
 			     addr, "-p", port, NULL };
 	char *cli_argv[] = { self, "run", "--tier", "shm", "--spin-us", spin, "--", "sockperf", "ping-pong", "--tcp", "-i",
-			     addr, "-p", port, "-m", size, "-t", secs, "--full-rtt", NULL };
+			     addr, "-p", port, "-m", size, "-t", secs, "--full-rtt", "--mps", SP_MPS, NULL };
 	if (kind == 2) { /* loopfast run -- */
 		srv_argv[4] = cli_argv[4] = self;
 		srv_argv[5] = cli_argv[5] = "run";
@@ -293,8 +303,9 @@ static void run_one(const struct lat_opts *o, struct lat_sockperf *s, int kind)
 	char how[64];
 	snprintf(how, sizeof(how), kind == 3 ? "loopfast run --tier shm --spin-us %s -- " : pre ? "loopfast run -- " : "",
 		 spin);
-	snprintf(s->command, sizeof(s->command), "%ssockperf server --tcp -i %s -p %s & %ssockperf ping-pong --tcp -i %s -p %s -m %s -t %s --full-rtt",
-		 how, addr, port, how, addr, port, size, secs);
+	snprintf(s->command, sizeof(s->command),
+		 "%ssockperf server --tcp -i %s -p %s & %ssockperf ping-pong --tcp -i %s -p %s -m %s -t %s --full-rtt --mps %s",
+		 how, addr, port, how, addr, port, size, secs, SP_MPS);
 	srv = spawn(srv_argv + 7 - pre, o->pin ? o->cpu[1] : -1, &srv_fd);
 	if (srv < 0) {
 		s->status = LAT_UNAVAILABLE;
