@@ -1820,3 +1820,13 @@ MUTANTS += [
           "\tif (1) {\n")],
         ["c:test-shm"]),
 ]
+MUTANTS += [
+    Mutant(
+        "shm-sendmmsg-passes-tier-socket",
+        "sendmmsg skips sendmsg's refusal: a tier socket leaves in SCM_RIGHTS, and its receiver would read "
+        "tokens as data while the peer writes to the ring",
+        [("src/fastpath/io.c",
+          "\tfor (unsigned i = 0; lf__shm_used && i < n; i++) {",
+          "\tfor (unsigned i = 0; 0 && i < n; i++) {")],
+        ["e2e:test_shm.py -k passing_a_tier"]),
+]
