@@ -485,6 +485,15 @@ MUTANTS += [
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
         ["e2e:test_compare.py -k 'names-lo2-v4' -m 'not extra'"]),
+    # ---- a port range full of TIME_WAIT (docs/connect.md)
+    Mutant(
+        "full-port-range-not-remembered",
+        "a bind(0) that found no free port is not remembered: every connect to the destination walks the "
+        "whole port range again before it goes plain",
+        [("src/fastpath/connect.c",
+          "fd, &dst, full ? &lst : NULL);\n",
+          "fd, &dst, full ? NULL : NULL);\n")],
+        ["e2e:test_cli.py -k full_port_range"]),
     # ---- issue 18: listeners that appear (life)
     Mutant(
         "life-refused-connect-remembered",
