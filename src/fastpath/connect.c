@@ -166,7 +166,10 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
  * A "no rendezvous" found true again is kept for another second. A full
  * rendezvous and one not owned by the listener's uid are remembered for
  * the second only: they exist, so there is nothing to look for, and a
- * flood's end must be noticed. The window between the kernel's listen()
+ * flood's end must be noticed. So is a port range with no port free for
+ * bind (EADDRINUSE: the range is full of other connections' TIME_WAIT
+ * entries, which only a plain connect can share): the ports' release is
+ * noticed within the second. The window between the kernel's listen()
  * and the rendezvous's creation is closed where it opens (listener.c,
  * lf__listen_early). Races between threads on an entry can only cost a
  * plain TCP connection or a needless negotiation, and either is safe. */
@@ -518,8 +521,17 @@ static int queue_hello(int fd, int family, struct lf_ep src, struct lf_ep dst, s
 		socklen_t bl = lf__ep_to_sockaddr(&src, family, &ss);
 		if (lf__sys_bind(fd, (void *)&ss, bl) || lf__sys_getsockname(fd, (void *)&ss, &sl) ||
 		    !lf__ep_from_sockaddr(&tmp, (void *)&ss, sl)) {
+			/* No port free for bind: every port of the range has a
+			 * socket, TIME_WAIT ones included, which connect's own
+			 * choice may share (another destination, tcp_tw_reuse)
+			 * and no bind can (docs/connect.md, "A port range full
+			 * of TIME_WAIT"). The failed search walked the whole
+			 * range: remembered for the second, as a full
+			 * rendezvous is, so that the connects after this one
+			 * go plain without it. */
+			bool full = errno == EADDRINUSE;
 			lf__sys_close(unx);
-			plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, NULL);
+			plain(LF_EV_FAILED, "bind to an ephemeral port", fd, &dst, full ? &lst : NULL);
 			return -1;
 		}
 		src.port = tmp.port;

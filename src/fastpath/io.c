@@ -359,12 +359,24 @@ LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, str
 
 LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
+	if (n > MMSG_MAX)
+		n = MMSG_MAX;
+	/* sendmsg's refusal of a tier socket in SCM_RIGHTS, per message: the
+	 * messages before the first that carries one are sent, as the kernel
+	 * stops at a message that fails and counts those before it. */
+	for (unsigned i = 0; lf__shm_used && i < n; i++) {
+		if (v[i].msg_hdr.msg_controllen && lf__shm_in_rights(&v[i].msg_hdr)) {
+			if (!i) {
+				errno = EOPNOTSUPP;
+				return -1;
+			}
+			n = i;
+		}
+	}
 	if (!mmsg_ours(fd))
 		return REAL(sendmmsg)(fd, v, n, flags);
 	int e0 = errno, err = 0;
 	unsigned k = 0;
-	if (n > MMSG_MAX)
-		n = MMSG_MAX;
 	while (k < n) {
 		ssize_t r = local_sendmsg(fd, &v[k].msg_hdr, flags);
 		if (r < 0) {

@@ -515,31 +515,81 @@ def test_select_sees_the_rings(build):
 # socket"): both ends in one process; the server's end is sent over a
 # socketpair, then both ends carry bytes each way.
 PASSFD = textwrap.dedent("""
-    import errno, os, socket, sys
+    import ctypes, errno, os, socket, sys
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
     c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
-    u1, u2 = socket.socketpair()
-    try:
-        socket.send_fds(u1, [b"x"], [a.fileno()])
-        os.close(socket.recv_fds(u2, 1, 1)[1][0])
-        res = "passed"
-    except OSError as e:
-        res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
+    libc = ctypes.CDLL(None, use_errno=True)     # libc's sendmmsg, which the preload interposes
+
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+    class mmsghdr(ctypes.Structure):
+        _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+
+    def sendmmsg(u, msgs):                       # [(data, fd or None)]: the count sent, or the errno's name
+        v, keep = (mmsghdr * len(msgs))(), []
+        for m, (data, fd) in zip(v, msgs):
+            io = iovec(data, len(data)); keep.append(io)
+            m.hdr.iov, m.hdr.iovlen = ctypes.pointer(io), 1
+            if fd is not None:                   # struct cmsghdr: len, level, type, then the int
+                cm = ctypes.create_string_buffer(24)
+                ctypes.memmove(cm, (ctypes.c_size_t * 1)(20), 8)
+                ctypes.memmove(ctypes.addressof(cm) + 8, (ctypes.c_int * 3)(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd), 12)
+                keep.append(cm)
+                m.hdr.control, m.hdr.controllen = ctypes.addressof(cm), 24
+        r = libc.sendmmsg(u.fileno(), v, len(msgs), 0)
+        e = ctypes.get_errno()
+        return str(r) if r >= 0 else "EOPNOTSUPP" if e == errno.EOPNOTSUPP else errno.errorcode[e]
+
+    def received(u):                             # the datagrams that came (passed descriptors closed)
+        got = ""
+        u.setblocking(False)                     # (recv_fds drops its flags argument)
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(u, 10, 2)
+            except BlockingIOError:
+                return got
+            got += data.decode()
+            for fd in fds:
+                os.close(fd)
+
+    if sys.argv[1] == "sendmsg":
+        u1, u2 = socket.socketpair()
+        try:
+            socket.send_fds(u1, [b"x"], [a.fileno()])
+            os.close(socket.recv_fds(u2, 1, 1)[1][0])
+            res = "passed"
+        except OSError as e:
+            res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
+    else:                                        # sendmmsg: a plain message, then one that passes the socket
+        u1, u2 = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        first = sendmmsg(u1, [(b"x", None), (b"y", a.fileno())])
+        got = received(u2)
+        res = ":".join([first, got, sendmmsg(u1, [(b"z", a.fileno())]), received(u2)])
     c.sendall(b"after"); got = a.recv(100)
     a.sendall(b"back"); got2 = c.recv(100)
     print(res, got.decode(), got2.decode(), flush=True)
     sys.stdin.readline()
 """)
 
+PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "EOPNOTSUPP",
+          ("sendmmsg", "uds"): "2:xy:1:z", ("sendmmsg", "shm"): "1:x:EOPNOTSUPP:"}
 
+
+@pytest.mark.parametrize("call", ["sendmsg", "sendmmsg"])
 @pytest.mark.parametrize("tier", ["uds", "shm"])
-def test_passing_a_tier_socket_is_refused_not_reset(build, tier):
+def test_passing_a_tier_socket_is_refused_not_reset(build, tier, call):
     """sendmsg with SCM_RIGHTS of a socket on the tier fails with
     EOPNOTSUPP, and the connection goes on working at both ends (over the
-    Unix stream, the control, the descriptor passes). On the tier the
-    process maps the memfd for both its ends."""
-    p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD], tier=tier), stdin=subprocess.PIPE,
+    Unix stream, the control, the descriptor passes). sendmmsg sends the
+    messages before the first that carries one, as the kernel stops at a
+    message that fails, and fails with EOPNOTSUPP when it is the first.
+    On the tier the process maps the memfd for both its ends."""
+    p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD, call], tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         got = readline(p, timeout=60).split()
@@ -547,7 +597,9 @@ def test_passing_a_tier_socket_is_refused_not_reset(build, tier):
             assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
     finally:
         stop(p)
-    assert got == ["EOPNOTSUPP" if tier == "shm" else "passed", "after", "back"], got
+    assert got == [PASSED[call, tier], "after", "back"], got
+
+
 # Both ends in one process again: a reader that polls its ring with
 # non-blocking reads (the spin of docs/shm.md, "Spinning"), which answers
 # EAGAIN without a system call while nothing can have come, and whose

@@ -485,6 +485,15 @@ MUTANTS += [
           "ep_addr(s, b, sizeof(b)), s->port, nonce",
           "ep_addr(c, b, sizeof(b)), s->port, nonce")],
         ["e2e:test_compare.py -k 'names-lo2-v4' -m 'not extra'"]),
+    # ---- a port range full of TIME_WAIT (docs/connect.md)
+    Mutant(
+        "full-port-range-not-remembered",
+        "a bind(0) that found no free port is not remembered: every connect to the destination walks the "
+        "whole port range again before it goes plain",
+        [("src/fastpath/connect.c",
+          "fd, &dst, full ? &lst : NULL);\n",
+          "fd, &dst, full ? NULL : NULL);\n")],
+        ["e2e:test_cli.py -k full_port_range"]),
     # ---- issue 18: listeners that appear (life)
     Mutant(
         "life-refused-connect-remembered",
@@ -1826,4 +1835,14 @@ MUTANTS += [
           "\tif (now - c->trim_ns >= GIVE_BACK_NS || passed < (uint64_t)c->emptied * SMALL) {\n",
           "\tif (1) {\n")],
         ["c:test-shm"]),
+]
+MUTANTS += [
+    Mutant(
+        "shm-sendmmsg-passes-tier-socket",
+        "sendmmsg skips sendmsg's refusal: a tier socket leaves in SCM_RIGHTS, and its receiver would read "
+        "tokens as data while the peer writes to the ring",
+        [("src/fastpath/io.c",
+          "\tfor (unsigned i = 0; lf__shm_used && i < n; i++) {",
+          "\tfor (unsigned i = 0; 0 && i < n; i++) {")],
+        ["e2e:test_shm.py -k passing_a_tier"]),
 ]
