@@ -200,7 +200,7 @@ void lf__shm_fin(int fd)
  * the answer's byte unread, and the kernel would reset the server's end
  * where TCP gives it EOF: the last descriptor takes it first (if it has
  * come; never waiting); so too the tokens left for bytes already read
- * (lf__shm_io_drain). Not after a fork: another process may hold the
+ * (lf__shm_io_spent). Not after a fork: another process may hold the
  * socket and still need the answer, or read the ring. */
 struct lf_shm_conn *lf__shm_hold(int fd)
 {
@@ -211,7 +211,7 @@ struct lf_shm_conn *lf__shm_hold(int fd)
 	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED)) {
 		lf__shm_decide(c, fd);
 		if (atomic_load(&c->state) == ON)
-			lf__shm_io_drain(c, fd); /* tokens left for bytes already read (shm_io.c) */
+			lf__shm_io_spent(c, fd); /* tokens left for bytes already read (shm_io.c) */
 	}
 	atomic_fetch_add(&c->refs, 1);
 	return c;
@@ -516,8 +516,8 @@ bool lf__shm_inq(int fd, int *out)
 
 /* What POLLIN and POLLOUT mean on the tier: readable when a read would
  * not wait (the socket's answer, once the client's answer byte is taken
- * and any token that only raced a read is set aside), writable when the
- * ring has room. */
+ * and the tokens of bytes already read and edge bytes are set aside),
+ * writable when the ring has room. */
 static void poll_fix(struct pollfd *p, bool *full)
 {
 	struct lf_shm_conn *c = lf__shm_conn_of(p->fd);
@@ -538,6 +538,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 		char b;
 		ssize_t r;
 		if (st == ON) { /* edge bytes of pushes already read say nothing */
+			lf__shm_io_spent(c, p->fd); /* nor do tokens of bytes already read (shm_io.c) */
 			pthread_mutex_lock(&c->rxl);
 			r = lf__shm_io_skip_edges(p->fd, &b);
 			pthread_mutex_unlock(&c->rxl);

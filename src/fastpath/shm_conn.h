@@ -79,10 +79,10 @@ ssize_t lf__shm_io_skip_edges(int fd, char *next);
  * kept for the application's next call, as TCP reports it (bell.c's
  * lf__err_keep). */
 void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep);
-/* The last close of the connection in this process is next: tokens of
- * bytes already read are taken, so that the kernel does not reset the
- * peer for them (TCP gives it EOF). */
-void lf__shm_io_drain(struct lf_shm_conn *c, int fd);
+/* With the ring empty, takes the tokens of bytes already read (stale or
+ * owed): before the last close (the kernel would reset the peer for
+ * them) and in poll (they would say POLLIN). */
+void lf__shm_io_spent(struct lf_shm_conn *c, int fd);
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */

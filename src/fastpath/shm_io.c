@@ -192,19 +192,19 @@ static int settle(struct lf_shm_conn *c, int fd)
 	return r;
 }
 
-/* The process's last descriptor of the connection is about to close
- * (shm.c, lf__shm_hold). A token can outlive the bytes it stood for: its
- * writer rang after the read that took them had found the bell clear (a
- * writer that waited for a hand-off that came too late, or one
- * descheduled between its tail and its bell), or it was owed and came
- * after. Over the kernel's close that byte is unread, and the kernel
- * resets the peer, where TCP, with every byte read, gives it EOF (seen
- * under load: the peer's next read said ECONNRESET). So with the ring
- * empty the socket's tokens for bytes already read are taken first, as
- * a read that finds the ring empty takes them; never data: a ring that
- * holds bytes (or a server's stream bytes before the switch) keeps its
- * token, and the reset. Takes rxl. */
-void lf__shm_io_drain(struct lf_shm_conn *c, int fd)
+/* A token can outlive the bytes it stood for: its writer rang after the
+ * read that took them had found the bell clear (a writer that waited for
+ * a hand-off that came too late, or one descheduled between its tail and
+ * its bell), or it was owed and came after. Until a read finds the ring
+ * empty and takes it, the socket holds a byte for nothing: poll and
+ * select said POLLIN where a read would wait (shm.c, poll_fix), and over
+ * the last close the kernel took it for an unread byte and reset the
+ * peer, where TCP, with every byte read, gives it EOF (seen under load:
+ * the peer's next read said ECONNRESET; shm.c, lf__shm_hold). So there,
+ * with the ring empty, such tokens are taken first, as a read that finds
+ * the ring empty takes them; never data: a ring that holds bytes (or a
+ * server's stream bytes before the switch) keeps its token. Takes rxl. */
+void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 {
 	char b;
 

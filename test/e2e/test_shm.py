@@ -982,12 +982,12 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
 # server-to-client header, ring.h) and the token sent with a raw system
 # call past loopfast.
 STALE_TOKEN = textwrap.dedent("""
-    import ctypes, socket, sys, time
+    import ctypes, select, socket, sys, time
     libc = ctypes.CDLL(None, use_errno=True)
     SYS_sendto, BELL_S2C = 44, 64 + 320 + 8     # x86_64; struct lf_ring_page, ring[1].bell
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
     out, mapped = [], 0
-    for mode in ("stale", "owed", "stale", "owed", "unread"):
+    for mode in ("stale", "owed", "poll-stale", "poll-owed", "stale", "owed", "unread"):
         c = socket.create_connection(s.getsockname()); a, _ = s.accept()
         c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
         a.sendall(b"1"); assert c.recv(1) == b"1"   # its ring empty, the bell clear
@@ -998,7 +998,7 @@ STALE_TOKEN = textwrap.dedent("""
         elif maps:                                  # on the tier: the state the race leaves
             bell = ctypes.c_uint32.from_address(maps[0] + BELL_S2C)
             bell.value = 1                          # the writer's bell: its token is on its way
-            if mode == "owed":                      # the reader settles before it came: owed
+            if mode.endswith("owed"):               # the reader settles before it came: owed
                 c.setblocking(False)
                 try:
                     c.recv(1)
@@ -1006,9 +1006,13 @@ STALE_TOKEN = textwrap.dedent("""
                     pass
                 assert bell.value == 0
             assert libc.syscall(SYS_sendto, a.fileno(), b"t", 1, 0x40, None, 0) == 1
+        said = ""
+        if mode.startswith("poll"):                 # nothing to read: poll and select say so
+            p = select.poll(); p.register(c, select.POLLIN)
+            said = f"{len(p.poll(0))}/{len(select.select([c], [], [], 0)[0])}:"
         c.close(); time.sleep(0.05)
         try:
-            out.append(mode + ":" + ("EOF" if a.recv(10) == b"" else "data"))
+            out.append(mode + ":" + said + ("EOF" if a.recv(10) == b"" else "data"))
         except ConnectionResetError:
             out.append(mode + ":ECONNRESET")
         a.close()
@@ -1022,10 +1026,13 @@ def test_a_close_after_every_byte_was_read_gives_the_peer_eof(build):
     come late; or owed: the bell cleared by a read that found no token
     yet, which then came): the server reads EOF, as over TCP (the same
     script on plain TCP is the control), where the kernel reset it for
-    the unread token. A close with a byte truly unread still resets the
-    peer, as TCP does. The process maps the memfd for both ends."""
+    the unread token. Before the close, poll and select say the socket
+    has nothing to read, as TCP's (they said POLLIN, and a read waited).
+    A close with a byte truly unread still resets the peer, as TCP does.
+    The process maps the memfd for both ends."""
     got = run_both(STALE_TOKEN)
-    assert got["tcp"] == ["stale:EOF", "owed:EOF", "stale:EOF", "owed:EOF", "unread:ECONNRESET"], got
+    assert got["tcp"] == ["stale:EOF", "owed:EOF", "poll-stale:0/0:EOF", "poll-owed:0/0:EOF", "stale:EOF", "owed:EOF",
+                          "unread:ECONNRESET"], got
     assert got["shm"] == got["tcp"], got
 
 

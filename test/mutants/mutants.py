@@ -1376,9 +1376,16 @@ MUTANTS += [
         "shm-close-leaves-spent-tokens",
         "a last close leaves the tokens of bytes already read (stale or owed) on the socket: the kernel resets the peer where TCP gives EOF",
         [("src/fastpath/shm.c",
-          "\t\t\tlf__shm_io_drain(c, fd); /* tokens left for bytes already read (shm_io.c) */\n",
+          "\t\t\tlf__shm_io_spent(c, fd); /* tokens left for bytes already read (shm_io.c) */\n",
           "\t\t\t; /* tokens left for bytes already read (shm_io.c) */\n")],
         ["e2e:test_shm.py -k 'close_after_every_byte or resets_the_peer'"]),
+    Mutant(
+        "shm-poll-counts-spent-tokens",
+        "poll and select count a token of bytes already read (stale or owed) as something to read: POLLIN where a read waits",
+        [("src/fastpath/shm.c",
+          "\t\t\tlf__shm_io_spent(c, p->fd); /* nor do tokens of bytes already read (shm_io.c) */\n",
+          "")],
+        ["e2e:test_shm.py -k 'close_after_every_byte or polling or select'"]),
 ]
 
 # The hand-off's `awake` stamp (shm_spin.c, docs/shm.md "Spinning"): the
