@@ -174,7 +174,7 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
  * the reader's wake-up; and that wake-up (a Unix socket's, the kernel's
  * "sync" kind) puts the reader on the writer's CPU, where it preempts the
  * writer: at 64-byte writes the two then took turns on one CPU every
- * 13 us, 20 writes a turn, while the other CPU idled.
+ * 13 us, 20 writes a turn.
  *
  * So the linger polls the ring for LINGER_NS (a writer on another CPU),
  * then yields the CPU once (a writer preempted on this one runs its slice
@@ -238,7 +238,9 @@ bool lf__shm_spin_linger(struct lf_shm_conn *c)
  * reader's side and a wake-up on its own (at 64 KiB writes, one of each a
  * write). It polls up to COPY_NS while the reader reads (head moved since
  * the writer last looked), else LINGER_NS and a yield. Not for a
- * non-blocking write (EAGAIN at once, as the Unix stream says). */
+ * non-blocking write (EAGAIN at once, as the Unix stream says). Outside
+ * txl: its counts, and its read of seen, are a guess (two writer threads
+ * may each linger once more than one would). */
 static long tx_space(struct lf_shm_conn *c) { return lf__ring_space(&c->tx); }
 static bool rx_reading(struct lf_shm_conn *c)
 {
