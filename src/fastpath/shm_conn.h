@@ -41,7 +41,7 @@ struct lf_shm_conn {
 	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	unsigned due_looks;     /* empty-ring finds while due (under rxl; shm_mem.c) */
 	uint64_t emptied;       /* reads that emptied rx since its last give-back (under rxl; shm_mem.c) */
-	struct lf_linger { unsigned fails, skip; } linger_rx, linger_tx; /* lingers that found nothing in a row, and those to skip (rx under rxl; shm_spin.c) */
+	struct lf_linger { unsigned fails, skip, yfails, yskip; } linger_rx, linger_tx; /* lingers that found nothing in a row and those to skip; slow yields in a row and lingers to make without one (rx under rxl; shm_spin.c) */
 	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end

@@ -189,10 +189,17 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 #define LINGER_NS 1000u
 #define COPY_NS 20000u
 #define LINGER_BACKOFF 10u
+/* A yield that kept this thread off its CPU this long gave it to other
+ * work (a machine whose CPUs are all busy), not only to the peer: there a
+ * sleep, whose wake-up the scheduler favours, comes back sooner, and the
+ * lingers stop yielding for a while (poll_yield). */
+#define YIELD_NS 1000000u
 
 /* Polls look(c) for LINGER_NS, then yields once and looks again; goes on
  * so while more(c), up to max_ns. Backs off as said above (b: the side's
- * counts). look's answer (0: nothing came). */
+ * counts); a slow yield makes the next lingers poll only, 1, 3, 7 ... up
+ * to 1023 of them, until a yield is quick again. look's answer (0:
+ * nothing came). */
 static long poll_yield(struct lf_shm_conn *c, struct lf_linger *b, long (*look)(struct lf_shm_conn *),
 		       bool (*more)(struct lf_shm_conn *), uint64_t max_ns)
 {
@@ -200,6 +207,9 @@ static long poll_yield(struct lf_shm_conn *c, struct lf_linger *b, long (*look)(
 		b->skip--;
 		return 0;
 	}
+	bool may_yield = !b->yskip, yielded = false, slow = false;
+	if (b->yskip)
+		b->yskip--;
 	uint64_t start = lf__sys_now_ns(), now = start, poll_end;
 	long a = 0;
 	do {
@@ -209,11 +219,21 @@ static long poll_yield(struct lf_shm_conn *c, struct lf_linger *b, long (*look)(
 				break;
 			__builtin_ia32_pause();
 		}
-		if (a)
+		if (a || !may_yield)
 			break;
+		uint64_t before = now;
 		sched_yield();
 		now = lf__sys_now_ns();
+		yielded = true;
+		slow = slow || now - before >= YIELD_NS;
 	} while (!(a = look(c)) && more(c) && now - start < max_ns);
+	if (slow) {
+		if (b->yfails < LINGER_BACKOFF)
+			b->yfails++;
+		b->yskip = (1u << b->yfails) - 1;
+	} else if (yielded) {
+		b->yfails = 0;
+	}
 	if (a) {
 		b->fails = b->skip = 0;
 		return a;
