@@ -184,8 +184,8 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
  * them (a request/response peer writes only once this read has returned:
  * its reads linger about once in a thousand); one that finds bytes starts
  * again. The words are the peer's: a peer that holds wbusy at 1 costs this
- * reader at most COPY_NS a read that empties the ring, never a byte or a
- * wake-up. */
+ * reader at most COPY_NS and a yield a read that empties the ring, never a
+ * byte or a wake-up. */
 #define LINGER_NS 1000u
 #define COPY_NS 20000u
 #define LINGER_BACKOFF 10u
