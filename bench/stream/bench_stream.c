@@ -55,6 +55,7 @@ struct result {
 	char why[160];
 	uint64_t t0, t1;        /* writer's first write, reader's last byte (CLOCK_MONOTONIC ns) */
 	double cpu[2];          /* writer, reader: user+system seconds */
+	long sleeps[2];         /* writer, reader: voluntary context switches (the kernel's ru_nvcsw) */
 	uint64_t bad;           /* bytes that were not what was written */
 	pid_t writer, reader;
 };
@@ -73,6 +74,13 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static long sleeps(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_nvcsw;
 }
 
 static double cpu_s(void)
@@ -160,6 +168,7 @@ static void floor_pause(unsigned i)
 static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned char *buf, const unsigned char *pat)
 {
 	uint64_t got = 0, bad = 0;
+	long v0 = sleeps();
 	double c0 = cpu_s();
 	while (got < bytes) {
 		uint64_t t;
@@ -178,12 +187,14 @@ static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned 
 	}
 	r->t1 = now_ns();
 	r->cpu[1] = cpu_s() - c0;
+	r->sleeps[1] = sleeps() - v0;
 	r->bad = bad;
 	_exit(0);
 }
 
 static void floor_writer(struct result *r, size_t size, uint64_t bytes, const unsigned char *pat)
 {
+	long v0 = sleeps();
 	double c0 = cpu_s();
 	r->t0 = now_ns();
 	for (uint64_t sent = 0; sent < bytes;) {
@@ -199,6 +210,7 @@ static void floor_writer(struct result *r, size_t size, uint64_t bytes, const un
 		atomic_store_explicit(&floor_ring->tail, sent, memory_order_release);
 	}
 	r->cpu[0] = cpu_s() - c0;
+	r->sleeps[0] = sleeps() - v0;
 	_exit(0);
 }
 
@@ -239,6 +251,7 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 	uint64_t got = 0, bad = 0;
 	unsigned k = 0; /* got mod PATTERN */
 	bool checked = false;
+	long v0 = sleeps();
 	double c0 = cpu_s();
 	while (got < bytes) {
 		ssize_t n = read(fd, buf, cap);
@@ -260,6 +273,7 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 	}
 	r->t1 = now_ns();
 	r->cpu[1] = cpu_s() - c0;
+	r->sleeps[1] = sleeps() - v0;
 	r->bad = bad;
 	close(fd);
 	_exit(0);
@@ -296,6 +310,7 @@ static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint
 	/* The pattern from every phase: write from pat + (sent mod PATTERN). */
 	unsigned char *pat = pattern(size);
 	check_path(r, path, fd, r->reader, "writer", false);
+	long v0 = sleeps();
 	double c0 = cpu_s();
 	r->t0 = now_ns();
 	for (uint64_t sent = 0; sent < bytes;) {
@@ -306,6 +321,7 @@ static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint
 		sent += (uint64_t)n;
 	}
 	r->cpu[0] = cpu_s() - c0;
+	r->sleeps[0] = sleeps() - v0;
 	check_path(r, path, fd, r->reader, "writer", true);
 	/* Held open until the reader is done, so that its look at the kernel
 	 * finds this end alive. */
@@ -384,6 +400,7 @@ struct cell {
 	int n;
 	char why[160];
 	double gbps[MAX_ROUNDS], msgs[MAX_ROUNDS], cpu_gb[MAX_ROUNDS];
+	double sleeps[2][MAX_ROUNDS]; /* writer, reader: voluntary context switches per 1000 writes */
 	uint64_t bad;
 };
 
@@ -465,6 +482,9 @@ int cmd_bench_stream(int argc, char **argv)
 				c->gbps[c->n] = (double)bytes / secs / 1e9;
 				c->msgs[c->n] = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / secs;
 				c->cpu_gb[c->n] = (r->cpu[0] + r->cpu[1]) / ((double)bytes / 1e9);
+				for (int e = 0; e < 2; e++)
+					c->sleeps[e][c->n] = (double)r->sleeps[e] * 1000.0 /
+							     (double)((bytes + o.sizes[s] - 1) / o.sizes[s]);
 				c->bad += r->bad;
 				c->n++;
 			}
@@ -507,9 +527,9 @@ int cmd_bench_stream(int argc, char **argv)
 				fprintf(js,
 					"%s\n {\"size\": %zu, \"path\": \"%s\", \"runs\": %d, \"msgs_per_s\": %.0f, \"gb_per_s\": %.4f, "
 					"\"gb_per_s_min\": %.4f, \"gb_per_s_max\": %.4f, \"cpu_s_per_gb\": %.4f, \"vs_tcp\": %.3f, "
-					"\"bad_bytes\": %llu}",
+					"\"bad_bytes\": %llu, \"writer_sleeps_per_kmsg\": %.3f, \"reader_sleeps_per_kmsg\": %.3f}",
 					first ? "" : ",", o.sizes[s], path_names[p], c->n, m, g, lo, hi, cpu, tcp ? m / tcp : 0,
-					(unsigned long long)c->bad);
+					(unsigned long long)c->bad, med(c->sleeps[0], c->n), med(c->sleeps[1], c->n));
 			first = false;
 		}
 	}

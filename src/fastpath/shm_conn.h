@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 enum { UNDECIDED, ON, OFF, BROKEN };
+enum { W_COPY = 1, W_IDLE = 2 }; /* a ring's wbusy (shm_mem.c) */
 
 struct lf_shm_conn {
 	atomic_int refs;        /* first: fdtab.c counts the dups that share it */
@@ -40,6 +41,7 @@ struct lf_shm_conn {
 	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	unsigned due_looks;     /* empty-ring finds while due (under rxl; shm_mem.c) */
 	uint64_t emptied;       /* reads that emptied rx since its last give-back (under rxl; shm_mem.c) */
+	struct lf_linger { unsigned fails, skip, yfails, yskip; } linger_rx, linger_tx; /* lingers that found nothing in a row and those to skip; slow yields in a row and lingers to make without one (rx under rxl; shm_spin.c) */
 	_Atomic uint32_t want;  /* tx's limit that SO_SNDBUF asks (0: not read yet; shm_mem.c) */
 	/* The peer's fin word (in rx's half of the page) when a write last
 	 * found the peer's end still there: each close of the peer's end
@@ -93,6 +95,8 @@ void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about
 void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
 void lf__shm_spin_taking(struct lf_shm_conn *c, uint64_t t); /* the reader, under rxl: this read takes every byte up to t */
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader takes every byte up to t */
+bool lf__shm_spin_linger(struct lf_shm_conn *c); /* the reader, under rxl, having emptied rx: more bytes came (keep the token) */
+bool lf__shm_spin_room(struct lf_shm_conn *c);   /* a blocking writer, its ring full: room came (or garbage) */
 void lf__shm_spin_room_light(void); /* reader: between its store of head and its load of want_space */
 void lf__shm_spin_room_heavy(void); /* writer: between its store of want_space and its load of head (or trim) */
 /* shm_mem.c: the rings' memory (docs/shm.md, "Memory") */

@@ -170,7 +170,7 @@ ssize_t lf__shm_io_skip_edges(int fd, char *next)
 /* The reader found its ring empty: clear the bell, and with it the token,
  * unless the ring filled again meanwhile (Dekker: the writer stores tail
  * then loads bell; we store bell then load tail). Under rxl. */
-static int settle(struct lf_shm_conn *c, int fd)
+static int settle(struct lf_shm_conn *c, int fd, bool linger)
 {
 	uint32_t b = atomic_load(&c->rx.h->bell), zero = 0;
 
@@ -180,6 +180,10 @@ static int settle(struct lf_shm_conn *c, int fd)
 	}
 	if (b != 1)
 		return LF_RING_BAD;
+	if (linger && lf__shm_spin_linger(c))
+		return 0; /* the token stays, for the bytes that came (shm_spin.c) */
+	if (linger)
+		c->emptied++; /* the ring stays empty: shm_mem.c's pace counts it */
 	atomic_store(&c->rx.h->bell, 0);
 	atomic_thread_fence(memory_order_seq_cst);
 	long a = lf__ring_avail(&c->rx);
@@ -288,7 +292,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		pthread_mutex_lock(&c->rxl);
 		lf__ring_sync(&c->rx, true);
 		long a = lf__ring_avail(&c->rx);
-		if (a == 0 && settle(c, fd) == LF_RING_BAD)
+		if (a == 0 && settle(c, fd, false) == LF_RING_BAD)
 			a = LF_RING_BAD;
 		else if (a == 0)
 			a = lf__ring_avail(&c->rx);
@@ -303,8 +307,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 			size_t got = lf__ring_read(&c->rx, k->v, k->n, want, peek);
 			int s = 0;
 			if (!peek && got == (size_t)a) {
-				c->emptied++;
-				s = settle(c, fd);
+				s = settle(c, fd, true);
 			}
 			if (!peek)
 				wake_writer(c);
@@ -791,6 +794,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		}
 		if (nonblocking(fd, flags))
 			break;
+		if (lf__shm_spin_room(c))
+			continue;
 		if (!end)
 			end = send_deadline(fd);
 		if (wait_room(c, fd, flags, s0, i0, end) < 0) {

@@ -46,8 +46,6 @@
  * header page and 2 x 28 KiB: 60 KiB. */
 #define KEEP (24u * 1024u)
 
-enum { W_COPY = 1, W_IDLE = 2 };
-
 bool lf__shm_mem_enter(struct lf_shm_conn *c, int fd)
 {
 	struct lf_ring_hdr *h = c->tx.h;

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 
 /* A look at the socket less than LOOK_NS ago found nothing, and since then
  * this thread has handled no signal, the process has made no wait (poll,
@@ -163,6 +164,112 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 		__builtin_ia32_pause();
 	}
 	return false;
+}
+
+/* A read that emptied its ring lingers a moment before it settles (gives
+ * the token back, shm_io.c): a writer that streams pushes again soon, and
+ * then the token stays for those bytes, the read returns what it took, and
+ * neither side makes a system call. A read that settles instead costs the
+ * reader a token read and a sleep, and the writer's next push a token and
+ * the reader's wake-up; and that wake-up (a Unix socket's, the kernel's
+ * "sync" kind) puts the reader on the writer's CPU, where it preempts the
+ * writer: at 64-byte writes the two then took turns on one CPU every
+ * 13 us, 20 writes a turn.
+ *
+ * So the linger polls the ring for LINGER_NS (a writer on another CPU),
+ * then yields the CPU once (a writer preempted on this one runs its slice
+ * first), and looks again; while the writer says it copies into the ring
+ * (wbusy, shm_mem.c: a large write) it goes on so, up to COPY_NS. One that
+ * finds nothing makes the next settles skip it, 1, 3, 7 ... up to 1023 of
+ * them (a request/response peer writes only once this read has returned:
+ * its reads linger about once in a thousand); one that finds bytes starts
+ * again. The words are the peer's: a peer that holds wbusy at 1 costs this
+ * reader at most COPY_NS and a yield a read that empties the ring, never a
+ * byte or a wake-up. */
+#define LINGER_NS 1000u
+#define COPY_NS 20000u
+#define LINGER_BACKOFF 10u
+/* A yield that kept this thread off its CPU this long gave it to other
+ * work (a machine whose CPUs are all busy), not only to the peer: there a
+ * sleep, whose wake-up the scheduler favours, comes back sooner, and the
+ * lingers stop yielding for a while (poll_yield). */
+#define YIELD_NS 1000000u
+
+/* Polls look(c) for LINGER_NS, then yields once and looks again; goes on
+ * so while more(c), up to max_ns. Backs off as said above (b: the side's
+ * counts); a slow yield makes the next lingers poll only, 1, 3, 7 ... up
+ * to 1023 of them, until a yield is quick again. look's answer (0:
+ * nothing came). */
+static long poll_yield(struct lf_shm_conn *c, struct lf_linger *b, long (*look)(struct lf_shm_conn *),
+		       bool (*more)(struct lf_shm_conn *), uint64_t max_ns)
+{
+	if (b->skip && !more(c)) {
+		b->skip--;
+		return 0;
+	}
+	bool may_yield = !b->yskip, yielded = false, slow = false;
+	if (b->yskip)
+		b->yskip--;
+	uint64_t start = lf__sys_now_ns(), now = start, poll_end;
+	long a = 0;
+	do {
+		poll_end = now + LINGER_NS;
+		for (unsigned i = 1; !(a = look(c)); i++) {
+			if (i % 8 == 0 && (now = lf__sys_now_ns()) >= poll_end)
+				break;
+			__builtin_ia32_pause();
+		}
+		if (a || !may_yield)
+			break;
+		uint64_t before = now;
+		sched_yield();
+		now = lf__sys_now_ns();
+		yielded = true;
+		slow = slow || now - before >= YIELD_NS;
+	} while (!(a = look(c)) && more(c) && now - start < max_ns);
+	if (slow) {
+		if (b->yfails < LINGER_BACKOFF)
+			b->yfails++;
+		b->yskip = (1u << b->yfails) - 1;
+	} else if (yielded) {
+		b->yfails = 0;
+	}
+	if (a) {
+		b->fails = b->skip = 0;
+		return a;
+	}
+	if (b->fails < LINGER_BACKOFF)
+		b->fails++;
+	b->skip = (1u << b->fails) - 1;
+	return 0;
+}
+
+static long rx_avail(struct lf_shm_conn *c) { return lf__ring_avail(&c->rx); }
+static bool rx_copying(struct lf_shm_conn *c) { return atomic_load_explicit(&c->rx.h->wbusy, memory_order_relaxed) == W_COPY; }
+
+bool lf__shm_spin_linger(struct lf_shm_conn *c)
+{
+	return poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) > 0; /* garbage: settle says so */
+}
+
+/* A blocking write that finds its ring full does the same before it
+ * sleeps for room (shm_io.c, wait_room): a reader that keeps up makes
+ * room within a copy, and the writer's sleep cost a futex wake on the
+ * reader's side and a wake-up on its own (at 64 KiB writes, one of each a
+ * write). It polls up to COPY_NS while the reader reads (head moved since
+ * the writer last looked), else LINGER_NS and a yield. Not for a
+ * non-blocking write (EAGAIN at once, as the Unix stream says). Outside
+ * txl: its counts, and its read of seen, are a guess (two writer threads
+ * may each linger once more than one would). */
+static long tx_space(struct lf_shm_conn *c) { return lf__ring_space(&c->tx); }
+static bool rx_reading(struct lf_shm_conn *c)
+{
+	return atomic_load_explicit(&c->tx.h->head, memory_order_relaxed) != c->tx.seen;
+}
+
+bool lf__shm_spin_room(struct lf_shm_conn *c)
+{
+	return poll_yield(c, &c->linger_tx, tx_space, rx_reading, COPY_NS) != 0; /* garbage: the next look says so */
 }
 
 /* The room wake-up's barrier (docs/shm.md, "Room"). A reader that made

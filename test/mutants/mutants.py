@@ -1811,6 +1811,33 @@ MUTANTS += [
           "\tif (c->due_prev)\n")],
         ["e2e:test_shm.py -k only_polls"]),
 ]
+# The tier's lingers (shm_spin.c, poll_yield; docs/shm.md "Lingering").
+MUTANTS += [
+    Mutant(
+        "shm-read-never-lingers",
+        "a tier read that empties its ring gives the token back at once: a streaming writer's next push rings "
+        "and wakes the reader again, every time",
+        [("src/fastpath/shm_io.c",
+          "\tif (linger && lf__shm_spin_linger(c))\n",
+          "\tif (0 && linger && lf__shm_spin_linger(c))\n")],
+        ["e2e:test_shm.py -k keeps_both_ends_awake"]),
+    Mutant(
+        "shm-write-never-lingers-for-room",
+        "a blocking tier write that finds its ring full sleeps for room at once: at 64 KiB writes the writer "
+        "sleeps on almost every write and the reader wakes it",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (lf__shm_spin_room(c))\n\t\t\tcontinue;\n",
+          "")],
+        ["e2e:test_shm.py -k keeps_both_ends_awake"]),
+    Mutant(
+        "shm-linger-keeps-token-of-empty-ring",
+        "a tier read whose linger found nothing keeps the token anyway: the socket says POLLIN with the ring "
+        "empty",
+        [("src/fastpath/shm_spin.c",
+          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) > 0;",
+          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) >= 0;")],
+        ["e2e:test_shm.py -k edge_per_write"]),
+]
 # SO_REUSEPORT groups stay plain TCP (listener.c; docs/reuseport.md: the
 # member the SYN reaches need not be the one the hello went to).
 MUTANTS += [
