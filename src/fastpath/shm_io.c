@@ -216,7 +216,7 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 		return;
 	pthread_mutex_lock(&c->rxl);
 	lf__ring_sync(&c->rx, true);
-	if (lf__ring_avail(&c->rx) == 0 && settle(c, fd) == 0)
+	if (lf__ring_avail(&c->rx) == 0 && settle(c, fd, false) == 0)
 		while (c->owed && lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0 &&
 		       lf__shm_io_skip_edges(fd, &b) == 1 && b == TOKEN) {
 			c->owed--;
