@@ -345,9 +345,14 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		pthread_mutex_unlock(&c->rxl);
 		if (stray && !owed)
-			break;
+			return lf__shm_broken(c, fd); /* a byte on the socket that no push explains */
 	}
-	return lf__shm_broken(c, fd); /* a byte on the socket that no push explains */
+	/* Every byte looked at was explained (tokens owed, pushes that raced
+	 * the look), three times: a writer that behaves can do that (owed
+	 * tokens that came together). Nothing read: the caller looks again
+	 * (a blocking read waits on the socket, which holds what came). */
+	errno = EAGAIN;
+	return -1;
 }
 
 /* Waits for POLLIN (read) or room (write) as a blocking call does: the

@@ -1037,6 +1037,57 @@ def test_a_close_after_every_byte_was_read_gives_the_peer_eof(build):
     assert got["shm"] == got["tcp"], got
 
 
+# Tokens owed (a read settled with the bell set before the token came)
+# that then come together: a read that takes them, each explained, three
+# times in a row, read nothing and said so (found by a build that logged
+# every reset: a server's read reset a ping-pong when its three tries ran
+# out on explained bytes). The state is made as in STALE_TOKEN.
+OWED_TOKENS = textwrap.dedent("""
+    import ctypes, socket, sys, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto, BELL_S2C = 44, 64 + 320 + 8     # x86_64; struct lf_ring_page, ring[1].bell
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"   # its ring empty, the bell clear
+    maps = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+    c.setblocking(False)
+
+    def read():
+        try:
+            return c.recv(10).decode() or "EOF"
+        except BlockingIOError:
+            return "EAGAIN"
+        except ConnectionResetError:
+            return "ECONNRESET"
+
+    if maps:
+        bell = ctypes.c_uint32.from_address(maps[0] + BELL_S2C)
+        for _ in range(3):                      # each read settles a bell whose token has not come: owed
+            bell.value = 1
+            assert read() == "EAGAIN" and bell.value == 0
+        for _ in range(3):                      # then the three come together
+            assert libc.syscall(SYS_sendto, a.fileno(), b"t", 1, 0x40, None, 0) == 1
+    out = [read(), read()]
+    try:
+        a.sendall(b"x"); time.sleep(0.05); out.append(read())
+        c.sendall(b"y"); a.settimeout(5); out.append(a.recv(10).decode())
+    except OSError as e:
+        out.append(type(e).__name__)
+    print(f"maps={len(maps)}", *out, flush=True)
+""")
+
+
+def test_owed_tokens_that_come_together_are_no_reset(build):
+    """Three tokens a read owes come together: the next reads take them
+    and say EAGAIN, as TCP's (the control) with nothing to read, and the
+    connection goes on both ways; it was reset (ECONNRESET) when a read's
+    three looks at the socket each found an explained byte."""
+    got = run_both(OWED_TOKENS)
+    assert got["tcp"] == ["EAGAIN", "EAGAIN", "x", "y"], got
+    assert got["shm"] == got["tcp"], got
+
+
 # Memory (docs/shm.md, "Memory"): what the kernel says each process holds
 # of the tier's memfd. Idle: N connections, never used; or one that
 # carried MB each way (checked by SHA-256) and then sits.

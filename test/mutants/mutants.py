@@ -937,9 +937,9 @@ MUTANTS += [
         "shm-reader-swallows-stray-token",
         "a tier reader drops a token byte that no push explains instead of resetting the connection",
         [("src/fastpath/shm_io.c",
-          "\t\tif (stray && !owed)\n\t\t\tbreak;\n",
+          "\t\tif (stray && !owed)\n\t\t\treturn lf__shm_broken(c, fd);",
           "\t\tif (stray && !owed) {\n\t\t\tlf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);\n"
-          "\t\t\terrno = EAGAIN;\n\t\t\treturn -1;\n\t\t}\n")],
+          "\t\t\terrno = EAGAIN;\n\t\t\treturn -1;\n\t\t}")],
         ["e2e:test_security.py -k 'garbage_in_the_rings and token'"]),
     Mutant(
         "shm-writer-trusts-head",
@@ -1879,4 +1879,14 @@ MUTANTS += [
           "\tfor (unsigned i = 0; lf__shm_used && i < n; i++) {",
           "\tfor (unsigned i = 0; 0 && i < n; i++) {")],
         ["e2e:test_shm.py -k passing_a_tier"]),
+]
+MUTANTS += [
+    Mutant(
+        "shm-read-resets-when-its-looks-run-out",
+        "a tier read whose three looks at the socket each found an explained byte (owed tokens come together) "
+        "resets the connection, as for a byte no push explains",
+        [("src/fastpath/shm_io.c",
+          "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* Waits for POLLIN",
+          "\treturn lf__shm_broken(c, fd);\n}\n\n/* Waits for POLLIN")],
+        ["e2e:test_shm.py -k owed_tokens"]),
 ]
