@@ -6,6 +6,7 @@ every test, strict expected failures naming their issue) and, when
 LOOPFAST_TEST_REPORT names a file, write every test's outcome there for
 scripts/test.sh (the hooks are in test/harness_plugin.py, loaded by
 scripts/test.sh with -p)."""
+import contextlib
 import json
 import os
 import pathlib
@@ -393,3 +394,30 @@ def wait_tcp(client, server_pid, port, want=1, timeout=30, fast=0):
     pairs_fast = fast_path_pairs(process_tree(client.pid), process_tree(server_pid), port)
     assert len(pairs_fast) == fast, f"to port {port}: {len(pairs_fast)} on the fast path, not {fast}: {pairs_fast}"
     return pairs
+
+
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def new_netns(*setup):
+    """This thread (its tests, and every process it starts) in a new
+    network namespace, lo up, then each command of setup run there; the
+    thread's namespace is restored after. Its own TIME_WAIT table and
+    port range (both per namespace), which other tests and runs on the
+    machine do not fill."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        if libc.unshare(CLONE_NEWNET):
+            pytest.fail(f"unshare(CLONE_NEWNET): {os.strerror(ctypes.get_errno())}")
+        try:
+            for cmd in (["ip", "link", "set", "lo", "up"], *setup):
+                subprocess.run(cmd, check=True, timeout=30)
+            yield
+        finally:
+            if libc.setns(back, CLONE_NEWNET):
+                pytest.fail(f"setns back: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(back)

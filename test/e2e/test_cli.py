@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import kernel
-from conftest import BUILD, LOOPFAST, PROBE, readline, stop, wait_fast_path, wait_status, wrap
+from conftest import BUILD, LOOPFAST, PROBE, readline, stop, wait_fast_path, wait_status, wrap, new_netns
 
 # A client that connects, prints its local port, and holds the connection
 # until its stdin closes; then it checks one echoed byte.
@@ -160,30 +160,14 @@ def room_for_time_wait(need, timeout=90):
         time.sleep(1)
 
 
-CLONE_NEWNET = 0x40000000
-
-
 @pytest.fixture
 def own_netns():
-    """This test (its main thread, and every process it starts) in a new
-    network namespace, lo up: its own TIME_WAIT table (tcp_max_tw_buckets
-    is counted per namespace) and its own port range, which neither the
-    suite's other tests nor other runs on the machine fill. The test's
-    namespace is restored after."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        if libc.unshare(CLONE_NEWNET):
-            pytest.fail(f"unshare(CLONE_NEWNET): {os.strerror(ctypes.get_errno())}")
-        try:
-            subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=30)
-            yield
-        finally:
-            if libc.setns(back, CLONE_NEWNET):
-                pytest.fail(f"setns back: {os.strerror(ctypes.get_errno())}")
-    finally:
-        os.close(back)
+    """The test in its own network namespace (conftest.new_netns): its
+    own TIME_WAIT table (tcp_max_tw_buckets is counted per namespace) and
+    port range, which neither the suite's other tests nor other runs on
+    the machine fill."""
+    with new_netns():
+        yield
 
 
 def churn_time_wait(mode):

@@ -539,7 +539,8 @@ PASSFD = textwrap.dedent("""
             if fd is not None:                   # struct cmsghdr: len, level, type, then the int
                 cm = ctypes.create_string_buffer(24)
                 ctypes.memmove(cm, (ctypes.c_size_t * 1)(20), 8)
-                ctypes.memmove(ctypes.addressof(cm) + 8, (ctypes.c_int * 3)(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd), 12)
+                head = (ctypes.c_int * 3)(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd)
+                ctypes.memmove(ctypes.addressof(cm) + 8, head, 12)
                 keep.append(cm)
                 m.hdr.control, m.hdr.controllen = ctypes.addressof(cm), 24
         r = libc.sendmmsg(u.fileno(), v, len(msgs), 0)
@@ -982,17 +983,27 @@ def test_a_close_with_bytes_unread_resets_the_peer(build):
 # state the race leaves is made here: the bell word in the page (the
 # server-to-client header, ring.h) and the token sent with a raw system
 # call past loopfast.
-STALE_TOKEN = textwrap.dedent("""
+# TOKEN_PAIR: both ends of a connection in one process, the answer
+# taken (on the tier from there), both rings empty and the bells clear;
+# maps: where the process maps the tier's memfd (none over TCP).
+TOKEN_PAIR = textwrap.dedent("""
     import ctypes, select, socket, sys, time
     libc = ctypes.CDLL(None, use_errno=True)
     SYS_sendto, BELL_S2C = 44, 64 + 320 + 8     # x86_64; struct lf_ring_page, ring[1].bell
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+
+    def pair():
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        maps = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+        return c, a, maps
+""")
+
+STALE_TOKEN = TOKEN_PAIR + textwrap.dedent("""
     out, mapped = [], 0
     for mode in ("stale", "owed", "poll-stale", "poll-owed", "stale", "owed", "unread"):
-        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-        c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
-        a.sendall(b"1"); assert c.recv(1) == b"1"   # its ring empty, the bell clear
-        maps = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+        c, a, maps = pair()
         mapped = max(mapped, len(maps))
         if mode == "unread":                        # bytes unread: the reset, as on TCP
             a.sendall(b"2"); time.sleep(0.05)
@@ -1041,16 +1052,9 @@ def test_a_close_after_every_byte_was_read_gives_the_peer_eof(build):
 # that then come together: a read that takes them, each explained, three
 # times in a row, read nothing and said so (found by a build that logged
 # every reset: a server's read reset a ping-pong when its three tries ran
-# out on explained bytes). The state is made as in STALE_TOKEN.
-OWED_TOKENS = textwrap.dedent("""
-    import ctypes, socket, sys, time
-    libc = ctypes.CDLL(None, use_errno=True)
-    SYS_sendto, BELL_S2C = 44, 64 + 320 + 8     # x86_64; struct lf_ring_page, ring[1].bell
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"   # its ring empty, the bell clear
-    maps = [int(l.split("-")[0], 16) for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+# out on explained bytes). The state is made as for STALE_TOKEN.
+OWED_TOKENS = TOKEN_PAIR + textwrap.dedent("""
+    c, a, maps = pair()
     c.setblocking(False)
 
     def read():

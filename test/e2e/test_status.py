@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from conftest import (LOOPFAST, NOBODY, fast_path_pairs, free_port, process_tree, readline, socket_inodes, stop,
-                      tcp_connections, tcp_pairs, unix_sockets, wait_fast_path, wait_tcp)
+from conftest import (LOOPFAST, NOBODY, fast_path_pairs, free_port, new_netns, process_tree, readline, socket_inodes,
+                      stop, tcp_connections, tcp_pairs, unix_sockets, wait_fast_path, wait_tcp)
 from test_exclude import CLIENT, SERVER, listeners
 
 # nobody cannot run a python that lives under /root (pyenv).
@@ -640,31 +640,16 @@ def test_count_orphaned(build, procs):
     assert plain_cli("read", pp) == ["ECONNRESET"] * N
 
 
-CLONE_NEWNET = 0x40000000
 OTHER = "198.51.100.7"  # TEST-NET-2: a local address that is not loopback, in the test's own namespace
 
 
 @pytest.fixture
 def own_netns():
-    """This test (its main thread, and every process it starts) in a new
-    network namespace whose lo is up and also has OTHER, a local address
-    that is not loopback (a machine may have none of its own); the test's
-    namespace is restored after."""
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    try:
-        if libc.unshare(CLONE_NEWNET):
-            pytest.fail(f"unshare(CLONE_NEWNET): {os.strerror(ctypes.get_errno())}")
-        try:
-            for cmd in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", f"{OTHER}/32", "dev", "lo"]):
-                subprocess.run(cmd, check=True, timeout=30)
-            yield
-        finally:
-            if libc.setns(back, CLONE_NEWNET):
-                pytest.fail(f"setns back: {os.strerror(ctypes.get_errno())}")
-    finally:
-        os.close(back)
+    """The test in its own network namespace (conftest.new_netns) whose
+    lo also has OTHER, a local address that is not loopback (a machine
+    may have none of its own)."""
+    with new_netns(["ip", "addr", "add", f"{OTHER}/32", "dev", "lo"]):
+        yield
 
 
 def tcp_peers(pid, port):
