@@ -364,7 +364,7 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 	/* sendmsg's refusal of a tier socket in SCM_RIGHTS, per message: the
 	 * messages before the first that carries one are sent, as the kernel
 	 * stops at a message that fails and counts those before it. */
-	for (unsigned i = 0; lf__shm_used && i < n; i++) {
+	for (unsigned i = 0; lf__shm_used && v && i < n; i++) { /* (NULL: the kernel's EFAULT) */
 		if (v[i].msg_hdr.msg_controllen && lf__shm_in_rights(&v[i].msg_hdr)) {
 			if (!i) {
 				errno = EOPNOTSUPP;

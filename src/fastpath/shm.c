@@ -538,7 +538,11 @@ static void poll_fix(struct pollfd *p, bool *full)
 		char b;
 		ssize_t r;
 		if (st == ON) { /* edge bytes of pushes already read say nothing */
-			lf__shm_io_spent(c, p->fd); /* nor do tokens of bytes already read (shm_io.c) */
+			/* nor do tokens of bytes already read (shm_io.c); not
+			 * after a fork: another process may be reading the ring,
+			 * and its settle owes the token this would take */
+			if (!__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+				lf__shm_io_spent(c, p->fd);
 			pthread_mutex_lock(&c->rxl);
 			r = lf__shm_io_skip_edges(p->fd, &b);
 			pthread_mutex_unlock(&c->rxl);

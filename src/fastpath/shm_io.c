@@ -217,8 +217,12 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 	pthread_mutex_lock(&c->rxl);
 	lf__ring_sync(&c->rx, true);
 	if (lf__ring_avail(&c->rx) == 0 && settle(c, fd, false) == 0)
-		while (c->owed && lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0 &&
-		       lf__shm_io_skip_edges(fd, &b) == 1 && b == TOKEN) {
+		while (c->owed && lf__shm_io_skip_edges(fd, &b) == 1 && b == TOKEN) {
+			/* After the peek, as read_once: a push's token has its
+			 * tail and its bell before it, so a token peeked with the
+			 * ring empty and the bell clear is no push's. */
+			if (lf__ring_avail(&c->rx) != 0 || atomic_load(&c->rx.h->bell) != 0)
+				break;
 			c->owed--;
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 		}

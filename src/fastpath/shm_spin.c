@@ -184,8 +184,9 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
  * them (a request/response peer writes only once this read has returned:
  * its reads linger about once in a thousand); one that finds bytes starts
  * again. The words are the peer's: a peer that holds wbusy at 1 costs this
- * reader at most COPY_NS and a yield a read that empties the ring, never a
- * byte or a wake-up. */
+ * reader at most COPY_NS and a yield in a read that empties the ring, and
+ * then the same back-off (a review measured 22 us a read, every read, when
+ * a writer's wbusy kept the back-off off), never a byte or a wake-up. */
 #define LINGER_NS 1000u
 #define COPY_NS 20000u
 #define LINGER_BACKOFF 10u
@@ -201,9 +202,12 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
  * to 1023 of them, until a yield is quick again. look's answer (0:
  * nothing came). */
 static long poll_yield(struct lf_shm_conn *c, struct lf_linger *b, long (*look)(struct lf_shm_conn *),
-		       bool (*more)(struct lf_shm_conn *), uint64_t max_ns)
+		       bool (*more)(struct lf_shm_conn *), uint64_t max_ns, bool always_back_off)
 {
-	if (b->skip && !more(c)) {
+	/* A reader backs off also while more(c): wbusy is the peer's word,
+	 * and a read that would return at once must not pay for it every
+	 * time. A writer that waits for room lingers while the head moves. */
+	if (b->skip && (always_back_off || !more(c))) {
 		b->skip--;
 		return 0;
 	}
@@ -249,7 +253,7 @@ static bool rx_copying(struct lf_shm_conn *c) { return atomic_load_explicit(&c->
 
 bool lf__shm_spin_linger(struct lf_shm_conn *c)
 {
-	return poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) > 0; /* garbage: settle says so */
+	return poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS, true) > 0; /* garbage: settle says so */
 }
 
 /* A blocking write that finds its ring full does the same before it
@@ -269,7 +273,7 @@ static bool rx_reading(struct lf_shm_conn *c)
 
 bool lf__shm_spin_room(struct lf_shm_conn *c)
 {
-	return poll_yield(c, &c->linger_tx, tx_space, rx_reading, COPY_NS) != 0; /* garbage: the next look says so */
+	return poll_yield(c, &c->linger_tx, tx_space, rx_reading, COPY_NS, false) != 0; /* garbage: the next look says so */
 }
 
 /* The room wake-up's barrier (docs/shm.md, "Room"). A reader that made

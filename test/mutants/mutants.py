@@ -1383,8 +1383,8 @@ MUTANTS += [
         "shm-poll-counts-spent-tokens",
         "poll and select count a token of bytes already read (stale or owed) as something to read: POLLIN where a read waits",
         [("src/fastpath/shm.c",
-          "\t\t\tlf__shm_io_spent(c, p->fd); /* nor do tokens of bytes already read (shm_io.c) */\n",
-          "")],
+          "\t\t\t\tlf__shm_io_spent(c, p->fd);\n",
+          "\t\t\t\t;\n")],
         ["e2e:test_shm.py -k 'close_after_every_byte or polling or select'"]),
 ]
 
@@ -1821,21 +1821,18 @@ MUTANTS += [
           "\tif (linger && lf__shm_spin_linger(c))\n",
           "\tif (0 && linger && lf__shm_spin_linger(c))\n")],
         ["e2e:test_shm.py -k keeps_both_ends_awake"]),
-    Mutant(
-        "shm-write-never-lingers-for-room",
-        "a blocking tier write that finds its ring full sleeps for room at once: at 64 KiB writes the writer "
-        "sleeps on almost every write and the reader wakes it",
-        [("src/fastpath/shm_io.c",
-          "\t\tif (lf__shm_spin_room(c))\n\t\t\tcontinue;\n",
-          "")],
-        ["e2e:test_shm.py -k keeps_both_ends_awake"]),
+    # (No mutant for the write's linger for room: removing it left the
+    # 64 KiB stream's writer sleeping 2.9-137 times per 1000 writes against
+    # 2.6-5.2 with it, quiet, in 3 alternated runs, so one run in five of
+    # test_a_stream_keeps_both_ends_awake passes without it: it survived a
+    # quiet run, and was killed only under load.)
     Mutant(
         "shm-linger-keeps-token-of-empty-ring",
         "a tier read whose linger found nothing keeps the token anyway: the socket says POLLIN with the ring "
         "empty",
         [("src/fastpath/shm_spin.c",
-          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) > 0;",
-          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS) >= 0;")],
+          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS, true) > 0;",
+          "\treturn poll_yield(c, &c->linger_rx, rx_avail, rx_copying, COPY_NS, true) >= 0;")],
         ["e2e:test_shm.py -k edge_per_write"]),
 ]
 # SO_REUSEPORT groups stay plain TCP (listener.c; docs/reuseport.md: the
@@ -1876,8 +1873,8 @@ MUTANTS += [
         "sendmmsg skips sendmsg's refusal: a tier socket leaves in SCM_RIGHTS, and its receiver would read "
         "tokens as data while the peer writes to the ring",
         [("src/fastpath/io.c",
-          "\tfor (unsigned i = 0; lf__shm_used && i < n; i++) {",
-          "\tfor (unsigned i = 0; 0 && i < n; i++) {")],
+          "\tfor (unsigned i = 0; lf__shm_used && v && i < n; i++) {",
+          "\tfor (unsigned i = 0; 0 && v && i < n; i++) {")],
         ["e2e:test_shm.py -k passing_a_tier"]),
 ]
 MUTANTS += [
@@ -1889,4 +1886,14 @@ MUTANTS += [
           "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* Waits for POLLIN",
           "\treturn lf__shm_broken(c, fd);\n}\n\n/* Waits for POLLIN")],
         ["e2e:test_shm.py -k owed_tokens"]),
+]
+MUTANTS += [
+    Mutant(
+        "shm-sendmmsg-reads-a-null-vector",
+        "sendmmsg's SCM_RIGHTS check reads the messages before the kernel has checked the vector: a NULL "
+        "vector crashes the process where the kernel says EFAULT",
+        [("src/fastpath/io.c",
+          "lf__shm_used && v && i < n",
+          "lf__shm_used && i < n")],
+        ["e2e:test_shm.py -k passing_a_tier"]),
 ]
