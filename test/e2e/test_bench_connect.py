@@ -27,6 +27,10 @@ def bench(*args, timeout=180):
     return subprocess.run([LOOPFAST, "bench", "connect", *args], capture_output=True, text=True, timeout=timeout)
 
 
+# A whole benchmark run (every path: 11 s in make test here): make
+# test-extra, as the other whole benchmark runs, to keep make test within
+# ten minutes.
+@pytest.mark.extra
 def test_every_path_completes_and_takes_its_path(tmp_path):
     out = tmp_path / "connect.json"
     r = bench("--clients", "1,20", "--time", "0.3", "--warmup", "0.05", "--repeat", "2", "--json", str(out))

@@ -17,6 +17,10 @@ def bench(*args):
     return subprocess.run([str(LOOPFAST), "bench", "stream", *args], capture_output=True, text=True, timeout=280)
 
 
+# A whole benchmark run (every path, every size: 19 s in make test here): make
+# test-extra, as the other whole benchmark runs, to keep make test within
+# ten minutes.
+@pytest.mark.extra
 def test_every_path_measured_and_every_byte_checked(build, tmp_path):
     out = tmp_path / "stream.json"
     r = bench("--sizes", "1,64,65536", "--bytes", "3000000", "--max-msgs", "20000", "--rounds", "2",
