@@ -1221,6 +1221,64 @@ def test_after_streaming_idle_gives_pages_back(build, chunk):
         stop(cli, srv)
 
 
+# A give-back found due (the ring emptied again within 10 ms of its last
+# give-back) is made by the process's next wait. One process holds both
+# ends: a phase writes 128 KiB, reads it all and finds the ring empty
+# (a non-blocking read); the first phase's give-back is made at once, the
+# second's, 10 ms later at most, is due. Whether it was is read from the
+# kernel (the mapping's Rss before the wait); a round whose second phase
+# came later than that (a descheduled process) gave its pages back at once
+# and proves nothing, and is tried again.
+DUE_SWEEP = textwrap.dedent("""
+    import os, select, socket
+    def rss():
+        most, name = 0, False
+        for line in open("/proc/self/smaps"):
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:
+                name = "memfd:loopfast-shm" in line
+            elif head and head[0] == "Rss:" and name:
+                most = max(most, int(head[1]) * 1024)
+        return most
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"x"); assert a.recv(1) == b"x"; a.sendall(b"y"); assert c.recv(1) == b"y"
+    maps = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    out = []
+    for _ in range(20):
+        for phase in 0, 1:
+            data = os.urandom(128 * 1024); c.sendall(data)
+            got = b""
+            while len(got) < len(data):
+                got += a.recv(len(data))
+            assert got == data
+            try:
+                a.recv(1, socket.MSG_DONTWAIT)   # the ring found empty
+            except BlockingIOError:
+                pass
+        before = rss()
+        select.select([a], [], [], 0.1)          # idle: waits on the connection
+        out.append(f"{before}:{rss()}")
+        if before > 64 * 1024:                   # was due: one round is the proof
+            break
+    print(f"maps={maps}", *out, flush=True)
+""")
+
+
+def test_a_due_give_back_is_made_by_the_next_wait(build):
+    """A ring that emptied again within 10 ms of its last give-back keeps
+    its pages for the moment (its give-back is due: the kernel shows more
+    than 64 KiB of the memfd resident after the read that emptied it);
+    a 100 ms select on the connection then makes the give-back: at most
+    64 KiB resident after it, in every round (a round is tried again, up to
+    20, until one shows the due state)."""
+    got = run_both(DUE_SWEEP)
+    assert set(got["tcp"]) == {"0:0"}, got
+    rounds = [tuple(map(int, r.split(":"))) for r in got["shm"]]
+    assert all(after <= 64 * 1024 for _, after in rounds), rounds
+    assert rounds[-1][0] > 64 * 1024, f"no round found the give-back due: {rounds}"
+
+
 # A daemon that closes descriptors with close_range (glibc's: Python's
 # os.closerange) and reuses a number for a file of its own.
 CLOSE_RANGE = textwrap.dedent("""

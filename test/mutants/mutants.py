@@ -1626,7 +1626,7 @@ MUTANTS += [
         [("src/fastpath/shm_mem.c",
           "\t\tdue_out(c);\n\t\tif (c->rx.pos - c->trimmed >= KEEP)\n\t\t\tpunch(c, now);\n",
           "\t\tdue_out(c);\n")],
-        ["e2e:test_shm.py -k after_streaming_idle"]),
+        ["e2e:test_shm.py -k due_give_back_is_made"]),
 ]
 # The shm tier across exec (shm_exec.c, src/preload/exec.c; docs/shm.md, "exec:
 # the rings are re-adopted"): the new image adopts the rings, the memfd is
