@@ -298,12 +298,41 @@ void sc_fortify_pwait2(void)
 	close(ep);
 }
 
-/* A child that writes one byte to fd 50 ms from now. */
+/* Whether pid is blocked in a poll, select or epoll wait, by the kernel's
+ * word (/proc/PID/syscall's first field, the call's number). */
+static bool blocked_in_wait(pid_t pid)
+{
+	static const long waits[] = {
+#ifdef SYS_poll /* not on aarch64 */
+		SYS_poll, SYS_select, SYS_epoll_wait,
+#endif
+		SYS_pselect6, SYS_ppoll, SYS_epoll_pwait, SYS_epoll_pwait2,
+	};
+	char path[64], buf[64] = { 0 };
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	long nr = n > 0 ? strtol(buf, NULL, 10) : -1;
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		if (nr == waits[i])
+			return true;
+	return false;
+}
+
+/* A child that writes one byte to fd 50 ms from now, and not before its
+ * parent blocks in its wait (up to 2 s more): a byte that came while the
+ * wait still spun (the parent preempted that long) would test nothing of
+ * the blocking call's wake-up. */
 static pid_t write_later(int fd)
 {
-	pid_t p = fork_child();
+	pid_t parent = getpid(), p = fork_child();
 	if (p == 0) {
 		usleep(50000);
+		for (int i = 0; i < 2000 && !blocked_in_wait(parent); i++)
+			usleep(1000);
 		write_all(fd, "w", 1);
 		_exit(0);
 	}
