@@ -1964,3 +1964,183 @@ def test_a_stream_keeps_both_ends_awake(build, tmp_path, size):
         if size == 65536 and shm["reader_sleeps_per_kmsg"] + shm["writer_sleeps_per_kmsg"] < 100:
             return
     pytest.fail(f"the tier slept per batch in every run: {seen}")
+
+
+# Urgent data (docs/shm.md, "Urgent data"): the urgent byte in the ring at
+# its mark, its signal a MSG_OOB byte on the socket (POLLPRI, SIGURG);
+# recv(MSG_OOB) and SIOCATMARK answer from the ring. Each mode prints what
+# a program sees; TCP is the control.
+URGENT = textwrap.dedent("""
+    import fcntl, os, select, signal, socket, struct, sys, termios
+    SIOCATMARK = 0x8905
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    urgent = []
+    signal.signal(signal.SIGURG, lambda *_: urgent.append(1))
+    fcntl.fcntl(a, fcntl.F_SETOWN, os.getpid())
+    a.setblocking(False)
+
+    def atmark():
+        return struct.unpack("i", fcntl.ioctl(a, SIOCATMARK, b"\\0" * 4))[0]
+
+    def pri():
+        p = select.poll(); p.register(a, select.POLLPRI)
+        return len(p.poll(5000))
+
+    def recv(n, flags=0):
+        try:
+            return a.recv(n, flags).decode()
+        except OSError as e:
+            return os.strerror(e.errno).split()[0]
+
+    out = []
+    if mode == "oob":          # the urgent byte with MSG_OOB, once; not in the stream
+        c.send(b"hello", socket.MSG_OOB); pri()
+        out += [recv(1, socket.MSG_OOB), recv(1, socket.MSG_OOB), recv(16), recv(16)]
+        c.send(b"world"); select.select([a], [], [], 5)
+        out.append(recv(16))
+    elif mode == "mark":       # a read stops at the mark; SIOCATMARK says where the reader is
+        c.sendall(b"ab"); c.send(b"cde", socket.MSG_OOB); c.sendall(b"fg"); pri()
+        out += [atmark(), recv(16), atmark(), recv(16, socket.MSG_PEEK), recv(16), atmark(), recv(16)]
+    elif mode == "pri":        # POLLPRI while the urgent byte is there, not once it is read
+        c.send(b"xy", socket.MSG_OOB)
+        out += [pri(), recv(1, socket.MSG_OOB)]
+        p = select.poll(); p.register(a, select.POLLPRI)
+        out += [len(p.poll(0)), recv(16)]
+    elif mode == "sigurg":     # SIGURG to the F_SETOWN owner, for each urgent send
+        c.send(b"!", socket.MSG_OOB); pri()
+        out += [len(urgent) > 0, recv(1, socket.MSG_OOB)]
+    elif mode == "inline":     # SO_OOBINLINE: the byte in the stream, a read stops before it
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
+        c.send(b"ab", socket.MSG_OOB); pri()
+        out += [recv(1, socket.MSG_OOB), recv(16), atmark(), recv(16)]
+        c.send(b"c"); select.select([a], [], [], 5)
+        out.append(recv(16))
+    print(f"maps={mapped}", *map(str, out), flush=True)
+""")
+
+
+def test_urgent_byte_is_read_with_msg_oob(build):
+    """send(MSG_OOB) of "hello": recv(MSG_OOB) gives "o" once (then
+    EINVAL), a plain read gives "hell" and never the urgent byte, and what
+    follows is read after it, as on TCP."""
+    got = run_both(URGENT, "oob")
+    assert got["tcp"] == ["o", "Invalid", "hell", "Resource", "world"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_read_stops_at_the_mark(build):
+    """A read stops at the mark (before "e", the urgent byte of "cde",
+    with "fg" behind it), SIOCATMARK says 0 before it and 1 there; a peek
+    and a read at the mark go past the urgent byte, and SIOCATMARK says 0
+    after it."""
+    got = run_both(URGENT, "mark")
+    assert got["tcp"] == ["0", "abcd", "1", "fg", "fg", "0", "Resource"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_pollpri(build):
+    """POLLPRI while urgent data waits, none once recv(MSG_OOB) took it."""
+    got = run_both(URGENT, "pri")
+    assert got["tcp"] == ["1", "y", "0", "x"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_sigurg_to_the_owner(build):
+    """The F_SETOWN owner of the reading socket gets SIGURG."""
+    got = run_both(URGENT, "sigurg")
+    assert got["tcp"] == ["True", "!"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_inline(build):
+    """SO_OOBINLINE: recv(MSG_OOB) says EINVAL, a read stops at the mark,
+    then reads the urgent byte in the stream, and what follows."""
+    got = run_both(URGENT, "inline")
+    assert got["tcp"] == ["Invalid", "a", "1", "b", "c"], got
+    assert got["shm"] == got["tcp"], got
+
+
+SIGNAL_AHEAD = textwrap.dedent("""
+    import ctypes, select, socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto = 44                                  # x86_64
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    assert a.recv(1, socket.MSG_OOB) == b"x"
+    a.setblocking(False)
+    try:
+        a.recv(16)                                   # past the mark: nothing else
+    except BlockingIOError:
+        pass
+    # A writer between its signal and its byte (descheduled there, or
+    # another thread's push after the signal): a MSG_OOB byte past
+    # loopfast, then bytes and their token behind it on the socket.
+    assert libc.syscall(SYS_sendto, c.fileno(), b"u", 1, socket.MSG_OOB, None, 0) == 1
+    c.send(b"ab")
+    select.select([a], [], [], 5)
+    got = a.recv(16)                                 # empties the ring: the reader looks for its token
+    p = select.poll(); p.register(a, select.POLLPRI)
+    print(f"maps={mapped}", got.decode(), len(p.poll(0)), flush=True)
+""")
+
+
+def test_urgent_signal_ahead_of_a_token_stays(build):
+    """The reader's reads of tokens on the socket never take the kernel's
+    urgent byte: one ahead of the token (a writer between its signal and
+    its byte) would be dropped by the kernel (a plain read that finds it
+    first drops it, net/unix/af_unix.c manage_oob), and POLLPRI with it.
+    The reader leaves the token there (owed) while the signal is ahead:
+    POLLPRI stays. Tier only: on TCP the byte past loopfast is urgent data
+    of its own (read past, so no POLLPRI)."""
+    cmd = lf_cmd([sys.executable, "-c", SIGNAL_AHEAD], tier="shm")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["maps=2", "ab", "1"], p.stdout
+
+
+MARK_MOVED = textwrap.dedent("""
+    import select, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"ab", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    first = a.recv(1, socket.MSG_OOB).decode()
+    c.send(b"cd", socket.MSG_OOB); c.send(b"ef")
+    a.setblocking(False)
+    got = []
+    while not got or not got[-1].endswith("f"):      # every read until the last byte, and the one after
+        assert select.select([a], [], [], 5)[0], got
+        got.append(a.recv(16).decode())
+    try:
+        got.append(a.recv(16).decode())
+    except BlockingIOError:
+        got.append("EAGAIN")
+    print(f"maps={mapped}", first, *got, flush=True)
+""")
+
+
+def test_urgent_byte_read_once_when_its_mark_moves(build):
+    """A byte read with recv(MSG_OOB) whose mark a later urgent send moved
+    is not read again as data: the tier answers as the Unix-stream fast
+    path does (AF_UNIX: "ac", then "ef"); TCP gives it twice ("abc")."""
+    got = {}
+    for mode, tier in (("tcp", None), ("fast", None), ("shm", "shm")):
+        cmd = [sys.executable, "-c", MARK_MOVED]
+        p = subprocess.run(cmd if mode == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        got[mode] = p.stdout.split()
+    assert "".join(got["tcp"][2:-1]) == "abcef", got
+    assert got["fast"] == ["maps=0", "b", "ac", "ef", "EAGAIN"], got
+    assert got["shm"] == ["maps=2", "b", "ac", "ef", "EAGAIN"], got

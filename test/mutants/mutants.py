@@ -963,7 +963,7 @@ MUTANTS += [
         "shm-edges-left-after-token",
         "a tier reader that takes its token leaves the edge bytes of pushes it has read: epoll says readable with nothing to read",
         [("src/fastpath/shm_io.c",
-          "\t\tlf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */\n",
+          "\t\t\tlf__shm_io_skip_edges(c, fd, &b); /* those of pushes this reader has read */\n",
           "")],
         ["e2e:test_shm.py -k edge_per_write"]),
 ]
@@ -1265,8 +1265,8 @@ MUTANTS += [
         "shm-token-by-own-edges-flag",
         "a reader takes its token by its own process's copy of the edges flag: after a fork, an edge byte read as a token resets the connection",
         [("src/fastpath/shm_io.c",
-          "\tbool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed);\n",
-          "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);\n")],
+          "\tbool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) || urgent_ever(c);\n",
+          "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed) || urgent_ever(c);\n")],
         ["e2e:test_shm.py -k forked_child"]),
 ]
 
@@ -1769,7 +1769,7 @@ MUTANTS += [
         "a tier read that takes only part of its ring still tells the writer it takes every byte: the writer "
         "skips the token, and the bytes left wait in the ring with none on the socket (epoll, poll never wake)",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (!peek && want == (size_t)a)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
+          "\t\t\tif (!peek && want == (size_t)a && all)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
           "\t\t\tif (!peek)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + (size_t)a);")],
         ["e2e:test_shm.py -k 'takes_part and partial'"]),
     Mutant(
@@ -1777,8 +1777,8 @@ MUTANTS += [
         "a tier read with MSG_PEEK tells the writer it takes every byte: the writer skips the token for bytes "
         "that stay in the ring",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (!peek && want == (size_t)a)\n",
-          "\t\t\tif (want == (size_t)a)\n")],
+          "\t\t\tif (!peek && want == (size_t)a && all)\n",
+          "\t\t\tif (want == (size_t)a && all)\n")],
         ["e2e:test_shm.py -k 'takes_part and peek'"]),
     Mutant(
         "shm-room-trusts-a-stale-head",
@@ -1896,4 +1896,66 @@ MUTANTS += [
           "lf__shm_used && v && i < n",
           "lf__shm_used && i < n")],
         ["e2e:test_shm.py -k passing_a_tier"]),
+]
+# Urgent data on the shm tier (shm_io.c, docs/shm.md "Urgent data"): the
+# byte in the ring at its mark, its signal a MSG_OOB byte on the socket.
+MUTANTS += [
+    Mutant(
+        "shm-urgent-read-past-the-mark",
+        "a tier read does not stop at the urgent mark: the bytes before it and after it come in one read",
+        [("src/fastpath/shm_io.c",
+          "\t\treturn u - 1 - c->rx.pos < (uint64_t)a ? (long)(u - 1 - c->rx.pos) : a;\n",
+          "\t\treturn a;\n")],
+        ["e2e:test_shm.py -k urgent_read_stops_at_the_mark"]),
+    Mutant(
+        "shm-urgent-byte-in-the-stream",
+        "without SO_OOBINLINE a tier read at the mark reads the urgent byte as data (TCP skips it)",
+        [("src/fastpath/shm_io.c",
+          "\tif (oobinline(fd)) {\n\t\tif (!peek && u != c->urg_done) {",
+          "\tif (1) {\n\t\tif (!peek && u != c->urg_done) {")],
+        ["e2e:test_shm.py -k urgent_byte_is_read_with_msg_oob"]),
+    Mutant(
+        "shm-urgent-read-twice",
+        "recv(MSG_OOB) on the tier gives the urgent byte again after it was read (TCP: EINVAL)",
+        [("src/fastpath/shm_io.c",
+          "\tif (!u || u == c->urg_done || u - 1 - c->rx.pos >= (uint64_t)a) {",
+          "\tif (!u || u - 1 - c->rx.pos >= (uint64_t)a) {")],
+        ["e2e:test_shm.py -k urgent_byte_is_read_with_msg_oob"]),
+    Mutant(
+        "shm-urgent-signal-left",
+        "the tier reader never takes the urgent signal off the socket: POLLPRI stays after the byte was read",
+        [("src/fastpath/shm_io.c",
+          "\tif (!atomic_compare_exchange_strong(&c->rx.h->urg_sig, &want, LF_URG_TAKING))\n\t\treturn;\n",
+          "\treturn;\n")],
+        ["e2e:test_shm.py -k urgent_pollpri"]),
+    Mutant(
+        "shm-urgent-no-signal",
+        "the tier writer puts no MSG_OOB byte on the socket: no SIGURG, no POLLPRI",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (lf__sys_sendto(fd, &u, 1, MSG_OOB | MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)\n",
+          "\t\tif (1)\n")],
+        ["e2e:test_shm.py -k urgent_sigurg"]),
+    Mutant(
+        "shm-urgent-atmark-from-the-socket",
+        "SIOCATMARK on a tier socket answers from the Unix socket (its tokens), not the ring's mark",
+        [("src/fastpath/interpose.c",
+          "\tif (req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) {",
+          "\tif (0 && req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) {")],
+        ["e2e:test_shm.py -k urgent_read_stops_at_the_mark"]),
+    Mutant(
+        "shm-urgent-mark-unchecked",
+        "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
+        "ahead lets the reader read a byte no push explains, where the connection must be reset",
+        [("src/fastpath/shm_io.c",
+          "\treturn u - 1 - c->rx.pos > lf__ring_size(&c->rx) ? LF_URG_TAKING : u;\n",
+          "\treturn u;\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and urg'"]),
+    Mutant(
+        "shm-urgent-token-taken-past-the-signal",
+        "the tier reader takes a token that has the kernel's urgent byte ahead of it: the kernel drops the "
+        "urgent byte (and POLLPRI) for it",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (urgent && signal_ahead(fd))\n\t\t\tbreak;\n",
+          "")],
+        ["e2e:test_shm.py -k urgent_signal_ahead"]),
 ]
