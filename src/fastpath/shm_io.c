@@ -97,6 +97,24 @@ static void take_signal(struct lf_shm_conn *c, int fd, uint64_t u)
 	atomic_store(&c->rx.h->urg_sig, 0);
 }
 
+/* The reader, under rxl, after it took a token: empty records the kernel
+ * left for signals taken off (behind the token then) go once at the
+ * head, as a read would take them, so that epoll does not say POLLIN
+ * for them. Only while no signal is on the socket (urg_sig 0, held
+ * taken meanwhile, and none ahead: a plain read would drop it). */
+static void drop_empty(struct lf_shm_conn *c, int fd)
+{
+	uint64_t zero = 0;
+	int at = 0;
+	char b;
+
+	if (!urgent_ever(c) || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))
+		return; /* a signal's taking drops them */
+	for (int i = 0; i < 4 && !lf__sys_ioctl(fd, SIOCATMARK, &at) && at && lf__sys_poll1(fd, POLLPRI, 0) == 0; i++)
+		lf__sys_recvfrom(fd, &b, 0, MSG_DONTWAIT, NULL, NULL);
+	atomic_store(&c->rx.h->urg_sig, 0);
+}
+
 /* The reader, under rxl, tx synced: the mark not yet read past (0: none),
  * or LF_URG_TAKING for garbage (a mark more than a ring ahead). */
 static uint64_t pending_mark(struct lf_shm_conn *c)
@@ -190,6 +208,7 @@ static int take_token(struct lf_shm_conn *c, int fd)
 		if (edges) {
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 			lf__shm_io_skip_edges(c, fd, &b); /* those of pushes this reader has read */
+			drop_empty(c, fd);
 		}
 		return 0;
 	}
@@ -310,6 +329,7 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 				break;
 			c->owed--;
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			drop_empty(c, fd);
 		}
 	pthread_mutex_unlock(&c->rxl);
 }
@@ -529,6 +549,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		if (owed) {
 			c->owed--;
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			drop_empty(c, fd);
 		}
 		pthread_mutex_unlock(&c->rxl);
 		if (stray && !owed)

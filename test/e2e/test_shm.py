@@ -2014,6 +2014,12 @@ URGENT = textwrap.dedent("""
     elif mode == "sigurg":     # SIGURG to the F_SETOWN owner, for each urgent send
         c.send(b"!", socket.MSG_OOB); pri()
         out += [len(urgent) > 0, recv(1, socket.MSG_OOB)]
+    elif mode == "epoll":      # read, urgent byte and all: epoll (the kernel's) says nothing is left
+        ep = select.epoll(); ep.register(a, select.EPOLLIN)
+        c.send(b"hello", socket.MSG_OOB); pri()
+        out += [recv(16), recv(1, socket.MSG_OOB), recv(16), len(ep.poll(0))]
+        c.send(b"x"); select.select([a], [], [], 5)
+        out += [recv(16), len(ep.poll(0))]
     elif mode == "inline":     # SO_OOBINLINE: the byte in the stream, a read stops before it
         a.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
         c.send(b"ab", socket.MSG_OOB); pri()
@@ -2054,6 +2060,16 @@ def test_urgent_sigurg_to_the_owner(build):
     """The F_SETOWN owner of the reading socket gets SIGURG."""
     got = run_both(URGENT, "sigurg")
     assert got["tcp"] == ["True", "!"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_epoll_after_the_urgent_byte(build):
+    """Once every byte was read (the urgent one with MSG_OOB), epoll
+    level-triggered says nothing is readable, as on TCP: the empty record
+    the kernel leaves where the signal was (behind the token of "hell"
+    here) goes when the token is taken."""
+    got = run_both(URGENT, "epoll")
+    assert got["tcp"] == ["hell", "o", "Resource", "0", "x", "0"], got
     assert got["shm"] == got["tcp"], got
 
 

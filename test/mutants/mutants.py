@@ -1943,6 +1943,14 @@ MUTANTS += [
           "\tif (0 && req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) {")],
         ["e2e:test_shm.py -k urgent_read_stops_at_the_mark"]),
     Mutant(
+        "shm-urgent-empty-record-left",
+        "the tier reader leaves the empty record the kernel keeps where a signal was taken off: epoll says "
+        "readable with every byte read",
+        [("src/fastpath/shm_io.c",
+          "\tif (!urgent_ever(c) || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))\n",
+          "\tif (1 || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))\n")],
+        ["e2e:test_shm.py -k urgent_epoll"]),
+    Mutant(
         "shm-urgent-mark-unchecked",
         "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
         "ahead lets the reader read a byte no push explains, where the connection must be reset",
