@@ -510,7 +510,7 @@ bool lf__shm_inq(int fd, int *out)
 		return true;
 	}
 	long a = lf__shm_avail(c);
-	*out = a > 0 ? (int)a : 0;
+	*out = a > 0 ? (int)lf__shm_io_unread(c, a) : 0;
 	return true;
 }
 

@@ -91,6 +91,9 @@ void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep);
  * owed): before the last close (the kernel would reset the peer for
  * them) and in poll (they would say POLLIN). */
 void lf__shm_io_spent(struct lf_shm_conn *c, int fd);
+/* Of a bytes in rx, those not read with MSG_OOB already (FIONREAD: as
+ * AF_UNIX, whose urgent byte read so counts no more). Takes rxl. */
+long lf__shm_io_unread(struct lf_shm_conn *c, long a);
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */

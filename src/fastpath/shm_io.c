@@ -678,6 +678,19 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
 	}
 }
 
+long lf__shm_io_unread(struct lf_shm_conn *c, long a)
+{
+	long n = a;
+
+	pthread_mutex_lock(&c->rxl);
+	uint64_t pos = atomic_load_explicit(&c->rx.h->head, memory_order_relaxed);
+	for (unsigned i = 0; i < c->nspent; i++)
+		if (c->spent[i] >= pos && c->spent[i] - pos < (uint64_t)a)
+			n--;
+	pthread_mutex_unlock(&c->rxl);
+	return n;
+}
+
 /* recv(MSG_OOB): the byte at the mark, from the ring (TCP's answers:
  * EINVAL with none, with SO_OOBINLINE, or once it was read; EAGAIN while
  * its byte has not come). */

@@ -2160,3 +2160,34 @@ def test_urgent_byte_read_once_when_its_mark_moves(build):
     assert "".join(got["tcp"][2:-1]) == "abcef", got
     assert got["fast"] == ["maps=0", "b", "ac", "ef", "EAGAIN"], got
     assert got["shm"] == ["maps=2", "b", "ac", "ef", "EAGAIN"], got
+
+
+INQ = textwrap.dedent("""
+    import fcntl, select, socket, struct, termios
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    def inq():
+        return struct.unpack("i", fcntl.ioctl(a, termios.FIONREAD, b"\\0" * 4))[0]
+    c.send(b"hello", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    out = [inq(), a.recv(16).decode(), inq(), a.recv(1, socket.MSG_OOB).decode(), inq()]
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_urgent_fionread(build):
+    """FIONREAD counts the urgent byte until it is read with MSG_OOB, as
+    the Unix-stream fast path does (AF_UNIX: 5, then 1, then 0); TCP never
+    counts it (4, 0, 0)."""
+    got = {}
+    for mode, tier in (("tcp", None), ("fast", None), ("shm", "shm")):
+        cmd = [sys.executable, "-c", INQ]
+        p = subprocess.run(cmd if mode == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        got[mode] = p.stdout.split()
+    assert got["tcp"] == ["maps=0", "4", "hell", "0", "o", "0"], got
+    assert got["fast"] == ["maps=0", "5", "hell", "1", "o", "0"], got
+    assert got["shm"] == ["maps=2", "5", "hell", "1", "o", "0"], got

@@ -1951,6 +1951,13 @@ MUTANTS += [
           "\tif (1 || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))\n")],
         ["e2e:test_shm.py -k urgent_epoll"]),
     Mutant(
+        "shm-urgent-fionread-counts-it-read",
+        "FIONREAD on the tier counts an urgent byte already read with MSG_OOB (AF_UNIX's does not)",
+        [("src/fastpath/shm.c",
+          "\t*out = a > 0 ? (int)lf__shm_io_unread(c, a) : 0;\n",
+          "\t*out = a > 0 ? (int)a : 0;\n")],
+        ["e2e:test_shm.py -k urgent_fionread"]),
+    Mutant(
         "shm-urgent-mark-unchecked",
         "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
         "ahead lets the reader read a byte no push explains, where the connection must be reset",
