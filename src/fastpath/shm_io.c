@@ -678,6 +678,46 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
 	}
 }
 
+/* A blocking read that found its ring empty while the kernel's urgent
+ * byte is ahead of what the socket holds (a writer stopped between its
+ * signal and its byte, with another thread's token behind the signal, or
+ * a peer that makes that state itself): the socket's wait ends at once
+ * there, as it holds bytes, which the look leaves, so the read looped
+ * without sleeping. It waits on the ring's futex instead, as wait_mark
+ * (the writer wakes it after its push), in 20 ms slices between which it
+ * looks whether the signal is still ahead and the peer still there. A
+ * peer gone (POLLHUP, POLLERR) with the ring empty has left a signal
+ * whose byte can never come: a reset (TCP would say the end; the page
+ * promised a byte). 0: look again; -1: errno. */
+static int wait_urgent(struct lf_shm_conn *c, int fd, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	uint64_t end = 0;
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
+		end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	for (;;) {
+		uint32_t seq = atomic_load(&c->rx.h->data_seq);
+		atomic_store(&c->rx.h->want_data, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (lf__shm_avail(c) != 0 || !signal_ahead(fd))
+			return 0; /* bytes (or garbage: the read resets), or the socket's wait will do */
+		int rev = lf__sys_poll1(fd, 0, 0);
+		if (rev > 0 && (rev & (POLLHUP | POLLERR)) && lf__shm_avail(c) == 0)
+			return lf__shm_broken(c, fd);
+		if (wait_slice(&c->rx.h->data_seq, seq, s0, i0, end))
+			return -1;
+	}
+}
+
+/* The socket's urgent byte is ahead of an empty ring: wait_urgent, not
+ * the socket's wait. Only for connections whose writer sent urgent data. */
+static bool signal_blocks(struct lf_shm_conn *c, int fd)
+{
+	return atomic_load(&c->state) == ON && urgent_ever(c) && lf__shm_avail(c) == 0 && signal_ahead(fd);
+}
+
 long lf__shm_io_unread(struct lf_shm_conn *c, long a)
 {
 	long n = a;
@@ -837,7 +877,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			continue;
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
-		if (wait_read(fd, s0, i0) < 0) {
+		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {
 			lf__shm_io_end_seen(c, fd, -1, false);
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
@@ -1004,7 +1044,7 @@ static int urgent_mark(struct lf_shm_conn *c, int fd, int flags)
 	char u = URGENT;
 
 	atomic_store(&c->tx.h->urg, mark);
-	for (int i = 0; i < 1000; i++) {
+	for (int i = 0; i < 16; i++) {
 		uint64_t s = atomic_load(&c->tx.h->urg_sig);
 		if (s == LF_URG_TAKING) { /* a system call or two of the reader's */
 			sched_yield();
@@ -1025,6 +1065,29 @@ static int urgent_mark(struct lf_shm_conn *c, int fd, int flags)
 	atomic_store(&c->tx.h->urg, old);
 	errno = EAGAIN;
 	return -1;
+}
+
+/* A blocking urgent send that could not place its signal (urgent_mark's
+ * EAGAIN: the socket full, or the reader taking a signal off, which a
+ * peer can hold for ever, as it can the socket's room): the ring has room,
+ * so wait_room would end at once and the send looked again without
+ * sleeping. One slice of 1 ms on the socket instead (its end or an error
+ * ends it), with the socket's timeout and signals. 0: look again; -1:
+ * errno. */
+static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_t end)
+{
+	if (peer_gone(fd, flags) < 0)
+		return -1;
+	if (lf__sys_poll1(fd, 0, 1) < 0 && errno == EINTR && atomic_load(&lf__sig_seen) != s0 &&
+	    (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+		errno = EINTR;
+		return -1;
+	}
+	if (end && lf__sys_now_ns() >= end) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
 }
 
 /* The client's writes before it has the answer: on the stream, counted. */
@@ -1143,6 +1206,17 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		}
 		if (nonblocking(fd, flags))
 			break;
+		if (sig < 0) { /* the socket full, or the reader taking a signal off */
+			if (!end)
+				end = send_deadline(fd);
+			if (wait_signal_room(fd, flags, s0, i0, end) < 0) {
+				if (total)
+					break;
+				*ret = -1;
+				return true;
+			}
+			continue;
+		}
 		if (lf__shm_spin_room(c))
 			continue;
 		if (!end)

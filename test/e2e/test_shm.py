@@ -2123,6 +2123,140 @@ def test_urgent_signal_ahead_of_a_token_stays(build):
     assert p.stdout.split() == ["maps=2", "ab", "1"], p.stdout
 
 
+SIGNAL_AHEAD_BLOCKED = textwrap.dedent("""
+    import ctypes, os, select, socket, sys, threading, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto = 44                                  # x86_64
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    assert a.recv(1, socket.MSG_OOB) == b"x"
+    # A writer stopped between its signal and its byte, with another
+    # thread's token behind the signal (or a peer that makes that state
+    # on purpose): a MSG_OOB byte, then a token, past loopfast.
+    c.send(b"ab"); select.select([a], [], [], 5)
+    assert a.recv(16) == b"ab"                       # the ring is empty, its token taken
+    assert libc.syscall(SYS_sendto, c.fileno(), b"u", 1, socket.MSG_OOB, None, 0) == 1
+    assert libc.syscall(SYS_sendto, c.fileno(), b"t", 1, 0, None, 0) == 1
+    got, tid = [], []
+    def reader():
+        tid.append(threading.get_native_id())
+        try:
+            got.append(a.recv(16).decode())
+        except OSError as e:
+            got.append(type(e).__name__)
+    def stat():                                      # the reader thread's state, and utime + stime in ticks
+        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
+        return f[0], int(f[11]) + int(f[12])
+    t = threading.Thread(target=reader, daemon=True); t.start()
+    while not tid:
+        time.sleep(0.01)
+    time.sleep(0.1)                                  # in its blocking recv
+    # Over 1 s: how often the kernel finds it asleep (a spin is running or
+    # runnable, R, however loaded the machine), and its CPU time.
+    c0, w0 = stat()[1], time.monotonic()
+    states = []
+    for _ in range(100):
+        states.append(stat()[0]); time.sleep(0.01)
+    c1, w1 = stat()[1], time.monotonic()
+    share = states.count("S") / len(states)
+    print(f"asleep={share:.2f} cpu={(c1 - c0) / os.sysconf('SC_CLK_TCK') / (w1 - w0):.2f}", file=sys.stderr,
+          flush=True)
+    if sys.argv[1] == "write":
+        c.send(b"cd")                                # a writer that behaves: its bytes reach the reader
+    else:
+        c.close()                                    # the peer goes: the promised byte can never come
+    t.join(5)
+    print(f"maps={mapped}", "slept" if share > 0.5 else f"spun:{share:.2f}", got[0] if got else "blocked",
+          flush=True)
+    os._exit(0)
+""")
+
+
+def test_urgent_signal_ahead_of_an_empty_ring_sleeps(build):
+    """A blocking read whose ring is empty while the kernel's urgent byte is
+    ahead of a token on the socket (a writer stopped between its signal and
+    its byte, or a peer that makes that state itself) sleeps: the socket's
+    wait ends at once there (it holds bytes the reader must leave), and
+    the read looped without sleeping (measured: 0.98-1.01 of a CPU over
+    1 s with a free core, 0.35-0.49 under 3 busy loops; the kernel found
+    it asleep in none of 100 looks). Now it waits on the ring's futex in
+    20 ms slices: asleep in over half of the looks (measured 0.98-1.00,
+    loaded too, CPU 0.00), a write that comes still reaches it, and a peer
+    that closes with its byte never sent resets the read (the page
+    promised a byte that cannot come; the old loop spun on). Tier only:
+    the state needs a MSG_OOB byte and a token sent past loopfast."""
+    for how, want in (("write", "cd"), ("close", "ConnectionResetError")):
+        cmd = lf_cmd([sys.executable, "-c", SIGNAL_AHEAD_BLOCKED, how], tier="shm")
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["maps=2", "slept", want], (how, p.stdout, p.stderr)
+
+
+SIGNAL_HELD = textwrap.dedent("""
+    import ctypes, os, select, socket, sys, threading, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    maps = [l for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+    base = min(int(l.split("-")[0], 16) for l in maps)
+    # src/protocol/ring.h: the client-to-server ring's header at 64,
+    # urg_sig at 48 in it. The reader "takes a signal off" for ever (a
+    # peer can write that word): LF_URG_TAKING.
+    urg_sig = ctypes.c_uint64.from_address(base + 64 + 48)
+    urg_sig.value = 2 ** 64 - 1
+    sent, tid = [], []
+    def writer():
+        tid.append(threading.get_native_id())
+        sent.append(c.send(b"x", socket.MSG_OOB))
+    def stat():                                      # the writer thread's state, and utime + stime in ticks
+        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
+        return f[0], int(f[11]) + int(f[12])
+    t = threading.Thread(target=writer, daemon=True); t.start()
+    while not tid:
+        time.sleep(0.01)
+    time.sleep(0.1)                                  # in its blocking send
+    # Over 1 s: its CPU time (the loop that looked again yields between
+    # looks: it burns a free core, and little on a loaded machine, where
+    # it stays runnable, so its state tells nothing), and how often the
+    # kernel finds it asleep.
+    c0, w0 = stat()[1], time.monotonic()
+    states = []
+    for _ in range(100):
+        states.append(stat()[0]); time.sleep(0.01)
+    c1, w1 = stat()[1], time.monotonic()
+    cpu = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (w1 - w0)
+    print(f"asleep={states.count('S') / len(states):.2f} cpu={cpu:.2f}", file=sys.stderr, flush=True)
+    held = "held" if not sent else f"sent:{sent}"
+    urg_sig.value = 0                                # the reader is done: the send goes on
+    t.join(5)
+    assert select.select([], [], [a], 5)[2]
+    print(f"maps={len(maps)}", held, "slept" if cpu < 0.25 else f"spun:{cpu:.2f}", sent,
+          a.recv(1, socket.MSG_OOB).decode(), flush=True)
+    os._exit(0)
+""")
+
+
+def test_urgent_send_while_the_signal_is_held_sleeps(build):
+    """A blocking urgent send whose reader is taking a signal off (a system
+    call or two of its, but a peer can hold the page's word for ever)
+    sleeps between its looks (1 ms slices), where it looked again
+    without sleeping; once the word is free the send goes and the byte
+    is read with MSG_OOB. CPU from the kernel's count of the writer
+    thread's time over 1 s: under a quarter (measured 0.02-0.08; the old
+    loop 0.90-1.00 with a free core; it yields between looks, so on a
+    machine without one it costs little and the test cannot tell).
+    Tier only: the state is the page's."""
+    cmd = lf_cmd([sys.executable, "-c", SIGNAL_HELD], tier="shm")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["maps=2", "held", "slept", "[1]", "x"], (p.stdout, p.stderr)
+
+
 MARK_MOVED = textwrap.dedent("""
     import select, socket
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)

@@ -1958,6 +1958,23 @@ MUTANTS += [
           "\t*out = a > 0 ? (int)a : 0;\n")],
         ["e2e:test_shm.py -k urgent_fionread"]),
     Mutant(
+        "shm-urgent-signal-ahead-spins",
+        "a blocking tier read whose ring is empty while the kernel's urgent byte is ahead of a token waits on the "
+        "socket, which returns at once: it spins at a full CPU (a stopped writer, or a peer that sends the signal "
+        "and a token itself), and a peer that then closes leaves it spinning for ever",
+        [("src/fastpath/shm_io.c",
+          "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n",
+          "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n")],
+        ["e2e:test_shm.py -k urgent_signal_ahead_of_an_empty_ring"]),
+    Mutant(
+        "shm-urgent-send-signal-held-spins",
+        "a blocking urgent tier send that cannot place its signal (the reader taking one off, which a peer can "
+        "hold for ever) looks again without sleeping: a full CPU for as long as the word is held",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (sig < 0) { /* the socket full, or the reader taking a signal off */\n",
+          "\t\tif (false && sig < 0) { /* the socket full, or the reader taking a signal off */\n")],
+        ["e2e:test_shm.py -k urgent_send_while_the_signal_is_held"]),
+    Mutant(
         "shm-urgent-mark-unchecked",
         "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
         "ahead lets the reader read a byte no push explains, where the connection must be reset",
