@@ -728,7 +728,7 @@ long lf__shm_io_unread(struct lf_shm_conn *c, long a)
 		if (c->spent[i] >= pos && c->spent[i] - pos < (uint64_t)a)
 			n--;
 	pthread_mutex_unlock(&c->rxl);
-	return n;
+	return n > 0 ? n : 0;
 }
 
 /* recv(MSG_OOB): the byte at the mark, from the ring (TCP's answers:
@@ -758,20 +758,31 @@ static ssize_t recv_urgent(struct lf_shm_conn *c, int fd, struct msghdr *m, int 
 		return -1;
 	}
 	char b = (char)c->rx.data[(c->rx.pos + (u - 1 - c->rx.pos)) & (size - 1)];
-	if (!(flags & MSG_PEEK) && k.len) {
+	if (!(flags & MSG_PEEK)) { /* read, whatever the buffer (TCP's tcp_recv_urg) */
 		c->urg_done = u;
-		if (c->nspent == LF_SHM_SPENT) { /* the oldest is read as data (TCP's answer) */
+		bool known = false;
+		for (unsigned i = 0; i < c->nspent; i++)
+			known = known || c->spent[i] == u - 1; /* a peer that moved urg back and forth */
+		if (!known && c->nspent == LF_SHM_SPENT) { /* the oldest is read as data (TCP's answer) */
 			memmove(c->spent, c->spent + 1, (LF_SHM_SPENT - 1) * sizeof(c->spent[0]));
 			c->nspent--;
 		}
-		c->spent[c->nspent++] = u - 1;
+		if (!known)
+			c->spent[c->nspent++] = u - 1;
 		take_signal(c, fd, u);
 	}
 	pthread_mutex_unlock(&c->rxl);
 	m->msg_flags = MSG_OOB;
-	if (!k.len)
+	if (!k.len) {
+		m->msg_flags |= MSG_TRUNC;
 		return 0;
-	*(char *)k.v[0].iov_base = b;
+	}
+	if (!(flags & MSG_TRUNC)) { /* MSG_TRUNC: counted, not copied (the buffer may be NULL) */
+		struct iovec *v = k.v;
+		while (!v->iov_len) /* k.len > 0: one has room */
+			v++;
+		*(char *)v->iov_base = b;
+	}
 	return 1;
 }
 

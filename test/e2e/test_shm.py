@@ -2296,6 +2296,48 @@ def test_urgent_byte_read_once_when_its_mark_moves(build):
     assert got["shm"] == ["maps=2", "b", "ac", "ef", "EAGAIN"], got
 
 
+# recv(MSG_OOB) into buffers TCP takes: the first with no room, none at
+# all (TCP reads the byte all the same, and says MSG_TRUNC); and
+# recvmsg's msg_flags say MSG_OOB.
+OOB_BUFFERS = textwrap.dedent("""
+    import select, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    out = []
+    c.send(b"x", socket.MSG_OOB); select.select([], [], [a], 5)
+    second = bytearray(1)
+    n, _, flags, _ = a.recvmsg_into([bytearray(0), second], 0, socket.MSG_OOB)
+    out.append(f"{n}:{second.decode()}:{flags}")
+    c.send(b"y", socket.MSG_OOB); select.select([], [], [a], 5)
+    d, _, flags, _ = a.recvmsg(0, 0, socket.MSG_OOB)
+    out.append(f"{d!r}:{flags}")
+    try:
+        out.append(repr(a.recv(1, socket.MSG_OOB)))
+    except OSError as e:
+        out.append(f"errno{e.errno}")
+    a.setblocking(False)
+    try:
+        out.append(repr(a.recv(16)))
+    except BlockingIOError:
+        out.append("EAGAIN")
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_urgent_read_into_buffers_tcp_takes(build):
+    """recv(MSG_OOB) whose first buffer has no room puts the byte in the
+    next (the tier wrote it to the first: a crash on a NULL one); one with
+    no buffer at all reads it as TCP does (0, MSG_TRUNC, and the byte is
+    gone: EINVAL after); recvmsg's flags say MSG_OOB (the tier's answer
+    was lost on the way out). TCP the control."""
+    got = run_both(OOB_BUFFERS)
+    assert got["tcp"] == ["1:x:1", "b'':33", "errno22", "EAGAIN"], got
+    assert got["shm"] == got["tcp"], got
+
+
 INQ = textwrap.dedent("""
     import fcntl, select, socket, struct, termios
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)

@@ -1957,6 +1957,26 @@ MUTANTS += [
           "\t*out = a > 0 ? (int)lf__shm_io_unread(c, a) : 0;\n",
           "\t*out = a > 0 ? (int)a : 0;\n")],
         ["e2e:test_shm.py -k urgent_fionread"]),
+    # Not listed: the urgent send's spin restored (a blocking send that cannot
+    # place its signal looks again without sleeping). Its test,
+    # test_urgent_send_while_the_signal_is_held_sleeps, counts the sender's
+    # CPU, which a yielding loop gets only where a CPU is free: on a busy
+    # machine the mutant would survive, as shm-give-back-sweep-skipped once
+    # did in CI.
+    Mutant(
+        "shm-urgent-oob-into-first-buffer",
+        "recv(MSG_OOB) writes the urgent byte into the first buffer whatever its length (a crash on a NULL one)",
+        [("src/fastpath/shm_io.c",
+          "\t\twhile (!v->iov_len) /* k.len > 0: one has room */\n",
+          "\t\twhile (false && !v->iov_len) /* k.len > 0: one has room */\n")],
+        ["e2e:test_shm.py -k urgent_read_into_buffers"]),
+    Mutant(
+        "shm-urgent-recvmsg-flags-lost",
+        "recvmsg on a tier socket answers from a copy of the msghdr: msg_flags (MSG_OOB) never reach the caller",
+        [("src/fastpath/io.c",
+          "\tif (m && lf__shm_on(fd) && lf__shm_recv(fd, m, flags, &r))\n\t\treturn r;\n",
+          "\tif (m)\n\t\tSHM_READ(fd, m->msg_iov, m->msg_iovlen, flags);\n")],
+        ["e2e:test_shm.py -k urgent_read_into_buffers"]),
     Mutant(
         "shm-urgent-signal-ahead-spins",
         "a blocking tier read whose ring is empty while the kernel's urgent byte is ahead of a token waits on the "
@@ -1966,14 +1986,6 @@ MUTANTS += [
           "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n",
           "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n")],
         ["e2e:test_shm.py -k urgent_signal_ahead_of_an_empty_ring"]),
-    Mutant(
-        "shm-urgent-send-signal-held-spins",
-        "a blocking urgent tier send that cannot place its signal (the reader taking one off, which a peer can "
-        "hold for ever) looks again without sleeping: a full CPU for as long as the word is held",
-        [("src/fastpath/shm_io.c",
-          "\t\tif (sig < 0) { /* the socket full, or the reader taking a signal off */\n",
-          "\t\tif (false && sig < 0) { /* the socket full, or the reader taking a signal off */\n")],
-        ["e2e:test_shm.py -k urgent_send_while_the_signal_is_held"]),
     Mutant(
         "shm-urgent-mark-unchecked",
         "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
