@@ -464,6 +464,10 @@ LF_EXPORT int ioctl(int fd, unsigned long req, ...)
 		*(int *)arg = q;
 		return 0;
 	}
+	if (req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) { /* the ring's mark, not the socket's */
+		*(int *)arg = q;
+		return 0;
+	}
 	int r = lf__real_ioctl(fd, req, arg), e = errno;
 	if (r == 0 && req == FIONBIO && arg)
 		lf__fd_nonblock(fd, *(int *)arg != 0);

@@ -107,8 +107,9 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 {
 	ssize_t r;
 
-	if (m)
-		SHM_READ(fd, m->msg_iov, m->msg_iovlen, flags);
+	/* The caller's msghdr itself: msg_flags (MSG_OOB, MSG_TRUNC) are the tier's answer. */
+	if (m && lf__shm_on(fd) && lf__shm_recv(fd, m, flags, &r))
+		return r;
 	if (lf__fd_shut_rd(fd))
 		return shut_rd_recvmsg(fd, m, flags);
 	if (lf__may_spin(fd) && lf__spin_recvmsg(fd, m, flags, &r) == LF_SPIN_DONE)

@@ -510,7 +510,7 @@ bool lf__shm_inq(int fd, int *out)
 		return true;
 	}
 	long a = lf__shm_avail(c);
-	*out = a > 0 ? (int)a : 0;
+	*out = a > 0 ? (int)lf__shm_io_unread(c, a) : 0;
 	return true;
 }
 
@@ -544,7 +544,7 @@ static void poll_fix(struct pollfd *p, bool *full)
 			if (!__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
 				lf__shm_io_spent(c, p->fd);
 			pthread_mutex_lock(&c->rxl);
-			r = lf__shm_io_skip_edges(p->fd, &b);
+			r = lf__shm_io_skip_edges(c, p->fd, &b);
 			pthread_mutex_unlock(&c->rxl);
 		} else {
 			r = lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);

@@ -71,6 +71,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret);
 void lf__shm_want_edges(int fd);
 /* FIONREAD / SIOCINQ: the bytes readable. */
 bool lf__shm_inq(int fd, int *out);
+/* SIOCATMARK: whether the reader is at the urgent mark (shm_io.c). */
+bool lf__shm_atmark(int fd, int *out);
 /* poll/ppoll over sets that hold tier sockets: wait() is the wait without
  * the tier (wait.c); POLLIN and POLLOUT are then made the ring's. */
 int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, const void *mask,

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 enum { UNDECIDED, ON, OFF, BROKEN };
+#define LF_SHM_SPENT 64
 enum { W_COPY = 1, W_IDLE = 2 }; /* a ring's wbusy (shm_mem.c) */
 
 struct lf_shm_conn {
@@ -54,6 +55,11 @@ struct lf_shm_conn {
 	 * (shm_exec.c); -1 before the answer. ino: its inode, to know it again. */
 	int mfd;
 	unsigned long mfd_ino;
+	uint64_t urg_done;      /* rx's urgent mark (urg) whose byte was read past or read with MSG_OOB (under rxl) */
+	/* rx's positions of urgent bytes read with MSG_OOB that reads have
+	 * not reached yet, oldest first (under rxl; shm_io.c, mark_limit). */
+	uint64_t spent[LF_SHM_SPENT];
+	unsigned nspent;
 };
 
 
@@ -73,7 +79,7 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the s
 /* Under rxl, with the ring's stream part done: takes the edge bytes at the
  * head of the socket and peeks the byte after them into *next (1), or
  * returns what recv says (0: the end; -1: errno, EAGAIN when none). */
-ssize_t lf__shm_io_skip_edges(int fd, char *next);
+ssize_t lf__shm_io_skip_edges(struct lf_shm_conn *c, int fd, char *next);
 /* After a look at the socket that returned r: the end or an error makes
  * the next write look at the socket (peer_closed: the peer may have gone
  * without a close that moved fin: exit, kill -9); keep: the look was the
@@ -85,6 +91,9 @@ void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep);
  * owed): before the last close (the kernel would reset the peer for
  * them) and in poll (they would say POLLIN). */
 void lf__shm_io_spent(struct lf_shm_conn *c, int fd);
+/* Of a bytes in rx, those not read with MSG_OOB already (FIONREAD: as
+ * AF_UNIX, whose urgent byte read so counts no more). Takes rxl. */
+long lf__shm_io_unread(struct lf_shm_conn *c, long a);
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */

@@ -26,14 +26,112 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sched.h>
 
 #define IOV_MAX_SHM 64
 #define TOKEN 't'
 #define EDGE 'e'
+#define URGENT 'u' /* the urgent signal's byte (its value is the ring's, at the mark) */
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
 	return lf__sys_futex((uint32_t *)w, op, val, ts);
+}
+
+/* ---- urgent data (docs/shm.md, "Urgent data")
+ *
+ * The urgent byte goes into the ring like any other, at the mark: the
+ * writer stores the mark (urg: 1 + its position) before the byte, so that
+ * a reader never reads past a mark it has not seen, and before the byte
+ * it puts one MSG_OOB byte (URGENT) on the socket, the signal, unless one
+ * is there already (urg_sig says which mark it stands for): the kernel
+ * then gives POLLPRI and SIGURG. recv(MSG_OOB) and SIOCATMARK answer from
+ * the ring. The reader takes the signal off (recv MSG_OOB) once the mark
+ * is read past or its byte read with MSG_OOB. A signal on the socket must
+ * never be met by a plain read of tokens there: the kernel drops an
+ * urgent byte a read finds first, or (SO_OOBINLINE) hands it over as
+ * data; the reader's looks at the socket, once urgent data was sent,
+ * check that none is ahead of what they take (signal_ahead). */
+
+/* The kernel's urgent byte is at the head of fd's queue (SIOCATMARK: the
+ * head, or just behind a spent one, and POLLPRI: there is one): a read
+ * would meet it first. */
+static bool signal_ahead(int fd)
+{
+	int at = 0;
+
+	if (lf__sys_ioctl(fd, SIOCATMARK, &at) < 0 || !at)
+		return false;
+	return lf__sys_poll1(fd, POLLPRI, 0) > 0;
+}
+
+static bool urgent_ever(const struct lf_shm_conn *c)
+{
+	return atomic_load_explicit(&c->rx.h->urg, memory_order_relaxed) != 0;
+}
+
+/* The reader, under rxl: mark u's byte was read past or read with
+ * MSG_OOB, so its signal goes, unless it stands for a later mark now.
+ * The kernel leaves an empty record where it was; one at the head goes
+ * too (a read would take it), so that epoll does not say POLLIN for it.
+ * Nothing can come ahead of either meanwhile: the writer sends a signal
+ * only from urg_sig 0, which is stored after. */
+static void take_signal(struct lf_shm_conn *c, int fd, uint64_t u)
+{
+	uint64_t want = u;
+	int inl = 0, at = 0;
+	socklen_t l = sizeof(inl);
+	char b;
+
+	if (!atomic_compare_exchange_strong(&c->rx.h->urg_sig, &want, LF_URG_TAKING))
+		return;
+	/* SO_OOBINLINE hides it from MSG_OOB: off for the moment. */
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &inl, &l) && inl)
+		lf__sys_setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &(int){ 0 }, sizeof(int));
+	lf__sys_recvfrom(fd, &b, 1, MSG_OOB | MSG_DONTWAIT, NULL, NULL);
+	if (inl)
+		lf__sys_setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &inl, sizeof(int));
+	if (!lf__sys_ioctl(fd, SIOCATMARK, &at) && at)
+		lf__sys_recvfrom(fd, &b, 0, MSG_DONTWAIT, NULL, NULL);
+	atomic_store(&c->rx.h->urg_sig, 0);
+}
+
+/* The reader, under rxl, after it took a token: empty records the kernel
+ * left for signals taken off (behind the token then) go once at the
+ * head, as a read would take them, so that epoll does not say POLLIN
+ * for them. Only while no signal is on the socket (urg_sig 0, held
+ * taken meanwhile, and none ahead: a plain read would drop it). */
+static void drop_empty(struct lf_shm_conn *c, int fd)
+{
+	uint64_t zero = 0;
+	int at = 0;
+	char b;
+
+	if (!urgent_ever(c) || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))
+		return; /* a signal's taking drops them */
+	for (int i = 0; i < 4 && !lf__sys_ioctl(fd, SIOCATMARK, &at) && at && lf__sys_poll1(fd, POLLPRI, 0) == 0; i++)
+		lf__sys_recvfrom(fd, &b, 0, MSG_DONTWAIT, NULL, NULL);
+	atomic_store(&c->rx.h->urg_sig, 0);
+}
+
+/* The reader, under rxl, tx synced: the mark not yet read past (0: none),
+ * or LF_URG_TAKING for garbage (a mark more than a ring ahead). */
+static uint64_t pending_mark(struct lf_shm_conn *c)
+{
+	uint64_t u = atomic_load(&c->rx.h->urg);
+
+	if (!u || u - 1 < c->rx.pos)
+		return 0;
+	return u - 1 - c->rx.pos > lf__ring_size(&c->rx) ? LF_URG_TAKING : u;
+}
+
+static bool oobinline(int fd)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	return !lf__sys_getsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &v, &l) && v;
 }
 
 /* ---- reading */
@@ -101,15 +199,16 @@ static int take_token(struct lf_shm_conn *c, int fd)
 	char b;
 	/* The page's word, not this process's copy: after a fork, the other
 	 * process's ET registration turns edges on for both. */
-	bool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed);
-	ssize_t r = edges ? lf__shm_io_skip_edges(fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+	bool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) || urgent_ever(c);
+	ssize_t r = edges ? lf__shm_io_skip_edges(c, fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 
 	if (r == 1) {
 		if (b != TOKEN)
 			return LF_RING_BAD;
 		if (edges) {
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
-			lf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */
+			lf__shm_io_skip_edges(c, fd, &b); /* those of pushes this reader has read */
+			drop_empty(c, fd);
 		}
 		return 0;
 	}
@@ -146,14 +245,19 @@ void lf__shm_io_end_seen(struct lf_shm_conn *c, int fd, ssize_t r, bool keep)
  * socket. Two batches a call at most (the second finds what follows a
  * full first one: the end, a token): a peer that keeps sending them cannot
  * hold the reader here. */
-ssize_t lf__shm_io_skip_edges(int fd, char *next)
+ssize_t lf__shm_io_skip_edges(struct lf_shm_conn *c, int fd, char *next)
 {
 	char buf[256];
+	bool urgent = urgent_ever(c);
 
 	for (int batch = 0; batch < 2; batch++) {
 		ssize_t r = lf__sys_recvfrom(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT, NULL, NULL), k = 0;
 		if (r <= 0)
 			return r;
+		/* After the peek: what it saw is ahead of any signal sent
+		 * since; one ahead of it keeps it where it is. */
+		if (urgent && signal_ahead(fd))
+			break;
 		while (k < r && buf[k] == EDGE)
 			k++;
 		if (k)
@@ -217,7 +321,7 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 	pthread_mutex_lock(&c->rxl);
 	lf__ring_sync(&c->rx, true);
 	if (lf__ring_avail(&c->rx) == 0 && settle(c, fd, false) == 0)
-		while (c->owed && lf__shm_io_skip_edges(fd, &b) == 1 && b == TOKEN) {
+		while (c->owed && lf__shm_io_skip_edges(c, fd, &b) == 1 && b == TOKEN) {
 			/* After the peek, as read_once: a push's token has its
 			 * tail and its bell before it, so a token peeked with the
 			 * ring empty and the bell clear is no push's. */
@@ -225,6 +329,7 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 				break;
 			c->owed--;
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			drop_empty(c, fd);
 		}
 	pthread_mutex_unlock(&c->rxl);
 }
@@ -279,11 +384,71 @@ static ssize_t server_stream(struct lf_shm_conn *c, int fd, const struct cur *k,
  * socket, where the end, a late token or garbage would be. */
 enum look { LOOK, LOOK_QUIET, LOOK_LATER };
 
+#define AT_MARK (-3)
+#define PEEK_PAST (-4)
+
+/* The reader, under rxl, a bytes in rx: the bytes this read may take
+ * (0: it took the urgent byte at the mark off, and may look again), or
+ * AT_MARK (a read that has bytes stops there, as TCP's), LF_RING_BAD. A
+ * read at the mark reads past it: the urgent byte is skipped (or, with
+ * SO_OOBINLINE, read), and its signal goes. */
+static long mark_limit(struct lf_shm_conn *c, int fd, long a, size_t copied, bool peek, bool *more)
+{
+	uint64_t u = pending_mark(c), pos = c->rx.pos;
+	unsigned gone = 0;
+
+	if (u == LF_URG_TAKING)
+		return LF_RING_BAD;
+	/* A byte read with MSG_OOB whose mark a later one moved is not read
+	 * again as data (AF_UNIX's answer; TCP's gives it twice): reads go
+	 * past it, without stopping there. */
+	while (gone < c->nspent && c->spent[gone] < pos)
+		gone++;
+	memmove(c->spent, c->spent + gone, (c->nspent - gone) * sizeof(c->spent[0]));
+	c->nspent -= gone;
+	if (c->nspent && c->spent[0] - pos < (uint64_t)a && (!u || c->spent[0] != u - 1)) {
+		if (c->spent[0] > pos) {
+			*more = true;
+			return (long)(c->spent[0] - pos);
+		}
+		if (peek)
+			return PEEK_PAST;
+		char b;
+		struct iovec v = { &b, 1 };
+		return lf__ring_read(&c->rx, &v, 1, 1, false) == 1 ? 0 : LF_RING_BAD;
+	}
+	if (!u)
+		return a;
+	if (u - 1 > c->rx.pos)
+		return u - 1 - c->rx.pos < (uint64_t)a ? (long)(u - 1 - c->rx.pos) : a;
+	if (copied)
+		return AT_MARK;
+	if (oobinline(fd)) {
+		if (!peek && u != c->urg_done) {
+			c->urg_done = u;
+			take_signal(c, fd, u);
+		}
+		return a; /* the urgent byte is data: this read takes it */
+	}
+	if (peek)
+		return PEEK_PAST;
+	char b;
+	struct iovec v = { &b, 1 };
+	if (lf__ring_read(&c->rx, &v, 1, 1, false) != 1)
+		return LF_RING_BAD;
+	if (u != c->urg_done) {
+		c->urg_done = u;
+		take_signal(c, fd, u);
+	}
+	return 0;
+}
+
 /* One non-blocking read: >0 bytes, 0 the end, -1 errno (EAGAIN: wait).
  * An empty ring: LOOK looks at the socket; LOOK_QUIET (a non-blocking
  * read) only when something may have come (shm_spin.c); LOOK_LATER (a
  * blocking read, which then waits on the socket) does not. */
-static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look)
+static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look, size_t copied,
+			 bool *more)
 {
 	bool peek = flags & MSG_PEEK;
 
@@ -304,13 +469,51 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 			pthread_mutex_unlock(&c->rxl);
 			return lf__shm_broken(c, fd);
 		}
+		long lim = a > 0 ? mark_limit(c, fd, a, copied, peek, more) : a;
+		if (lim == AT_MARK || lim == LF_RING_BAD) {
+			pthread_mutex_unlock(&c->rxl);
+			if (lim == LF_RING_BAD)
+				return lf__shm_broken(c, fd);
+			return AT_MARK;
+		}
+		if (lim == PEEK_PAST) { /* a peek at an urgent byte: what follows it, up to the next */
+			struct iovec v[IOV_MAX_SHM + 1];
+			char b;
+			size_t n = k->n < IOV_MAX_SHM ? k->n : IOV_MAX_SHM;
+			uint64_t u = pending_mark(c), pos = c->rx.pos;
+			for (unsigned i = 0; i < c->nspent; i++)
+				if (c->spent[i] > pos && c->spent[i] - pos < (uint64_t)a)
+					a = (long)(c->spent[i] - pos);
+			if (u && u != LF_URG_TAKING && u - 1 > pos && u - 1 - pos < (uint64_t)a)
+				a = (long)(u - 1 - pos);
+			v[0] = (struct iovec){ &b, 1 };
+			memcpy(v + 1, k->v, n * sizeof(v[0]));
+			size_t got = lf__ring_read(&c->rx, v, n + 1, (size_t)a, true);
+			pthread_mutex_unlock(&c->rxl);
+			if (got > 1)
+				return (ssize_t)(got - 1);
+			errno = EAGAIN;
+			return -1;
+		}
+		if (a > 0 && lim == 0) { /* the urgent byte was skipped: the ring may be empty now */
+			if (lf__ring_avail(&c->rx) == 0 && settle(c, fd, true) == LF_RING_BAD) {
+				pthread_mutex_unlock(&c->rxl);
+				return lf__shm_broken(c, fd);
+			}
+			wake_writer(c);
+			pthread_mutex_unlock(&c->rxl);
+			tries--;
+			continue;
+		}
 		if (a > 0) {
+			bool all = lim == a;
+			a = lim;
 			size_t want = (size_t)a < k->len ? (size_t)a : k->len;
-			if (!peek && want == (size_t)a)
+			if (!peek && want == (size_t)a && all)
 				lf__shm_spin_taking(c, c->rx.pos + want); /* the writer's hand-off needs no more */
 			size_t got = lf__ring_read(&c->rx, k->v, k->n, want, peek);
 			int s = 0;
-			if (!peek && got == (size_t)a) {
+			if (!peek && got == (size_t)a && all) {
 				s = settle(c, fd, true);
 			}
 			if (!peek)
@@ -332,7 +535,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		char b;
 		unsigned waits = atomic_load_explicit(&lf__shm_waits, memory_order_acquire);
-		ssize_t r = lf__shm_io_skip_edges(fd, &b);
+		ssize_t r = lf__shm_io_skip_edges(c, fd, &b);
 		if (r < 0 && errno == EAGAIN)
 			lf__shm_spin_looked(c, waits);
 		pthread_mutex_unlock(&c->rxl);
@@ -346,6 +549,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		if (owed) {
 			c->owed--;
 			lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+			drop_empty(c, fd);
 		}
 		pthread_mutex_unlock(&c->rxl);
 		if (stray && !owed)
@@ -474,6 +678,132 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
 	}
 }
 
+/* A blocking read that found its ring empty while the kernel's urgent
+ * byte is ahead of what the socket holds (a writer stopped between its
+ * signal and its byte, with another thread's token behind the signal, or
+ * a peer that makes that state itself): the socket's wait ends at once
+ * there, as it holds bytes, which the look leaves, so the read looped
+ * without sleeping. It waits on the ring's futex instead, as wait_mark
+ * (the writer wakes it after its push), in 20 ms slices between which it
+ * looks whether the signal is still ahead and the peer still there. A
+ * peer gone (POLLHUP, POLLERR) with the ring empty has left a signal
+ * whose byte can never come: a reset (TCP would say the end; the page
+ * promised a byte). 0: look again; -1: errno. */
+static int wait_urgent(struct lf_shm_conn *c, int fd, unsigned s0, unsigned i0)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	uint64_t end = 0;
+
+	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
+		end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	for (;;) {
+		uint32_t seq = atomic_load(&c->rx.h->data_seq);
+		atomic_store(&c->rx.h->want_data, 1);
+		atomic_thread_fence(memory_order_seq_cst);
+		if (lf__shm_avail(c) != 0 || !signal_ahead(fd))
+			return 0; /* bytes (or garbage: the read resets), or the socket's wait will do */
+		int rev = lf__sys_poll1(fd, 0, 0);
+		if (rev > 0 && (rev & (POLLHUP | POLLERR)) && lf__shm_avail(c) == 0)
+			return lf__shm_broken(c, fd);
+		if (wait_slice(&c->rx.h->data_seq, seq, s0, i0, end))
+			return -1;
+	}
+}
+
+/* The socket's urgent byte is ahead of an empty ring: wait_urgent, not
+ * the socket's wait. Only for connections whose writer sent urgent data. */
+static bool signal_blocks(struct lf_shm_conn *c, int fd)
+{
+	return atomic_load(&c->state) == ON && urgent_ever(c) && lf__shm_avail(c) == 0 && signal_ahead(fd);
+}
+
+long lf__shm_io_unread(struct lf_shm_conn *c, long a)
+{
+	long n = a;
+
+	pthread_mutex_lock(&c->rxl);
+	uint64_t pos = atomic_load_explicit(&c->rx.h->head, memory_order_relaxed);
+	for (unsigned i = 0; i < c->nspent; i++)
+		if (c->spent[i] >= pos && c->spent[i] - pos < (uint64_t)a)
+			n--;
+	pthread_mutex_unlock(&c->rxl);
+	return n > 0 ? n : 0;
+}
+
+/* recv(MSG_OOB): the byte at the mark, from the ring (TCP's answers:
+ * EINVAL with none, with SO_OOBINLINE, or once it was read; EAGAIN while
+ * its byte has not come). */
+static ssize_t recv_urgent(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags)
+{
+	struct cur k;
+
+	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	if (oobinline(fd)) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&c->rxl);
+	lf__ring_sync(&c->rx, true);
+	long a = lf__ring_avail(&c->rx);
+	uint64_t u = pending_mark(c);
+	uint32_t size = lf__ring_size(&c->rx);
+	if (a < 0 || u == LF_URG_TAKING || !size) {
+		pthread_mutex_unlock(&c->rxl);
+		return lf__shm_broken(c, fd);
+	}
+	if (!u || u == c->urg_done || u - 1 - c->rx.pos >= (uint64_t)a) {
+		pthread_mutex_unlock(&c->rxl);
+		errno = u && u != c->urg_done ? EAGAIN : EINVAL;
+		return -1;
+	}
+	char b = (char)c->rx.data[(c->rx.pos + (u - 1 - c->rx.pos)) & (size - 1)];
+	if (!(flags & MSG_PEEK)) { /* read, whatever the buffer (TCP's tcp_recv_urg) */
+		c->urg_done = u;
+		bool known = false;
+		for (unsigned i = 0; i < c->nspent; i++)
+			known = known || c->spent[i] == u - 1; /* a peer that moved urg back and forth */
+		if (!known && c->nspent == LF_SHM_SPENT) { /* the oldest is read as data (TCP's answer) */
+			memmove(c->spent, c->spent + 1, (LF_SHM_SPENT - 1) * sizeof(c->spent[0]));
+			c->nspent--;
+		}
+		if (!known)
+			c->spent[c->nspent++] = u - 1;
+		take_signal(c, fd, u);
+	}
+	pthread_mutex_unlock(&c->rxl);
+	m->msg_flags = MSG_OOB;
+	if (!k.len) {
+		m->msg_flags |= MSG_TRUNC;
+		return 0;
+	}
+	if (!(flags & MSG_TRUNC)) { /* MSG_TRUNC: counted, not copied (the buffer may be NULL) */
+		struct iovec *v = k.v;
+		while (!v->iov_len) /* k.len > 0: one has room */
+			v++;
+		*(char *)v->iov_base = b;
+	}
+	return 1;
+}
+
+/* SIOCATMARK: the reader is at the last mark. */
+bool lf__shm_atmark(int fd, int *out)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+
+	if (!c)
+		return false;
+	lf__shm_decide(c, fd);
+	if (atomic_load(&c->state) != ON)
+		return false;
+	pthread_mutex_lock(&c->rxl);
+	lf__ring_sync(&c->rx, true);
+	uint64_t u = atomic_load(&c->rx.h->urg);
+	*out = u && u - 1 == c->rx.pos && (!c->server || c->stream_done);
+	pthread_mutex_unlock(&c->rxl);
+	return true;
+}
+
 bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 {
 	struct lf_shm_conn *c = lf__shm_conn_of(fd);
@@ -483,12 +813,19 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 	struct lf_fd *f = lf__fd(fd);
 	bool shut = atomic_load(&f->flags) & LF_F_SHUT_RD;
 
-	if (!c || (flags & (MSG_OOB | MSG_ERRQUEUE)))
+	if (!c || (flags & MSG_ERRQUEUE))
 		return false;
 	lf__shm_decide(c, fd);
 	int st = atomic_load(&c->state);
-	if (st == OFF || st == BROKEN)
+	if (st == OFF || st == BROKEN || ((flags & MSG_OOB) && st != ON))
 		return false;
+	if (flags & MSG_OOB) {
+		int e0 = errno;
+		*ret = recv_urgent(c, fd, m, flags);
+		if (*ret >= 0)
+			errno = e0;
+		return true;
+	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (flags & MSG_TRUNC) { /* TCP discards the bytes (the buffer may be NULL): read them into scratch */
 		/* One buffer for every thread (nothing is read back from it):
@@ -515,7 +852,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 		*ret = -1;
 		return true;
 	}
-	bool nb = nonblocking(fd, flags);
+	bool nb = nonblocking(fd, flags), more = false;
 	enum look look = nb ? LOOK_QUIET : shut ? LOOK : LOOK_LATER;
 	for (;;) {
 		ssize_t r;
@@ -523,15 +860,20 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			errno = EAGAIN;
 			r = -1;
 		} else {
-			r = k.len ? read_once(c, fd, &k, flags, look) : 0;
+			r = k.len ? read_once(c, fd, &k, flags, look, total, &more) : 0;
 		}
+		if (r == AT_MARK)
+			break; /* after bytes: they end at the mark */
 		if (r > 0) {
 			total += (size_t)r;
 			cur_skip(&k, (size_t)r);
-			if (!(flags & MSG_WAITALL) || (flags & MSG_PEEK) || !k.len)
-				break;
+			if ((flags & MSG_PEEK) || !k.len || (!(flags & MSG_WAITALL) && !more))
+				break; /* more: it stopped before a spent urgent byte, and goes on past it */
+			more = false;
 			continue;
 		}
+		if (r < 0 && errno == EAGAIN && total && !(flags & MSG_WAITALL))
+			break; /* what came after a byte read with MSG_OOB: not waited for */
 		if (r == 0)
 			break; /* the end (after what WAITALL got) */
 		if (errno != EAGAIN || shut || nb) {
@@ -546,7 +888,7 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 			continue;
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
-		if (wait_read(fd, s0, i0) < 0) {
+		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {
 			lf__shm_io_end_seen(c, fd, -1, false);
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
@@ -703,6 +1045,62 @@ static uint64_t send_deadline(int fd)
 	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 }
 
+/* The writer, under txl, with room for the urgent byte: its mark, then
+ * the signal on the socket unless one is there (it stands for this mark
+ * from now on). 0, or -1 and errno (EAGAIN: the socket is full, or the
+ * reader is taking the signal off: as no room; the mark is as it was). */
+static int urgent_mark(struct lf_shm_conn *c, int fd, int flags)
+{
+	uint64_t old = atomic_load(&c->tx.h->urg), mark = c->tx.pos + 1;
+	char u = URGENT;
+
+	atomic_store(&c->tx.h->urg, mark);
+	for (int i = 0; i < 16; i++) {
+		uint64_t s = atomic_load(&c->tx.h->urg_sig);
+		if (s == LF_URG_TAKING) { /* a system call or two of the reader's */
+			sched_yield();
+			continue;
+		}
+		if (!atomic_compare_exchange_strong(&c->tx.h->urg_sig, &s, mark))
+			continue;
+		if (s)
+			return 0;
+		if (lf__sys_sendto(fd, &u, 1, MSG_OOB | MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)
+			return 0;
+		int e = errno;
+		atomic_store(&c->tx.h->urg_sig, 0);
+		atomic_store(&c->tx.h->urg, old);
+		errno = e;
+		return -1;
+	}
+	atomic_store(&c->tx.h->urg, old);
+	errno = EAGAIN;
+	return -1;
+}
+
+/* A blocking urgent send that could not place its signal (urgent_mark's
+ * EAGAIN: the socket full, or the reader taking a signal off, which a
+ * peer can hold for ever, as it can the socket's room): the ring has room,
+ * so wait_room would end at once and the send looked again without
+ * sleeping. One slice of 1 ms on the socket instead (its end or an error
+ * ends it), with the socket's timeout and signals. 0: look again; -1:
+ * errno. */
+static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_t end)
+{
+	if (peer_gone(fd, flags) < 0)
+		return -1;
+	if (lf__sys_poll1(fd, 0, 1) < 0 && errno == EINTR && atomic_load(&lf__sig_seen) != s0 &&
+	    (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+		errno = EINTR;
+		return -1;
+	}
+	if (end && lf__sys_now_ns() >= end) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return 0;
+}
+
 /* The client's writes before it has the answer: on the stream, counted. */
 static bool client_stream(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
 {
@@ -731,11 +1129,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 
 	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR))
 		return false;
-	if (flags & MSG_OOB) { /* urgent data has no place in the ring */
-		errno = EOPNOTSUPP;
-		*ret = -1;
-		return true;
-	}
+	bool urgent = flags & MSG_OOB;
 	for (;;) {
 		lf__shm_decide(c, fd);
 		int st = atomic_load(&c->state);
@@ -743,14 +1137,23 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			return false;
 		if (st == ON)
 			break;
-		if (client_stream(c, fd, m, flags, ret))
+		/* Urgent data waits for the answer (it has no place on the
+		 * stream the server reads first): the answer makes POLLIN. */
+		if (!urgent && client_stream(c, fd, m, flags, ret))
 			return true;
-		if (wait_fd(fd, POLLOUT | POLLIN, SO_SNDTIMEO, s0, i0) < 0) {
+		if (urgent && nonblocking(fd, flags)) {
+			errno = EAGAIN;
+			*ret = -1;
+			return true;
+		}
+		if (wait_fd(fd, urgent ? POLLIN : POLLOUT | POLLIN, SO_SNDTIMEO, s0, i0) < 0) {
 			*ret = -1;
 			return true;
 		}
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	if (urgent && !k.len)
+		return false; /* the Unix socket's answer */
 	int e0 = errno;
 	if (peer_closed(c, fd, flags) < 0) {
 		*ret = -1;
@@ -762,7 +1165,12 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
 		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
-		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < k.len ? (size_t)s : k.len) : 0;
+		/* Urgent: the last byte goes on its own, after its mark. */
+		size_t len = urgent && k.len > 1 ? k.len - 1 : k.len;
+		int sig = 0;
+		if (s > 0 && urgent && k.len == 1 && (sig = urgent_mark(c, fd, flags)) < 0)
+			s = 0;
+		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < len ? (size_t)s : len) : 0;
 		if (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */
 			s = LF_RING_BAD;
 		uint64_t t = c->tx.pos;
@@ -792,6 +1200,12 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			*ret = lf__shm_broken(c, fd);
 			return true;
 		}
+		if (sig < 0 && errno != EAGAIN) { /* the peer's end (EPIPE, ECONNRESET) */
+			if (total)
+				break;
+			*ret = -1;
+			return true;
+		}
 		if (put) {
 			if (ring_bell(c, fd, flags, t) < 0) {
 				*ret = -1;
@@ -803,6 +1217,17 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		}
 		if (nonblocking(fd, flags))
 			break;
+		if (sig < 0) { /* the socket full, or the reader taking a signal off */
+			if (!end)
+				end = send_deadline(fd);
+			if (wait_signal_room(fd, flags, s0, i0, end) < 0) {
+				if (total)
+					break;
+				*ret = -1;
+				return true;
+			}
+			continue;
+		}
 		if (lf__shm_spin_room(c))
 			continue;
 		if (!end)

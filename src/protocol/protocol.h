@@ -25,7 +25,7 @@
  * or to the shared page's layout (listener.c, stash.c), bumps it. A build
  * may set another (-DLF_PROTO_VERSION=N: test_versions.py). */
 #ifndef LF_PROTO_VERSION
-#define LF_PROTO_VERSION 8
+#define LF_PROTO_VERSION 9
 #endif
 /* The oldest version whose rendezvous a listener looks for (listener.c:
  * a listener that another version's process serves is served as plain

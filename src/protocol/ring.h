@@ -40,6 +40,8 @@ struct lf_ring_hdr {
 	_Atomic uint32_t edges;              /* reader: an edge byte for every push (it has an epoll ET registration) */
 	_Atomic uint32_t fin;                /* writer: its end is closing (bit 0: close, SHUT_WR; the reader looks at the socket), +2 after each close of its end (the peer's writer looks) */
 	_Atomic uint32_t size;               /* writer: the ring's size now, a power of two within the area (0: LF_RING_SIZE); grows only */
+	_Atomic uint64_t urg;                /* writer: 1 + the position of its last urgent byte (MSG_OOB), stored before the byte (0: none yet) */
+	_Atomic uint64_t urg_sig;            /* the urgent signal (one MSG_OOB byte on the socket): 0 none, 1 + the mark it stands for (writer), LF_URG_TAKING (the reader takes it off) */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint64_t taken;              /* reader: the tail up to which the read it is in takes every byte (shm_spin.c) */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
@@ -75,6 +77,7 @@ struct lf_ring {
 };
 
 #define LF_RING_BAD (-1)
+#define LF_URG_TAKING UINT64_MAX
 
 /* The ring's size as its writer stored it: a power of two from
  * LF_RING_SIZE to the area, else 0 (garbage). */

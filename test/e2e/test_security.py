@@ -1287,7 +1287,7 @@ def test_forged_tier_hellos_get_no_memfd(build, attacker, fam):
     assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
 
 
-SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow"])
+SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow", "urg"])
 
 
 @SCRIBBLES

@@ -1964,3 +1964,406 @@ def test_a_stream_keeps_both_ends_awake(build, tmp_path, size):
         if size == 65536 and shm["reader_sleeps_per_kmsg"] + shm["writer_sleeps_per_kmsg"] < 100:
             return
     pytest.fail(f"the tier slept per batch in every run: {seen}")
+
+
+# Urgent data (docs/shm.md, "Urgent data"): the urgent byte in the ring at
+# its mark, its signal a MSG_OOB byte on the socket (POLLPRI, SIGURG);
+# recv(MSG_OOB) and SIOCATMARK answer from the ring. Each mode prints what
+# a program sees; TCP is the control.
+URGENT = textwrap.dedent("""
+    import fcntl, os, select, signal, socket, struct, sys, termios
+    SIOCATMARK = 0x8905
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    urgent = []
+    signal.signal(signal.SIGURG, lambda *_: urgent.append(1))
+    fcntl.fcntl(a, fcntl.F_SETOWN, os.getpid())
+    a.setblocking(False)
+
+    def atmark():
+        return struct.unpack("i", fcntl.ioctl(a, SIOCATMARK, b"\\0" * 4))[0]
+
+    def pri():
+        p = select.poll(); p.register(a, select.POLLPRI)
+        return len(p.poll(5000))
+
+    def recv(n, flags=0):
+        try:
+            return a.recv(n, flags).decode()
+        except OSError as e:
+            return os.strerror(e.errno).split()[0]
+
+    out = []
+    if mode == "oob":          # the urgent byte with MSG_OOB, once; not in the stream
+        c.send(b"hello", socket.MSG_OOB); pri()
+        out += [recv(1, socket.MSG_OOB), recv(1, socket.MSG_OOB), recv(16), recv(16)]
+        c.send(b"world"); select.select([a], [], [], 5)
+        out.append(recv(16))
+    elif mode == "mark":       # a read stops at the mark; SIOCATMARK says where the reader is
+        c.sendall(b"ab"); c.send(b"cde", socket.MSG_OOB); c.sendall(b"fg"); pri()
+        out += [atmark(), recv(16), atmark(), recv(16, socket.MSG_PEEK), recv(16), atmark(), recv(16)]
+    elif mode == "pri":        # POLLPRI while the urgent byte is there, not once it is read
+        c.send(b"xy", socket.MSG_OOB)
+        out += [pri(), recv(1, socket.MSG_OOB)]
+        p = select.poll(); p.register(a, select.POLLPRI)
+        out += [len(p.poll(0)), recv(16)]
+    elif mode == "sigurg":     # SIGURG to the F_SETOWN owner, for each urgent send
+        c.send(b"!", socket.MSG_OOB); pri()
+        out += [len(urgent) > 0, recv(1, socket.MSG_OOB)]
+    elif mode == "epoll":      # read, urgent byte and all: epoll (the kernel's) says nothing is left
+        ep = select.epoll(); ep.register(a, select.EPOLLIN)
+        c.send(b"hello", socket.MSG_OOB); pri()
+        out += [recv(16), recv(1, socket.MSG_OOB), recv(16), len(ep.poll(0))]
+        c.send(b"x"); select.select([a], [], [], 5)
+        out += [recv(16), len(ep.poll(0))]
+    elif mode == "inline":     # SO_OOBINLINE: the byte in the stream, a read stops before it
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
+        c.send(b"ab", socket.MSG_OOB); pri()
+        out += [recv(1, socket.MSG_OOB), recv(16), atmark(), recv(16)]
+        c.send(b"c"); select.select([a], [], [], 5)
+        out.append(recv(16))
+    print(f"maps={mapped}", *map(str, out), flush=True)
+""")
+
+
+def test_urgent_byte_is_read_with_msg_oob(build):
+    """send(MSG_OOB) of "hello": recv(MSG_OOB) gives "o" once (then
+    EINVAL), a plain read gives "hell" and never the urgent byte, and what
+    follows is read after it, as on TCP."""
+    got = run_both(URGENT, "oob")
+    assert got["tcp"] == ["o", "Invalid", "hell", "Resource", "world"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_read_stops_at_the_mark(build):
+    """A read stops at the mark (before "e", the urgent byte of "cde",
+    with "fg" behind it), SIOCATMARK says 0 before it and 1 there; a peek
+    and a read at the mark go past the urgent byte, and SIOCATMARK says 0
+    after it."""
+    got = run_both(URGENT, "mark")
+    assert got["tcp"] == ["0", "abcd", "1", "fg", "fg", "0", "Resource"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_pollpri(build):
+    """POLLPRI while urgent data waits, none once recv(MSG_OOB) took it."""
+    got = run_both(URGENT, "pri")
+    assert got["tcp"] == ["1", "y", "0", "x"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_sigurg_to_the_owner(build):
+    """The F_SETOWN owner of the reading socket gets SIGURG."""
+    got = run_both(URGENT, "sigurg")
+    assert got["tcp"] == ["True", "!"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_epoll_after_the_urgent_byte(build):
+    """Once every byte was read (the urgent one with MSG_OOB), epoll
+    level-triggered says nothing is readable, as on TCP: the empty record
+    the kernel leaves where the signal was (behind the token of "hell"
+    here) goes when the token is taken."""
+    got = run_both(URGENT, "epoll")
+    assert got["tcp"] == ["hell", "o", "Resource", "0", "x", "0"], got
+    assert got["shm"] == got["tcp"], got
+
+
+def test_urgent_inline(build):
+    """SO_OOBINLINE: recv(MSG_OOB) says EINVAL, a read stops at the mark,
+    then reads the urgent byte in the stream, and what follows."""
+    got = run_both(URGENT, "inline")
+    assert got["tcp"] == ["Invalid", "a", "1", "b", "c"], got
+    assert got["shm"] == got["tcp"], got
+
+
+SIGNAL_AHEAD = textwrap.dedent("""
+    import ctypes, select, socket
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto = 44                                  # x86_64
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    assert a.recv(1, socket.MSG_OOB) == b"x"
+    a.setblocking(False)
+    try:
+        a.recv(16)                                   # past the mark: nothing else
+    except BlockingIOError:
+        pass
+    # A writer between its signal and its byte (descheduled there, or
+    # another thread's push after the signal): a MSG_OOB byte past
+    # loopfast, then bytes and their token behind it on the socket.
+    assert libc.syscall(SYS_sendto, c.fileno(), b"u", 1, socket.MSG_OOB, None, 0) == 1
+    c.send(b"ab")
+    select.select([a], [], [], 5)
+    got = a.recv(16)                                 # empties the ring: the reader looks for its token
+    p = select.poll(); p.register(a, select.POLLPRI)
+    print(f"maps={mapped}", got.decode(), len(p.poll(0)), flush=True)
+""")
+
+
+def test_urgent_signal_ahead_of_a_token_stays(build):
+    """The reader's reads of tokens on the socket never take the kernel's
+    urgent byte: one ahead of the token (a writer between its signal and
+    its byte) would be dropped by the kernel (a plain read that finds it
+    first drops it, net/unix/af_unix.c manage_oob), and POLLPRI with it.
+    The reader leaves the token there (owed) while the signal is ahead:
+    POLLPRI stays. Tier only: on TCP the byte past loopfast is urgent data
+    of its own (read past, so no POLLPRI)."""
+    cmd = lf_cmd([sys.executable, "-c", SIGNAL_AHEAD], tier="shm")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["maps=2", "ab", "1"], p.stdout
+
+
+SIGNAL_AHEAD_BLOCKED = textwrap.dedent("""
+    import ctypes, os, select, socket, sys, threading, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_sendto = 44                                  # x86_64
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    assert a.recv(1, socket.MSG_OOB) == b"x"
+    # A writer stopped between its signal and its byte, with another
+    # thread's token behind the signal (or a peer that makes that state
+    # on purpose): a MSG_OOB byte, then a token, past loopfast.
+    c.send(b"ab"); select.select([a], [], [], 5)
+    assert a.recv(16) == b"ab"                       # the ring is empty, its token taken
+    assert libc.syscall(SYS_sendto, c.fileno(), b"u", 1, socket.MSG_OOB, None, 0) == 1
+    assert libc.syscall(SYS_sendto, c.fileno(), b"t", 1, 0, None, 0) == 1
+    got, tid = [], []
+    def reader():
+        tid.append(threading.get_native_id())
+        try:
+            got.append(a.recv(16).decode())
+        except OSError as e:
+            got.append(type(e).__name__)
+    def stat():                                      # the reader thread's state, and utime + stime in ticks
+        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
+        return f[0], int(f[11]) + int(f[12])
+    t = threading.Thread(target=reader, daemon=True); t.start()
+    while not tid:
+        time.sleep(0.01)
+    time.sleep(0.1)                                  # in its blocking recv
+    # Over 1 s: how often the kernel finds it asleep (a spin is running or
+    # runnable, R, however loaded the machine), and its CPU time.
+    c0, w0 = stat()[1], time.monotonic()
+    states = []
+    for _ in range(100):
+        states.append(stat()[0]); time.sleep(0.01)
+    c1, w1 = stat()[1], time.monotonic()
+    share = states.count("S") / len(states)
+    print(f"asleep={share:.2f} cpu={(c1 - c0) / os.sysconf('SC_CLK_TCK') / (w1 - w0):.2f}", file=sys.stderr,
+          flush=True)
+    if sys.argv[1] == "write":
+        c.send(b"cd")                                # a writer that behaves: its bytes reach the reader
+    else:
+        c.close()                                    # the peer goes: the promised byte can never come
+    t.join(5)
+    print(f"maps={mapped}", "slept" if share > 0.5 else f"spun:{share:.2f}", got[0] if got else "blocked",
+          flush=True)
+    os._exit(0)
+""")
+
+
+def test_urgent_signal_ahead_of_an_empty_ring_sleeps(build):
+    """A blocking read whose ring is empty while the kernel's urgent byte is
+    ahead of a token on the socket (a writer stopped between its signal and
+    its byte, or a peer that makes that state itself) sleeps: the socket's
+    wait ends at once there (it holds bytes the reader must leave), and
+    the read looped without sleeping (measured: 0.98-1.01 of a CPU over
+    1 s with a free core, 0.35-0.49 under 3 busy loops; the kernel found
+    it asleep in none of 100 looks). Now it waits on the ring's futex in
+    20 ms slices: asleep in over half of the looks (measured 0.98-1.00,
+    loaded too, CPU 0.00), a write that comes still reaches it, and a peer
+    that closes with its byte never sent resets the read (the page
+    promised a byte that cannot come; the old loop spun on). Tier only:
+    the state needs a MSG_OOB byte and a token sent past loopfast."""
+    for how, want in (("write", "cd"), ("close", "ConnectionResetError")):
+        cmd = lf_cmd([sys.executable, "-c", SIGNAL_AHEAD_BLOCKED, how], tier="shm")
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split() == ["maps=2", "slept", want], (how, p.stdout, p.stderr)
+
+
+SIGNAL_HELD = textwrap.dedent("""
+    import ctypes, os, select, socket, sys, threading, time
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    maps = [l for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
+    base = min(int(l.split("-")[0], 16) for l in maps)
+    # src/protocol/ring.h: the client-to-server ring's header at 64,
+    # urg_sig at 48 in it. The reader "takes a signal off" for ever (a
+    # peer can write that word): LF_URG_TAKING.
+    urg_sig = ctypes.c_uint64.from_address(base + 64 + 48)
+    urg_sig.value = 2 ** 64 - 1
+    sent, tid = [], []
+    def writer():
+        tid.append(threading.get_native_id())
+        sent.append(c.send(b"x", socket.MSG_OOB))
+    def stat():                                      # the writer thread's state, and utime + stime in ticks
+        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
+        return f[0], int(f[11]) + int(f[12])
+    t = threading.Thread(target=writer, daemon=True); t.start()
+    while not tid:
+        time.sleep(0.01)
+    time.sleep(0.1)                                  # in its blocking send
+    # Over 1 s: its CPU time (the loop that looked again yields between
+    # looks: it burns a free core, and little on a loaded machine, where
+    # it stays runnable, so its state tells nothing), and how often the
+    # kernel finds it asleep.
+    c0, w0 = stat()[1], time.monotonic()
+    states = []
+    for _ in range(100):
+        states.append(stat()[0]); time.sleep(0.01)
+    c1, w1 = stat()[1], time.monotonic()
+    cpu = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (w1 - w0)
+    print(f"asleep={states.count('S') / len(states):.2f} cpu={cpu:.2f}", file=sys.stderr, flush=True)
+    held = "held" if not sent else f"sent:{sent}"
+    urg_sig.value = 0                                # the reader is done: the send goes on
+    t.join(5)
+    assert select.select([], [], [a], 5)[2]
+    print(f"maps={len(maps)}", held, "slept" if cpu < 0.25 else f"spun:{cpu:.2f}", sent,
+          a.recv(1, socket.MSG_OOB).decode(), flush=True)
+    os._exit(0)
+""")
+
+
+def test_urgent_send_while_the_signal_is_held_sleeps(build):
+    """A blocking urgent send whose reader is taking a signal off (a system
+    call or two of its, but a peer can hold the page's word for ever)
+    sleeps between its looks (1 ms slices), where it looked again
+    without sleeping; once the word is free the send goes and the byte
+    is read with MSG_OOB. CPU from the kernel's count of the writer
+    thread's time over 1 s: under a quarter (measured 0.02-0.08; the old
+    loop 0.90-1.00 with a free core; it yields between looks, so on a
+    machine without one it costs little and the test cannot tell).
+    Tier only: the state is the page's."""
+    cmd = lf_cmd([sys.executable, "-c", SIGNAL_HELD], tier="shm")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["maps=2", "held", "slept", "[1]", "x"], (p.stdout, p.stderr)
+
+
+MARK_MOVED = textwrap.dedent("""
+    import select, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    c.send(b"ab", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    first = a.recv(1, socket.MSG_OOB).decode()
+    c.send(b"cd", socket.MSG_OOB); c.send(b"ef")
+    a.setblocking(False)
+    got = []
+    while not got or not got[-1].endswith("f"):      # every read until the last byte, and the one after
+        assert select.select([a], [], [], 5)[0], got
+        got.append(a.recv(16).decode())
+    try:
+        got.append(a.recv(16).decode())
+    except BlockingIOError:
+        got.append("EAGAIN")
+    print(f"maps={mapped}", first, *got, flush=True)
+""")
+
+
+def test_urgent_byte_read_once_when_its_mark_moves(build):
+    """A byte read with recv(MSG_OOB) whose mark a later urgent send moved
+    is not read again as data: the tier answers as the Unix-stream fast
+    path does (AF_UNIX: "ac", then "ef"); TCP gives it twice ("abc")."""
+    got = {}
+    for mode, tier in (("tcp", None), ("fast", None), ("shm", "shm")):
+        cmd = [sys.executable, "-c", MARK_MOVED]
+        p = subprocess.run(cmd if mode == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        got[mode] = p.stdout.split()
+    assert "".join(got["tcp"][2:-1]) == "abcef", got
+    assert got["fast"] == ["maps=0", "b", "ac", "ef", "EAGAIN"], got
+    assert got["shm"] == ["maps=2", "b", "ac", "ef", "EAGAIN"], got
+
+
+# recv(MSG_OOB) into buffers TCP takes: the first with no room, none at
+# all (TCP reads the byte all the same, and says MSG_TRUNC); and
+# recvmsg's msg_flags say MSG_OOB.
+OOB_BUFFERS = textwrap.dedent("""
+    import select, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    out = []
+    c.send(b"x", socket.MSG_OOB); select.select([], [], [a], 5)
+    second = bytearray(1)
+    n, _, flags, _ = a.recvmsg_into([bytearray(0), second], 0, socket.MSG_OOB)
+    out.append(f"{n}:{second.decode()}:{flags}")
+    c.send(b"y", socket.MSG_OOB); select.select([], [], [a], 5)
+    d, _, flags, _ = a.recvmsg(0, 0, socket.MSG_OOB)
+    out.append(f"{d!r}:{flags}")
+    try:
+        out.append(repr(a.recv(1, socket.MSG_OOB)))
+    except OSError as e:
+        out.append(f"errno{e.errno}")
+    a.setblocking(False)
+    try:
+        out.append(repr(a.recv(16)))
+    except BlockingIOError:
+        out.append("EAGAIN")
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_urgent_read_into_buffers_tcp_takes(build):
+    """recv(MSG_OOB) whose first buffer has no room puts the byte in the
+    next (the tier wrote it to the first: a crash on a NULL one); one with
+    no buffer at all reads it as TCP does (0, MSG_TRUNC, and the byte is
+    gone: EINVAL after); recvmsg's flags say MSG_OOB (the tier's answer
+    was lost on the way out). TCP the control."""
+    got = run_both(OOB_BUFFERS)
+    assert got["tcp"] == ["1:x:1", "b'':33", "errno22", "EAGAIN"], got
+    assert got["shm"] == got["tcp"], got
+
+
+INQ = textwrap.dedent("""
+    import fcntl, select, socket, struct, termios
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    def inq():
+        return struct.unpack("i", fcntl.ioctl(a, termios.FIONREAD, b"\\0" * 4))[0]
+    c.send(b"hello", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
+    out = [inq(), a.recv(16).decode(), inq(), a.recv(1, socket.MSG_OOB).decode(), inq()]
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+def test_urgent_fionread(build):
+    """FIONREAD counts the urgent byte until it is read with MSG_OOB, as
+    the Unix-stream fast path does (AF_UNIX: 5, then 1, then 0); TCP never
+    counts it (4, 0, 0)."""
+    got = {}
+    for mode, tier in (("tcp", None), ("fast", None), ("shm", "shm")):
+        cmd = [sys.executable, "-c", INQ]
+        p = subprocess.run(cmd if mode == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr
+        got[mode] = p.stdout.split()
+    assert got["tcp"] == ["maps=0", "4", "hell", "0", "o", "0"], got
+    assert got["fast"] == ["maps=0", "5", "hell", "1", "o", "0"], got
+    assert got["shm"] == ["maps=2", "5", "hell", "1", "o", "0"], got

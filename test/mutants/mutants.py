@@ -963,7 +963,7 @@ MUTANTS += [
         "shm-edges-left-after-token",
         "a tier reader that takes its token leaves the edge bytes of pushes it has read: epoll says readable with nothing to read",
         [("src/fastpath/shm_io.c",
-          "\t\tlf__shm_io_skip_edges(fd, &b); /* those of pushes this reader has read */\n",
+          "\t\t\tlf__shm_io_skip_edges(c, fd, &b); /* those of pushes this reader has read */\n",
           "")],
         ["e2e:test_shm.py -k edge_per_write"]),
 ]
@@ -1265,8 +1265,8 @@ MUTANTS += [
         "shm-token-by-own-edges-flag",
         "a reader takes its token by its own process's copy of the edges flag: after a fork, an edge byte read as a token resets the connection",
         [("src/fastpath/shm_io.c",
-          "\tbool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed);\n",
-          "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed);\n")],
+          "\tbool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) || urgent_ever(c);\n",
+          "\tbool edges = atomic_load_explicit(&c->edges, memory_order_relaxed) || urgent_ever(c);\n")],
         ["e2e:test_shm.py -k forked_child"]),
 ]
 
@@ -1769,7 +1769,7 @@ MUTANTS += [
         "a tier read that takes only part of its ring still tells the writer it takes every byte: the writer "
         "skips the token, and the bytes left wait in the ring with none on the socket (epoll, poll never wake)",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (!peek && want == (size_t)a)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
+          "\t\t\tif (!peek && want == (size_t)a && all)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + want);",
           "\t\t\tif (!peek)\n\t\t\t\tlf__shm_spin_taking(c, c->rx.pos + (size_t)a);")],
         ["e2e:test_shm.py -k 'takes_part and partial'"]),
     Mutant(
@@ -1777,8 +1777,8 @@ MUTANTS += [
         "a tier read with MSG_PEEK tells the writer it takes every byte: the writer skips the token for bytes "
         "that stay in the ring",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (!peek && want == (size_t)a)\n",
-          "\t\t\tif (want == (size_t)a)\n")],
+          "\t\t\tif (!peek && want == (size_t)a && all)\n",
+          "\t\t\tif (want == (size_t)a && all)\n")],
         ["e2e:test_shm.py -k 'takes_part and peek'"]),
     Mutant(
         "shm-room-trusts-a-stale-head",
@@ -1896,4 +1896,110 @@ MUTANTS += [
           "lf__shm_used && v && i < n",
           "lf__shm_used && i < n")],
         ["e2e:test_shm.py -k passing_a_tier"]),
+]
+# Urgent data on the shm tier (shm_io.c, docs/shm.md "Urgent data"): the
+# byte in the ring at its mark, its signal a MSG_OOB byte on the socket.
+MUTANTS += [
+    Mutant(
+        "shm-urgent-read-past-the-mark",
+        "a tier read does not stop at the urgent mark: the bytes before it and after it come in one read",
+        [("src/fastpath/shm_io.c",
+          "\t\treturn u - 1 - c->rx.pos < (uint64_t)a ? (long)(u - 1 - c->rx.pos) : a;\n",
+          "\t\treturn a;\n")],
+        ["e2e:test_shm.py -k urgent_read_stops_at_the_mark"]),
+    Mutant(
+        "shm-urgent-byte-in-the-stream",
+        "without SO_OOBINLINE a tier read at the mark reads the urgent byte as data (TCP skips it)",
+        [("src/fastpath/shm_io.c",
+          "\tif (oobinline(fd)) {\n\t\tif (!peek && u != c->urg_done) {",
+          "\tif (1) {\n\t\tif (!peek && u != c->urg_done) {")],
+        ["e2e:test_shm.py -k urgent_byte_is_read_with_msg_oob"]),
+    Mutant(
+        "shm-urgent-read-twice",
+        "recv(MSG_OOB) on the tier gives the urgent byte again after it was read (TCP: EINVAL)",
+        [("src/fastpath/shm_io.c",
+          "\tif (!u || u == c->urg_done || u - 1 - c->rx.pos >= (uint64_t)a) {",
+          "\tif (!u || u - 1 - c->rx.pos >= (uint64_t)a) {")],
+        ["e2e:test_shm.py -k urgent_byte_is_read_with_msg_oob"]),
+    Mutant(
+        "shm-urgent-signal-left",
+        "the tier reader never takes the urgent signal off the socket: POLLPRI stays after the byte was read",
+        [("src/fastpath/shm_io.c",
+          "\tif (!atomic_compare_exchange_strong(&c->rx.h->urg_sig, &want, LF_URG_TAKING))\n\t\treturn;\n",
+          "\treturn;\n")],
+        ["e2e:test_shm.py -k urgent_pollpri"]),
+    Mutant(
+        "shm-urgent-no-signal",
+        "the tier writer puts no MSG_OOB byte on the socket: no SIGURG, no POLLPRI",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (lf__sys_sendto(fd, &u, 1, MSG_OOB | MSG_DONTWAIT | (flags & MSG_NOSIGNAL), NULL, 0) == 1)\n",
+          "\t\tif (1)\n")],
+        ["e2e:test_shm.py -k urgent_sigurg"]),
+    Mutant(
+        "shm-urgent-atmark-from-the-socket",
+        "SIOCATMARK on a tier socket answers from the Unix socket (its tokens), not the ring's mark",
+        [("src/fastpath/interpose.c",
+          "\tif (req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) {",
+          "\tif (0 && req == SIOCATMARK && arg && lf__shm_atmark(fd, &q)) {")],
+        ["e2e:test_shm.py -k urgent_read_stops_at_the_mark"]),
+    Mutant(
+        "shm-urgent-empty-record-left",
+        "the tier reader leaves the empty record the kernel keeps where a signal was taken off: epoll says "
+        "readable with every byte read",
+        [("src/fastpath/shm_io.c",
+          "\tif (!urgent_ever(c) || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))\n",
+          "\tif (1 || !atomic_compare_exchange_strong(&c->rx.h->urg_sig, &zero, LF_URG_TAKING))\n")],
+        ["e2e:test_shm.py -k urgent_epoll"]),
+    Mutant(
+        "shm-urgent-fionread-counts-it-read",
+        "FIONREAD on the tier counts an urgent byte already read with MSG_OOB (AF_UNIX's does not)",
+        [("src/fastpath/shm.c",
+          "\t*out = a > 0 ? (int)lf__shm_io_unread(c, a) : 0;\n",
+          "\t*out = a > 0 ? (int)a : 0;\n")],
+        ["e2e:test_shm.py -k urgent_fionread"]),
+    # Not listed: the urgent send's spin restored (a blocking send that cannot
+    # place its signal looks again without sleeping). Its test,
+    # test_urgent_send_while_the_signal_is_held_sleeps, counts the sender's
+    # CPU, which a yielding loop gets only where a CPU is free: on a busy
+    # machine the mutant would survive, as shm-give-back-sweep-skipped once
+    # did in CI.
+    Mutant(
+        "shm-urgent-oob-into-first-buffer",
+        "recv(MSG_OOB) writes the urgent byte into the first buffer whatever its length (a crash on a NULL one)",
+        [("src/fastpath/shm_io.c",
+          "\t\twhile (!v->iov_len) /* k.len > 0: one has room */\n",
+          "\t\twhile (false && !v->iov_len) /* k.len > 0: one has room */\n")],
+        ["e2e:test_shm.py -k urgent_read_into_buffers"]),
+    Mutant(
+        "shm-urgent-recvmsg-flags-lost",
+        "recvmsg on a tier socket answers from a copy of the msghdr: msg_flags (MSG_OOB) never reach the caller",
+        [("src/fastpath/io.c",
+          "\tif (m && lf__shm_on(fd) && lf__shm_recv(fd, m, flags, &r))\n\t\treturn r;\n",
+          "\tif (m)\n\t\tSHM_READ(fd, m->msg_iov, m->msg_iovlen, flags);\n")],
+        ["e2e:test_shm.py -k urgent_read_into_buffers"]),
+    Mutant(
+        "shm-urgent-signal-ahead-spins",
+        "a blocking tier read whose ring is empty while the kernel's urgent byte is ahead of a token waits on the "
+        "socket, which returns at once: it spins at a full CPU (a stopped writer, or a peer that sends the signal "
+        "and a token itself), and a peer that then closes leaves it spinning for ever",
+        [("src/fastpath/shm_io.c",
+          "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n",
+          "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n")],
+        ["e2e:test_shm.py -k urgent_signal_ahead_of_an_empty_ring"]),
+    Mutant(
+        "shm-urgent-mark-unchecked",
+        "a tier reader takes the peer's urgent mark without checking it lies within a ring: a mark a terabyte "
+        "ahead lets the reader read a byte no push explains, where the connection must be reset",
+        [("src/fastpath/shm_io.c",
+          "\treturn u - 1 - c->rx.pos > lf__ring_size(&c->rx) ? LF_URG_TAKING : u;\n",
+          "\treturn u;\n")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and urg'"]),
+    Mutant(
+        "shm-urgent-token-taken-past-the-signal",
+        "the tier reader takes a token that has the kernel's urgent byte ahead of it: the kernel drops the "
+        "urgent byte (and POLLPRI) for it",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (urgent && signal_ahead(fd))\n\t\t\tbreak;\n",
+          "")],
+        ["e2e:test_shm.py -k urgent_signal_ahead"]),
 ]

@@ -11,7 +11,7 @@ import struct
 # LF_PROTO_VERSION (src/protocol/protocol.h): the scripts run as another
 # uid from a copy, so it is written here; test_security.py checks it
 # against the header.
-VERSION = 8
+VERSION = 9
 ADDR = {"4": "127.0.0.1", "6": "::1"}
 FAMILY = {"4": socket.AF_INET, "6": socket.AF_INET6}
 # getsockopt's number: the raw call bypasses loopfast's interposed getsockopt,

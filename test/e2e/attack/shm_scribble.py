@@ -15,6 +15,8 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
   grow   the size of the ring the victim writes: its whole area (a size
          the victim's SO_SNDBUF never asked), then as "room"
   token  nothing in the page; a token byte that no push explains
+  urg    the urgent mark of the ring it writes: 2**40 ahead of the
+         reader, with one byte in the ring
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
 Each ends with a token byte on the socket written by a raw system call (the
@@ -33,8 +35,9 @@ SYS_WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
 MEMFD = "memfd:loopfast-shm"
 # src/protocol/ring.h: the page's header, then one struct lf_ring_hdr of
 # 320 bytes per direction ([0] client to server, [1] server to client);
-# in each, tail at 0 (u64), bell at 8 (u32), size at 36 (u32), head at 64 (u64).
-RING0, HDR, TAIL, BELL, SIZE, HEAD = 64, 320, 0, 8, 36, 64
+# in each, tail at 0 (u64), bell at 8 (u32), size at 36 (u32), urg at 40
+# (u64), head at 64 (u64).
+RING0, HDR, TAIL, BELL, SIZE, URG, HEAD = 64, 320, 0, 8, 36, 40, 64
 
 role, fam, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if role == "server":
@@ -69,6 +72,9 @@ elif mode == "head":
     word(mine + HEAD, 8).value = tail.value + 2 ** 40
 elif mode == "size":
     word(mine + SIZE, 4).value = 3
+    tail.value += 1
+elif mode == "urg":
+    word(mine + URG, 8).value = tail.value + 2 ** 40
     tail.value += 1
 elif mode in ("room", "grow"):
     if mode == "room":

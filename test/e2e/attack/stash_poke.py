@@ -8,7 +8,7 @@ import struct
 import sys
 
 fam, ino = sys.argv[1], int(sys.argv[2])
-VERSION = 8  # LF_PROTO_VERSION (src/protocol/protocol.h; test_security.py checks it)
+VERSION = 9  # LF_PROTO_VERSION (src/protocol/protocol.h; test_security.py checks it)
 name = b"\0loopfast/%d/S/%s/%d" % (VERSION, fam.encode(), ino)
 mine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 magic = 0x0053464C | (ord("0") + VERSION) << 24  # LF_STASH_MAGIC: "LFS" and the version
