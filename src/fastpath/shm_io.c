@@ -648,6 +648,18 @@ static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i
 	return 0;
 }
 
+/* When a wait under the socket's timeout opt (SO_RCVTIMEO, SO_SNDTIMEO)
+ * ends: 0 for none. */
+static uint64_t deadline(int fd, int opt)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
+		return 0;
+	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
 /* SO_RCVLOWAT on a blocking read: wait until the ring holds `target`
  * bytes, or the end, an error, a signal or the timeout. The socket cannot
  * say it (its token stands for "not empty"), so the writer wakes a futex
@@ -655,12 +667,8 @@ static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i
  * errno. */
 static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, unsigned i0)
 {
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-	uint64_t end = 0;
+	uint64_t end = deadline(fd, SO_RCVTIMEO);
 
-	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
-		end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 	for (;;) {
 		uint32_t seq = atomic_load(&c->rx.h->data_seq);
 		atomic_store(&c->rx.h->want_data, 1);
@@ -691,12 +699,8 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
  * promised a byte). 0: look again; -1: errno. */
 static int wait_urgent(struct lf_shm_conn *c, int fd, unsigned s0, unsigned i0)
 {
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-	uint64_t end = 0;
+	uint64_t end = deadline(fd, SO_RCVTIMEO);
 
-	if (!lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && (tv.tv_sec || tv.tv_usec))
-		end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 	for (;;) {
 		uint32_t seq = atomic_load(&c->rx.h->data_seq);
 		atomic_store(&c->rx.h->want_data, 1);
@@ -1035,16 +1039,6 @@ static int wait_trim(struct lf_shm_conn *c, unsigned s0, unsigned i0, uint64_t e
 	return wait_slice(&c->tx.h->space_seq, seq, s0, i0, end);
 }
 
-static uint64_t send_deadline(int fd)
-{
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
-		return 0;
-	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
-}
-
 /* The writer, under txl, with room for the urgent byte: its mark, then
  * the signal on the socket unless one is there (it stands for this mark
  * from now on). 0, or -1 and errno (EAGAIN: the socket is full, or the
@@ -1187,7 +1181,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			if (nonblocking(fd, flags))
 				break;
 			if (!end)
-				end = send_deadline(fd);
+				end = deadline(fd, SO_SNDTIMEO);
 			if (wait_trim(c, s0, i0, end) < 0) {
 				if (total)
 					break;
@@ -1219,7 +1213,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			break;
 		if (sig < 0) { /* the socket full, or the reader taking a signal off */
 			if (!end)
-				end = send_deadline(fd);
+				end = deadline(fd, SO_SNDTIMEO);
 			if (wait_signal_room(fd, flags, s0, i0, end) < 0) {
 				if (total)
 					break;
@@ -1231,7 +1225,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		if (lf__shm_spin_room(c))
 			continue;
 		if (!end)
-			end = send_deadline(fd);
+			end = deadline(fd, SO_SNDTIMEO);
 		if (wait_room(c, fd, flags, s0, i0, end) < 0) {
 			if (total)
 				break;

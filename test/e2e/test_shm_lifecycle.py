@@ -15,11 +15,10 @@ import textwrap
 
 import pytest
 
-from conftest import free_port, lf_cmd, process_tree, readline, stop
+from conftest import free_port, lf_cmd, readline, stop
+from test_shm import maps_memfd as rings
 
 pytestmark = pytest.mark.timeout(300)
-
-MEMFD = "memfd:loopfast-shm"
 
 # An echo server on HOST PORT: says "listening", then answers every byte
 # of each connection (a thread each) until the peer closes. "drop": once
@@ -100,17 +99,6 @@ CLIENT = textwrap.dedent("""
             held.clear()
             print("closed", flush=True)
 """)
-
-
-def rings(pid):
-    """The tier's memfd mappings in pid's process tree (/proc/PID/maps)."""
-    n = 0
-    for p in process_tree(pid):
-        try:
-            n += sum(MEMFD in line for line in open(f"/proc/{p}/maps"))
-        except OSError:
-            pass
-    return n
 
 
 def run(listen, connect, drop, tier):
