@@ -627,17 +627,13 @@ static bool nonblocking(int fd, int flags)
 	return (flags & MSG_DONTWAIT) || (atomic_load(&f->flags) & LF_F_NONBLOCK);
 }
 
-/* One slice (20 ms) of a wait for the word w to move from seq: between
- * slices the caller looks at the socket (the peer's end comes there). 0:
- * look again; -1 and EINTR for a signal whose handler interrupts (or any,
- * with a timeout: as the kernel's SO_RCVTIMEO/SO_SNDTIMEO waits), EAGAIN
- * once `end` (0: none) has passed. */
-static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i0, uint64_t end)
+/* After one slice of a wait (intr: a signal interrupted it): -1 and EINTR
+ * for a signal whose handler interrupts (or any, with a timeout: as the
+ * kernel's SO_RCVTIMEO/SO_SNDTIMEO waits), EAGAIN once `end` (0: none) has
+ * passed; 0: look again. */
+static int slice_end(bool intr, unsigned s0, unsigned i0, uint64_t end)
 {
-	struct timespec ts = { 0, 20000000 };
-
-	if (futex(w, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR && atomic_load(&lf__sig_seen) != s0 &&
-	    (atomic_load(&lf__sig_interrupt) != i0 || end)) {
+	if (intr && atomic_load(&lf__sig_seen) != s0 && (atomic_load(&lf__sig_interrupt) != i0 || end)) {
 		errno = EINTR;
 		return -1;
 	}
@@ -646,6 +642,15 @@ static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i
 		return -1;
 	}
 	return 0;
+}
+
+/* One slice (20 ms) of a wait for the word w to move from seq: between
+ * slices the caller looks at the socket (the peer's end comes there). */
+static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i0, uint64_t end)
+{
+	struct timespec ts = { 0, 20000000 };
+
+	return slice_end(futex(w, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR, s0, i0, end);
 }
 
 /* When a wait under the socket's timeout opt (SO_RCVTIMEO, SO_SNDTIMEO)
@@ -1083,16 +1088,7 @@ static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_
 {
 	if (peer_gone(fd, flags) < 0)
 		return -1;
-	if (lf__sys_poll1(fd, 0, 1) < 0 && errno == EINTR && atomic_load(&lf__sig_seen) != s0 &&
-	    (atomic_load(&lf__sig_interrupt) != i0 || end)) {
-		errno = EINTR;
-		return -1;
-	}
-	if (end && lf__sys_now_ns() >= end) {
-		errno = EAGAIN;
-		return -1;
-	}
-	return 0;
+	return slice_end(lf__sys_poll1(fd, 0, 1) < 0 && errno == EINTR, s0, i0, end);
 }
 
 /* The client's writes before it has the answer: on the stream, counted. */
