@@ -116,6 +116,7 @@ def go_example(tmp_path_factory):
     return [str(d / "fastpath_echo")]
 
 
+@pytest.mark.extra  # 10 s, mostly its Go build: make test-extra's (the C and Python examples stay)
 def test_go_opts_in_through_the_option(go_example):
     """A pure-Go server and client (syscall.SetsockoptInt in their Control
     hooks) under `loopfast run --per-socket`, which supervises them."""

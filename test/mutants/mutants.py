@@ -97,14 +97,14 @@ MUTANTS = [
         [("src/fastpath/stash.c",
           "\treturn ev > 0 && (ev & (POLLHUP | POLLERR)) && lf__sys_ioctl(fd, FIONREAD, &inq) == 0 && inq == 0;\n",
           "\treturn 0 && ev > 0 && (ev & (POLLHUP | POLLERR)) && lf__sys_ioctl(fd, FIONREAD, &inq) == 0 && inq == 0;\n")],
-        ["e2e:test_security.py"],),
+        ["e2e:test_security.py -k test_killed_client_then_its_port_reused"],),
     Mutant(
         "internal-fd-closable",
         "close() of one of loopfast's own descriptors really closes it",
         [("src/fastpath/interpose.c",
           "\tif (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n",
           "\tif (0 && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))\n\t\treturn 0;\n")],
-        ["e2e:test_robust.py"],),
+        ["e2e:test_robust.py -k test_server_that_closes_every_other_descriptor_after_listen"],),
     Mutant(
         "connect-nonblock-blocks",
         "a non-blocking connect waits for the doorbell's handshake instead of returning EINPROGRESS",
@@ -895,7 +895,7 @@ MUTANTS += [
         [("src/fastpath/shm_io.c",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\tint r = take_token(c, fd);\n",
           "\t\treturn 0; /* the token stays, for the bytes now there */\n\tint r = 0;\n")],
-        ["e2e:test_shm.py"]),
+        ["e2e:test_shm.py -k every_byte_arrives"]),
     Mutant(
         "shm-poll-writable-when-full",
         "poll reports POLLOUT on a tier socket whose ring is full (the Unix socket's answer): a write then gets EAGAIN",
