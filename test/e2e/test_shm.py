@@ -2123,7 +2123,31 @@ def test_urgent_signal_ahead_of_a_token_stays(build):
     assert p.stdout.split() == ["maps=2", "ab", "1"], p.stdout
 
 
-SIGNAL_AHEAD_BLOCKED = textwrap.dedent("""
+# The thread whose native id a script's list tid will hold, once it is in
+# its blocking call (0.1 s after it started): over 1 s, the share of 100
+# looks at which the kernel found it asleep (S), and its CPU time (utime +
+# stime) per second; both said on stderr.
+THREAD_WATCH = textwrap.dedent("""
+    import os, sys, time
+    def watch(tid):
+        while not tid:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        def stat():
+            f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
+            return f[0], int(f[11]) + int(f[12])
+        c0, w0 = stat()[1], time.monotonic()
+        states = []
+        for _ in range(100):
+            states.append(stat()[0]); time.sleep(0.01)
+        c1, w1 = stat()[1], time.monotonic()
+        share, cpu = states.count("S") / len(states), (c1 - c0) / os.sysconf("SC_CLK_TCK") / (w1 - w0)
+        print(f"asleep={share:.2f} cpu={cpu:.2f}", file=sys.stderr, flush=True)
+        return share, cpu
+""")
+
+
+SIGNAL_AHEAD_BLOCKED = THREAD_WATCH + textwrap.dedent("""
     import ctypes, os, select, socket, sys, threading, time
     libc = ctypes.CDLL(None, use_errno=True)
     SYS_sendto = 44                                  # x86_64
@@ -2148,23 +2172,10 @@ SIGNAL_AHEAD_BLOCKED = textwrap.dedent("""
             got.append(a.recv(16).decode())
         except OSError as e:
             got.append(type(e).__name__)
-    def stat():                                      # the reader thread's state, and utime + stime in ticks
-        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
-        return f[0], int(f[11]) + int(f[12])
     t = threading.Thread(target=reader, daemon=True); t.start()
-    while not tid:
-        time.sleep(0.01)
-    time.sleep(0.1)                                  # in its blocking recv
     # Over 1 s: how often the kernel finds it asleep (a spin is running or
     # runnable, R, however loaded the machine), and its CPU time.
-    c0, w0 = stat()[1], time.monotonic()
-    states = []
-    for _ in range(100):
-        states.append(stat()[0]); time.sleep(0.01)
-    c1, w1 = stat()[1], time.monotonic()
-    share = states.count("S") / len(states)
-    print(f"asleep={share:.2f} cpu={(c1 - c0) / os.sysconf('SC_CLK_TCK') / (w1 - w0):.2f}", file=sys.stderr,
-          flush=True)
+    share, cpu = watch(tid)
     if sys.argv[1] == "write":
         c.send(b"cd")                                # a writer that behaves: its bytes reach the reader
     else:
@@ -2196,7 +2207,7 @@ def test_urgent_signal_ahead_of_an_empty_ring_sleeps(build):
         assert p.stdout.split() == ["maps=2", "slept", want], (how, p.stdout, p.stderr)
 
 
-SIGNAL_HELD = textwrap.dedent("""
+SIGNAL_HELD = THREAD_WATCH + textwrap.dedent("""
     import ctypes, os, select, socket, sys, threading, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
@@ -2213,24 +2224,12 @@ SIGNAL_HELD = textwrap.dedent("""
     def writer():
         tid.append(threading.get_native_id())
         sent.append(c.send(b"x", socket.MSG_OOB))
-    def stat():                                      # the writer thread's state, and utime + stime in ticks
-        f = open(f"/proc/self/task/{tid[0]}/stat").read().rsplit(")", 1)[1].split()
-        return f[0], int(f[11]) + int(f[12])
     t = threading.Thread(target=writer, daemon=True); t.start()
-    while not tid:
-        time.sleep(0.01)
-    time.sleep(0.1)                                  # in its blocking send
     # Over 1 s: its CPU time (the loop that looked again yields between
     # looks: it burns a free core, and little on a loaded machine, where
     # it stays runnable, so its state tells nothing), and how often the
     # kernel finds it asleep.
-    c0, w0 = stat()[1], time.monotonic()
-    states = []
-    for _ in range(100):
-        states.append(stat()[0]); time.sleep(0.01)
-    c1, w1 = stat()[1], time.monotonic()
-    cpu = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (w1 - w0)
-    print(f"asleep={states.count('S') / len(states):.2f} cpu={cpu:.2f}", file=sys.stderr, flush=True)
+    share, cpu = watch(tid)
     held = "held" if not sent else f"sent:{sent}"
     urg_sig.value = 0                                # the reader is done: the send goes on
     t.join(5)
