@@ -1823,7 +1823,8 @@ def static_prog(request, tmp_path_factory):
     return str(out)
 
 
-@pytest.mark.parametrize("tier", ["uds", "shm"])
+# The Unix stream's run, the control, waits out a 5 s read: make test-extra's.
+@pytest.mark.parametrize("tier", [pytest.param("uds", marks=pytest.mark.extra), "shm"])
 def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
     """The documented answer for a program that cannot load loopfast (static,
     or set-user-ID to another user): before the exec the tier socket is shut
