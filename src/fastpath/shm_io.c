@@ -918,9 +918,10 @@ bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
 /* ---- writing */
 
 /* After publishing bytes up to upto: one token if the bell was clear and the
- * reader did not take them at once. -1: errno of the peer's end (EPIPE,
+ * reader did not take them at once. full: no push, a non-blocking write
+ * found the ring full (below). -1: errno of the peer's end (EPIPE,
  * ECONNRESET; SIGPIPE as the kernel sends it). */
-static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
+static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto, bool full)
 {
 	uint32_t zero = 0;
 
@@ -933,12 +934,14 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto)
 	uint32_t b = atomic_load(&c->tx.h->bell);
 	if (b > 1)
 		return lf__shm_broken(c, fd);
-	lf__shm_spin_busy(c);
-	if (b == 0 && lf__shm_spin_handed_off(c, upto))
-		return 0;
+	if (!full) {
+		lf__shm_spin_busy(c);
+		if (b == 0 && lf__shm_spin_handed_off(c, upto))
+			return 0;
+	}
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {
 		char e = EDGE; /* the reader waits for edges: one per push, as TCP gives (best effort: a full socket takes none) */
-		if (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
+		if (!full && atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
 			lf__sys_sendto(fd, &e, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 		return 0;
 	}
@@ -1116,6 +1119,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	struct cur k;
 	size_t total = 0;
 	uint64_t end = 0;
+	bool again = false; /* no room for a non-blocking write: below */
 
 	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR))
 		return false;
@@ -1174,8 +1178,10 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			 * holds trim) is a full ring: EAGAIN, or a wait with the
 			 * socket's timeout and signals, woken by the reader's
 			 * wake_writer after its give-back (20 ms slices). */
-			if (nonblocking(fd, flags))
+			if (nonblocking(fd, flags)) {
+				again = true;
 				break;
+			}
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
 			if (wait_trim(c, s0, i0, end) < 0) {
@@ -1197,7 +1203,7 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			return true;
 		}
 		if (put) {
-			if (ring_bell(c, fd, flags, t) < 0) {
+			if (ring_bell(c, fd, flags, t, false) < 0) {
 				*ret = -1;
 				return true;
 			}
@@ -1205,8 +1211,10 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			cur_skip(&k, put);
 			continue;
 		}
-		if (nonblocking(fd, flags))
+		if (nonblocking(fd, flags)) {
+			again = !sig;
 			break;
+		}
 		if (sig < 0) { /* the socket full, or the reader taking a signal off */
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
@@ -1228,6 +1236,18 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			*ret = -1;
 			return true;
 		}
+	}
+	/* A non-blocking writer told there is no room (a full ring, or the
+	 * reader giving the empty ring's pages back) waits for the kernel's
+	 * EPOLLOUT: epoll knows only the Unix socket, whose EPOLLOUT comes
+	 * when the reader takes a byte of ours off it. So one must be there:
+	 * the bell rings now (for the bytes in the ring, or none: the reader
+	 * takes such a token as that of bytes already read), and the reader
+	 * takes it once its ring is empty. Pushes that a polling reader took
+	 * at once (hand-offs) and a give-back leave none. */
+	if (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {
+		*ret = -1;
+		return true;
 	}
 	if (!total && k.len) {
 		errno = EAGAIN;

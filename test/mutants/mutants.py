@@ -956,7 +956,7 @@ MUTANTS += [
         "shm-no-edge-per-push",
         "a tier writer sends no edge byte for a push into a non-empty ring: epoll ET gets one edge per ring fill, not one per write",
         [("src/fastpath/shm_io.c",
-          "\t\tif (atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n",
+          "\t\tif (!full && atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n",
           "\t\tif (0 && atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and readiness'", "e2e:test_shm.py -k edge_per_write"]),
     Mutant(
@@ -2002,4 +2002,14 @@ MUTANTS += [
           "\t\tif (urgent && signal_ahead(fd))\n\t\t\tbreak;\n",
           "")],
         ["e2e:test_shm.py -k urgent_signal_ahead"]),
+    Mutant(
+        "shm-eagain-leaves-no-token",
+        "a non-blocking tier write that finds no room (a full ring whose pushes a polling reader took at once, "
+        "or a give-back in progress) answers EAGAIN with no token of its own on the socket: the reader empties "
+        "the ring without taking a byte of the writer's, so the kernel never gives the writer's epoll EPOLLOUT, "
+        "and an edge-triggered writer (nginx) waits for ever",
+        [("src/fastpath/shm_io.c",
+          "\tif (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n",
+          "\tif (false && again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n")],
+        ["e2e:test_shm.py -k 'epoll_edge_writer and shm'"]),
 ]
