@@ -40,6 +40,7 @@ int lf__shm_fd_hi = -1;
  * (in the parent and the child alike): another process may hold any of
  * them. */
 atomic_int lf__shm_live;
+atomic_int lf__shm_undecided;
 bool lf__shm_forked;
 
 void lf__shm_fork_prepare(void)
@@ -92,9 +93,20 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 	atomic_fetch_add(&lf__shm_live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);
+	if (!server)
+		atomic_fetch_add(&lf__shm_undecided, 1);
 	pthread_mutex_init(&c->rxl, NULL);
 	pthread_mutex_init(&c->txl, NULL);
 	return c;
+}
+
+/* Every change of a connection's state: the count of clients still
+ * waiting for their answer (lf__shm_undecided) decides whether epoll's
+ * answers are looked at (lf__shm_epoll_fix). */
+void lf__shm_set_state(struct lf_shm_conn *c, int st)
+{
+	if (atomic_exchange(&c->state, st) == UNDECIDED && st != UNDECIDED)
+		atomic_fetch_sub(&lf__shm_undecided, 1);
 }
 
 /* The process's last descriptor of the connection is gone: its peer's
@@ -114,6 +126,7 @@ static void conn_put(struct lf_shm_conn *c)
 		atomic_fetch_or(&c->tx.h->fin, 1);
 		atomic_fetch_add(&c->tx.h->fin, 2);
 	}
+	lf__shm_set_state(c, BROKEN);
 	lf__shm_mem_forget(c);
 	if (c->map)
 		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
@@ -182,7 +195,7 @@ static void attach(int fd, struct lf_shm_conn *c)
  * and the next calls go to the Unix socket, which answers as a reset one. */
 int lf__shm_broken(struct lf_shm_conn *c, int fd)
 {
-	atomic_store(&c->state, BROKEN);
+	lf__shm_set_state(c, BROKEN);
 	lf__sys_shutdown(fd, SHUT_RDWR);
 	errno = ECONNRESET;
 	return -1;
@@ -430,14 +443,14 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		/* The end, or an error, before any answer: the Unix stream's. */
 		if (r < 0)
 			__atomic_store_n(&lf__fd(fd)->pend_err, errno, __ATOMIC_RELEASE);
-		atomic_store(&c->state, OFF);
+		lf__shm_set_state(c, OFF);
 	} else if (v == 'N' && mfd < 0) {
-		atomic_store(&c->state, OFF);
+		lf__shm_set_state(c, OFF);
 	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = lf__shm_map(mfd, &area))) {
 		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
 		atomic_store_explicit(&c->tx.h->pre, c->stream_out, memory_order_relaxed);
 		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
-		atomic_store(&c->state, ON);
+		lf__shm_set_state(c, ON);
 		if (atomic_load(&c->edges)) /* an ET registration came before the answer */
 			atomic_store(&c->rx.h->edges, 1);
 	} else {
@@ -598,6 +611,50 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		if (k || slice == 0)
 			return k;
 	}
+}
+
+/* epoll, which the kernel answers alone, reports a client's socket
+ * readable when the server's answer comes (the first byte the server
+ * sends, before any of its data): a read then takes the answer and finds
+ * nothing, where TCP reports nothing (wrk counted each such EAGAIN as an
+ * error and reconnected, and each new connection did it again; a program
+ * that reads a blocking socket after epoll's word would wait). So while a
+ * client of the process waits for its answer, the EPOLLIN of each event
+ * of a tier socket registered on epfd is checked as poll's is (poll_fix:
+ * the answer taken, POLLIN only where a read would not wait), and taken
+ * out where it says nothing to read; an event left with nothing goes. An
+ * event is known by the registration's data (as bell.c's are): one whose
+ * data two tier sockets share is left as the kernel gave it. Returns the
+ * events left. */
+int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
+{
+	int k = 0, hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	if (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))
+		return n;
+	for (int i = 0; i < n; i++) {
+		int fd = -1, seen = 0;
+		for (int x = 0; x <= hi && seen < 2 && (ev[i].events & (EPOLLIN | EPOLLRDNORM)); x++) {
+			struct lf_fd *f = lf__fd_peek(x);
+			if (!f || !f->shm)
+				continue;
+			for (int r = 0; r < LF_EPOLL_MAX; r++)
+				if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == ev[i].data.u64)
+					fd = x, seen++;
+		}
+		if (seen == 1) {
+			bool full = false;
+			int rev = lf__sys_poll1(fd, POLLIN, 0);
+			struct pollfd p = { fd, POLLIN, (short)(rev > 0 ? rev : 0) };
+			poll_fix(&p, &full);
+			if (!(p.revents & (POLLIN | POLLRDNORM)))
+				ev[i].events &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
+			if (!ev[i].events)
+				continue;
+		}
+		ev[k++] = ev[i];
+	}
+	return k;
 }
 
 long lf__shm_room(int fd)

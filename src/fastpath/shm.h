@@ -29,6 +29,11 @@ extern atomic_uint lf__shm_waits;
 extern atomic_int lf__shm_due;
 /* The highest descriptor that was ever a tier socket (close_range). */
 extern int lf__shm_fd_hi;
+/* Clients of the process still waiting for the server's answer (epoll's
+ * answers are looked at meanwhile: lf__shm_epoll_fix). */
+extern atomic_int lf__shm_undecided;
+struct epoll_event;
+int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n);
 void lf__shm_mem_sweep(void);
 int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */
 static inline void lf__shm_waited(void)

@@ -72,6 +72,7 @@ struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NUL
 void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
 extern bool lf__shm_forked;                               /* the process forked holding tier connections */
+void lf__shm_set_state(struct lf_shm_conn *c, int st); /* every change of c->state */
 extern atomic_int lf__shm_live;                           /* tier connections the process holds */
 
 /* shm_io.c */

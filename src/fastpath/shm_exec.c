@@ -212,7 +212,7 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 			c->stream_out = count;
 		} else if (mine && (kind == 's' || kind == 'c') && (c->map = lf__shm_map(mfd, &area))) {
 			lf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);
-			atomic_store(&c->state, ON);
+			lf__shm_set_state(c, ON);
 			c->stream_in = count;
 			c->stream_done = flags & DONE;
 			c->owed = owed;

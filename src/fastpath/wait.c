@@ -393,7 +393,8 @@ static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max
 static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	uint64_t start = timeout > 0 && (atomic_load_explicit(&lf__unconfirmed, memory_order_relaxed) ||
-					 atomic_load_explicit(&lf__shm_due, memory_order_relaxed))
+					 atomic_load_explicit(&lf__shm_due, memory_order_relaxed) ||
+					 atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))
 				 ? lf__sys_now_ns()
 				 : 0;
 	struct lf_fd *e = lf__fd(epfd);
@@ -409,6 +410,7 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
 		int k = r && lf__bells_used && lf__bell_tagged(ev, r) ? lf__bell_epoll_filter(ev, r) : r;
+		k = lf__shm_epoll_fix(epfd, ev, k);
 		if (slice != timeout)
 			lf__bell_sweep();
 		if (k > 0 || timeout == 0) {
@@ -436,6 +438,7 @@ static inline bool epoll_plain(int epfd)
 {
 	struct lf_fd *e = lf__fd_peek(epfd);
 	return !lf__bells_used && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed) &&
+	       !atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed) &&
 	       !(e && ((e->spin_members > 0 && e->spin_us) || e->pending_members > 0));
 }
 
@@ -476,7 +479,7 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 			lf__shm_mem_sweep();
 		if (r < 0 || (r == 0 && slice == left))
 			return r;
-		int k = r ? lf__bell_epoll_filter(ev, r) : 0;
+		int k = lf__shm_epoll_fix(epfd, ev, r ? lf__bell_epoll_filter(ev, r) : 0);
 		if (slice != left)
 			lf__bell_sweep();
 		if (k > 0 || left == 0) {

@@ -2012,4 +2012,13 @@ MUTANTS += [
           "\tif (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n",
           "\tif (false && again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n")],
         ["e2e:test_shm.py -k 'epoll_edge_writer and shm'"]),
+    Mutant(
+        "shm-epoll-answer-readable",
+        "epoll's answers are left as the kernel gives them while a client waits for the server's answer: the "
+        "answer's byte makes the client's socket readable, and the read that follows says EAGAIN (wrk counts "
+        "an error and reconnects)",
+        [("src/fastpath/shm.c",
+          "\tif (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))\n\t\treturn n;\n",
+          "\treturn n;\n")],
+        ["e2e:test_shm.py -k 'readable_only_with_bytes and shm'"]),
 ]
