@@ -1653,8 +1653,8 @@ MUTANTS += [
         "shm-exec-end-swapped",
         "the new image takes the other end's rings (server for client): it reads its own writes' ring",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tlf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);\n",
-          "\t\t\tlf__ring_views(c->map, area, kind != 's', &c->rx, &c->tx);\n")],
+          "\t\t\tlf__ring_views(c->map, area, r->kind == 's', &c->rx, &c->tx);\n",
+          "\t\t\tlf__ring_views(c->map, area, r->kind != 's', &c->rx, &c->tx);\n")],
         ["e2e:test_shm.py -k exec_keeps_the_rings"]),
     Mutant(
         "shm-exec-static-taken-for-dynamic",
@@ -1697,7 +1697,7 @@ MUTANTS += [
         "a client exec'd before the server's answer forgets the bytes its previous image wrote on the "
         "stream: its switch tells the server 0, and those bytes are taken for tokens",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tc->stream_out = count;\n",
+          "\t\t\tc->stream_out = r->count;\n",
           "\t\t\tc->stream_out = 0;\n")],
         ["e2e:test_shm.py -k exec_before_the_answer"]),
 ]
@@ -1708,7 +1708,7 @@ MUTANTS += [
         "the second record of a socket (a dup carried along) takes the memfd its first record's "
         "connection already holds for a stray one, and closes it",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tmine = false; /* held by that connection already */\n",
+          "\t\t\tmine = took = false; /* held by that connection already */\n",
           "\t\t\t;\n")],
         ["e2e:test_shm.py -k exec_keeps_the_rings"]),
 ]
