@@ -580,20 +580,19 @@ PASSFD = textwrap.dedent("""
     sys.stdin.readline()
 """)
 
-PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "EOPNOTSUPP",
-          ("sendmmsg", "uds"): "2:xy:1:z:EFAULT", ("sendmmsg", "shm"): "1:x:EOPNOTSUPP::EFAULT"}
+PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "passed",
+          ("sendmmsg", "uds"): "2:xy:1:z:EFAULT", ("sendmmsg", "shm"): "2:xy:1:z:EFAULT"}
 
 
 @pytest.mark.parametrize("call", ["sendmsg", "sendmmsg"])
 @pytest.mark.parametrize("tier", ["uds", "shm"])
-def test_passing_a_tier_socket_is_refused_not_reset(build, tier, call):
-    """sendmsg with SCM_RIGHTS of a socket on the tier fails with
-    EOPNOTSUPP, and the connection goes on working at both ends (over the
-    Unix stream, the control, the descriptor passes). sendmmsg sends the
-    messages before the first that carries one, as the kernel stops at a
-    message that fails, and fails with EOPNOTSUPP when it is the first;
-    with no vector, EFAULT as the kernel says. On the tier the process
-    maps the memfd for both its ends."""
+def test_passing_a_tier_socket_to_itself(build, tier, call):
+    """sendmsg and sendmmsg with SCM_RIGHTS of a socket on the tier, to
+    the process itself (a socketpair: SO_PEERCRED names it), pass it as
+    the Unix stream does (the control): the descriptor arrives and the
+    connection goes on working at both ends; with no vector sendmmsg
+    gets the kernel's EFAULT. On the tier the process maps the memfd for
+    both its ends."""
     p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD, call], tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -603,6 +602,163 @@ def test_passing_a_tier_socket_is_refused_not_reset(build, tier, call):
     finally:
         stop(p)
     assert got == [PASSED[call, tier], "after", "back"], got
+
+
+# A tier socket passed to another process (docs/shm.md, "Passing the
+# socket"). The sender's server end has bytes in its ring, unread, when it
+# passes it over a Unix socket the receiver listens on; the receiver reads
+# the whole stream, writes back, closes; the sender's client end reads that,
+# then the end. The receiver reports what its recvmsg gave it (the data
+# byte, its descriptors from the control buffer, how many descriptors its
+# process gained, MSG_CTRUNC, what each is) and whether the stream came in
+# order. "two": a pipe's end goes along after the socket, and the receiver's
+# control buffer has room for one descriptor only (CMSG_LEN(4)).
+PASS_N, PASS_BEFORE = 200000, 60000
+PASS_RECEIVER = textwrap.dedent("""
+    import array, os, socket, stat, sys
+    path, anc, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    want = bytes(i % 251 for i in range(n))
+    u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(1)
+    print("ready", flush=True)
+    v, _ = u.accept()
+    def fds_now():                           # (the process's descriptors but the rings', the rings' memfds held)
+        links = []
+        for f in os.listdir("/proc/self/fd"):
+            try:
+                links.append(os.readlink(f"/proc/self/fd/{f}"))
+            except OSError:
+                pass
+        held = sum(l.startswith("/memfd:loopfast-shm") for l in links)
+        return len(links) - held, held
+    before, held0 = fds_now()
+    data, cm, flags, _ = v.recvmsg(1, anc)
+    after, held = fds_now()
+    fds = []
+    for level, kind, d in cm:
+        assert (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS), (level, kind)
+        fds += list(array.array("i", d[:len(d) - len(d) % 4]))
+    kinds = "+".join("sock" if stat.S_ISSOCK(os.fstat(f).st_mode) else "other" for f in fds) or "-"
+    out = [data.decode(), f"fds={len(fds)}", f"new={after - before}", f"ctrunc={int(bool(flags & socket.MSG_CTRUNC))}", kinds]
+    if data == b"p":
+        a = socket.socket(fileno=fds[0])
+        got = b""
+        while len(got) < n:
+            d = a.recv(65536)
+            if not d:
+                break
+            got += d
+        out.append("in-order" if got == want else f"wrong:{len(got)}")
+        out.append(f"held={held - held0}")       # loopfast's own copy of the memfd (hidden, close-on-exec)
+        a.sendall(want[::-1])
+        print(*out, flush=True)
+        sys.stdin.readline()                 # the test looks at the maps meanwhile
+        a.close()
+    else:
+        print(*out, flush=True)
+        sys.stdin.readline()
+""")
+PASS_SENDER = textwrap.dedent("""
+    import errno, os, socket, sys
+    path, mode, n, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    want = bytes(i % 251 for i in range(n))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    c.sendall(want[:before])                     # in a's ring when it is passed
+    u = socket.socket(socket.AF_UNIX); u.connect(path)
+    r, w = os.pipe()
+    try:
+        socket.send_fds(u, [b"p"], [a.fileno()] + ([r] if mode == "two" else []))
+        res = ["passed"]
+    except OSError as e:
+        res = ["EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]]
+        u.sendall(b"n")                          # the receiver's message, without descriptors
+    if res == ["passed"]:
+        a.close()
+        c.sendall(want[before:])
+        back = b""
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            back += d
+        res.append("back-in-order-then-eof" if back == want[::-1] else f"back-wrong:{len(back)}")
+    else:                                        # the sender's connection goes on working
+        got = b""
+        while len(got) < before:
+            got += a.recv(65536)
+        c.sendall(b"after"); got += a.recv(100)
+        a.sendall(b"back")
+        res.append("kept" if got == want[:before] + b"after" and c.recv(100) == b"back" else "broken")
+    print(*res, flush=True)
+""")
+
+
+def pass_run(tmp_path, sender_tier, receiver_tier, mode="one"):
+    """(receiver's line, sender's line, memfd maps of the receiver while it
+    holds the socket). tier None: no loopfast at all."""
+    path = str(tmp_path / f"pass-{sender_tier}-{receiver_tier}-{mode}")
+    anc = str(20 if mode == "two" else 24)   # CMSG_LEN(4): one descriptor's room; CMSG_SPACE(4)
+
+    def cmd(tier, script, *args):
+        argv = [sys.executable, "-c", script, *args]
+        return lf_cmd(argv, tier=tier) if tier else argv
+    rcv = subprocess.Popen(cmd(receiver_tier, PASS_RECEIVER, path, anc, str(PASS_N)), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snd = None
+    try:
+        assert readline(rcv, timeout=60).strip() == "ready"
+        snd = subprocess.Popen(cmd(sender_tier, PASS_SENDER, path, mode, str(PASS_N), str(PASS_BEFORE)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rline = readline(rcv, timeout=60).split()
+        maps = maps_memfd(rcv.pid)
+        rcv.stdin.write("\n"); rcv.stdin.flush()
+        sline = readline(snd, timeout=60).split()
+        assert snd.wait(timeout=60) == 0, snd.stderr.read()
+        assert rcv.wait(timeout=60) == 0, rcv.stderr.read()
+    finally:
+        stop(rcv)
+        if snd:
+            stop(snd)
+    return rline, sline, maps
+
+
+@pytest.mark.parametrize("mode", ["one", "two"])
+def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode):
+    """A tier socket passed to another process that runs loopfast keeps
+    working there: the receiver reads the whole stream in order (the
+    60,000 bytes in the ring before the pass first), writes back, and
+    the peer reads that in order, then the end; the kernel shows the
+    receiver mapping the ring (its maps), and its recvmsg gives it
+    exactly the descriptors sent (the memfds and the record that came
+    along are not in its control buffer, and its process gained only
+    those). "two": a control buffer with room for one of the two
+    descriptors gives that one and MSG_CTRUNC, the other closed, as the
+    kernel does. The control: the same two programs without loopfast
+    (plain TCP)."""
+    tcp = pass_run(tmp_path, None, None, mode)
+    shm = pass_run(tmp_path, "shm", "shm", mode)
+    want = ["p", "fds=1", "new=1", f"ctrunc={int(mode == 'two')}", "sock", "in-order"]
+    assert tcp[:2] == (want + ["held=0"], ["passed", "back-in-order-then-eof"]), tcp
+    assert tcp[2] == 0
+    assert shm[:2] == (want + ["held=1"], tcp[1]), shm
+    assert shm[2] >= 1, "the receiver does not map the ring"
+
+
+def test_passing_a_tier_socket_to_a_receiver_without_loopfast_is_refused(build, tmp_path):
+    """A receiver that does not run loopfast (started without it) could
+    not take the rings: the sender's sendmsg fails with EOPNOTSUPP,
+    nothing is sent, and the sender's connection goes on working (the 60,000
+    bytes in its ring, then more each way). The receiver gets only the
+    sender's next message, with no descriptor. Without the tier (the
+    Unix stream) the socket passes."""
+    rline, sline, maps = pass_run(tmp_path, "shm", None)
+    assert sline == ["EOPNOTSUPP", "kept"], sline
+    assert rline == ["n", "fds=0", "new=0", "ctrunc=0", "-"], rline
+    assert maps == 0
+    uds = pass_run(tmp_path, "uds", None)
+    assert uds[:2] == (["p", "fds=1", "new=1", "ctrunc=0", "sock", "in-order", "held=0"],
+                       ["passed", "back-in-order-then-eof"]), uds
 
 
 # Both ends in one process again: a reader that polls its ring with
