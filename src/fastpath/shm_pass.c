@@ -238,6 +238,8 @@ static size_t take_record(int *fds, size_t n)
 					.flags = p->flags | LF_SHM_REC_FORKED, .owed = p->owed };
 		if (lf__shm_exec_adopt_one(&r, seen, &nseen) && p->mfd >= 0)
 			took[p->mfd] = true;
+		if (!lf__shm_conn_of(r.fd)) /* named a tier socket, and not one: never a token read as data */
+			lf__sys_shutdown(r.fd, SHUT_RDWR);
 	}
 	for (size_t i = h.napp; i < n - 1; i++)
 		if (!took[i])
