@@ -547,7 +547,12 @@ PASSFD = textwrap.dedent("""
         e = ctypes.get_errno()
         return str(r) if r >= 0 else "EOPNOTSUPP" if e == errno.EOPNOTSUPP else errno.errorcode[e]
 
+    def rings():                                 # the tier's memfds the process maps (the kernel's maps)
+        return sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    base, more = rings(), 0
+
     def received(u):                             # the datagrams that came (passed descriptors closed)
+        global more
         got = ""
         u.setblocking(False)                     # (recv_fds drops its flags argument)
         while True:
@@ -556,6 +561,7 @@ PASSFD = textwrap.dedent("""
             except BlockingIOError:
                 return got
             got += data.decode()
+            more = max(more, rings() - base)     # the received descriptor holds the rings too
             for fd in fds:
                 os.close(fd)
 
@@ -563,7 +569,9 @@ PASSFD = textwrap.dedent("""
         u1, u2 = socket.socketpair()
         try:
             socket.send_fds(u1, [b"x"], [a.fileno()])
-            os.close(socket.recv_fds(u2, 1, 1)[1][0])
+            fd = socket.recv_fds(u2, 1, 1)[1][0]
+            more = rings() - base
+            os.close(fd)
             res = "passed"
         except OSError as e:
             res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
@@ -576,7 +584,7 @@ PASSFD = textwrap.dedent("""
         res += ":" + (str(r) if r >= 0 else errno.errorcode[ctypes.get_errno()])
     c.sendall(b"after"); got = a.recv(100)
     a.sendall(b"back"); got2 = c.recv(100)
-    print(res, got.decode(), got2.decode(), flush=True)
+    print(res, got.decode(), got2.decode(), f"rings+{more}", flush=True)
     sys.stdin.readline()
 """)
 
@@ -592,7 +600,8 @@ def test_passing_a_tier_socket_to_itself(build, tier, call):
     the Unix stream does (the control): the descriptor arrives and the
     connection goes on working at both ends; with no vector sendmmsg
     gets the kernel's EFAULT. On the tier the process maps the memfd for
-    both its ends."""
+    both its ends, and one more time while it holds the received
+    descriptor (the kernel's maps): it came with its rings."""
     p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD, call], tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -601,7 +610,7 @@ def test_passing_a_tier_socket_to_itself(build, tier, call):
             assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
     finally:
         stop(p)
-    assert got == [PASSED[call, tier], "after", "back"], got
+    assert got == [PASSED[call, tier], "after", "back", f"rings+{int(tier == 'shm')}"], got
 
 
 # A tier socket passed to another process (docs/shm.md, "Passing the

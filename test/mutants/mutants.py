@@ -1139,8 +1139,8 @@ MUTANTS += [
         "shm-socket-passes-without-its-rings",
         "sendmsg passes a socket on the tier with SCM_RIGHTS (the receiver would read tokens as data)",
         [("src/fastpath/io.c",
-          "\tif (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {\n",
-          "\tif (0) {\n")],
+          "\t\tif (m && m->msg_controllen && lf__shm_used) /* a tier socket goes with its rings, or not at all (shm_pass.c) */\n",
+          "\t\tif (0)\n")],
         ["e2e:test_shm.py -k passing"]),
 ]
 
@@ -1870,11 +1870,11 @@ MUTANTS += [
 MUTANTS += [
     Mutant(
         "shm-sendmmsg-passes-tier-socket",
-        "sendmmsg skips sendmsg's refusal: a tier socket leaves in SCM_RIGHTS, and its receiver would read "
-        "tokens as data while the peer writes to the ring",
+        "sendmmsg skips sendmsg: a tier socket leaves in SCM_RIGHTS without its rings, and its receiver would "
+        "read tokens as data while the peer writes to the ring",
         [("src/fastpath/io.c",
-          "\tfor (unsigned i = 0; lf__shm_used && v && i < n; i++) {",
-          "\tfor (unsigned i = 0; 0 && v && i < n; i++) {")],
+          "\tfor (unsigned i = 0; lf__shm_used && v && i < n && !rights; i++) /* (NULL: the kernel's EFAULT) */",
+          "\tfor (unsigned i = 0; 0 && v && i < n && !rights; i++) /* (NULL: the kernel's EFAULT) */")],
         ["e2e:test_shm.py -k passing_a_tier"]),
 ]
 MUTANTS += [
@@ -2002,4 +2002,49 @@ MUTANTS += [
           "\t\tif (urgent && signal_ahead(fd))\n\t\t\tbreak;\n",
           "")],
         ["e2e:test_shm.py -k urgent_signal_ahead"]),
+]
+# A tier socket passed with SCM_RIGHTS (shm_pass.c, src/protocol/pass.c;
+# docs/shm.md, "Passing the socket"): the rings go along to a receiver that
+# runs loopfast, the application gets only its own descriptors, and a
+# forged record names only its own message.
+MUTANTS += [
+    Mutant(
+        "shm-pass-extras-to-app",
+        "the receiver leaves the memfds that came with the socket in the application's control buffer",
+        [("src/fastpath/shm_pass.c",
+          "\t\t\tlf__sys_close(fds[i]);\n\treturn h.napp;\n",
+          "\t\t\tlf__sys_close(fds[i]);\n\treturn n - 1;\n")],
+        ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
+    Mutant(
+        "shm-pass-any-peer",
+        "the sender takes any peer for one that runs loopfast: a receiver without it gets stray memfds and a "
+        "socket whose reads give tokens as data",
+        [("src/fastpath/shm_pass.c",
+          "\tif (cr.pid == getpid())\n\t\treturn true;\n",
+          "\tif (cr.pid)\n\t\treturn true;\n")],
+        ["e2e:test_shm.py -k without_loopfast"]),
+    Mutant(
+        "shm-pass-sender-not-forked",
+        "the sender does not count as forked after it passed the socket: its last close takes the answer "
+        "and the tokens of a socket another process reads",
+        [("src/fastpath/shm_pass.c",
+          "\t\t__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);\n\terrno = e;\n",
+          "\t\t;\n\terrno = e;\n")],
+        ["e2e:test_shm.py -k passing", "e2e:test_compare.py -k scm-rights -m 'extra or not extra'"]),
+    Mutant(
+        "shm-pass-parser-trusts-positions",
+        "the record parser takes a memfd position past the descriptors received: the receiver adopts with "
+        "whatever number lies there",
+        [("src/protocol/pass.c",
+          " || (size_t)r->mfd >= nfds - 1 ||",
+          " ||")],
+        ["e2e:test_security.py -k forged_records"]),
+    Mutant(
+        "shm-pass-room-ignored",
+        "the receiver gives every descriptor however small the application's control buffer: one is "
+        "installed without the application knowing",
+        [("src/fastpath/shm_pass.c",
+          "\t\tfit = fit < n ? fit : n;\n",
+          "\t\tfit = n;\n")],
+        ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
 ]
