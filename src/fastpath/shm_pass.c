@@ -276,14 +276,15 @@ static void put(char **out, size_t *left, int *mflags, const struct cmsghdr *c, 
 static void narrow(struct msghdr *m, struct msghdr *got)
 {
 	char *out = m->msg_control;
-	size_t left = m->msg_controllen;
+	size_t room = out ? m->msg_controllen : 0, left = room;
 	int mflags = got->msg_flags & ~MSG_CTRUNC;
 	bool mine = false;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(got); c; c = CMSG_NXTHDR(got, c))
 		mine |= c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(2 * sizeof(int));
-	if (!mine && got->msg_controllen <= m->msg_controllen && !(got->msg_flags & MSG_CTRUNC)) {
-		memcpy(out, got->msg_control, got->msg_controllen); /* the common case: as it came */
+	if (!mine && got->msg_controllen <= room && !(got->msg_flags & MSG_CTRUNC)) {
+		if (got->msg_controllen) /* the common case: as it came */
+			memcpy(out, got->msg_control, got->msg_controllen);
 		m->msg_controllen = got->msg_controllen;
 		m->msg_flags = got->msg_flags;
 		return;
@@ -311,7 +312,7 @@ static void narrow(struct msghdr *m, struct msghdr *got)
 		if (fit)
 			put(&out, &left, &mflags, c, fds, fit * sizeof(int));
 	}
-	m->msg_controllen = m->msg_controllen - left;
+	m->msg_controllen = room - left;
 	m->msg_flags = mflags;
 }
 
