@@ -320,7 +320,7 @@ struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
-	} cm;
+	} cm = { { 0 } }; /* its padding too: the kernel reads the whole buffer (valgrind) */
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	if (c) {
 		m.msg_control = cm.buf;
