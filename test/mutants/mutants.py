@@ -2024,13 +2024,20 @@ MUTANTS += [
           "\tif (cr.pid)\n\t\treturn true;\n")],
         ["e2e:test_shm.py -k without_loopfast"]),
     Mutant(
-        "shm-pass-sender-not-forked",
-        "the sender does not count as forked after it passed the socket: its last close takes the answer "
-        "and the tokens of a socket another process reads",
+        "shm-pass-named-socket-left",
+        "the receiver leaves a socket its record names but that was not adopted (another socket's inode) as it "
+        "came: its program reads the tokens on it as data",
         [("src/fastpath/shm_pass.c",
-          "\t\t__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);\n\terrno = e;\n",
-          "\t\t;\n\terrno = e;\n")],
-        ["e2e:test_shm.py -k passing", "e2e:test_compare.py -k scm-rights -m 'extra or not extra'"]),
+          "\t\tif (!lf__shm_conn_of(r.fd)) /* named a tier socket, and not one: never a token read as data */\n\t\t\tlf__sys_shutdown(r.fd, SHUT_RDWR);\n",
+          "")],
+        ["e2e:test_security.py -k forged_records"]),
+    Mutant(
+        "shm-pass-unsealed-record-taken",
+        "the receiver takes a record memfd that is not sealed against writes (one its sender could still change)",
+        [("src/fastpath/shm_pass.c",
+          " || (lf__sys_fcntl(mfd, F_GET_SEALS, 0) & SEALS) != SEALS)",
+          ")")],
+        ["e2e:test_security.py -k forged_records"]),
     Mutant(
         "shm-pass-parser-trusts-positions",
         "the record parser takes a memfd position past the descriptors received: the receiver adopts with "
