@@ -740,8 +740,8 @@ def pass_run(tmp_path, sender_tier, receiver_tier, mode="one"):
     return rline, sline, maps
 
 
-@pytest.mark.parametrize("mode", ["one", "two"])
-def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode):
+@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds")])
+def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, receiver):
     """A tier socket passed to another process that runs loopfast keeps
     working there: the receiver reads the whole stream in order (the
     60,000 bytes in the ring before the pass first), writes back, and
@@ -751,10 +751,11 @@ def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode):
     along are not in its control buffer, and its process gained only
     those). "two": a control buffer with room for one of the two
     descriptors gives that one and MSG_CTRUNC, the other closed, as the
-    kernel does. The control: the same two programs without loopfast
-    (plain TCP)."""
+    kernel does. The receiver need not ask for the tier itself ("uds":
+    under loopfast without it). The control: the same two programs
+    without loopfast (plain TCP)."""
     tcp = pass_run(tmp_path, None, None, mode)
-    shm = pass_run(tmp_path, "shm", "shm", mode)
+    shm = pass_run(tmp_path, "shm", receiver, mode)
     want = ["p", "fds=1", "new=1", f"ctrunc={int(mode == 'two')}", "sock", "in-order"]
     assert tcp[:2] == (want + ["held=0"], ["passed", "back-in-order-then-eof"]), tcp
     assert tcp[2] == 0
