@@ -629,7 +629,9 @@ def test_passing_a_tier_socket_to_itself(build, tier, call):
 # byte, its descriptors from the control buffer, how many descriptors its
 # process gained, MSG_CTRUNC, what each is) and whether the stream came in
 # order. "two": a pipe's end goes along after the socket, and the receiver's
-# control buffer has room for one descriptor only (CMSG_LEN(4)).
+# control buffer has room for one descriptor only (CMSG_LEN(4)). "dup": the
+# socket and a dup of it; the receiver reads through one and writes back
+# through the other.
 PASS_N, PASS_BEFORE = 200000, 60000
 PASS_RECEIVER = textwrap.dedent("""
     import array, os, socket, stat, sys
@@ -666,10 +668,12 @@ PASS_RECEIVER = textwrap.dedent("""
             got += d
         out.append("in-order" if got == want else f"wrong:{len(got)}")
         out.append(f"held={held - held0}")       # loopfast's own copy of the memfd (hidden, close-on-exec)
-        a.sendall(want[::-1])
+        w = socket.socket(fileno=fds[1]) if kinds == "sock+sock" else a   # "dup": back through the other one
+        w.sendall(want[::-1])
         print(*out, flush=True)
         sys.stdin.readline()                 # the test looks at the maps meanwhile
         a.close()
+        w.close()
     else:
         print(*out, flush=True)
         sys.stdin.readline()
@@ -685,8 +689,11 @@ PASS_SENDER = textwrap.dedent("""
     u = socket.socket(socket.AF_UNIX); u.connect(path)
     r, w = os.pipe()
     try:
-        socket.send_fds(u, [b"p"], [a.fileno()] + ([r] if mode == "two" else []))
+        more = [r] if mode == "two" else [os.dup(a.fileno())] if mode == "dup" else []
+        socket.send_fds(u, [b"p"], [a.fileno()] + more)
         res = ["passed"]
+        if mode == "dup":
+            os.close(more[0])
     except OSError as e:
         res = ["EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]]
         u.sendall(b"n")                          # the receiver's message, without descriptors
@@ -740,7 +747,7 @@ def pass_run(tmp_path, sender_tier, receiver_tier, mode="one"):
     return rline, sline, maps
 
 
-@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds")])
+@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds"), ("dup", "shm")])
 def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, receiver):
     """A tier socket passed to another process that runs loopfast keeps
     working there: the receiver reads the whole stream in order (the
@@ -751,12 +758,14 @@ def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, rec
     along are not in its control buffer, and its process gained only
     those). "two": a control buffer with room for one of the two
     descriptors gives that one and MSG_CTRUNC, the other closed, as the
-    kernel does. The receiver need not ask for the tier itself ("uds":
+    kernel does; "dup": a socket passed twice shares one connection (its
+    ring held once), read through one and written through the other. The receiver need not ask for the tier itself ("uds":
     under loopfast without it). The control: the same two programs
     without loopfast (plain TCP)."""
     tcp = pass_run(tmp_path, None, None, mode)
     shm = pass_run(tmp_path, "shm", receiver, mode)
-    want = ["p", "fds=1", "new=1", f"ctrunc={int(mode == 'two')}", "sock", "in-order"]
+    n = 2 if mode == "dup" else 1
+    want = ["p", f"fds={n}", f"new={n}", f"ctrunc={int(mode == 'two')}", "+".join(["sock"] * n), "in-order"]
     assert tcp[:2] == (want + ["held=0"], ["passed", "back-in-order-then-eof"]), tcp
     assert tcp[2] == 0
     assert shm[:2] == (want + ["held=1"], tcp[1]), shm
