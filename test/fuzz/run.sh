@@ -36,7 +36,8 @@ fi
 
 # Seeds in the form each target reads: fuzz_name takes a length byte then
 # sun_path (the abstract name's leading NUL included); fuzz_syn the SYN;
-# fuzz_ring its program of 9-byte steps (seeds/ring.hex).
+# fuzz_ring its program of 9-byte steps (seeds/ring.hex); fuzz_pass a byte
+# (the descriptors received) and the record's bytes (seeds/pass.hex).
 seed() {
 	local t=$1 dir=$2
 	python3 - "$t" "$dir" "$root/test/fuzz/seeds" <<'PY'
