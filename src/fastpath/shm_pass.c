@@ -196,6 +196,48 @@ static ssize_t read_record(int mfd, void *buf)
 	return pread(mfd, buf, (size_t)st.st_size, 0) == st.st_size ? st.st_size : -1;
 }
 
+/* Whether the process the kernel names as the peer of the passed socket
+ * sock (SO_PEERCRED: the other end's connecting process, or the
+ * listener's maker) maps the ring memfd of inode mino. A record pairs a
+ * socket with a ring by the sender's word alone: a forger could pair a
+ * fast-path socket to some third party (off the tier) with a ring of its
+ * own, and read there what the receiver writes to that party. The real
+ * other end maps the ring; a third party never maps the forger's. No:
+ * the peer's maps unreadable (another uid, gone), or no such mapping. */
+static bool peer_maps_ring(int sock, unsigned long mino)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	char p[48], buf[4096 + 512];
+	size_t keep = 0;
+	bool yes = false;
+
+	if (lf__sys_getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &l) || cr.pid <= 0)
+		return false;
+	snprintf(p, sizeof(p), "/proc/%d/maps", (int)cr.pid);
+	int f = open(p, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return false;
+	for (ssize_t k; !yes && (k = lf__sys_read(f, buf + keep, sizeof(buf) - 1 - keep)) > 0;) {
+		size_t n = keep + (size_t)k;
+		char *line = buf, *nl;
+		buf[n] = 0;
+		while (!yes && (nl = memchr(line, '\n', (size_t)(buf + n - line)))) {
+			unsigned long ino = 0;
+			*nl = 0;
+			yes = sscanf(line, "%*s %*s %*s %*s %lu", &ino) == 1 && ino == mino &&
+			      strstr(line, "/memfd:loopfast-shm");
+			line = nl + 1;
+		}
+		keep = (size_t)(buf + n - line); /* a line across two reads (a longer one is skipped) */
+		if (keep > 512)
+			keep = 0;
+		memmove(buf, line, keep);
+	}
+	lf__sys_close(f);
+	return yes;
+}
+
 /* Closes fd as the application's close would (a tier socket's peer told). */
 static void close_app(int fd)
 {
@@ -236,8 +278,12 @@ static size_t take_record(int *fds, size_t n)
 		struct lf_shm_rec r = { .fd = fds[p->sock], .mfd = p->mfd >= 0 ? fds[p->mfd] : -1, .ino = p->ino,
 					.mino = p->mino, .kind = (char)p->kind, .count = p->count,
 					.flags = p->flags | LF_SHM_REC_FORKED, .owed = p->owed };
-		if (lf__shm_exec_adopt_one(&r, seen, &nseen) && p->mfd >= 0)
+		if (r.mfd >= 0 && !peer_maps_ring(r.fd, r.mino)) { /* not this socket's ring: not adopted, shut down */
+			if (lf__debug_on)
+				lf__debug("a passed socket whose peer does not map the ring it came with: shut down");
+		} else if (lf__shm_exec_adopt_one(&r, seen, &nseen) && p->mfd >= 0) {
 			took[p->mfd] = true;
+		}
 		if (!lf__shm_conn_of(r.fd)) /* named a tier socket, and not one: never a token read as data */
 			lf__sys_shutdown(r.fd, SHUT_RDWR);
 	}

@@ -2549,3 +2549,104 @@ def test_urgent_fionread(build):
     assert got["tcp"] == ["maps=0", "4", "hell", "0", "o", "0"], got
     assert got["fast"] == ["maps=0", "5", "hell", "1", "o", "0"], got
     assert got["shm"] == ["maps=2", "5", "hell", "1", "o", "0"], got
+
+
+# A forger (under loopfast) hands the victim (a loopfast receiver) its
+# connection to a third server S that is off the tier (S runs loopfast
+# with --tier uds: the forger's socket to it is a fast-path one), with a
+# forged record (raw sendmsg, past loopfast's) that pairs that socket with
+# the ring of the forger's own tier connection. The victim writes a
+# secret meant for S.
+FOREIGN_S = textwrap.dedent("""
+    import socket
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+    print(l.getsockname()[1], flush=True)
+    s, _ = l.accept(); s.sendall(b"hi"); s.settimeout(3); got = b""
+    try:
+        while len(got) < 23:
+            d = s.recv(100)
+            if not d: break
+            got += d
+    except OSError:
+        pass
+    print(repr(got), flush=True)
+""")
+FOREIGN_VICTIM = textwrap.dedent("""
+    import array, socket, sys
+    u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1]); u.listen(1)
+    print("ready", flush=True)
+    k, _ = u.accept()
+    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(8))
+    fds = array.array("i"); fds.frombytes(anc[0][2])
+    s = socket.socket(fileno=fds[0])
+    try:
+        s.sendall(b"SECRET-FOR-S-0123456789")
+    except OSError:
+        pass
+    print("sent", flush=True)
+""")
+FOREIGN_FORGER = textwrap.dedent("""
+    import ctypes, fcntl, os, socket, struct, sys, time
+    path, port = sys.argv[1], int(sys.argv[2])
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+    c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"   # its own, on the tier
+    def link(f):
+        try: return os.readlink(f"/proc/self/fd/{f}")
+        except OSError: return ""
+    ring = next(int(f) for f in os.listdir("/proc/self/fd") if link(f).startswith("/memfd:loopfast-shm"))
+    t = socket.create_connection(("127.0.0.1", port)); assert t.recv(2) == b"hi"   # to S, off the tier
+    rec = struct.pack("<QQQIiIBBH", os.fstat(t.fileno()).st_ino, os.fstat(ring).st_ino, 0, 0, 1, 0, ord("s"), 8, 0)
+    f = os.memfd_create("loopfast-pass", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(f, struct.pack("<QII", 0x3173736150664c, 1, 1) + rec); fcntl.fcntl(f, 1033, 15)
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+    body = struct.pack("3i", t.fileno(), ring, f)
+    cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
+    struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
+    ctypes.memmove(ctypes.addressof(cm) + 16, body, len(body))
+    io = iovec(b"x", 1)
+    u = socket.socket(socket.AF_UNIX); u.connect(path)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(46, u.fileno(), ctypes.byref(msghdr(None, 0, ctypes.pointer(io), 1, ctypes.addressof(cm),
+                                                            len(cm), 0)), 0) == 1   # raw sendmsg (x86_64)
+    t.close()
+    sys.stdin.readline()                               # the victim has written
+    print("seen" if b"SECRET-FOR-S" in os.pread(ring, os.fstat(ring).st_size, 0) else "not-seen", flush=True)
+""")
+
+
+@pytest.mark.parametrize("victim", ["plain", "shm"])
+def test_a_forged_record_cannot_pair_a_foreign_socket_with_the_forgers_ring(build, tmp_path, victim):
+    """A record names a socket and a ring by the sender's word: the
+    receiver adopts the pair only when the socket's peer (the kernel's
+    SO_PEERCRED) maps that ring, so a forger that passes its connection to
+    a third server S with its own ring never reads what the victim writes
+    to S, and S never gets a token as data (the socket is shut down
+    instead). The control: the victim without loopfast, whose bytes reach S."""
+    path = str(tmp_path / "victim")
+    S = subprocess.Popen(lf_cmd([sys.executable, "-c", FOREIGN_S], tier="uds"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    vargs = [sys.executable, "-c", FOREIGN_VICTIM, path]
+    V = subprocess.Popen(lf_cmd(vargs, tier="shm") if victim == "shm" else vargs, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    F = None
+    try:
+        port = readline(S, timeout=60).strip()
+        assert readline(V, timeout=60).strip() == "ready"
+        F = subprocess.Popen(lf_cmd([sys.executable, "-c", FOREIGN_FORGER, path, port], tier="shm"),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert readline(V, timeout=60).strip() == "sent"
+        F.stdin.write("\n"); F.stdin.flush()
+        seen = readline(F, timeout=60).strip()
+        got = readline(S, timeout=60).strip()
+    finally:
+        for p in (S, V, F):
+            if p:
+                stop(p)
+    assert seen == "not-seen"
+    assert got == ("b'SECRET-FOR-S-0123456789'" if victim == "plain" else "b''"), got

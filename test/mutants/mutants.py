@@ -2032,6 +2032,14 @@ MUTANTS += [
           "")],
         ["e2e:test_security.py -k forged_records"]),
     Mutant(
+        "shm-pass-ring-of-any-socket",
+        "the receiver adopts a passed socket with whatever ring its record pairs it with, without asking whether "
+        "the socket's peer maps that ring: a forger reads there what the receiver writes to a third party",
+        [("src/fastpath/shm_pass.c",
+          "if (r.mfd >= 0 && !peer_maps_ring(r.fd, r.mino)) {",
+          "if (false) {")],
+        ["e2e:test_shm.py -k forged_record_cannot"]),
+    Mutant(
         "shm-pass-unsealed-record-taken",
         "the receiver takes a record memfd that is not sealed against writes (one its sender could still change)",
         [("src/fastpath/shm_pass.c",
