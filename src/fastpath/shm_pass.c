@@ -78,18 +78,20 @@ static bool peer_runs_loopfast(int unx, const struct msghdr *m)
 	return yes;
 }
 
-/* The record memfd for recs, sealed; -1: none could be made. */
+/* The record memfd for recs, sealed; -1 with errno: none could be made. */
 static int record_memfd(const struct lf_pass_hdr *h, const struct lf_pass_rec *recs)
 {
 	int f = memfd_create(LF_PASS_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (f < 0)
-		return -1;
+		return -1; /* memfd_create's errno (EMFILE at the descriptor limit) */
 	size_t len = LF_PASS_SIZE(h->n);
 	if (lf__sys_write(f, h, sizeof(*h)) != (ssize_t)sizeof(*h) ||
 	    lf__sys_write(f, recs, len - sizeof(*h)) != (ssize_t)(len - sizeof(*h)) ||
 	    lf__sys_fcntl(f, F_ADD_SEALS, SEALS)) {
+		int e = errno;
 		lf__sys_close(f);
+		errno = e;
 		return -1;
 	}
 	return f;
@@ -144,10 +146,8 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 	for (uint32_t i = 0; i < h.n; i++) /* memfd positions follow the application's descriptors */
 		if (recs[i].mfd >= 0)
 			recs[i].mfd += (int32_t)h.napp;
-	if ((mfds[nm] = record_memfd(&h, recs)) < 0) {
-		errno = ENOMEM;
-		return -1;
-	}
+	if ((mfds[nm] = record_memfd(&h, recs)) < 0)
+		return -1; /* its errno: the caller's limit, not a memory shortage */
 	/* The message's control, then one SCM_RIGHTS of the extra
 	 * descriptors: the kernel joins them to the application's, after
 	 * them, in one array. */

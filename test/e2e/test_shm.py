@@ -2650,3 +2650,36 @@ def test_a_forged_record_cannot_pair_a_foreign_socket_with_the_forgers_ring(buil
                 stop(p)
     assert seen == "not-seen"
     assert got == ("b'SECRET-FOR-S-0123456789'" if victim == "plain" else "b''"), got
+
+
+SENDER_AT_LIMIT = textwrap.dedent("""
+    import array, os, resource, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"
+    u0, u1 = socket.socketpair()
+    top = max(int(f) for f in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    fill = []
+    while True:                                   # every descriptor below the limit taken
+        try:
+            fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            break
+    try:
+        u0.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+        print("sent")
+    except OSError as e:
+        print(os.strerror(e.errno))
+""")
+
+
+@pytest.mark.parametrize("tier", [None, "shm"])
+def test_passing_a_tier_socket_at_the_descriptor_limit_says_so(build, tier):
+    """A sender with no descriptor free cannot make the record memfd a tier
+    socket needs: sendmsg fails with the limit's EMFILE (it said ENOMEM,
+    as if memory had run out). The control: plain TCP needs no descriptor
+    and sends."""
+    argv = [sys.executable, "-c", SENDER_AT_LIMIT]
+    out = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == ("sent" if tier is None else os.strerror(24)), out
