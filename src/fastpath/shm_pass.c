@@ -3,10 +3,10 @@
  * and adoption (shm_exec.c).
  *
  * - The sender (sendmsg on a socket that is not a fast-path one: the Unix
- *   socket that passes descriptors) appends to the message's descriptors
- *   each passed connection's memfd and last a record memfd (sealed, named
- *   LF_PASS_NAME: src/protocol/pass.h) that says, by position in the
- *   array, which socket each memfd goes with and the end's state that
+ *   socket that passes descriptors) puts before the message's descriptors
+ *   a record memfd (sealed, named LF_PASS_NAME: src/protocol/pass.h), then
+ *   each passed connection's memfd; the record says, by position, which
+ *   socket each memfd goes with and the end's state that
  *   lives in the process. Only when the receiving process maps loopfast
  *   (the kernel's SO_PEERCRED, then its /proc/PID/maps): a receiver
  *   without it would get stray descriptors, and a socket whose reads give
@@ -148,20 +148,23 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 			recs[i].mfd += (int32_t)h.napp;
 	if ((mfds[nm] = record_memfd(&h, recs)) < 0)
 		return -1; /* its errno: the caller's limit, not a memory shortage */
-	/* The message's control, then one SCM_RIGHTS of the extra
-	 * descriptors: the kernel joins them to the application's, after
-	 * them, in one array. */
-	size_t at = CMSG_ALIGN(m->msg_controllen), len = at + CMSG_SPACE((nm + 1) * sizeof(int));
+	/* One SCM_RIGHTS of the extra descriptors, the record first, then the
+	 * message's control: the kernel joins the application's descriptors
+	 * to them, after them, in one array, and installs them in that order
+	 * at the receiver, stopping at its descriptor limit: a cut leaves no
+	 * tier socket without its record and ring (take_record). */
+	size_t at = CMSG_SPACE((nm + 1) * sizeof(int)), len = at + m->msg_controllen;
 	char *cbuf = calloc(1, len);
 	ssize_t ret = -1;
 	int e = ENOMEM;
 	if (cbuf) {
-		memcpy(cbuf, m->msg_control, m->msg_controllen);
-		struct cmsghdr *x = (struct cmsghdr *)(void *)(cbuf + at);
+		struct cmsghdr *x = (struct cmsghdr *)(void *)cbuf;
 		x->cmsg_level = SOL_SOCKET;
 		x->cmsg_type = SCM_RIGHTS;
 		x->cmsg_len = CMSG_LEN((nm + 1) * sizeof(int));
-		memcpy(CMSG_DATA(x), mfds, (nm + 1) * sizeof(int));
+		memcpy(CMSG_DATA(x), &mfds[nm], sizeof(int)); /* the record */
+		memcpy(CMSG_DATA(x) + sizeof(int), mfds, nm * sizeof(int));
+		memcpy(cbuf + at, m->msg_control, m->msg_controllen);
 		struct msghdr copy = *m;
 		copy.msg_control = cbuf;
 		copy.msg_controllen = len;
@@ -247,9 +250,37 @@ static void close_app(int fd)
 	lf__shm_closed(c);
 }
 
-/* The descriptors fds[0..n) of one SCM_RIGHTS as received: when the last
+/* The count of descriptors the sender put in the message whose record is
+ * raw (len bytes): 1 (the record) + the memfds + the application's; 0
+ * when it does not say (lf__pass_parse checks the rest). */
+static size_t sent_count(const char *raw, size_t len)
+{
+	struct lf_pass_hdr h;
+	size_t nm = 0;
+
+	if (len < sizeof(h))
+		return 0;
+	memcpy(&h, raw, sizeof(h));
+	if (h.n > LF_PASS_RECS || len != LF_PASS_SIZE(h.n) || h.napp >= LF_PASS_FDS)
+		return 0;
+	for (uint32_t i = 0; i < h.n; i++) {
+		struct lf_pass_rec r;
+		memcpy(&r, raw + sizeof(h) + i * sizeof(r), sizeof(r));
+		nm += r.mfd >= 0;
+	}
+	return 1 + nm + h.napp <= LF_PASS_FDS ? 1 + nm + h.napp : 0;
+}
+
+/* The descriptors fds[0..n) of one SCM_RIGHTS as received: when the first
  * is a record memfd, the named sockets adopted, the extras closed;
- * returns how many of them are the application's (at the front). */
+ * returns how many of them are the application's (moved to the front).
+ * The sender puts the record first, then the memfds, then the
+ * application's descriptors, so that a message the kernel cut (no room
+ * under RLIMIT_NOFILE: it installs in order and stops) never leaves a
+ * tier socket here without its record and ring: what was cut is a tail.
+ * The record's positions are in the order the application sees: its
+ * descriptors [0, napp), the memfds after, the record last (pass.h);
+ * pos maps them to what came (-1: cut). */
 static size_t take_record(int *fds, size_t n)
 {
 	static_assert(LF_PASS_RECS <= LF_SHM_EXEC_FDS, "a seen entry per record");
@@ -259,15 +290,29 @@ static size_t take_record(int *fds, size_t n)
 	} raw;
 	struct lf_pass_rec recs[LF_PASS_RECS];
 	struct lf_pass_hdr h;
+	int pos[LF_PASS_FDS];
 	ssize_t len;
+	size_t total;
 
-	if (n < 2 || (len = read_record(fds[n - 1], raw.b)) < 0)
+	if (n < 1 || (len = read_record(fds[0], raw.b)) < 0)
 		return n;
-	int k = lf__pass_parse(raw.b, (size_t)len, n, &h, recs);
-	lf__sys_close(fds[n - 1]);
+	lf__sys_close(fds[0]);
+	int k = -1;
+	total = sent_count(raw.b, (size_t)len);
+	if (total >= n && total >= 2) {
+		memcpy(&h, raw.b, sizeof(h));
+		size_t nm = total - 1 - h.napp;
+		for (size_t i = 0; i < total - 1; i++) { /* the application's, then the memfds */
+			size_t at = i < total - 1 - nm ? 1 + nm + i : 1 + (i - (total - 1 - nm));
+			pos[i] = at < n ? fds[at] : -1;
+		}
+		pos[total - 1] = -1; /* the record: closed */
+		k = lf__pass_parse(raw.b, (size_t)len, total, &h, recs);
+	}
 	if (k < 0) {
 		if (lf__debug_on)
 			lf__debug("a passed record that does not check out: its descriptors go to the application as sent");
+		memmove(fds, fds + 1, (n - 1) * sizeof(int));
 		return n - 1;
 	}
 	bool took[LF_PASS_FDS] = { false };
@@ -275,10 +320,12 @@ static size_t take_record(int *fds, size_t n)
 	size_t nseen = 0;
 	for (int i = 0; i < k; i++) {
 		const struct lf_pass_rec *p = &recs[i];
-		struct lf_shm_rec r = { .fd = fds[p->sock], .mfd = p->mfd >= 0 ? fds[p->mfd] : -1, .ino = p->ino,
+		struct lf_shm_rec r = { .fd = pos[p->sock], .mfd = p->mfd >= 0 ? pos[p->mfd] : -1, .ino = p->ino,
 					.mino = p->mino, .kind = (char)p->kind, .count = p->count,
 					.flags = p->flags | LF_SHM_REC_FORKED, .owed = p->owed };
-		if (r.mfd >= 0 && !peer_maps_ring(r.fd, r.mino)) { /* not this socket's ring: not adopted, shut down */
+		if (r.fd < 0) /* cut with the rest */
+			continue;
+		if (p->mfd >= 0 && (r.mfd < 0 || !peer_maps_ring(r.fd, r.mino))) { /* not this socket's ring */
 			if (lf__debug_on)
 				lf__debug("a passed socket whose peer does not map the ring it came with: shut down");
 		} else if (lf__shm_exec_adopt_one(&r, seen, &nseen) && p->mfd >= 0) {
@@ -287,10 +334,14 @@ static size_t take_record(int *fds, size_t n)
 		if (!lf__shm_conn_of(r.fd)) /* named a tier socket, and not one: never a token read as data */
 			lf__sys_shutdown(r.fd, SHUT_RDWR);
 	}
-	for (size_t i = h.napp; i < n - 1; i++)
-		if (!took[i])
-			lf__sys_close(fds[i]);
-	return h.napp;
+	for (size_t i = h.napp; i < total - 1; i++)
+		if (!took[i] && pos[i] >= 0)
+			lf__sys_close(pos[i]);
+	size_t app = 0;
+	while (app < h.napp && pos[app] >= 0) /* what came of them: a prefix */
+		app++;
+	memcpy(fds, pos, app * sizeof(int));
+	return app;
 }
 
 /* put_cmsg's copy (net/core/scm.c) of one message of len data bytes into
@@ -327,7 +378,7 @@ static void narrow(struct msghdr *m, struct msghdr *got)
 	bool mine = false;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(got); c; c = CMSG_NXTHDR(got, c))
-		mine |= c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(2 * sizeof(int));
+		mine |= c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int));
 	if (!mine && got->msg_controllen <= room && !(got->msg_flags & MSG_CTRUNC)) {
 		if (got->msg_controllen) /* the common case: as it came */
 			memcpy(out, got->msg_control, got->msg_controllen);

@@ -1,10 +1,12 @@
 /* The record that goes with a tier socket passed with SCM_RIGHTS
- * (docs/shm.md, "Passing the socket"): the sender appends to the
- * message's descriptors each passed connection's memfd and last a small
- * sealed memfd named LF_PASS_NAME holding this record, which says which
- * of the received descriptors is which. Positions in the received
- * SCM_RIGHTS array, never descriptor numbers: a record can name only
- * descriptors of its own message. The receiver parses it with
+ * (docs/shm.md, "Passing the socket"): the sender puts before the
+ * message's descriptors a small sealed memfd named LF_PASS_NAME holding
+ * this record, then each passed connection's memfd, and the record says
+ * which of the received descriptors is which. Positions in the order
+ * the application sees (its descriptors, the memfds, the record last;
+ * shm_pass.c's take_record maps them to the array that came), never
+ * descriptor numbers: a record can name only descriptors of its own
+ * message. The receiver parses it with
  * lf__pass_parse (pure, fuzzed: test/fuzz/fuzz_pass.c), since any
  * process that can send to its socket can write one. */
 #ifndef LF_PASS_H

@@ -2576,9 +2576,9 @@ FOREIGN_VICTIM = textwrap.dedent("""
     u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1]); u.listen(1)
     print("ready", flush=True)
     k, _ = u.accept()
-    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(8))
+    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(12))
     fds = array.array("i"); fds.frombytes(anc[0][2])
-    s = socket.socket(fileno=fds[0])
+    s = socket.socket(fileno=fds[-1])                  # the socket: sent last
     try:
         s.sendall(b"SECRET-FOR-S-0123456789")
     except OSError:
@@ -2605,7 +2605,7 @@ FOREIGN_FORGER = textwrap.dedent("""
         _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
                     ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
                     ("flags", ctypes.c_int)]
-    body = struct.pack("3i", t.fileno(), ring, f)
+    body = struct.pack("3i", f, ring, t.fileno())     # the record first, the ring, the socket (shm_pass.c)
     cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
     struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
     ctypes.memmove(ctypes.addressof(cm) + 16, body, len(body))
@@ -2683,3 +2683,59 @@ def test_passing_a_tier_socket_at_the_descriptor_limit_says_so(build, tier):
     argv = [sys.executable, "-c", SENDER_AT_LIMIT]
     out = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == ("sent" if tier is None else os.strerror(24)), out
+
+
+RECEIVER_AT_LIMIT = textwrap.dedent("""
+    import array, os, resource, socket, sys
+    free = int(sys.argv[1])
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"
+    c.sendall(b"A" * 100)
+    u0, u1 = socket.socketpair()
+    if os.fork() == 0:                                 # the receiver: room for `free` more descriptors
+        c.close(); a.close(); u0.close()
+        def fds():
+            out = []
+            for x in os.listdir("/proc/self/fd"):
+                try:
+                    os.readlink(f"/proc/self/fd/{x}"); out.append(int(x))
+                except OSError:
+                    pass
+            return out
+        before = fds()
+        slots = [i for i in range(max(before) + 64) if i not in before]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (slots[free - 1] + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        m, anc, fl, _ = u1.recvmsg(1, socket.CMSG_SPACE(4))
+        got = array.array("i"); [got.frombytes(d) for l, t, d in anc if t == socket.SCM_RIGHTS]
+        kinds = [os.readlink(f"/proc/self/fd/{f}").split(":")[0] for f in got]
+        res = ["+".join(kinds) or "-", f"ctrunc={int(bool(fl & socket.MSG_CTRUNC))}"]
+        if len(got):
+            r = socket.socket(fileno=got[-1]); r.settimeout(2)
+            d = r.recv(200)
+            res.append("A*100" if d == b"A" * 100 else repr(d[:8]))
+        print(*res, flush=True)
+        os._exit(0)
+    u1.close()
+    u0.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+    a.close()
+    os.wait()
+""")
+
+
+@pytest.mark.parametrize("free", [1, 2, 3])
+def test_a_tier_socket_received_at_the_descriptor_limit_is_never_read_as_tokens(build, free):
+    """A receiver with room for its one descriptor but not for the extra
+    ones the rings need: the kernel installs the array in order and stops
+    at the limit, and the sender puts the record first, then the memfds,
+    then the application's descriptors, so the cut never leaves it a tier
+    socket without its rings: it gets nothing and MSG_CTRUNC, as the
+    kernel gives when nothing fits (it got the socket unadopted, whose
+    read gave the token b't' as data, and with room for two a stray ring
+    memfd too). With room for all three, the socket and its 100 bytes. The
+    control: plain TCP needs one and reads the bytes."""
+    argv = [sys.executable, "-c", RECEIVER_AT_LIMIT, str(free)]
+    plain = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    shm = subprocess.run(lf_cmd(argv, tier="shm"), capture_output=True, text=True, timeout=60)
+    assert plain.stdout.split() == ["socket", "ctrunc=0", "A*100"], plain
+    assert shm.stdout.split() == (["-", "ctrunc=1"] if free < 3 else plain.stdout.split()), shm

@@ -2012,8 +2012,8 @@ MUTANTS += [
         "shm-pass-extras-to-app",
         "the receiver leaves the memfds that came with the socket in the application's control buffer",
         [("src/fastpath/shm_pass.c",
-          "\t\t\tlf__sys_close(fds[i]);\n\treturn h.napp;\n",
-          "\t\t\tlf__sys_close(fds[i]);\n\treturn n - 1;\n")],
+          "\tmemcpy(fds, pos, app * sizeof(int));\n\treturn app;\n",
+          "\tmemmove(fds, fds + 1, (n - 1) * sizeof(int));\n\treturn n - 1;\n")],
         ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
     Mutant(
         "shm-pass-any-peer",
@@ -2036,8 +2036,8 @@ MUTANTS += [
         "the receiver adopts a passed socket with whatever ring its record pairs it with, without asking whether "
         "the socket's peer maps that ring: a forger reads there what the receiver writes to a third party",
         [("src/fastpath/shm_pass.c",
-          "if (r.mfd >= 0 && !peer_maps_ring(r.fd, r.mino)) {",
-          "if (false) {")],
+          "if (p->mfd >= 0 && (r.mfd < 0 || !peer_maps_ring(r.fd, r.mino))) {",
+          "if (p->mfd >= 0 && r.mfd < 0) {")],
         ["e2e:test_shm.py -k forged_record_cannot"]),
     Mutant(
         "shm-pass-unsealed-record-taken",

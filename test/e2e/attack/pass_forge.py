@@ -116,7 +116,8 @@ def raw_send_fds(u, data, fds):
 for name, extra in FORGERIES.items():
     u = socket.socket(socket.AF_UNIX)
     u.connect(path)
-    raw_send_fds(u, b"x", [a.fileno()] + extra())
+    ex = extra()  # the memfds, the record last: sent record first, then the memfds, then the socket (shm_pass.c)
+    raw_send_fds(u, b"x", [ex[-1]] + ex[:-1] + [a.fileno()])
     u.close()
 maps = set()
 for line in open("/proc/self/maps"):
