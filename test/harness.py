@@ -40,7 +40,7 @@ no floors; each SPEC is one of
   e2e:PYTEST-ARGS            e.g. "e2e:test_compare.py -k names" (in test/e2e)
   e2e-spin:PYTEST-ARGS       the same with busy polling
   compat:PYTEST-ARGS         e.g. "compat:test_socat.py" (in test/compat)
-  fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn, ring; the long run)
+  fuzz[:TARGET,...]          e.g. fuzz:name (test/fuzz/run.sh; targets: name, syn, ring, pass; the long run)
   mutants[:NAME,...]         all mutants, or the named ones (make test-mutants)
 
 What fails the run, besides a failing test:

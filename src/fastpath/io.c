@@ -127,8 +127,11 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE(fd, flags);
-	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		if (m && m->msg_control && m->msg_controllen) /* a tier socket may come with its rings (shm_pass.c) */
+			return lf__shm_pass_recvmsg(fd, m, flags);
 		return recvmsg_tcp(fd, m, flags);
+	}
 	struct msghdr copy = *m;
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
@@ -269,12 +272,11 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
-	if (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {
-		errno = EOPNOTSUPP; /* a socket on the shm tier cannot be passed yet (shm.c) */
-		return -1;
-	}
-	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST))
+	if (!m || !f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
+		if (m && m->msg_controllen && lf__shm_used) /* a tier socket goes with its rings, or not at all (shm_pass.c) */
+			return lf__shm_pass_sendmsg(fd, m, flags);
 		return REAL(sendmsg)(fd, m, flags);
+	}
 	/* No destination (TCP ignores it; a connected Unix socket refuses
 	 * it), and no ancillary data: what TCP takes there (SO_MARK,
 	 * SO_PRIORITY, timestamping requests) has nothing to act on, and what
@@ -307,10 +309,26 @@ static bool mmsg_ours(int fd)
 
 #define MMSG_MAX 1024 /* UIO_MAXIOV */
 
+/* A message of v with a control buffer, on a socket loopfast does not
+ * handle: a tier socket may come with its rings (shm_pass.c). */
+static bool mmsg_control(int fd, const struct mmsghdr *v, unsigned n)
+{
+	int dom = 0;
+	socklen_t l = sizeof(dom);
+	unsigned i = 0;
+
+	while (v && i < n && !(v[i].msg_hdr.msg_control && v[i].msg_hdr.msg_controllen))
+		i++;
+	return i < n && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) && dom == AF_UNIX;
+}
+
 LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *ts)
 {
-	if (!mmsg_ours(fd))
+	if (!mmsg_ours(fd)) {
+		if (n <= MMSG_MAX && mmsg_control(fd, v, n))
+			return lf__shm_pass_recvmmsg(fd, v, n, flags, ts);
 		return REAL(recvmmsg)(fd, v, n, flags, ts);
+	}
 	uint64_t end = 0;
 	if (ts) {
 		if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000) {
@@ -362,19 +380,14 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	if (n > MMSG_MAX)
 		n = MMSG_MAX;
-	/* sendmsg's refusal of a tier socket in SCM_RIGHTS, per message: the
-	 * messages before the first that carries one are sent, as the kernel
-	 * stops at a message that fails and counts those before it. */
-	for (unsigned i = 0; lf__shm_used && v && i < n; i++) { /* (NULL: the kernel's EFAULT) */
-		if (v[i].msg_hdr.msg_controllen && lf__shm_in_rights(&v[i].msg_hdr)) {
-			if (!i) {
-				errno = EOPNOTSUPP;
-				return -1;
-			}
-			n = i;
-		}
-	}
-	if (!mmsg_ours(fd))
+	/* A message that passes a tier socket goes through sendmsg (which
+	 * adds its rings, or refuses it), one message at a time as the
+	 * kernel loops: those before a message that fails are sent and
+	 * counted. */
+	bool rights = false;
+	for (unsigned i = 0; lf__shm_used && v && i < n && !rights; i++) /* (NULL: the kernel's EFAULT) */
+		rights = v[i].msg_hdr.msg_controllen && lf__shm_in_rights(&v[i].msg_hdr);
+	if (!rights && !mmsg_ours(fd))
 		return REAL(sendmmsg)(fd, v, n, flags);
 	int e0 = errno, err = 0;
 	unsigned k = 0;

@@ -333,7 +333,7 @@ struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
-	} cm;
+	} cm = { { 0 } }; /* its padding too: the kernel reads the whole buffer (valgrind) */
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
 	if (c) {
 		m.msg_control = cm.buf;
@@ -669,10 +669,11 @@ long lf__shm_room(int fd)
 
 /* A descriptor passed with SCM_RIGHTS arrives without the connection's
  * state (its rings, its place in the stream), and the peer goes on
- * writing to the ring: the receiver would read tokens as data. Until a
- * hand-over exists (docs/shm.md, "Passing the socket"), sendmsg refuses
- * a message that carries a socket on the tier (or still waiting for the
- * server's answer), so that the sender keeps a working connection. */
+ * writing to the ring: the receiver would read tokens as data. So a
+ * message that carries a socket on the tier (or still waiting for the
+ * server's answer) goes through shm_pass.c, which sends the rings along
+ * or refuses it (docs/shm.md, "Passing the socket"); sendmmsg asks here
+ * which messages do. */
 bool lf__shm_in_rights(const struct msghdr *m)
 {
 	for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR((struct msghdr *)m, h)) {

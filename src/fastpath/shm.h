@@ -85,8 +85,18 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 /* The bytes a write would put in the ring now without waiting; -1: the
  * writes go on the Unix stream (not, or not yet, on the tier). */
 long lf__shm_room(int fd);
-/* sendmsg's ancillary data passes a socket on the tier (SCM_RIGHTS): refused. */
+/* sendmsg's ancillary data passes a socket on the tier, or one waiting
+ * for the server's answer (SCM_RIGHTS). */
 bool lf__shm_in_rights(const struct msghdr *m);
+/* Passing tier sockets (shm_pass.c, docs/shm.md "Passing the socket"):
+ * sendmsg on a socket that is not a fast-path one, with ancillary data:
+ * the tier sockets it passes go with their rings to a receiver that runs
+ * loopfast, else -1 EOPNOTSUPP. recvmsg and recvmmsg with a control
+ * buffer on such a socket: the rings that came are adopted, and the
+ * application gets its own descriptors as the kernel would give them. */
+ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags);
+ssize_t lf__shm_pass_recvmsg(int fd, struct msghdr *m, int flags);
+int lf__shm_pass_recvmmsg(int fd, struct mmsghdr *v, unsigned n, int flags, struct timespec *ts);
 /* SOL_LOOPFAST LOOPFAST_TIER and lf_set_tier (api.c). get: LF_TIER_SHM
  * while the connection holds the rings (a client waits for the server's
  * answer: -EAGAIN when non-blocking, -EINTR), or, not connected yet, if

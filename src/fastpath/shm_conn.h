@@ -75,6 +75,33 @@ extern bool lf__shm_forked;                               /* the process forked 
 void lf__shm_set_state(struct lf_shm_conn *c, int st); /* every change of c->state */
 extern atomic_int lf__shm_live;                           /* tier connections the process holds */
 
+/* shm_exec.c: one tier socket's record (the exec's, and a passed
+ * socket's: shm_pass.c) and its adoption. fd and mfd: numbers in the
+ * process that adopts (mfd -1: none). */
+enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_REC_FORKED = 8 };
+struct lf_shm_rec {
+	int fd, mfd;
+	unsigned long ino, mino;
+	char kind;                  /* 's' server, 'c' client, 'u' a client waiting for the answer */
+	unsigned long long count;   /* server: stream_in; 'u': stream_out */
+	unsigned flags, owed;
+};
+/* The connections adopted so far, by their socket's inode: the dups of a
+ * socket share one. */
+struct lf_shm_seen {
+	unsigned long ino;
+	struct lf_shm_conn *c;
+};
+/* fd's record (its memfd if still ours, else -1); false: not on the tier or gone. */
+bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r);
+/* One record: the socket back on the tier (sharing the state of an
+ * earlier record of the same socket: a dup), or shut down both ways when
+ * it does not check out (the socket's inode, the memfd's name, inode and
+ * seals: lf__shm_map). Returns whether it took the memfd (kept it for the
+ * connection, or closed it): a memfd it did not take is not a ring of
+ * this connection, or is held already. */
+bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen, size_t *nseen);
+
 /* shm_io.c */
 void lf__shm_io_flush(struct lf_shm_conn *c, int fd);     /* sends a token the socket had no room for */
 /* Under rxl, with the ring's stream part done: takes the edge bytes at the

@@ -51,36 +51,46 @@
 #define VAR "LOOPFAST_SHM_EXEC"
 #define ENTRY_MAX 112 /* ":fd,ino,mfd,ino,k,count,flags,owed" at its longest, and slack */
 
-enum { DONE = 1, UNSENT = 2, EDGES = 4, FORKED = 8 };
-
 size_t lf__shm_exec_room(void)
 {
 	return atomic_load(&lf__shm_live) ? sizeof(VAR) + 16 + LF_SHM_EXEC_FDS * ENTRY_MAX : 0;
+}
+
+bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
+{
+	int st = atomic_load(&c->state);
+	char kind = st == UNDECIDED ? 'u' : st != ON ? 0 : c->server ? 's' : 'c';
+	struct stat s, m;
+
+	if (!kind || fstat(fd, &s))
+		return false;
+	*r = (struct lf_shm_rec){ .fd = fd, .ino = (unsigned long)s.st_ino, .mfd = -1, .kind = kind,
+				  .count = kind == 'u' ? c->stream_out : c->stream_in, .owed = c->owed };
+	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
+		r->mfd = c->mfd;
+		r->mino = c->mfd_ino;
+	}
+	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
+		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
+		   (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? LF_SHM_REC_FORKED : 0);
+	return true;
 }
 
 /* The record of one tier socket fd that stays open, appended at buf + *n;
  * its memfd made inheritable (and listed in undo) if it was not yet. */
 static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t *n, int *undo, size_t *nu)
 {
-	int st = atomic_load(&c->state);
-	char kind = st == UNDECIDED ? 'u' : st != ON ? 0 : c->server ? 's' : 'c';
-	struct stat s, m;
-	int mfd = -1;
+	struct lf_shm_rec r;
 
-	if (!kind || fstat(fd, &s) || room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS)
+	if (room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS || !lf__shm_exec_rec(fd, c, &r))
 		return;
-	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
-		mfd = c->mfd;
-		int fl = lf__sys_fcntl(mfd, F_GETFD, 0);
-		if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(mfd, F_SETFD, fl & ~FD_CLOEXEC))
-			undo[(*nu)++] = mfd;
+	if (r.mfd >= 0) {
+		int fl = lf__sys_fcntl(r.mfd, F_GETFD, 0);
+		if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(r.mfd, F_SETFD, fl & ~FD_CLOEXEC))
+			undo[(*nu)++] = r.mfd;
 	}
-	unsigned flags = (c->stream_done ? DONE : 0) | (atomic_load(&c->unsent) ? UNSENT : 0) |
-			 (atomic_load(&c->edges) ? EDGES : 0) |
-			 (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? FORKED : 0);
-	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u", fd, (unsigned long)s.st_ino, mfd,
-			       mfd >= 0 ? c->mfd_ino : 0UL, kind,
-			       (unsigned long long)(kind == 'u' ? c->stream_out : c->stream_in), flags, c->owed);
+	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u", fd, r.ino, r.mfd, r.mino, r.kind,
+			       r.count, r.flags, r.owed);
 }
 
 /* Reads the process's state and writes only buf and undo (a vfork child
@@ -170,54 +180,44 @@ static bool our_memfd(int mfd, unsigned long ino)
 	return !strncmp(name, "/memfd:loopfast-shm", 19);
 }
 
-/* The connections adopted so far, by their socket's inode: the dups of a
- * socket share one. */
-struct seen {
-	unsigned long ino;
-	struct lf_shm_conn *c;
-};
-
-/* One record: the socket back on the tier (sharing the state of an earlier
- * record of the same socket: a dup), or shut down. */
-static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char kind, unsigned long long count,
-		  unsigned flags, unsigned owed, struct seen *seen, size_t *nseen)
+bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen, size_t *nseen)
 {
 	struct stat st;
-	int family;
+	int family, fd = r->fd, mfd = r->mfd;
 	struct lf_shm_conn *c = NULL;
-	bool mine = our_memfd(mfd, mino);
+	bool mine = our_memfd(mfd, r->mino), took = mine;
 
 	for (size_t i = 0; i < *nseen; i++) {
-		if (seen[i].ino == ino)
+		if (seen[i].ino == r->ino)
 			c = seen[i].c;
-		if (seen[i].c->mfd_ino == mino)
-			mine = false; /* held by that connection already */
+		if (seen[i].c->mfd_ino == r->mino)
+			mine = took = false; /* held by that connection already */
 	}
 	if (mine)
 		lf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);
-	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != ino) {
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != r->ino) {
 		if (mine) /* the socket is not there: neither is its connection */
 			lf__sys_close(mfd);
-		return;
+		return took;
 	}
-	if (flags & FORKED)
+	if (r->flags & LF_SHM_REC_FORKED)
 		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
 	if (!lf__fast_family(fd, &family)) {
 		c = NULL;
 	} else if (c) { /* a dup of a socket adopted already */
 		atomic_fetch_add(&c->refs, 1);
-	} else if ((c = lf__shm_conn_new(kind == 's'))) {
+	} else if ((c = lf__shm_conn_new(r->kind == 's'))) {
 		uint32_t area = 0;
-		if (kind == 'u') {
-			c->stream_out = count;
-		} else if (mine && (kind == 's' || kind == 'c') && (c->map = lf__shm_map(mfd, &area))) {
-			lf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);
+		if (r->kind == 'u') {
+			c->stream_out = r->count;
+		} else if (mine && (r->kind == 's' || r->kind == 'c') && (c->map = lf__shm_map(mfd, &area))) {
+			lf__ring_views(c->map, area, r->kind == 's', &c->rx, &c->tx);
 			lf__shm_set_state(c, ON);
-			c->stream_in = count;
-			c->stream_done = flags & DONE;
-			c->owed = owed;
-			atomic_store(&c->unsent, (flags & UNSENT) != 0);
-			atomic_store(&c->edges, (flags & EDGES) != 0);
+			c->stream_in = r->count;
+			c->stream_done = r->flags & LF_SHM_REC_DONE;
+			c->owed = r->owed;
+			atomic_store(&c->unsent, (r->flags & LF_SHM_REC_UNSENT) != 0);
+			atomic_store(&c->edges, (r->flags & LF_SHM_REC_EDGES) != 0);
 			lf__shm_keep_memfd(c, mfd);
 			mine = false;
 		} else {
@@ -225,15 +225,15 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 			c = NULL;
 		}
 		if (c && *nseen < LF_SHM_EXEC_FDS)
-			seen[(*nseen)++] = (struct seen){ ino, c };
+			seen[(*nseen)++] = (struct lf_shm_seen){ r->ino, c };
 	}
 	if (mine)
 		lf__sys_close(mfd);
 	if (!c) {
 		if (lf__debug_on)
-			lf__debug("fd %d: its shm rings did not survive the exec: shut down", fd);
+			lf__debug("fd %d: its shm rings could not be adopted: shut down", fd);
 		lf__sys_shutdown(fd, SHUT_RDWR);
-		return;
+		return took;
 	}
 	struct lf_fd *f = lf__fd(fd);
 	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
@@ -241,12 +241,13 @@ static void adopt(int fd, unsigned long ino, int mfd, unsigned long mino, char k
 		atomic_fetch_or(&f->flags, LF_F_NONBLOCK);
 	lf__shm_attach(fd, c);
 	lf__signals_wrap(); /* the tier's own waits end as the application's call would (as lf_set_tier) */
+	return took;
 }
 
 void lf__shm_exec_adopt(void)
 {
 	const char *v = getenv(VAR);
-	struct seen seen[LF_SHM_EXEC_FDS];
+	struct lf_shm_seen seen[LF_SHM_EXEC_FDS];
 	size_t nseen = 0;
 
 	if (!v)
@@ -260,15 +261,12 @@ void lf__shm_exec_adopt(void)
 	if (end == p || pid != (long)getpid())
 		return;
 	for (p = end; *p == ':'; p = end) {
-		int fd, mfd, used = 0;
-		unsigned long ino, mino;
-		unsigned long long count;
-		unsigned flags, owed;
-		char kind;
-		if (sscanf(p, ":%d,%lu,%d,%lu,%c,%llu,%u,%u%n", &fd, &ino, &mfd, &mino, &kind, &count, &flags, &owed,
-			   &used) != 8 || !used)
+		struct lf_shm_rec r;
+		int used = 0;
+		if (sscanf(p, ":%d,%lu,%d,%lu,%c,%llu,%u,%u%n", &r.fd, &r.ino, &r.mfd, &r.mino, &r.kind, &r.count,
+			   &r.flags, &r.owed, &used) != 8 || !used)
 			return;
 		end = p + used;
-		adopt(fd, ino, mfd, mino, kind, count, flags, owed, seen, &nseen);
+		lf__shm_exec_adopt_one(&r, seen, &nseen);
 	}
 }

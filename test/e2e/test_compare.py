@@ -271,8 +271,6 @@ def _shm_known(why, *scenarios, raises=FastPathDiffers):
 
 
 SHM_KNOWN = {
-    **_shm_known("a tier socket cannot be passed yet: sendmsg refuses it (EOPNOTSUPP)", "scm-rights",
-                 raises=AssertionError),
     **_shm_known("a raw close_range system call (not seen), then a file on the number", "close-range-fork"),
 }
 

@@ -1293,6 +1293,79 @@ def test_forged_tier_hellos_get_no_memfd(build, attacker, fam):
     assert got == {"queued": 16, "bytes": 0, "fds": 0}, got
 
 
+def pass_victim(attacker, n):
+    """attack/pass_victim.py as root on the tier, its Unix socket in a
+    directory every user can enter: (process, the socket's path, its
+    memfds' inodes)."""
+    d = tempfile.mkdtemp(prefix="lf-pass-")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "victim.sock")
+    victim = as_root(attacker, "pass_victim", path, n, tier="shm")
+    readline(victim)
+    own = memfds(victim.pid)
+    assert own, "the victim's connection is not on the tier"
+    return victim, path, own
+
+
+def test_forged_records_of_a_passed_socket_gain_nothing(build, attacker):
+    # A process of another uid, on the tier itself, connects to a root
+    # victim's Unix socket and sends it, with a socket of its own, forged
+    # records of a passed tier socket (attack/pass_forge.py): positions
+    # swapped, past the array, a count larger than the records, a dup of
+    # nothing, another socket's inode, a sealed memfd that is no ring, an
+    # unsealed record. A record names only positions of its own message,
+    # so the most a forger gets is its own connection adopted ("own": the
+    # victim reads the forger's bytes, as it would from the socket the
+    # forger sent anyway). The victim's application gets exactly the
+    # descriptors sent (the memfds and record stripped) when the record
+    # checks out, or, when it does not parse, everything but the record
+    # memfd; a socket whose record parses but does not check out is shut
+    # down (the end, never a token as data). The victim does not crash, its
+    # own tier connection keeps its bytes, a new one is served on the tier,
+    # and the forger maps no memfd of the victim's.
+    victim, path, own = pass_victim(attacker, 8)
+    forge = None
+    try:
+        forge = attacker("pass_forge", path, "forge", preload_lib=True, tier="shm")
+        sent = json.loads(readline(forge, 60))
+        out = json.loads(readline(victim, 90))
+        assert victim.poll() is None, victim.errors()
+        taken = memfds(forge.pid)
+    finally:
+        stop(victim, forge)
+    assert sent["sent"] == ["own", "swapped", "outside", "count", "dup-of-nothing", "wrong-inode", "junk-ring",
+                            "unsealed"], sent
+    msgs = dict(zip(sent["sent"], out["msgs"]))
+    stray = ["/memfd:loopfast-shm", "sock"]  # as they came: the record first, the memfds, the socket (shm_pass.c)
+    want = {"own": ["sock"], "swapped": stray, "outside": stray, "count": stray, "dup-of-nothing": stray,
+            "wrong-inode": ["sock"], "junk-ring": ["sock"], "unsealed": ["/memfd:loopfast-pass"] + stray}
+    assert {k: m["kinds"] for k, m in msgs.items()} == want, msgs
+    assert all(m["data"] == "x" and not m["ctrunc"] for m in msgs.values()), msgs
+    assert msgs["own"]["reads"] == ["mine"], msgs
+    assert msgs["wrong-inode"]["reads"] == ["eof"] and msgs["junk-ring"]["reads"] == ["eof"], msgs
+    assert out["own"] == "secret after back new", out
+    assert not (taken & own), "the forger maps a memfd of the victim's"
+
+
+def test_a_tier_socket_is_not_passed_to_another_uid(build, attacker):
+    # A process of another uid passes its own tier socket to a root
+    # receiver under loopfast: its sendmsg cannot read the receiver's
+    # /proc/PID/maps, so it cannot know the receiver would take the rings,
+    # and refuses (EOPNOTSUPP, nothing sent); its connection keeps its
+    # bytes. The receiver gets only the sender's next message.
+    victim, path, own = pass_victim(attacker, 1)
+    sender = None
+    try:
+        sender = attacker("pass_forge", path, "honest", preload_lib=True, tier="shm")
+        got = json.loads(readline(sender, 60))
+        out = json.loads(readline(victim, 60))
+    finally:
+        stop(victim, sender)
+    assert got == {"sent": "EOPNOTSUPP", "kept": "mineafter"}, got
+    assert out["msgs"] == [{"data": "n", "kinds": [], "ctrunc": False, "reads": []}], out
+    assert out["own"] == "secret after back new", out
+
+
 SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow", "urg"])
 
 

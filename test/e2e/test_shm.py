@@ -679,23 +679,38 @@ PASSFD = textwrap.dedent("""
         e = ctypes.get_errno()
         return str(r) if r >= 0 else "EOPNOTSUPP" if e == errno.EOPNOTSUPP else errno.errorcode[e]
 
-    def received(u):                             # the datagrams that came (passed descriptors closed)
+    def rings():                                 # the tier's memfds the process maps (the kernel's maps)
+        return sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    base, more = rings(), 0
+
+    def received(u):                             # the datagrams that came, by recvmmsg (passed descriptors closed)
+        global more
+        v, bufs, cms = (mmsghdr * 4)(), [], []
+        for m in v:
+            b = ctypes.create_string_buffer(10); bufs.append((b, iovec(ctypes.cast(b, ctypes.c_char_p), 10)))
+            cm = ctypes.create_string_buffer(socket.CMSG_SPACE(2 * 4)); cms.append(cm)
+            m.hdr.iov, m.hdr.iovlen = ctypes.pointer(bufs[-1][1]), 1
+            m.hdr.control, m.hdr.controllen = ctypes.addressof(cm), len(cm)
+        k = libc.recvmmsg(u.fileno(), v, 4, socket.MSG_DONTWAIT, None)
         got = ""
-        u.setblocking(False)                     # (recv_fds drops its flags argument)
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(u, 10, 2)
-            except BlockingIOError:
-                return got
-            got += data.decode()
+        for i in range(max(k, 0)):
+            got += bufs[i][0].raw[:v[i].len].decode()
+            fds = []
+            if v[i].hdr.controllen:              # one SCM_RIGHTS: its length, then its descriptors
+                n = (int.from_bytes(cms[i].raw[:8], "little") - 16) // 4
+                fds = [int.from_bytes(cms[i].raw[16 + 4 * j:20 + 4 * j], "little") for j in range(n)]
+            more = max(more, rings() - base)     # the received descriptor holds the rings too
             for fd in fds:
                 os.close(fd)
+        return got
 
     if sys.argv[1] == "sendmsg":
         u1, u2 = socket.socketpair()
         try:
             socket.send_fds(u1, [b"x"], [a.fileno()])
-            os.close(socket.recv_fds(u2, 1, 1)[1][0])
+            fd = socket.recv_fds(u2, 1, 1)[1][0]
+            more = rings() - base
+            os.close(fd)
             res = "passed"
         except OSError as e:
             res = "EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]
@@ -708,24 +723,25 @@ PASSFD = textwrap.dedent("""
         res += ":" + (str(r) if r >= 0 else errno.errorcode[ctypes.get_errno()])
     c.sendall(b"after"); got = a.recv(100)
     a.sendall(b"back"); got2 = c.recv(100)
-    print(res, got.decode(), got2.decode(), flush=True)
+    print(res, got.decode(), got2.decode(), f"rings+{more}", flush=True)
     sys.stdin.readline()
 """)
 
-PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "EOPNOTSUPP",
-          ("sendmmsg", "uds"): "2:xy:1:z:EFAULT", ("sendmmsg", "shm"): "1:x:EOPNOTSUPP::EFAULT"}
+PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "passed",
+          ("sendmmsg", "uds"): "2:xy:1:z:EFAULT", ("sendmmsg", "shm"): "2:xy:1:z:EFAULT"}
 
 
 @pytest.mark.parametrize("call", ["sendmsg", "sendmmsg"])
 @pytest.mark.parametrize("tier", ["uds", "shm"])
-def test_passing_a_tier_socket_is_refused_not_reset(build, tier, call):
-    """sendmsg with SCM_RIGHTS of a socket on the tier fails with
-    EOPNOTSUPP, and the connection goes on working at both ends (over the
-    Unix stream, the control, the descriptor passes). sendmmsg sends the
-    messages before the first that carries one, as the kernel stops at a
-    message that fails, and fails with EOPNOTSUPP when it is the first;
-    with no vector, EFAULT as the kernel says. On the tier the process
-    maps the memfd for both its ends."""
+def test_passing_a_tier_socket_to_itself(build, tier, call):
+    """sendmsg and sendmmsg with SCM_RIGHTS of a socket on the tier, to
+    the process itself (a socketpair: SO_PEERCRED names it; recvmmsg
+    receives sendmmsg's datagrams), pass it as
+    the Unix stream does (the control): the descriptor arrives and the
+    connection goes on working at both ends; with no vector sendmmsg
+    gets the kernel's EFAULT. On the tier the process maps the memfd for
+    both its ends, and one more time while it holds the received
+    descriptor (the kernel's maps): it came with its rings."""
     p = subprocess.Popen(lf_cmd([sys.executable, "-c", PASSFD, call], tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -734,7 +750,174 @@ def test_passing_a_tier_socket_is_refused_not_reset(build, tier, call):
             assert maps_memfd(p.pid) >= 2, "the connection is not on the tier"
     finally:
         stop(p)
-    assert got == [PASSED[call, tier], "after", "back"], got
+    assert got == [PASSED[call, tier], "after", "back", f"rings+{int(tier == 'shm')}"], got
+
+
+# A tier socket passed to another process (docs/shm.md, "Passing the
+# socket"). The sender's server end has bytes in its ring, unread, when it
+# passes it over a Unix socket the receiver listens on; the receiver reads
+# the whole stream, writes back, closes; the sender's client end reads that,
+# then the end. The receiver reports what its recvmsg gave it (the data
+# byte, its descriptors from the control buffer, how many descriptors its
+# process gained, MSG_CTRUNC, what each is) and whether the stream came in
+# order. "two": a pipe's end goes along after the socket, and the receiver's
+# control buffer has room for one descriptor only (CMSG_LEN(4)). "dup": the
+# socket and a dup of it; the receiver reads through one and writes back
+# through the other.
+PASS_N, PASS_BEFORE = 200000, 60000
+PASS_RECEIVER = textwrap.dedent("""
+    import array, os, socket, stat, sys
+    path, anc, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    want = bytes(i % 251 for i in range(n))
+    u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(1)
+    print("ready", flush=True)
+    v, _ = u.accept()
+    def fds_now():                           # (the process's descriptors but the rings', the rings' memfds held)
+        links = []
+        for f in os.listdir("/proc/self/fd"):
+            try:
+                links.append(os.readlink(f"/proc/self/fd/{f}"))
+            except OSError:
+                pass
+        held = sum(l.startswith("/memfd:loopfast-shm") for l in links)
+        return len(links) - held, held
+    before, held0 = fds_now()
+    data, cm, flags, _ = v.recvmsg(1, anc)
+    after, held = fds_now()
+    fds = []
+    for level, kind, d in cm:
+        assert (level, kind) == (socket.SOL_SOCKET, socket.SCM_RIGHTS), (level, kind)
+        fds += list(array.array("i", d[:len(d) - len(d) % 4]))
+    kinds = "+".join("sock" if stat.S_ISSOCK(os.fstat(f).st_mode) else "other" for f in fds) or "-"
+    out = [data.decode(), f"fds={len(fds)}", f"new={after - before}", f"ctrunc={int(bool(flags & socket.MSG_CTRUNC))}", kinds]
+    if data == b"p":
+        a = socket.socket(fileno=fds[0])
+        got = b""
+        while len(got) < n:
+            d = a.recv(65536)
+            if not d:
+                break
+            got += d
+        out.append("in-order" if got == want else f"wrong:{len(got)}")
+        out.append(f"held={held - held0}")       # loopfast's own copy of the memfd (hidden, close-on-exec)
+        w = socket.socket(fileno=fds[1]) if kinds == "sock+sock" else a   # "dup": back through the other one
+        w.sendall(want[::-1])
+        print(*out, flush=True)
+        sys.stdin.readline()                 # the test looks at the maps meanwhile
+        a.close()
+        w.close()
+    else:
+        print(*out, flush=True)
+        sys.stdin.readline()
+""")
+PASS_SENDER = textwrap.dedent("""
+    import errno, os, socket, sys
+    path, mode, n, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    want = bytes(i % 251 for i in range(n))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+    c.sendall(want[:before])                     # in a's ring when it is passed
+    u = socket.socket(socket.AF_UNIX); u.connect(path)
+    r, w = os.pipe()
+    try:
+        more = [r] if mode == "two" else [os.dup(a.fileno())] if mode == "dup" else []
+        socket.send_fds(u, [b"p"], [a.fileno()] + more)
+        res = ["passed"]
+        if mode == "dup":
+            os.close(more[0])
+    except OSError as e:
+        res = ["EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]]
+        u.sendall(b"n")                          # the receiver's message, without descriptors
+    if res == ["passed"]:
+        a.close()
+        c.sendall(want[before:])
+        back = b""
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            back += d
+        res.append("back-in-order-then-eof" if back == want[::-1] else f"back-wrong:{len(back)}")
+    else:                                        # the sender's connection goes on working
+        got = b""
+        while len(got) < before:
+            got += a.recv(65536)
+        c.sendall(b"after"); got += a.recv(100)
+        a.sendall(b"back")
+        res.append("kept" if got == want[:before] + b"after" and c.recv(100) == b"back" else "broken")
+    print(*res, flush=True)
+""")
+
+
+def pass_run(tmp_path, sender_tier, receiver_tier, mode="one"):
+    """(receiver's line, sender's line, memfd maps of the receiver while it
+    holds the socket). tier None: no loopfast at all."""
+    path = str(tmp_path / f"pass-{sender_tier}-{receiver_tier}-{mode}")
+    anc = str(20 if mode == "two" else 24)   # CMSG_LEN(4): one descriptor's room; CMSG_SPACE(4)
+
+    def cmd(tier, script, *args):
+        argv = [sys.executable, "-c", script, *args]
+        return lf_cmd(argv, tier=tier) if tier else argv
+    rcv = subprocess.Popen(cmd(receiver_tier, PASS_RECEIVER, path, anc, str(PASS_N)), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snd = None
+    try:
+        assert readline(rcv, timeout=60).strip() == "ready"
+        snd = subprocess.Popen(cmd(sender_tier, PASS_SENDER, path, mode, str(PASS_N), str(PASS_BEFORE)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rline = readline(rcv, timeout=60).split()
+        maps = maps_memfd(rcv.pid)
+        rcv.stdin.write("\n"); rcv.stdin.flush()
+        sline = readline(snd, timeout=60).split()
+        assert snd.wait(timeout=60) == 0, snd.stderr.read()
+        assert rcv.wait(timeout=60) == 0, rcv.stderr.read()
+    finally:
+        stop(rcv)
+        if snd:
+            stop(snd)
+    return rline, sline, maps
+
+
+@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds"), ("dup", "shm")])
+def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, receiver):
+    """A tier socket passed to another process that runs loopfast keeps
+    working there: the receiver reads the whole stream in order (the
+    60,000 bytes in the ring before the pass first), writes back, and
+    the peer reads that in order, then the end; the kernel shows the
+    receiver mapping the ring (its maps), and its recvmsg gives it
+    exactly the descriptors sent (the memfds and the record that came
+    along are not in its control buffer, and its process gained only
+    those). "two": a control buffer with room for one of the two
+    descriptors gives that one and MSG_CTRUNC, the other closed, as the
+    kernel does; "dup": a socket passed twice shares one connection (its
+    ring held once), read through one and written through the other. The receiver need not ask for the tier itself ("uds":
+    under loopfast without it). The control: the same two programs
+    without loopfast (plain TCP)."""
+    tcp = pass_run(tmp_path, None, None, mode)
+    shm = pass_run(tmp_path, "shm", receiver, mode)
+    n = 2 if mode == "dup" else 1
+    want = ["p", f"fds={n}", f"new={n}", f"ctrunc={int(mode == 'two')}", "+".join(["sock"] * n), "in-order"]
+    assert tcp[:2] == (want + ["held=0"], ["passed", "back-in-order-then-eof"]), tcp
+    assert tcp[2] == 0
+    assert shm[:2] == (want + ["held=1"], tcp[1]), shm
+    assert shm[2] >= 1, "the receiver does not map the ring"
+
+
+def test_passing_a_tier_socket_to_a_receiver_without_loopfast_is_refused(build, tmp_path):
+    """A receiver that does not run loopfast (started without it) could
+    not take the rings: the sender's sendmsg fails with EOPNOTSUPP,
+    nothing is sent, and the sender's connection goes on working (the 60,000
+    bytes in its ring, then more each way). The receiver gets only the
+    sender's next message, with no descriptor. Without the tier (the
+    Unix stream) the socket passes."""
+    rline, sline, maps = pass_run(tmp_path, "shm", None)
+    assert sline == ["EOPNOTSUPP", "kept"], sline
+    assert rline == ["n", "fds=0", "new=0", "ctrunc=0", "-"], rline
+    assert maps == 0
+    uds = pass_run(tmp_path, "uds", None)
+    assert uds[:2] == (["p", "fds=1", "new=1", "ctrunc=0", "sock", "in-order", "held=0"],
+                       ["passed", "back-in-order-then-eof"]), uds
 
 
 # Both ends in one process again: a reader that polls its ring with
@@ -2499,3 +2682,193 @@ def test_urgent_fionread(build):
     assert got["tcp"] == ["maps=0", "4", "hell", "0", "o", "0"], got
     assert got["fast"] == ["maps=0", "5", "hell", "1", "o", "0"], got
     assert got["shm"] == ["maps=2", "5", "hell", "1", "o", "0"], got
+
+
+# A forger (under loopfast) hands the victim (a loopfast receiver) its
+# connection to a third server S that is off the tier (S runs loopfast
+# with --tier uds: the forger's socket to it is a fast-path one), with a
+# forged record (raw sendmsg, past loopfast's) that pairs that socket with
+# the ring of the forger's own tier connection. The victim writes a
+# secret meant for S.
+FOREIGN_S = textwrap.dedent("""
+    import socket
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+    print(l.getsockname()[1], flush=True)
+    s, _ = l.accept(); s.sendall(b"hi"); s.settimeout(3); got = b""
+    try:
+        while len(got) < 23:
+            d = s.recv(100)
+            if not d: break
+            got += d
+    except OSError:
+        pass
+    print(repr(got), flush=True)
+""")
+FOREIGN_VICTIM = textwrap.dedent("""
+    import array, socket, sys
+    u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1]); u.listen(1)
+    print("ready", flush=True)
+    k, _ = u.accept()
+    m, anc, fl, _ = k.recvmsg(1, socket.CMSG_SPACE(12))
+    fds = array.array("i"); fds.frombytes(anc[0][2])
+    s = socket.socket(fileno=fds[-1])                  # the socket: sent last
+    try:
+        s.sendall(b"SECRET-FOR-S-0123456789")
+    except OSError:
+        pass
+    print("sent", flush=True)
+""")
+FOREIGN_FORGER = textwrap.dedent("""
+    import ctypes, fcntl, os, socket, struct, sys, time
+    path, port = sys.argv[1], int(sys.argv[2])
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(4)
+    c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"   # its own, on the tier
+    def link(f):
+        try: return os.readlink(f"/proc/self/fd/{f}")
+        except OSError: return ""
+    ring = next(int(f) for f in os.listdir("/proc/self/fd") if link(f).startswith("/memfd:loopfast-shm"))
+    t = socket.create_connection(("127.0.0.1", port)); assert t.recv(2) == b"hi"   # to S, off the tier
+    rec = struct.pack("<QQQIiIBBH", os.fstat(t.fileno()).st_ino, os.fstat(ring).st_ino, 0, 0, 1, 0, ord("s"), 8, 0)
+    f = os.memfd_create("loopfast-pass", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(f, struct.pack("<QII", 0x3173736150664c, 1, 1) + rec); fcntl.fcntl(f, 1033, 15)
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+    body = struct.pack("3i", f, ring, t.fileno())     # the record first, the ring, the socket (shm_pass.c)
+    cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
+    struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
+    ctypes.memmove(ctypes.addressof(cm) + 16, body, len(body))
+    io = iovec(b"x", 1)
+    u = socket.socket(socket.AF_UNIX); u.connect(path)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.syscall(46, u.fileno(), ctypes.byref(msghdr(None, 0, ctypes.pointer(io), 1, ctypes.addressof(cm),
+                                                            len(cm), 0)), 0) == 1   # raw sendmsg (x86_64)
+    t.close()
+    sys.stdin.readline()                               # the victim has written
+    print("seen" if b"SECRET-FOR-S" in os.pread(ring, os.fstat(ring).st_size, 0) else "not-seen", flush=True)
+""")
+
+
+@pytest.mark.parametrize("victim", ["plain", "shm"])
+def test_a_forged_record_cannot_pair_a_foreign_socket_with_the_forgers_ring(build, tmp_path, victim):
+    """A record names a socket and a ring by the sender's word: the
+    receiver adopts the pair only when the socket's peer (the kernel's
+    SO_PEERCRED) maps that ring, so a forger that passes its connection to
+    a third server S with its own ring never reads what the victim writes
+    to S, and S never gets a token as data (the socket is shut down
+    instead). The control: the victim without loopfast, whose bytes reach S."""
+    path = str(tmp_path / "victim")
+    S = subprocess.Popen(lf_cmd([sys.executable, "-c", FOREIGN_S], tier="uds"), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    vargs = [sys.executable, "-c", FOREIGN_VICTIM, path]
+    V = subprocess.Popen(lf_cmd(vargs, tier="shm") if victim == "shm" else vargs, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    F = None
+    try:
+        port = readline(S, timeout=60).strip()
+        assert readline(V, timeout=60).strip() == "ready"
+        F = subprocess.Popen(lf_cmd([sys.executable, "-c", FOREIGN_FORGER, path, port], tier="shm"),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert readline(V, timeout=60).strip() == "sent"
+        F.stdin.write("\n"); F.stdin.flush()
+        seen = readline(F, timeout=60).strip()
+        got = readline(S, timeout=60).strip()
+    finally:
+        for p in (S, V, F):
+            if p:
+                stop(p)
+    assert seen == "not-seen"
+    assert got == ("b'SECRET-FOR-S-0123456789'" if victim == "plain" else "b''"), got
+
+
+SENDER_AT_LIMIT = textwrap.dedent("""
+    import array, os, resource, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"
+    u0, u1 = socket.socketpair()
+    top = max(int(f) for f in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    fill = []
+    while True:                                   # every descriptor below the limit taken
+        try:
+            fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            break
+    try:
+        u0.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+        print("sent")
+    except OSError as e:
+        print(os.strerror(e.errno))
+""")
+
+
+@pytest.mark.parametrize("tier", [None, "shm"])
+def test_passing_a_tier_socket_at_the_descriptor_limit_says_so(build, tier):
+    """A sender with no descriptor free cannot make the record memfd a tier
+    socket needs: sendmsg fails with the limit's EMFILE (it said ENOMEM,
+    as if memory had run out). The control: plain TCP needs no descriptor
+    and sends."""
+    argv = [sys.executable, "-c", SENDER_AT_LIMIT]
+    out = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == ("sent" if tier is None else os.strerror(24)), out
+
+
+RECEIVER_AT_LIMIT = textwrap.dedent("""
+    import array, os, resource, socket, sys
+    free = int(sys.argv[1])
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(4)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"; a.sendall(b"1"); assert c.recv(1) == b"1"
+    c.sendall(b"A" * 100)
+    u0, u1 = socket.socketpair()
+    if os.fork() == 0:                                 # the receiver: room for `free` more descriptors
+        c.close(); a.close(); u0.close()
+        def fds():
+            out = []
+            for x in os.listdir("/proc/self/fd"):
+                try:
+                    os.readlink(f"/proc/self/fd/{x}"); out.append(int(x))
+                except OSError:
+                    pass
+            return out
+        before = fds()
+        slots = [i for i in range(max(before) + 64) if i not in before]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (slots[free - 1] + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        m, anc, fl, _ = u1.recvmsg(1, socket.CMSG_SPACE(4))
+        got = array.array("i"); [got.frombytes(d) for l, t, d in anc if t == socket.SCM_RIGHTS]
+        kinds = [os.readlink(f"/proc/self/fd/{f}").split(":")[0] for f in got]
+        res = ["+".join(kinds) or "-", f"ctrunc={int(bool(fl & socket.MSG_CTRUNC))}"]
+        if len(got):
+            r = socket.socket(fileno=got[-1]); r.settimeout(2)
+            d = r.recv(200)
+            res.append("A*100" if d == b"A" * 100 else repr(d[:8]))
+        print(*res, flush=True)
+        os._exit(0)
+    u1.close()
+    u0.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [a.fileno()]))])
+    a.close()
+    os.wait()
+""")
+
+
+@pytest.mark.parametrize("free", [1, 2, 3])
+def test_a_tier_socket_received_at_the_descriptor_limit_is_never_read_as_tokens(build, free):
+    """A receiver with room for its one descriptor but not for the extra
+    ones the rings need: the kernel installs the array in order and stops
+    at the limit, and the sender puts the record first, then the memfds,
+    then the application's descriptors, so the cut never leaves it a tier
+    socket without its rings: it gets nothing and MSG_CTRUNC, as the
+    kernel gives when nothing fits (it got the socket unadopted, whose
+    read gave the token b't' as data, and with room for two a stray ring
+    memfd too). With room for all three, the socket and its 100 bytes. The
+    control: plain TCP needs one and reads the bytes."""
+    argv = [sys.executable, "-c", RECEIVER_AT_LIMIT, str(free)]
+    plain = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    shm = subprocess.run(lf_cmd(argv, tier="shm"), capture_output=True, text=True, timeout=60)
+    assert plain.stdout.split() == ["socket", "ctrunc=0", "A*100"], plain
+    assert shm.stdout.split() == (["-", "ctrunc=1"] if free < 3 else plain.stdout.split()), shm

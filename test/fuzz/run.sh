@@ -9,7 +9,7 @@
 # with the crashing input kept in BUILD_DIR/artifacts/), libFuzzer's own
 # lines only after "  | ", and "N passed, N failed, N skipped"; exits 1 if
 # any failed. test/harness.py runs it as the suite "fuzz".
-# usage: [FUZZ_MIN_RUNS=N] test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn, ring)
+# usage: [FUZZ_MIN_RUNS=N] test/fuzz/run.sh [BUILD_DIR [SECONDS [TARGET...]]]   (TARGET: name, syn, ring, pass)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build-fuzz}
@@ -17,7 +17,7 @@ secs=${2:-30}
 min_runs=${FUZZ_MIN_RUNS:-10000}
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(name syn ring)
+[ ${#targets[@]} -gt 0 ] || targets=(name syn ring pass)
 
 if ! command -v clang >/dev/null; then
 	echo "fuzz: clang is missing (scripts/deps.sh installs clang and libclang-rt-14-dev)" >&2
@@ -36,7 +36,8 @@ fi
 
 # Seeds in the form each target reads: fuzz_name takes a length byte then
 # sun_path (the abstract name's leading NUL included); fuzz_syn the SYN;
-# fuzz_ring its program of 9-byte steps (seeds/ring.hex).
+# fuzz_ring its program of 9-byte steps (seeds/ring.hex); fuzz_pass a byte
+# (the descriptors received) and the record's bytes (seeds/pass.hex).
 seed() {
 	local t=$1 dir=$2
 	python3 - "$t" "$dir" "$root/test/fuzz/seeds" <<'PY'

@@ -1139,8 +1139,8 @@ MUTANTS += [
         "shm-socket-passes-without-its-rings",
         "sendmsg passes a socket on the tier with SCM_RIGHTS (the receiver would read tokens as data)",
         [("src/fastpath/io.c",
-          "\tif (m && m->msg_controllen && lf__shm_used && lf__shm_in_rights(m)) {\n",
-          "\tif (0) {\n")],
+          "\t\tif (m && m->msg_controllen && lf__shm_used) /* a tier socket goes with its rings, or not at all (shm_pass.c) */\n",
+          "\t\tif (0)\n")],
         ["e2e:test_shm.py -k passing"]),
 ]
 
@@ -1653,8 +1653,8 @@ MUTANTS += [
         "shm-exec-end-swapped",
         "the new image takes the other end's rings (server for client): it reads its own writes' ring",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tlf__ring_views(c->map, area, kind == 's', &c->rx, &c->tx);\n",
-          "\t\t\tlf__ring_views(c->map, area, kind != 's', &c->rx, &c->tx);\n")],
+          "\t\t\tlf__ring_views(c->map, area, r->kind == 's', &c->rx, &c->tx);\n",
+          "\t\t\tlf__ring_views(c->map, area, r->kind != 's', &c->rx, &c->tx);\n")],
         ["e2e:test_shm.py -k exec_keeps_the_rings"]),
     Mutant(
         "shm-exec-static-taken-for-dynamic",
@@ -1697,7 +1697,7 @@ MUTANTS += [
         "a client exec'd before the server's answer forgets the bytes its previous image wrote on the "
         "stream: its switch tells the server 0, and those bytes are taken for tokens",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tc->stream_out = count;\n",
+          "\t\t\tc->stream_out = r->count;\n",
           "\t\t\tc->stream_out = 0;\n")],
         ["e2e:test_shm.py -k exec_before_the_answer"]),
 ]
@@ -1708,7 +1708,7 @@ MUTANTS += [
         "the second record of a socket (a dup carried along) takes the memfd its first record's "
         "connection already holds for a stray one, and closes it",
         [("src/fastpath/shm_exec.c",
-          "\t\t\tmine = false; /* held by that connection already */\n",
+          "\t\t\tmine = took = false; /* held by that connection already */\n",
           "\t\t\t;\n")],
         ["e2e:test_shm.py -k exec_keeps_the_rings"]),
 ]
@@ -1870,11 +1870,11 @@ MUTANTS += [
 MUTANTS += [
     Mutant(
         "shm-sendmmsg-passes-tier-socket",
-        "sendmmsg skips sendmsg's refusal: a tier socket leaves in SCM_RIGHTS, and its receiver would read "
-        "tokens as data while the peer writes to the ring",
+        "sendmmsg skips sendmsg: a tier socket leaves in SCM_RIGHTS without its rings, and its receiver would "
+        "read tokens as data while the peer writes to the ring",
         [("src/fastpath/io.c",
-          "\tfor (unsigned i = 0; lf__shm_used && v && i < n; i++) {",
-          "\tfor (unsigned i = 0; 0 && v && i < n; i++) {")],
+          "\tfor (unsigned i = 0; lf__shm_used && v && i < n && !rights; i++) /* (NULL: the kernel's EFAULT) */",
+          "\tfor (unsigned i = 0; 0 && v && i < n && !rights; i++) /* (NULL: the kernel's EFAULT) */")],
         ["e2e:test_shm.py -k passing_a_tier"]),
 ]
 MUTANTS += [
@@ -2021,4 +2021,64 @@ MUTANTS += [
           "\tif (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))\n\t\treturn n;\n",
           "\treturn n;\n")],
         ["e2e:test_shm.py -k 'readable_only_with_bytes and shm'"]),
+]
+# A tier socket passed with SCM_RIGHTS (shm_pass.c, src/protocol/pass.c;
+# docs/shm.md, "Passing the socket"): the rings go along to a receiver that
+# runs loopfast, the application gets only its own descriptors, and a
+# forged record names only its own message.
+MUTANTS += [
+    Mutant(
+        "shm-pass-extras-to-app",
+        "the receiver leaves the memfds that came with the socket in the application's control buffer",
+        [("src/fastpath/shm_pass.c",
+          "\tmemcpy(fds, pos, app * sizeof(int));\n\treturn app;\n",
+          "\tmemmove(fds, fds + 1, (n - 1) * sizeof(int));\n\treturn n - 1;\n")],
+        ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
+    Mutant(
+        "shm-pass-any-peer",
+        "the sender takes any peer for one that runs loopfast: a receiver without it gets stray memfds and a "
+        "socket whose reads give tokens as data",
+        [("src/fastpath/shm_pass.c",
+          "\tif (cr.pid == getpid())\n\t\treturn true;\n",
+          "\tif (cr.pid)\n\t\treturn true;\n")],
+        ["e2e:test_shm.py -k without_loopfast"]),
+    Mutant(
+        "shm-pass-named-socket-left",
+        "the receiver leaves a socket its record names but that was not adopted (another socket's inode) as it "
+        "came: its program reads the tokens on it as data",
+        [("src/fastpath/shm_pass.c",
+          "\t\tif (!lf__shm_conn_of(r.fd)) /* named a tier socket, and not one: never a token read as data */\n\t\t\tlf__sys_shutdown(r.fd, SHUT_RDWR);\n",
+          "")],
+        ["e2e:test_security.py -k forged_records"]),
+    Mutant(
+        "shm-pass-ring-of-any-socket",
+        "the receiver adopts a passed socket with whatever ring its record pairs it with, without asking whether "
+        "the socket's peer maps that ring: a forger reads there what the receiver writes to a third party",
+        [("src/fastpath/shm_pass.c",
+          "if (p->mfd >= 0 && (r.mfd < 0 || !peer_maps_ring(r.fd, r.mino))) {",
+          "if (p->mfd >= 0 && r.mfd < 0) {")],
+        ["e2e:test_shm.py -k forged_record_cannot"]),
+    Mutant(
+        "shm-pass-unsealed-record-taken",
+        "the receiver takes a record memfd that is not sealed against writes (one its sender could still change)",
+        [("src/fastpath/shm_pass.c",
+          " || (lf__sys_fcntl(mfd, F_GET_SEALS, 0) & SEALS) != SEALS)",
+          ")")],
+        ["e2e:test_security.py -k forged_records"]),
+    Mutant(
+        "shm-pass-parser-trusts-positions",
+        "the record parser takes a memfd position past the descriptors received: the receiver adopts with "
+        "whatever number lies there",
+        [("src/protocol/pass.c",
+          " || (size_t)r->mfd >= nfds - 1 ||",
+          " ||")],
+        ["e2e:test_security.py -k forged_records"]),
+    Mutant(
+        "shm-pass-room-ignored",
+        "the receiver gives every descriptor however small the application's control buffer: one is "
+        "installed without the application knowing",
+        [("src/fastpath/shm_pass.c",
+          "\t\tfit = fit < n ? fit : n;\n",
+          "\t\tfit = n;\n")],
+        ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
 ]
