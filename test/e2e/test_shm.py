@@ -647,6 +647,16 @@ def test_select_sees_the_rings(build):
 # Passing a tier socket with SCM_RIGHTS (docs/shm.md, "Passing the
 # socket"): both ends in one process; the server's end is sent over a
 # socketpair, then both ends carry bytes each way.
+# libc's struct iovec and struct msghdr for ctypes, for the scripts that
+# call sendmsg or sendmmsg themselves (a line MSGHDR in a script).
+MSGHDR = textwrap.dedent("""
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+""").lstrip()
 PASSFD = textwrap.dedent("""
     import ctypes, errno, os, socket, sys
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
@@ -654,12 +664,7 @@ PASSFD = textwrap.dedent("""
     c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
     libc = ctypes.CDLL(None, use_errno=True)     # libc's sendmmsg, which the preload interposes
 
-    class iovec(ctypes.Structure):
-        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
-    class msghdr(ctypes.Structure):
-        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
-                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
-                    ("flags", ctypes.c_int)]
+    MSGHDR
     class mmsghdr(ctypes.Structure):
         _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
 
@@ -725,7 +730,7 @@ PASSFD = textwrap.dedent("""
     a.sendall(b"back"); got2 = c.recv(100)
     print(res, got.decode(), got2.decode(), f"rings+{more}", flush=True)
     sys.stdin.readline()
-""")
+""").replace("MSGHDR\n", MSGHDR)
 
 PASSED = {("sendmsg", "uds"): "passed", ("sendmsg", "shm"): "passed",
           ("sendmmsg", "uds"): "2:xy:1:z:EFAULT", ("sendmmsg", "shm"): "2:xy:1:z:EFAULT"}
@@ -2732,12 +2737,7 @@ FOREIGN_FORGER = textwrap.dedent("""
     rec = struct.pack("<QQQIiIBBH", os.fstat(t.fileno()).st_ino, os.fstat(ring).st_ino, 0, 0, 1, 0, ord("s"), 8, 0)
     f = os.memfd_create("loopfast-pass", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.write(f, struct.pack("<QII", 0x3173736150664c, 1, 1) + rec); fcntl.fcntl(f, 1033, 15)
-    class iovec(ctypes.Structure):
-        _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
-    class msghdr(ctypes.Structure):
-        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
-                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
-                    ("flags", ctypes.c_int)]
+    MSGHDR
     body = struct.pack("3i", f, ring, t.fileno())     # the record first, the ring, the socket (shm_pass.c)
     cm = ctypes.create_string_buffer(socket.CMSG_SPACE(len(body)))
     struct.pack_into("Qii", cm, 0, socket.CMSG_LEN(len(body)), socket.SOL_SOCKET, socket.SCM_RIGHTS)
@@ -2750,7 +2750,7 @@ FOREIGN_FORGER = textwrap.dedent("""
     t.close()
     sys.stdin.readline()                               # the victim has written
     print("seen" if b"SECRET-FOR-S" in os.pread(ring, os.fstat(ring).st_size, 0) else "not-seen", flush=True)
-""")
+""").replace("MSGHDR\n", MSGHDR)
 
 
 @pytest.mark.parametrize("victim", ["plain", "shm"])
