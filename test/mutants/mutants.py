@@ -406,14 +406,14 @@ MUTANTS = [
         [("src/fastpath/signals.c",
           "\telse if (is_handler(k.sa_handler))\n\t\tset_action(sig, &k, NULL);\n",
           "\telse if (is_handler(k.sa_handler)) {\n\t\tk.sa_flags |= SA_RESTART;\n\t\tset_action(sig, &k, NULL);\n\t}\n")],
-        ["c:test-signals"]),
+        ["c:test-signals:signal_like_dispositions"]),
     Mutant(
         "sig-old-action-is-trampoline",
         "sigaction's old action reads back loopfast's trampoline instead of the application's handler",
         [("src/fastpath/signals.c",
           "\t\told->sa_sigaction = mine->sa_sigaction;\n",
           "\t\t(void)mine;\n")],
-        ["c:test-signals"]),
+        ["c:test-signals:sigaction_dispositions,signal_like_dispositions"]),
     Mutant(
         "sig-counter-process-wide",
         "the handler counters are process-wide again: a handler on one thread ends another thread's spin with EINTR",
