@@ -2280,7 +2280,10 @@ def test_a_stream_keeps_both_ends_awake(build, tmp_path, size):
         shm, unix = rows["fast+shm"], rows["unix"]
         assert shm["bad_bytes"] == 0 and shm["runs"] == 1, shm
         seen.append(rows)
-        if size == 64 and shm["reader_sleeps_per_kmsg"] < 1 < unix["reader_sleeps_per_kmsg"]:
+        # The Unix stream's reader sleeps 0.3-0.7 times per 1000 writes on
+        # an idle machine (a make test run of 2026-11-27), more under load:
+        # the tier's must sleep less than once, and no more than it.
+        if size == 64 and shm["reader_sleeps_per_kmsg"] < min(1, unix["reader_sleeps_per_kmsg"] + 1e-9):
             return
         if size == 65536 and shm["reader_sleeps_per_kmsg"] + shm["writer_sleeps_per_kmsg"] < 100:
             return
