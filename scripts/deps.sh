@@ -48,3 +48,10 @@ if ! command -v go >/dev/null && [ ! -x /usr/local/go/bin/go ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go >/dev/null
 fi
 bash "$(dirname "$0")/compat-deps.sh"
+# The kernel's count of system calls (`loopfast bench stream`'s JSON, used
+# by test_shm.py) reads a tracepoint's id from tracefs: mount it where the
+# machine has not (systemd does on Debian 12; a bare container may not).
+if [ ! -e /sys/kernel/tracing/events/raw_syscalls/sys_enter/id ] && [ "$(id -u)" = 0 ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null ||
+		echo "deps: tracefs not mounted: bench stream reports no system call counts" >&2
+fi

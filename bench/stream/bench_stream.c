@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -39,6 +40,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +58,7 @@ struct result {
 	uint64_t t0, t1;        /* writer's first write, reader's last byte (CLOCK_MONOTONIC ns) */
 	double cpu[2];          /* writer, reader: user+system seconds */
 	long sleeps[2];         /* writer, reader: voluntary context switches (the kernel's ru_nvcsw) */
+	long calls[2];          /* writer, reader: system calls made (the kernel's count; -1: not countable here) */
 	uint64_t bad;           /* bytes that were not what was written */
 	pid_t writer, reader;
 };
@@ -76,18 +79,52 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static long sleeps(void)
+/* The kernel's count of this thread's system calls: a counting perf
+ * event on the raw_syscalls:sys_enter tracepoint, opened on first use
+ * (-1: no tracefs, or perf_event_paranoid refuses; the figure is then
+ * reported as null). The open and the reads are counted too: a constant. */
+static long syscalls(void)
 {
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return ru.ru_nvcsw;
+	static int fd = -2;
+	if (fd == -2) {
+		fd = -1;
+		FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
+		unsigned long long id;
+		if (f && fscanf(f, "%llu", &id) == 1) {
+			struct perf_event_attr a = { .type = PERF_TYPE_TRACEPOINT, .size = sizeof(a), .config = id };
+			fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		}
+		if (f)
+			fclose(f);
+	}
+	uint64_t n;
+	return fd >= 0 && read(fd, &n, sizeof(n)) == sizeof(n) ? (long)n : -1;
 }
 
-static double cpu_s(void)
+/* What the kernel counted for this side over its loop: CPU time, sleeps
+ * (voluntary context switches, ru_nvcsw) and system calls. */
+struct usage {
+	double cpu;
+	long sleeps, calls;
+};
+
+static struct usage usage_now(void)
 {
 	struct rusage ru;
+	long calls = syscalls();
 	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	return (struct usage){ (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+				       ru.ru_stime.tv_usec / 1e6,
+			       ru.ru_nvcsw, calls };
+}
+
+/* Side e's (0 writer, 1 reader) counts since u0. */
+static void usage_since(struct result *r, int e, struct usage u0)
+{
+	struct usage u = usage_now();
+	r->cpu[e] = u.cpu - u0.cpu;
+	r->sleeps[e] = u.sleeps - u0.sleeps;
+	r->calls[e] = u0.calls >= 0 && u.calls >= 0 ? u.calls - u0.calls : -1;
 }
 
 __attribute__((noreturn, format(printf, 2, 3))) static void fail(struct result *r, const char *fmt, ...)
@@ -168,8 +205,7 @@ static void floor_pause(unsigned i)
 static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned char *buf, const unsigned char *pat)
 {
 	uint64_t got = 0, bad = 0;
-	long v0 = sleeps();
-	double c0 = cpu_s();
+	struct usage u0 = usage_now();
 	while (got < bytes) {
 		uint64_t t;
 		for (unsigned i = 0; (t = atomic_load_explicit(&floor_ring->tail, memory_order_acquire)) == got; i++)
@@ -186,16 +222,14 @@ static void floor_reader(struct result *r, uint64_t bytes, size_t cap, unsigned 
 		got += n;
 	}
 	r->t1 = now_ns();
-	r->cpu[1] = cpu_s() - c0;
-	r->sleeps[1] = sleeps() - v0;
+	usage_since(r, 1, u0);
 	r->bad = bad;
 	_exit(0);
 }
 
 static void floor_writer(struct result *r, size_t size, uint64_t bytes, const unsigned char *pat)
 {
-	long v0 = sleeps();
-	double c0 = cpu_s();
+	struct usage u0 = usage_now();
 	r->t0 = now_ns();
 	for (uint64_t sent = 0; sent < bytes;) {
 		size_t len = bytes - sent < size ? (size_t)(bytes - sent) : size;
@@ -209,8 +243,7 @@ static void floor_writer(struct result *r, size_t size, uint64_t bytes, const un
 		sent += len;
 		atomic_store_explicit(&floor_ring->tail, sent, memory_order_release);
 	}
-	r->cpu[0] = cpu_s() - c0;
-	r->sleeps[0] = sleeps() - v0;
+	usage_since(r, 0, u0);
 	_exit(0);
 }
 
@@ -251,8 +284,7 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 	uint64_t got = 0, bad = 0;
 	unsigned k = 0; /* got mod PATTERN */
 	bool checked = false;
-	long v0 = sleeps();
-	double c0 = cpu_s();
+	struct usage u0 = usage_now();
 	while (got < bytes) {
 		ssize_t n = read(fd, buf, cap);
 		if (n <= 0)
@@ -272,8 +304,7 @@ static void reader(struct result *r, int path, size_t size, uint64_t bytes, int 
 		got += (uint64_t)n;
 	}
 	r->t1 = now_ns();
-	r->cpu[1] = cpu_s() - c0;
-	r->sleeps[1] = sleeps() - v0;
+	usage_since(r, 1, u0);
 	r->bad = bad;
 	close(fd);
 	_exit(0);
@@ -310,8 +341,7 @@ static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint
 	/* The pattern from every phase: write from pat + (sent mod PATTERN). */
 	unsigned char *pat = pattern(size);
 	check_path(r, path, fd, r->reader, "writer", false);
-	long v0 = sleeps();
-	double c0 = cpu_s();
+	struct usage u0 = usage_now();
 	r->t0 = now_ns();
 	for (uint64_t sent = 0; sent < bytes;) {
 		size_t len = bytes - sent < size ? (size_t)(bytes - sent) : size;
@@ -320,8 +350,7 @@ static void writer(struct result *r, int path, size_t size, uint64_t bytes, uint
 			fail(r, "write after %llu bytes: %s", (unsigned long long)sent, strerror(errno));
 		sent += (uint64_t)n;
 	}
-	r->cpu[0] = cpu_s() - c0;
-	r->sleeps[0] = sleeps() - v0;
+	usage_since(r, 0, u0);
 	check_path(r, path, fd, r->reader, "writer", true);
 	/* Held open until the reader is done, so that its look at the kernel
 	 * finds this end alive. */
@@ -401,6 +430,7 @@ struct cell {
 	char why[160];
 	double gbps[MAX_ROUNDS], msgs[MAX_ROUNDS], cpu_gb[MAX_ROUNDS];
 	double sleeps[2][MAX_ROUNDS]; /* writer, reader: voluntary context switches per 1000 writes */
+	double calls[2][MAX_ROUNDS];  /* writer, reader: system calls per 1000 writes (< 0: not counted) */
 	uint64_t bad;
 };
 
@@ -408,6 +438,15 @@ static double med(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_d);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A figure for the JSON; null for one not counted (< 0). */
+static const char *num_or_null(char *buf, size_t n, double v)
+{
+	if (v < 0)
+		return "null";
+	snprintf(buf, n, "%.3f", v);
+	return buf;
 }
 
 static const char usage_text[] =
@@ -482,9 +521,11 @@ int cmd_bench_stream(int argc, char **argv)
 				c->gbps[c->n] = (double)bytes / secs / 1e9;
 				c->msgs[c->n] = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / secs;
 				c->cpu_gb[c->n] = (r->cpu[0] + r->cpu[1]) / ((double)bytes / 1e9);
-				for (int e = 0; e < 2; e++)
-					c->sleeps[e][c->n] = (double)r->sleeps[e] * 1000.0 /
-							     (double)((bytes + o.sizes[s] - 1) / o.sizes[s]);
+				double kmsgs = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / 1000.0;
+				for (int e = 0; e < 2; e++) {
+					c->sleeps[e][c->n] = (double)r->sleeps[e] / kmsgs;
+					c->calls[e][c->n] = r->calls[e] < 0 ? -1 : (double)r->calls[e] / kmsgs;
+				}
 				c->bad += r->bad;
 				c->n++;
 			}
@@ -521,15 +562,19 @@ int cmd_bench_stream(int argc, char **argv)
 				hi = c->gbps[i] > hi ? c->gbps[i] : hi;
 			}
 			double m = med(c->msgs, c->n), g = med(c->gbps, c->n), cpu = med(c->cpu_gb, c->n);
+			char w[32], rd[32];
 			printf("%-9zu %-8s %12.0f %12.3f %10.3f %10.3f %12.3f %6.2fx%s\n", o.sizes[s], path_names[p], m, g, lo,
 			       hi, cpu, tcp ? m / tcp : 0, c->bad ? "  BAD BYTES" : "");
 			if (js)
 				fprintf(js,
 					"%s\n {\"size\": %zu, \"path\": \"%s\", \"runs\": %d, \"msgs_per_s\": %.0f, \"gb_per_s\": %.4f, "
 					"\"gb_per_s_min\": %.4f, \"gb_per_s_max\": %.4f, \"cpu_s_per_gb\": %.4f, \"vs_tcp\": %.3f, "
-					"\"bad_bytes\": %llu, \"writer_sleeps_per_kmsg\": %.3f, \"reader_sleeps_per_kmsg\": %.3f}",
+					"\"bad_bytes\": %llu, \"writer_sleeps_per_kmsg\": %.3f, \"reader_sleeps_per_kmsg\": %.3f, "
+					"\"writer_syscalls_per_kmsg\": %s, \"reader_syscalls_per_kmsg\": %s}",
 					first ? "" : ",", o.sizes[s], path_names[p], c->n, m, g, lo, hi, cpu, tcp ? m / tcp : 0,
-					(unsigned long long)c->bad, med(c->sleeps[0], c->n), med(c->sleeps[1], c->n));
+					(unsigned long long)c->bad, med(c->sleeps[0], c->n), med(c->sleeps[1], c->n),
+					num_or_null(w, sizeof(w), med(c->calls[0], c->n)),
+					num_or_null(rd, sizeof(rd), med(c->calls[1], c->n)));
 			first = false;
 		}
 	}
