@@ -320,6 +320,48 @@ def test_epoll_edge_writer_gets_epollout_after_eagain(build, tier):
         stop(cli, srv)
 
 
+# One process holds both ends: the writer fills its side until EAGAIN
+# (the reader reads nothing), then asks level-triggered epoll for EPOLLOUT.
+LT_EPOLLOUT = textwrap.dedent("""
+    import os, select, socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    a.setblocking(False)
+    while True:
+        try:
+            a.send(b"x" * 65536)
+        except BlockingIOError:
+            break
+    ep = select.epoll(); ep.register(a, select.EPOLLOUT)
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    inode = os.readlink(f"/proc/self/fd/{a.fileno()}")[8:-1]       # socket:[N]
+    unix = any(l.split()[6:7] == [inode] for l in open("/proc/net/unix"))
+    print(len(ep.poll(0.1)), mapped, int(unix))
+""")
+
+
+@pytest.mark.parametrize("tier", ["tcp", "uds", pytest.param("shm", marks=pytest.mark.xfail(
+    strict=True, reason="docs/shm.md, What the first cut does not keep: epoll level-triggered EPOLLOUT when the "
+    "ring is full (issue 23)"))])
+def test_level_triggered_epollout_only_with_room(build, tier):
+    """A writer whose write said EAGAIN gets no level-triggered EPOLLOUT
+    until the reader makes room, as over TCP (the control): an event loop
+    that waits so for room sleeps. On the tier epoll sees the Unix socket,
+    which is writable, so the writer is woken at once, over and over: with
+    its reader reading nothing for 1 s, 228,778 wake-ups each ending in
+    EAGAIN and 1.00 s of CPU (2026-11-27). From the kernel: the writer's
+    socket is a Unix one (/proc/net/unix) on the fast path, and its ends
+    map the rings on the tier (/proc/self/maps)."""
+    cmd = [sys.executable, "-c", LT_EPOLLOUT]
+    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    events, mapped, unix = (int(x) for x in r.stdout.split())
+    assert (mapped >= 2) == (tier == "shm") and unix == (tier != "tcp"), r.stdout
+    assert events == 0, r.stdout
+
+
 @pytest.mark.parametrize("tier", ["uds", "shm"])
 def test_poll_says_writable_only_with_room(build, tier):
     """A writer that got EAGAIN: poll reports no POLLOUT while the ring is
