@@ -10,7 +10,7 @@ pkgs=()
 need() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" || pkgs+=("$1"); }
 for p in build-essential cmake pkg-config liburing-dev python3 python3-pip python3-venv \
 	 sockperf redis-server redis-tools python3-redis curl passwd util-linux iproute2 procps valgrind clang iptables systemd \
-	 busybox-static \
+	 busybox-static strace \
 	 debhelper dh-python python3-all pybuild-plugin-pyproject lintian; do
 	need "$p"
 done

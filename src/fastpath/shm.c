@@ -25,6 +25,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -41,6 +42,7 @@ int lf__shm_fd_hi = -1;
  * them. */
 atomic_int lf__shm_live;
 atomic_int lf__shm_undecided;
+atomic_int lf__shm_full;
 bool lf__shm_forked;
 
 void lf__shm_fork_prepare(void)
@@ -109,6 +111,12 @@ void lf__shm_set_state(struct lf_shm_conn *c, int st)
 		atomic_fetch_sub(&lf__shm_undecided, 1);
 }
 
+void lf__shm_set_full(struct lf_shm_conn *c, bool full)
+{
+	if (atomic_exchange(&c->full, full) != full)
+		atomic_fetch_add(&lf__shm_full, full ? 1 : -1);
+}
+
 /* The process's last descriptor of the connection is gone: its peer's
  * reader looks at the socket from now on (fin's bit 0), and its peer's
  * writer looks once (fin moves by 2): a write into the ring of a peer
@@ -127,6 +135,7 @@ static void conn_put(struct lf_shm_conn *c)
 		atomic_fetch_add(&c->tx.h->fin, 2);
 	}
 	lf__shm_set_state(c, BROKEN);
+	lf__shm_set_full(c, false);
 	lf__shm_mem_forget(c);
 	if (c->map)
 		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
@@ -613,6 +622,150 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 	}
 }
 
+/* Level-triggered EPOLLOUT on a full ring (docs/shm.md, "The doorbell"):
+ * epoll sees the Unix socket, which is writable, so a writer that waits
+ * level-triggered for room would be woken at once, over and over, while
+ * its reader reads nothing (228,778 times a second, a whole CPU). So while
+ * a connection of the process has a non-blocking writer that found no
+ * room (lf__shm_full), an EPOLLOUT event of a tier socket whose ring is
+ * still full is taken out, and its registration made edge-triggered for
+ * the rest of this wait: the kernel then reports it again only at the
+ * next edge, when the reader takes the writer's token (which the write
+ * that found no room left: shm_io.c, ring_bell's full), once it has
+ * emptied the ring. Before the wait returns the registration is made
+ * level-triggered again (lf__shm_epoll_unpark), so the application never
+ * sees an edge-triggered EPOLLIN. Edge-triggered, one-shot and exclusive
+ * registrations are left alone (an edge-triggered one's edge comes from
+ * the token already), and so is one that cannot be made edge-triggered
+ * (more than LF_PARK_MAX in one wait): the kernel's word stands. The registrations (their socket, events
+ * and data) are read from the kernel (/proc/self/fdinfo of the epoll
+ * set): the application's own epoll_ctl calls need not be recorded. An
+ * event is known by its data; one whose data two registrations share is
+ * left as the kernel gave it. Another thread that changes the
+ * registration during the wait has its change undone at the unpark. */
+#define LF_PARK_MAX 16
+static __thread struct parked {
+	int epfd, fd;
+	struct epoll_event ev;
+} parked[LF_PARK_MAX];
+__thread int lf__shm_parked;
+
+void lf__shm_epoll_unpark(void)
+{
+	for (int i = 0; i < lf__shm_parked; i++)
+		lf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &parked[i].ev);
+	lf__shm_parked = 0;
+}
+
+static bool is_parked(int epfd, int fd)
+{
+	for (int i = 0; i < lf__shm_parked; i++)
+		if (parked[i].epfd == epfd && parked[i].fd == fd)
+			return true;
+	return false;
+}
+
+/* Calls line(ctx, tfd, events, data) for each registration of epfd, from
+ * the kernel's /proc/self/fdinfo. */
+static void registrations(int epfd, void (*line)(void *, int, uint32_t, uint64_t), void *ctx)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	int pfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (pfd < 0)
+		return;
+	size_t have = 0;
+	ssize_t r;
+	while ((r = lf__sys_read(pfd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)r;
+		buf[have] = 0;
+		char *at = buf, *nl;
+		while ((nl = strchr(at, '\n'))) {
+			int t;
+			unsigned ev;
+			unsigned long long d;
+			*nl = 0;
+			if (sscanf(at, "tfd: %d events: %x data: %llx", &t, &ev, &d) == 3)
+				line(ctx, t, ev, d);
+			at = nl + 1;
+		}
+		have = (size_t)(buf + have - at);
+		memmove(buf, at, have);
+		if (have == sizeof(buf) - 1) /* no line is this long */
+			have = 0;
+	}
+	lf__sys_close(pfd);
+}
+
+/* The process's tier sockets whose writer found no room, and their
+ * registration on the set: its events, its data, and how many of the
+ * set's registrations have that data. */
+#define LF_FULL_MAX 16
+struct full_set {
+	int n;
+	struct {
+		int fd, regs, same;
+		struct lf_shm_conn *c;
+		uint32_t events;
+		uint64_t data;
+	} s[LF_FULL_MAX];
+};
+
+static void full_reg(void *ctx, int tfd, uint32_t events, uint64_t data)
+{
+	struct full_set *f = ctx;
+	for (int i = 0; i < f->n; i++)
+		if (f->s[i].fd == tfd)
+			f->s[i].regs++, f->s[i].events = events, f->s[i].data = data;
+}
+
+static void full_same(void *ctx, int tfd, uint32_t events, uint64_t data)
+{
+	struct full_set *f = ctx;
+	(void)tfd, (void)events;
+	for (int i = 0; i < f->n; i++)
+		f->s[i].same += f->s[i].regs == 1 && f->s[i].data == data;
+}
+
+static int room_fix(int epfd, struct epoll_event *ev, int n)
+{
+	struct full_set f = { 0 };
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), k = 0;
+	bool out = false;
+
+	for (int i = 0; i < n && !out; i++)
+		out = ev[i].events & EPOLLOUT;
+	for (int x = 0; out && x <= hi && f.n < LF_FULL_MAX; x++) {
+		struct lf_shm_conn *c = lf__shm_conn_of(x);
+		if (c && atomic_load(&c->full) && atomic_load(&c->state) == ON)
+			f.s[f.n].fd = x, f.s[f.n++].c = c;
+	}
+	if (!f.n)
+		return n;
+	registrations(epfd, full_reg, &f);
+	registrations(epfd, full_same, &f);
+	for (int i = 0; i < n; i++) {
+		for (int j = 0; j < f.n && (ev[i].events & EPOLLOUT); j++) {
+			if (f.s[j].same != 1 || f.s[j].data != ev[i].data.u64 || space_now(f.s[j].c) != 0)
+				continue;
+			/* Level-triggered registrations only (an edge-triggered
+			 * one gets its edge from the token already), made
+			 * edge-triggered here, or by this wait before. */
+			struct epoll_event et = { f.s[j].events | EPOLLET, ev[i].data };
+			if (is_parked(epfd, f.s[j].fd) ||
+			    (!(f.s[j].events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && lf__shm_parked < LF_PARK_MAX &&
+			     !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, f.s[j].fd, &et))) {
+				if (!is_parked(epfd, f.s[j].fd))
+					parked[lf__shm_parked++] = (struct parked){ epfd, f.s[j].fd, { f.s[j].events, ev[i].data } };
+				ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+			}
+		}
+		if (ev[i].events)
+			ev[k++] = ev[i];
+	}
+	return k;
+}
+
 /* epoll, which the kernel answers alone, reports a client's socket
  * readable when the server's answer comes (the first byte the server
  * sends, before any of its data): a read then takes the answer and finds
@@ -624,14 +777,14 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * the answer taken, POLLIN only where a read would not wait), and taken
  * out where it says nothing to read; an event left with nothing goes. An
  * event is known by the registration's data (as bell.c's are): one whose
- * data two tier sockets share is left as the kernel gave it. Returns the
- * events left. */
+ * data two tier sockets share is left as the kernel gave it. Then
+ * EPOLLOUT as room_fix says (above). Returns the events left. */
 int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
 {
 	int k = 0, hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
 
 	if (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))
-		return n;
+		return atomic_load_explicit(&lf__shm_full, memory_order_relaxed) ? room_fix(epfd, ev, n) : n;
 	for (int i = 0; i < n; i++) {
 		int fd = -1, seen = 0;
 		for (int x = 0; x <= hi && seen < 2 && (ev[i].events & (EPOLLIN | EPOLLRDNORM)); x++) {
@@ -654,7 +807,7 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
 		}
 		ev[k++] = ev[i];
 	}
-	return k;
+	return atomic_load_explicit(&lf__shm_full, memory_order_relaxed) ? room_fix(epfd, ev, k) : k;
 }
 
 long lf__shm_room(int fd)

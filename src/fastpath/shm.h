@@ -32,8 +32,16 @@ extern int lf__shm_fd_hi;
 /* Clients of the process still waiting for the server's answer (epoll's
  * answers are looked at meanwhile: lf__shm_epoll_fix). */
 extern atomic_int lf__shm_undecided;
+/* Connections of the process whose non-blocking writer found no room
+ * and has not pushed since (epoll's EPOLLOUT is looked at meanwhile:
+ * lf__shm_epoll_fix, lf__shm_epoll_unpark). */
+extern atomic_int lf__shm_full;
 struct epoll_event;
 int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n);
+/* Before an epoll wait returns: the registrations lf__shm_epoll_fix made
+ * edge-triggered during it are level-triggered again (this thread's). */
+void lf__shm_epoll_unpark(void);
+extern __thread int lf__shm_parked;
 void lf__shm_mem_sweep(void);
 int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */
 static inline void lf__shm_waited(void)

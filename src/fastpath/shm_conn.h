@@ -30,6 +30,7 @@ struct lf_shm_conn {
 	unsigned owed;          /* tokens given up waiting for (a stopped peer) */
 	atomic_bool unsent;     /* a token the socket had no room for (the client's stream bytes fill it) */
 	atomic_bool edges;      /* an epoll ET registration asks for an edge per push (rx's edges word) */
+	atomic_bool full;       /* a non-blocking write found no room, and no write has pushed since (lf__shm_full) */
 	/* The reader's last look at the socket that found nothing (under
 	 * rxl): when, the waits and this thread's signals by then. A
 	 * non-blocking read may answer EAGAIN without looking again while
@@ -73,6 +74,7 @@ void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a 
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
 extern bool lf__shm_forked;                               /* the process forked holding tier connections */
 void lf__shm_set_state(struct lf_shm_conn *c, int st); /* every change of c->state */
+void lf__shm_set_full(struct lf_shm_conn *c, bool full); /* c->full, counted in lf__shm_full */
 extern atomic_int lf__shm_live;                           /* tier connections the process holds */
 
 /* shm_exec.c: one tier socket's record (the exec's, and a passed

@@ -1203,6 +1203,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 			return true;
 		}
 		if (put) {
+			if (atomic_load_explicit(&c->full, memory_order_relaxed))
+				lf__shm_set_full(c, false);
 			if (ring_bell(c, fd, flags, t, false) < 0) {
 				*ret = -1;
 				return true;
@@ -1249,6 +1251,8 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		*ret = -1;
 		return true;
 	}
+	if (again)
+		lf__shm_set_full(c, true); /* epoll's level-triggered EPOLLOUT is looked at (shm.c, room_fix) */
 	if (!total && k.len) {
 		errno = EAGAIN;
 		*ret = -1;

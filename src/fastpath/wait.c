@@ -432,6 +432,14 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 	}
 }
 
+/* The registrations made edge-triggered during the wait are level-
+ * triggered again before it returns (shm.c, room_fix). */
+static inline void epoll_unpark(void)
+{
+	if (lf__shm_parked)
+		lf__shm_epoll_unpark();
+}
+
 /* A set with nothing to spin and nothing pending, in a process that never
  * kept a bell (every server): the kernel's wait and nothing else. */
 static inline bool epoll_plain(int epfd)
@@ -439,6 +447,7 @@ static inline bool epoll_plain(int epfd)
 	struct lf_fd *e = lf__fd_peek(epfd);
 	return !lf__bells_used && !atomic_load_explicit(&lf__shm_due, memory_order_relaxed) &&
 	       !atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed) &&
+	       !atomic_load_explicit(&lf__shm_full, memory_order_relaxed) &&
 	       !(e && ((e->spin_members > 0 && e->spin_us) || e->pending_members > 0));
 }
 
@@ -447,6 +456,7 @@ LF_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 	int r = epoll_plain(epfd) ? REAL(epoll_pwait)(epfd, ev, max, timeout, NULL)
 				  : epoll_loop(epfd, ev, max, timeout, NULL);
 	lf__shm_waited(); /* the shm tier's reads look at their sockets again */
+	epoll_unpark();
 	return r;
 }
 
@@ -455,6 +465,7 @@ LF_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout
 	int r = epoll_plain(epfd) ? REAL(epoll_pwait)(epfd, ev, max, timeout, mask)
 				  : epoll_loop(epfd, ev, max, timeout, mask);
 	lf__shm_waited();
+	epoll_unpark();
 	return r;
 }
 
@@ -477,14 +488,17 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 		lf__shm_waited();
 		if (r == 0)
 			lf__shm_mem_sweep();
-		if (r < 0 || (r == 0 && slice == left))
+		if (r < 0 || (r == 0 && slice == left)) {
+			epoll_unpark();
 			return r;
+		}
 		int k = lf__shm_epoll_fix(epfd, ev, r ? lf__bell_epoll_filter(ev, r) : 0);
 		if (slice != left)
 			lf__bell_sweep();
 		if (k > 0 || left == 0) {
 			lf__bell_err_epoll(epfd, ev, k);
 			lf__finalize_epoll(epfd);
+			epoll_unpark();
 			return k;
 		}
 	}

@@ -2011,15 +2011,31 @@ MUTANTS += [
         [("src/fastpath/shm_io.c",
           "\tif (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n",
           "\tif (false && again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n")],
-        ["e2e:test_shm.py -k 'epoll_edge_writer and shm'"]),
+        ["e2e:test_shm.py -k '(meets_a_give_back or epoll_writer_gets) and shm'"]),
+    Mutant(
+        "shm-lt-epollout-on-full-ring",
+        "epoll level-triggered reports EPOLLOUT for a tier socket whose ring is full: a writer that waits so for "
+        "room is woken at once, over and over, while its reader reads nothing (a CPU spent)",
+        [("src/fastpath/shm.c",
+          "\t\t\tif (f.s[j].same != 1 || f.s[j].data != ev[i].data.u64 || space_now(f.s[j].c) != 0)\n",
+          "\t\t\tif (true || f.s[j].same != 1 || f.s[j].data != ev[i].data.u64 || space_now(f.s[j].c) != 0)\n")],
+        ["e2e:test_shm.py -k 'epollout and shm'"]),
+    Mutant(
+        "shm-lt-epollout-stays-edge-triggered",
+        "a registration made edge-triggered while its tier socket's ring was full stays so after the wait: the "
+        "application's level-triggered EPOLLIN becomes an edge",
+        [("src/fastpath/shm.c",
+          "\t\tlf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &parked[i].ev);\n",
+          "\t\t(void)0;\n")],
+        ["e2e:test_shm.py -k 'level_triggered_epollout and shm'"]),
     Mutant(
         "shm-epoll-answer-readable",
         "epoll's answers are left as the kernel gives them while a client waits for the server's answer: the "
         "answer's byte makes the client's socket readable, and the read that follows says EAGAIN (wrk counts "
         "an error and reconnects)",
         [("src/fastpath/shm.c",
-          "\tif (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))\n\t\treturn n;\n",
-          "\treturn n;\n")],
+          "\tif (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))\n\t\treturn atomic_load",
+          "\tif (true)\n\t\treturn atomic_load")],
         ["e2e:test_shm.py -k 'readable_only_with_bytes and shm'"]),
 ]
 # A tier socket passed with SCM_RIGHTS (shm_pass.c, src/protocol/pass.c;
