@@ -637,7 +637,9 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * sees an edge-triggered EPOLLIN. Edge-triggered, one-shot and exclusive
  * registrations are left alone (an edge-triggered one's edge comes from
  * the token already), and so is one that cannot be made edge-triggered
- * (more than LF_PARK_MAX in one wait): the kernel's word stands. The registrations (their socket, events
+ * (more than LF_PARK_MAX in one wait): the kernel's word stands. A socket
+ * ever registered edge-triggered (c->edges: nginx's) is not looked at, so
+ * that such servers never read fdinfo. The registrations (their socket, events
  * and data) are read from the kernel (/proc/self/fdinfo of the epoll
  * set): the application's own epoll_ctl calls need not be recorded. An
  * event is known by its data; one whose data two registrations share is
@@ -737,7 +739,7 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		out = ev[i].events & EPOLLOUT;
 	for (int x = 0; out && x <= hi && f.n < LF_FULL_MAX; x++) {
 		struct lf_shm_conn *c = lf__shm_conn_of(x);
-		if (c && atomic_load(&c->full) && atomic_load(&c->state) == ON)
+		if (c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON)
 			f.s[f.n].fd = x, f.s[f.n++].c = c;
 	}
 	if (!f.n)
