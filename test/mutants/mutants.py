@@ -2081,4 +2081,12 @@ MUTANTS += [
           "\t\tfit = fit < n ? fit : n;\n",
           "\t\tfit = n;\n")],
         ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
+    Mutant(
+        "shm-pass-mmsg-domain-forgotten",
+        "recvmmsg takes a Unix socket it asked about before for one of another family: from its second call a "
+        "tier socket arrives without its rings (the kernel cuts the socket off the narrow control buffer)",
+        [("src/fastpath/io.c",
+          "& LF_F_UNIX))\n\t\treturn true;\n",
+          "& LF_F_UNIX))\n\t\treturn false;\n")],
+        ["e2e:test_shm.py -k passing_a_tier_socket_to_itself"]),
 ]
