@@ -34,6 +34,7 @@ enum {
 	LF_F_PINNED = 1u << 13,   /* an option the fast path cannot keep was set: plain TCP for life (sockopt.c) */
 	LF_F_SHM = 1u << 14,      /* fast-path socket with shm tier state (shm.c; .shm) */
 	LF_F_TIER = 1u << 15,     /* socket or listener that asked for the shm tier */
+	LF_F_UNIX = 1u << 16,     /* a Unix socket, as SO_DOMAIN said (io.c's recvmmsg asks once) */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP

