@@ -339,18 +339,26 @@ def test_epoll_writer_gets_epollout_after_eagain(build, tier, trigger):
     assert idle <= 3 * rounds, idle
 
 
+# The start of a program that holds both ends of a connection: on the
+# tier once each end has read the other's first byte (the client its
+# answer); mapped: its rings in /proc/self/maps.
+PAIR = textwrap.dedent("""
+    import socket
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
+    a.sendall(b"1"); assert c.recv(1) == b"1"
+    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+""")
+
+
 # One process holds both ends. The reader thread reads the first 64 KiB,
 # and its ring's give-back (shm_mem.c: madvise MADV_REMOVE under trim) is
 # held for 1 s by strace (inject delay_enter). The writer writes then,
 # meets the give-back (EAGAIN, the reader in its madvise), and waits for
 # an edge-triggered EPOLLOUT.
-GIVE_BACK_EAGAIN = textwrap.dedent("""
+GIVE_BACK_EAGAIN = PAIR + textwrap.dedent("""
     import select, socket, threading, time
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     total, chunk = 1 << 20, b"x" * 65536
     got, tid = [0], []
 
@@ -412,12 +420,8 @@ def test_write_that_meets_a_give_back_gets_epollout(build, tier):
 # One process holds both ends: the writer fills its side until EAGAIN
 # (the reader reads nothing), then asks level-triggered epoll for EPOLLOUT;
 # then waits for it while another thread reads every byte, after 0.3 s.
-LT_EPOLLOUT = textwrap.dedent("""
+LT_EPOLLOUT = PAIR + textwrap.dedent("""
     import os, select, socket, threading, time
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
     a.setblocking(False)
     sent = 0
     while True:
@@ -426,7 +430,6 @@ LT_EPOLLOUT = textwrap.dedent("""
         except BlockingIOError:
             break
     ep = select.epoll(); ep.register(a, select.EPOLLOUT | select.EPOLLIN)
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     inode = os.readlink(f"/proc/self/fd/{a.fileno()}")[8:-1]       # socket:[N]
     unix = any(l.split()[6:7] == [inode] for l in open("/proc/net/unix"))
     full = ep.poll(0.1)
@@ -2463,15 +2466,10 @@ def test_a_stream_keeps_both_ends_awake(build, tmp_path, size):
 # its mark, its signal a MSG_OOB byte on the socket (POLLPRI, SIGURG);
 # recv(MSG_OOB) and SIOCATMARK answer from the ring. Each mode prints what
 # a program sees; TCP is the control.
-URGENT = textwrap.dedent("""
+URGENT = PAIR + textwrap.dedent("""
     import fcntl, os, select, signal, socket, struct, sys, termios
     SIOCATMARK = 0x8905
     mode = sys.argv[1]
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     urgent = []
     signal.signal(signal.SIGURG, lambda *_: urgent.append(1))
     fcntl.fcntl(a, fcntl.F_SETOWN, os.getpid())
@@ -2574,15 +2572,10 @@ def test_urgent_inline(build):
     assert got["shm"] == got["tcp"], got
 
 
-SIGNAL_AHEAD = textwrap.dedent("""
+SIGNAL_AHEAD = PAIR + textwrap.dedent("""
     import ctypes, select, socket
     libc = ctypes.CDLL(None, use_errno=True)
     SYS_sendto = 44                                  # x86_64
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
     assert a.recv(1, socket.MSG_OOB) == b"x"
     a.setblocking(False)
@@ -2640,15 +2633,10 @@ THREAD_WATCH = textwrap.dedent("""
 """)
 
 
-SIGNAL_AHEAD_BLOCKED = THREAD_WATCH + textwrap.dedent("""
+SIGNAL_AHEAD_BLOCKED = THREAD_WATCH + PAIR + textwrap.dedent("""
     import ctypes, os, select, socket, sys, threading, time
     libc = ctypes.CDLL(None, use_errno=True)
     SYS_sendto = 44                                  # x86_64
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     c.send(b"x", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
     assert a.recv(1, socket.MSG_OOB) == b"x"
     # A writer stopped between its signal and its byte, with another
@@ -2700,12 +2688,8 @@ def test_urgent_signal_ahead_of_an_empty_ring_sleeps(build):
         assert p.stdout.split() == ["maps=2", "slept", want], (how, p.stdout, p.stderr)
 
 
-SIGNAL_HELD = THREAD_WATCH + textwrap.dedent("""
+SIGNAL_HELD = THREAD_WATCH + PAIR + textwrap.dedent("""
     import ctypes, os, select, socket, sys, threading, time
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
     maps = [l for l in open("/proc/self/maps") if "memfd:loopfast-shm" in l]
     base = min(int(l.split("-")[0], 16) for l in maps)
     # src/protocol/ring.h: the client-to-server ring's header at 64,
@@ -2749,13 +2733,8 @@ def test_urgent_send_while_the_signal_is_held_sleeps(build):
     assert p.stdout.split() == ["maps=2", "held", "slept", "[1]", "x"], (p.stdout, p.stderr)
 
 
-MARK_MOVED = textwrap.dedent("""
+MARK_MOVED = PAIR + textwrap.dedent("""
     import select, socket
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     c.send(b"ab", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
     first = a.recv(1, socket.MSG_OOB).decode()
     c.send(b"cd", socket.MSG_OOB); c.send(b"ef")
@@ -2791,13 +2770,8 @@ def test_urgent_byte_read_once_when_its_mark_moves(build):
 # recv(MSG_OOB) into buffers TCP takes: the first with no room, none at
 # all (TCP reads the byte all the same, and says MSG_TRUNC); and
 # recvmsg's msg_flags say MSG_OOB.
-OOB_BUFFERS = textwrap.dedent("""
+OOB_BUFFERS = PAIR + textwrap.dedent("""
     import select, socket
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     out = []
     c.send(b"x", socket.MSG_OOB); select.select([], [], [a], 5)
     second = bytearray(1)
@@ -2830,13 +2804,8 @@ def test_urgent_read_into_buffers_tcp_takes(build):
     assert got["shm"] == got["tcp"], got
 
 
-INQ = textwrap.dedent("""
+INQ = PAIR + textwrap.dedent("""
     import fcntl, select, socket, struct, termios
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"        # the client has the answer: on the tier from here
-    a.sendall(b"1"); assert c.recv(1) == b"1"
-    mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     def inq():
         return struct.unpack("i", fcntl.ioctl(a, termios.FIONREAD, b"\\0" * 4))[0]
     c.send(b"hello", socket.MSG_OOB); assert select.select([], [], [a], 5)[2]
