@@ -536,7 +536,8 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
  * times: ADD and DEL of a connected socket): such a call costs one lookup
  * before the kernel's. A fast-path socket's registrations are recorded
  * while it is unconfirmed or after a reset: only a bell's ringing reports
- * a reset (bell.c), and a confirmed socket's bell is gone. */
+ * a reset (bell.c), and a confirmed socket's bell is gone; a tier
+ * socket's always (its full ring's EPOLLOUT: shm.c, room_fix). */
 LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
@@ -544,7 +545,7 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if ((fl & LF_F_SHM) && ev && op != EPOLL_CTL_DEL && (ev->events & EPOLLET))
 		lf__shm_want_edges(fd); /* the tier's writer then gives an edge per push (shm.c) */
-	if ((fl & (LF_F_UNCONFIRMED | LF_F_PENDING | LF_F_OPTIN | LF_F_RESET)) ||
+	if ((fl & (LF_F_UNCONFIRMED | LF_F_PENDING | LF_F_OPTIN | LF_F_RESET | LF_F_SHM)) ||
 	    ((fl & LF_F_FAST) && f->spin_us && op != EPOLL_CTL_MOD))
 		return epoll_note(epfd, op, fd, ev, f, fl);
 	return REAL(epoll_ctl)(epfd, op, fd, ev);

@@ -637,14 +637,17 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * sees an edge-triggered EPOLLIN. Edge-triggered, one-shot and exclusive
  * registrations are left alone (an edge-triggered one's edge comes from
  * the token already), and so is one that cannot be made edge-triggered
- * (more than LF_PARK_MAX in one wait): the kernel's word stands. A socket
- * ever registered edge-triggered (c->edges: nginx's) is not looked at, so
- * that such servers never read fdinfo. The registrations (their socket, events
- * and data) are read from the kernel (/proc/self/fdinfo of the epoll
- * set): the application's own epoll_ctl calls need not be recorded. An
- * event is known by its data; one whose data two registrations share is
- * left as the kernel gave it. Another thread that changes the
- * registration during the wait has its change undone at the unpark. */
+ * (more than LF_PARK_MAX in one wait): the kernel's word stands, and so
+ * is a socket ever registered edge-triggered (c->edges: nginx's). A registration is the
+ * application's as the interposed epoll_ctl recorded it (interpose.c
+ * records every one of a tier socket, in up to LF_EPOLL_MAX sets; the
+ * kernel's fdinfo costs 1.4 ms a read for a set of 1,000, measured); an
+ * event is known by its data among the full tier sockets' registrations,
+ * and one whose data two of them share is left as the kernel gave it
+ * (another socket's registration with that data would lose EPOLLOUT
+ * while the ring is full: programs name each registration by its socket).
+ * Another thread that changes the registration during the wait has its
+ * change undone at the unpark. */
 #define LF_PARK_MAX 16
 static __thread struct parked {
 	int epfd, fd;
@@ -667,101 +670,36 @@ static bool is_parked(int epfd, int fd)
 	return false;
 }
 
-/* Calls line(ctx, tfd, events, data) for each registration of epfd, from
- * the kernel's /proc/self/fdinfo. */
-static void registrations(int epfd, void (*line)(void *, int, uint32_t, uint64_t), void *ctx)
-{
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
-	int pfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (pfd < 0)
-		return;
-	size_t have = 0;
-	ssize_t r;
-	while ((r = lf__sys_read(pfd, buf + have, sizeof(buf) - 1 - have)) > 0) {
-		have += (size_t)r;
-		buf[have] = 0;
-		char *at = buf, *nl;
-		while ((nl = strchr(at, '\n'))) {
-			int t;
-			unsigned ev;
-			unsigned long long d;
-			*nl = 0;
-			if (sscanf(at, "tfd: %d events: %x data: %llx", &t, &ev, &d) == 3)
-				line(ctx, t, ev, d);
-			at = nl + 1;
-		}
-		have = (size_t)(buf + have - at);
-		memmove(buf, at, have);
-		if (have == sizeof(buf) - 1) /* no line is this long */
-			have = 0;
-	}
-	lf__sys_close(pfd);
-}
-
-/* The process's tier sockets whose writer found no room, and their
- * registration on the set: its events, its data, and how many of the
- * set's registrations have that data. */
 #define LF_FULL_MAX 16
-struct full_set {
-	int n;
-	struct {
-		int fd, regs, same;
-		struct lf_shm_conn *c;
-		uint32_t events;
-		uint64_t data;
-	} s[LF_FULL_MAX];
-};
-
-static void full_reg(void *ctx, int tfd, uint32_t events, uint64_t data)
-{
-	struct full_set *f = ctx;
-	for (int i = 0; i < f->n; i++)
-		if (f->s[i].fd == tfd)
-			f->s[i].regs++, f->s[i].events = events, f->s[i].data = data;
-}
-
-static void full_same(void *ctx, int tfd, uint32_t events, uint64_t data)
-{
-	struct full_set *f = ctx;
-	(void)tfd, (void)events;
-	for (int i = 0; i < f->n; i++)
-		f->s[i].same += f->s[i].regs == 1 && f->s[i].data == data;
-}
 
 static int room_fix(int epfd, struct epoll_event *ev, int n)
 {
-	struct full_set f = { 0 };
-	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), k = 0;
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), full[LF_FULL_MAX], nf = 0, k = 0;
 	bool out = false;
 
 	for (int i = 0; i < n && !out; i++)
 		out = ev[i].events & EPOLLOUT;
-	for (int x = 0; out && x <= hi && f.n < LF_FULL_MAX; x++) {
+	for (int x = 0; out && x <= hi && nf < LF_FULL_MAX; x++) {
 		struct lf_shm_conn *c = lf__shm_conn_of(x);
 		if (c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON)
-			f.s[f.n].fd = x, f.s[f.n++].c = c;
+			full[nf++] = x;
 	}
-	if (!f.n)
-		return n;
-	registrations(epfd, full_reg, &f);
-	registrations(epfd, full_same, &f);
 	for (int i = 0; i < n; i++) {
-		for (int j = 0; j < f.n && (ev[i].events & EPOLLOUT); j++) {
-			if (f.s[j].same != 1 || f.s[j].data != ev[i].data.u64 || space_now(f.s[j].c) != 0)
-				continue;
-			/* Level-triggered registrations only (an edge-triggered
-			 * one gets its edge from the token already), made
-			 * edge-triggered here, or by this wait before. */
-			struct epoll_event et = { f.s[j].events | EPOLLET, ev[i].data };
-			if (is_parked(epfd, f.s[j].fd) ||
-			    (!(f.s[j].events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && lf__shm_parked < LF_PARK_MAX &&
-			     !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, f.s[j].fd, &et))) {
-				if (!is_parked(epfd, f.s[j].fd))
-					parked[lf__shm_parked++] = (struct parked){ epfd, f.s[j].fd, { f.s[j].events, ev[i].data } };
-				ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
-			}
+		int fd = -1, seen = 0;
+		struct epoll_event reg = { 0 };
+		for (int j = 0; j < nf && (ev[i].events & EPOLLOUT); j++) {
+			struct lf_fd *f = lf__fd_peek(full[j]);
+			for (int r = 0; f && r < LF_EPOLL_MAX; r++)
+				if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == ev[i].data.u64)
+					fd = full[j], reg = f->ep[r].ev, seen++;
 		}
+		struct lf_shm_conn *c = seen == 1 ? lf__shm_conn_of(fd) : NULL;
+		struct epoll_event et = { reg.events | EPOLLET, reg.data };
+		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
+		    (is_parked(epfd, fd) ||
+		     (lf__shm_parked < LF_PARK_MAX && !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &et) &&
+		      (parked[lf__shm_parked++] = (struct parked){ epfd, fd, reg }, true))))
+			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		if (ev[i].events)
 			ev[k++] = ev[i];
 	}
