@@ -646,19 +646,26 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * and one whose data two of them share is left as the kernel gave it
  * (another socket's registration with that data would lose EPOLLOUT
  * while the ring is full: programs name each registration by its socket).
- * Another thread that changes the registration during the wait has its
- * change undone at the unpark. */
+ * Another thread that changes the registration during the wait: the
+ * unpark makes it as that thread's record says. */
 #define LF_PARK_MAX 16
 static __thread struct parked {
 	int epfd, fd;
-	struct epoll_event ev;
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
 
+/* As the application's record says now (another thread may have changed
+ * the registration during the wait; none left: it took it out). */
 void lf__shm_epoll_unpark(void)
 {
-	for (int i = 0; i < lf__shm_parked; i++)
-		lf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &parked[i].ev);
+	for (int i = 0; i < lf__shm_parked; i++) {
+		struct lf_fd *f = lf__fd_peek(parked[i].fd);
+		for (int r = 0; f && r < LF_EPOLL_MAX; r++)
+			if (f->ep[r].epfd1 == parked[i].epfd + 1) {
+				struct epoll_event ev = f->ep[r].ev;
+				lf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &ev);
+			}
+	}
 	lf__shm_parked = 0;
 }
 
@@ -698,7 +705,7 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
 		    (is_parked(epfd, fd) ||
 		     (lf__shm_parked < LF_PARK_MAX && !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &et) &&
-		      (parked[lf__shm_parked++] = (struct parked){ epfd, fd, reg }, true))))
+		      (parked[lf__shm_parked++] = (struct parked){ epfd, fd }, true))))
 			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		if (ev[i].events)
 			ev[k++] = ev[i];

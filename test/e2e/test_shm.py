@@ -418,6 +418,39 @@ def test_write_that_meets_a_give_back_gets_epollout(build, tier):
     assert (first, int(mapped) >= 2) == (("eagain-reader-in-28", True) if tier == "shm" else ("wrote", False)), r.stdout
 
 
+# A thread waits level-triggered for EPOLLOUT on a full ring; another
+# thread changes the registration to EPOLLIN meanwhile.
+LT_EPOLLOUT_CHANGED = PAIR + textwrap.dedent("""
+    import select, threading, time
+    a.setblocking(False)
+    try:
+        while True:
+            a.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    ep = select.epoll(); ep.register(a, select.EPOLLOUT)
+    t = threading.Thread(target=lambda: (time.sleep(0.2), ep.modify(a, select.EPOLLIN))); t.start()
+    events = ep.poll(0.6)
+    t.join()
+    reg = [int(l.split()[3], 16) for l in open(f"/proc/self/fdinfo/{ep.fileno()}") if l.startswith("tfd:")]
+    print(len(events), reg[0], mapped)
+""")
+
+
+@pytest.mark.parametrize("tier", ["tcp", "shm"])
+def test_a_registration_changed_during_the_wait_stays_changed(build, tier):
+    """While one thread waits level-triggered for room on a full ring (on
+    the tier its registration is edge-triggered for that wait), another
+    changes the registration to EPOLLIN: once the wait is over, the
+    kernel's fdinfo shows the change, as over TCP (the control), not the
+    registration the wait began with."""
+    cmd = [sys.executable, "-c", LT_EPOLLOUT_CHANGED]
+    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    events, reg, mapped = (int(x) for x in r.stdout.split())
+    assert (events, reg, mapped >= 2) == (0, select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP, tier == "shm"), r.stdout
+
+
 def syscall_counter(tid):
     """A counting perf event on the raw_syscalls:sys_enter tracepoint for
     thread tid: the kernel's count of its system calls (read(fd, 8))."""
