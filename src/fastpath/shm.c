@@ -700,7 +700,9 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 				if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == ev[i].data.u64)
 					fd = full[j], reg = f->ep[r].ev, seen++;
 		}
-		struct lf_shm_conn *c = seen == 1 ? lf__shm_conn_of(fd) : NULL;
+		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
+		 * TCP's: the write then says so. */
+		struct lf_shm_conn *c = seen == 1 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
 		struct epoll_event et = { reg.events | EPOLLET, reg.data };
 		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
 		    (is_parked(epfd, fd) ||

@@ -351,6 +351,16 @@ PAIR = textwrap.dedent("""
     a.sendall(b"1"); assert c.recv(1) == b"1"
     mapped = sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
 """)
+# ... and whose writer then fills its side until EAGAIN (sent: the bytes).
+FILLED = PAIR + textwrap.dedent("""
+    a.setblocking(False)
+    sent = 0
+    try:
+        while True:
+            sent += a.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+""")
 
 
 # One process holds both ends. The reader thread reads the first 64 KiB,
@@ -418,37 +428,95 @@ def test_write_that_meets_a_give_back_gets_epollout(build, tier):
     assert (first, int(mapped) >= 2) == (("eagain-reader-in-28", True) if tier == "shm" else ("wrote", False)), r.stdout
 
 
-# A thread waits level-triggered for EPOLLOUT on a full ring; another
-# thread changes the registration to EPOLLIN meanwhile.
-LT_EPOLLOUT_CHANGED = PAIR + textwrap.dedent("""
-    import select, threading, time
-    a.setblocking(False)
-    try:
-        while True:
-            a.send(b"x" * 65536)
-    except BlockingIOError:
-        pass
+# The writer fills its side (the reader reads nothing) and waits
+# level-triggered for EPOLLOUT only; the reader then closes with the bytes
+# unread (a reset).
+LT_EPOLLOUT_RESET = FILLED + textwrap.dedent("""
+    import select, time
     ep = select.epoll(); ep.register(a, select.EPOLLOUT)
-    t = threading.Thread(target=lambda: (time.sleep(0.2), ep.modify(a, select.EPOLLIN))); t.start()
-    events = ep.poll(0.6)
-    t.join()
-    reg = [int(l.split()[3], 16) for l in open(f"/proc/self/fdinfo/{ep.fileno()}") if l.startswith("tfd:")]
-    print(len(events), reg[0], mapped)
+    full = ep.poll(0.1)
+    c.close(); time.sleep(0.1)
+    ev = [e for _, e in ep.poll(5)]
+    try:
+        a.send(b"y"); said = "sent"
+    except OSError as e:
+        said = e.__class__.__name__
+    print(len(full), ev[0] if ev else 0, said, mapped)
 """)
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
-def test_a_registration_changed_during_the_wait_stays_changed(build, tier):
-    """While one thread waits level-triggered for room on a full ring (on
-    the tier its registration is edge-triggered for that wait), another
-    changes the registration to EPOLLIN: once the wait is over, the
-    kernel's fdinfo shows the change, as over TCP (the control), not the
-    registration the wait began with."""
-    cmd = [sys.executable, "-c", LT_EPOLLOUT_CHANGED]
+def test_level_triggered_epollout_with_the_peers_reset(build, tier):
+    """A writer that waits level-triggered for room on a full ring gets
+    its EPOLLOUT with the peer's reset (EPOLLERR, EPOLLHUP), as over TCP
+    (the control), and its write then says so: an application that writes
+    only on EPOLLOUT learns of the end. The ring is still full (the reader
+    read nothing): the tier's epoll_wait took EPOLLOUT out of such an event
+    too (shm.c, room_fix), and such an application was woken by EPOLLHUP
+    alone, for ever, never writing (events 24 where TCP gives 28; found by
+    a review)."""
+    cmd = [sys.executable, "-c", LT_EPOLLOUT_RESET]
     r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    events, reg, mapped = (int(x) for x in r.stdout.split())
-    assert (events, reg, mapped >= 2) == (0, select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP, tier == "shm"), r.stdout
+    full, ev, said, mapped = r.stdout.split()
+    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
+    assert full == "0", r.stdout
+    assert int(ev) == select.EPOLLOUT | select.EPOLLERR | select.EPOLLHUP, r.stdout
+    assert said == "ConnectionResetError", r.stdout
+
+
+# The writer fills its side and thread W waits level-triggered (EPOLLIN |
+# EPOLLOUT) on a set holding it and a pipe; the main thread then changes
+# the registration ("mod": EPOLLIN only; "reuse": unregisters and closes
+# the socket, and registers a new one that got its number, EPOLLIN only)
+# and wakes W through the pipe.
+LT_CHANGED_DURING_WAIT = FILLED + textwrap.dedent("""
+    import os, select, socket, sys, threading, time
+    how = sys.argv[1]
+    r, w = os.pipe()
+    ep = select.epoll(); ep.register(a, select.EPOLLOUT | select.EPOLLIN); ep.register(r, select.EPOLLIN)
+    num = a.fileno()
+    def reg():
+        return [l.split()[3:6] for l in open(f"/proc/self/fdinfo/{ep.fileno()}") if l.split()[1:2] == [str(num)]]
+    t = threading.Thread(target=ep.poll, args=(10,)); t.start()
+    time.sleep(0.3)
+    keep = []
+    if how == "mod":
+        ep.modify(a, select.EPOLLIN)
+    else:
+        ep.unregister(a); a.close()
+        keep = socket.socketpair()
+        ep.register([x for x in keep if x.fileno() == num][0], select.EPOLLIN)
+    made = reg()
+    os.write(w, b"!"); t.join(); os.read(r, 1)
+    after = reg()
+    print(int(made == after), int(any(fd == num and e & select.EPOLLOUT for fd, e in ep.poll(0.2))), made[0][0],
+          after[0][0], mapped)
+""")
+
+
+@pytest.mark.parametrize("how", ["mod", "reuse"])
+@pytest.mark.parametrize("tier", ["tcp", "shm"])
+def test_a_registration_changed_during_a_wait_stays_as_made(build, tier, how):
+    """While one thread waits level-triggered for room on a full ring,
+    another changes the socket's registration (EPOLLIN only), or closes the
+    socket and registers a new one that got its number (EPOLLIN only, its
+    own data): after the wait the registration is as the application made
+    it (the kernel's fdinfo: events and data), and no EPOLLOUT comes for
+    it, as over TCP (the control). The tier's epoll_wait makes a full
+    ring's registration edge-triggered during the wait and restores it
+    before returning (shm.c, room_fix), from the application's record as
+    it is then; a first version restored the one the wait began with over
+    the application's (events 1d where 19 was made, and the closed
+    socket's data: with data.ptr, a pointer to what the application
+    freed; found by a review)."""
+    cmd = [sys.executable, "-c", LT_CHANGED_DURING_WAIT, how]
+    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    same, out, made, after, mapped = r.stdout.split()
+    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
+    # EPOLLIN as made (the kernel adds EPOLLERR and EPOLLHUP), its data too
+    assert (same, out, int(made, 16), int(after, 16)) == ("1", "0", 0x19, 0x19), r.stdout
 
 
 def syscall_counter(tid):
@@ -536,15 +604,8 @@ def test_redis_waits_for_a_client_that_reads_nothing(build, tmp_path, tier):
 # One process holds both ends: the writer fills its side until EAGAIN
 # (the reader reads nothing), then asks level-triggered epoll for EPOLLOUT;
 # then waits for it while another thread reads every byte, after 0.3 s.
-LT_EPOLLOUT = PAIR + textwrap.dedent("""
+LT_EPOLLOUT = FILLED + textwrap.dedent("""
     import os, select, socket, threading, time
-    a.setblocking(False)
-    sent = 0
-    while True:
-        try:
-            sent += a.send(b"x" * 65536)
-        except BlockingIOError:
-            break
     ep = select.epoll(); ep.register(a, select.EPOLLOUT | select.EPOLLIN)
     inode = os.readlink(f"/proc/self/fd/{a.fileno()}")[8:-1]       # socket:[N]
     unix = any(l.split()[6:7] == [inode] for l in open("/proc/net/unix"))
