@@ -313,8 +313,8 @@ def test_epoll_writer_gets_epollout_after_eagain(build, tier, trigger):
     the writer at once, over and over, while the ring was full (docs/shm.md,
     "The doorbell"): the server counts the wake-ups whose write then found
     no room, none over TCP, 28-29 on the Unix-stream fast path
-    level-triggered (about one a connection; none edge-triggered), 7,696
-    on the tier before. Thirty connections of 1 MiB."""
+    level-triggered (about one a connection; none edge-triggered), 0-133
+    on the tier (below), 7,696 before. Thirty connections of 1 MiB."""
     total, rounds = 1 << 20, int(os.environ.get("ROUNDS", 30))
 
     def cmd(args):
@@ -337,7 +337,12 @@ def test_epoll_writer_gets_epollout_after_eagain(build, tier, trigger):
     finally:
         stop(cli, srv)
     print("woken with no room", idle)
-    assert idle <= 3 * rounds, idle
+    # The tier's writer is also woken while the reader gives the empty
+    # ring's pages back (its write then says EAGAIN with room in the ring:
+    # docs/shm.md, "The doorbell"): 0-17 in 30 connections seen, 133 in a
+    # loaded make test; woken over and over while the ring stays full, as
+    # before, is thousands.
+    assert idle <= 1000, idle
 
 
 # The start of a program that holds both ends of a connection: on the
