@@ -25,7 +25,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -677,32 +676,43 @@ static bool is_parked(int epfd, int fd)
 	return false;
 }
 
-#define LF_FULL_MAX 16
+/* The tier socket among those pick says yes to whose registration on
+ * epfd (as interpose.c recorded it) has data: its descriptor and the
+ * registration into reg; -1 if none, or more than one, has it. */
+static int registered(int epfd, uint64_t data, bool (*pick)(int fd), struct epoll_event *reg)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), fd = -1, seen = 0;
+
+	for (int x = 0; x <= hi && seen < 2; x++) {
+		struct lf_fd *f = lf__fd_peek(x);
+		if (!f || !f->shm || !pick(x))
+			continue;
+		for (int r = 0; r < LF_EPOLL_MAX; r++)
+			if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == data)
+				fd = x, *reg = f->ep[r].ev, seen++;
+	}
+	return seen == 1 ? fd : -1;
+}
+
+static bool any_tier(int fd) { (void)fd; return true; }
+
+/* A full ring whose writer waits level-triggered (never edge-triggered). */
+static bool full_lt(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	return c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON;
+}
 
 static int room_fix(int epfd, struct epoll_event *ev, int n)
 {
-	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), full[LF_FULL_MAX], nf = 0, k = 0;
-	bool out = false;
+	int k = 0;
 
-	for (int i = 0; i < n && !out; i++)
-		out = ev[i].events & EPOLLOUT;
-	for (int x = 0; out && x <= hi && nf < LF_FULL_MAX; x++) {
-		struct lf_shm_conn *c = lf__shm_conn_of(x);
-		if (c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON)
-			full[nf++] = x;
-	}
 	for (int i = 0; i < n; i++) {
-		int fd = -1, seen = 0;
 		struct epoll_event reg = { 0 };
-		for (int j = 0; j < nf && (ev[i].events & EPOLLOUT); j++) {
-			struct lf_fd *f = lf__fd_peek(full[j]);
-			for (int r = 0; f && r < LF_EPOLL_MAX; r++)
-				if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == ev[i].data.u64)
-					fd = full[j], reg = f->ep[r].ev, seen++;
-		}
+		int fd = ev[i].events & EPOLLOUT ? registered(epfd, ev[i].data.u64, full_lt, &reg) : -1;
 		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
 		 * TCP's: the write then says so. */
-		struct lf_shm_conn *c = seen == 1 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
+		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
 		struct epoll_event et = { reg.events | EPOLLET, reg.data };
 		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
 		    (is_parked(epfd, fd) ||
@@ -730,21 +740,14 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
  * EPOLLOUT as room_fix says (above). Returns the events left. */
 int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
 {
-	int k = 0, hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+	int k = 0;
 
 	if (!atomic_load_explicit(&lf__shm_undecided, memory_order_relaxed))
 		return atomic_load_explicit(&lf__shm_full, memory_order_relaxed) ? room_fix(epfd, ev, n) : n;
 	for (int i = 0; i < n; i++) {
-		int fd = -1, seen = 0;
-		for (int x = 0; x <= hi && seen < 2 && (ev[i].events & (EPOLLIN | EPOLLRDNORM)); x++) {
-			struct lf_fd *f = lf__fd_peek(x);
-			if (!f || !f->shm)
-				continue;
-			for (int r = 0; r < LF_EPOLL_MAX; r++)
-				if (f->ep[r].epfd1 == epfd + 1 && f->ep[r].ev.data.u64 == ev[i].data.u64)
-					fd = x, seen++;
-		}
-		if (seen == 1) {
+		struct epoll_event reg;
+		int fd = ev[i].events & (EPOLLIN | EPOLLRDNORM) ? registered(epfd, ev[i].data.u64, any_tier, &reg) : -1;
+		if (fd >= 0) {
 			bool full = false;
 			int rev = lf__sys_poll1(fd, POLLIN, 0);
 			struct pollfd p = { fd, POLLIN, (short)(rev > 0 ? rev : 0) };

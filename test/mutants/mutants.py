@@ -2033,8 +2033,8 @@ MUTANTS += [
         "epoll takes EPOLLOUT out of a full ring's event that carries the peer's reset (EPOLLERR, EPOLLHUP): an "
         "application that writes only on EPOLLOUT is woken by EPOLLHUP alone, for ever, and never learns of the end",
         [("src/fastpath/shm.c",
-          "seen == 1 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;",
-          "seen == 1 ? lf__shm_conn_of(fd) : NULL;")],
+          "fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;",
+          "fd >= 0 ? lf__shm_conn_of(fd) : NULL;")],
         ["e2e:test_shm.py -k 'peers_reset and shm'"]),
     Mutant(
         "shm-lt-epollout-stays-edge-triggered",
