@@ -418,9 +418,15 @@ static int read_full(int fd, void *buf, size_t len, int timeout_ms)
 static pid_t spawn(int *rd)
 {
 	int p[2];
+	*rd = -1;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
 		return -1;
 	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
 	if (pid == 0) {
 		close(p[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -514,7 +520,8 @@ int conn_run(int path, unsigned clients, const struct conn_opts *o, struct conn_
 	reap(fl);
 	reap(server);
 	close(srd);
-	close(crd);
+	if (crd >= 0)
+		close(crd);
 	if (frd >= 0)
 		close(frd);
 	if (e)
