@@ -147,11 +147,14 @@ LF_LOCAL(recvmsg);
 
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
+	struct iovec one = { buf, n };
+
 	SETTLE(fd, flags);
+	if (!sa)
+		SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
 	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
-	struct iovec iov = { buf, n };
-	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &one, .msg_iovlen = 1 };
 	ssize_t r = local_recvmsg(fd, &m, flags);
 	if (r >= 0 && sa && sl)
 		*sl = m.msg_namelen;
@@ -161,7 +164,10 @@ LF_LOCAL(recvfrom);
 
 static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
+	struct iovec one = { buf, n };
+
 	SETTLE(fd, flags);
+	SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
 	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
 		return REAL(recv)(fd, buf, n, flags);
 	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
