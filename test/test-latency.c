@@ -169,22 +169,33 @@ static char *render(void (*fn)(FILE *, const struct lat_report *))
 	return buf;
 }
 
-/* Each row against the uds row of its style, repeat by repeat: the
- * median and range of the ratios, not the ratio of the medians; a style
- * without a uds row, and the uds row itself, get none. */
+/* Each row against the uds row and the shm row (the floor) of its style,
+ * repeat by repeat: the median and range of the ratios, not the ratio of
+ * the medians; a style without such a row, and the row itself, get none. */
 static void test_compare_uds_per_repeat(void)
 {
 	struct lat_figures fp[3] = { { .p50 = 10, .p99 = 100 }, { .p50 = 30, .p99 = 90 }, { .p50 = 20, .p99 = 400 } };
 	struct lat_figures ux[3] = { { .p50 = 10, .p99 = 50 }, { .p50 = 20, .p99 = 100 }, { .p50 = 40, .p99 = 200 } };
 	struct lat_figures tc[3] = { { .p50 = 1 }, { .p50 = 1 }, { .p50 = 1 } };
-	struct lat_row row3[3] = {
+	struct lat_figures fl[3] = { { .p50 = 0.2 }, { .p50 = 0.8 }, { .p50 = 0.25 } };
+	struct lat_figures ts[3] = { { .p50 = 0.3 }, { .p50 = 0.9 }, { .p50 = 0.3 } };
+	struct lat_row row3[5] = {
 		{ .style = LAT_BLOCK, .transport = LAT_FASTPATH, .status = LAT_OK, .nrep = 3, .rep = fp },
 		{ .style = LAT_EPOLL, .transport = LAT_TCP, .status = LAT_OK, .nrep = 3, .rep = tc },
 		{ .style = LAT_BLOCK, .transport = LAT_UDS, .status = LAT_OK, .nrep = 3, .rep = ux },
+		{ .style = LAT_SPIN, .transport = LAT_SHM, .status = LAT_OK, .nrep = 3, .rep = fl },
+		{ .style = LAT_SPIN, .transport = LAT_FASTPATH_SHM, .status = LAT_OK, .nrep = 3, .rep = ts },
 	};
-	struct lat_report r3 = { .opts = &opts, .rows = row3, .nrows = 3 };
+	struct lat_report r3 = { .opts = &opts, .rows = row3, .nrows = 5 };
 
-	lat_compare_uds(&r3);
+	lat_compare_repeats(&r3);
+	/* Against the floor: 1.5, 1.125, 1.2 (the ratio of the medians would be 1.2 too, of the means 1.20) */
+	ASSERT_NEAR(row3[4].floor_p50[0], 1.2);
+	ASSERT_NEAR(row3[4].floor_p50[1], 1.125);
+	ASSERT_NEAR(row3[4].floor_p50[2], 1.5);
+	ASSERT(isnan(row3[3].floor_p50[0])); /* the floor itself */
+	ASSERT(isnan(row3[0].floor_p50[0])); /* no shm row of its style */
+	ASSERT(isnan(row3[4].uds_p50[0]));
 	/* p50: 1, 1.5, 0.5; p99: 2, 0.9, 2 (the ratio of the medians would be 1 and 1) */
 	ASSERT_NEAR(row3[0].uds_p50[0], 1);
 	ASSERT_NEAR(row3[0].uds_p50[1], 0.5);
@@ -207,6 +218,9 @@ static void test_compare_uds_per_repeat(void)
 	ASSERT_HAS(buf, "\"vs_uds\": {\"p50\": {\"median\": 1, \"min\": 0.5, \"max\": 1.5}, "
 			"\"p99\": {\"median\": 2, \"min\": 0.9, \"max\": 2}}");
 	ASSERT(!strstr(buf, "epoll       tcp            p50"));
+	ASSERT_HAS(buf, "against shm (the floor, the same style), repeat by repeat: p50 median ratio [min-max over 3 repeats]\n"
+			"spin        fastpath-shm   p50 1.20 [1.12-1.50]\n");
+	ASSERT_HAS(buf, "\"vs_floor\": {\"p50\": {\"median\": 1.2, \"min\": 1.125, \"max\": 1.5}}");
 	free(buf);
 }
 

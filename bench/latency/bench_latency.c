@@ -228,7 +228,7 @@ static int measure(const struct lat_opts *o, struct lat_report *rep)
 		w->cdf[w->ncdf - 1][1] = w->hi.max; /* the true maximum, pool or not */
 	}
 	lat_compare(rep);
-	lat_compare_uds(rep);
+	lat_compare_repeats(rep);
 	if (o->compare_sockperf)
 		lat_sockperf_finish(rep);
 	return 0;

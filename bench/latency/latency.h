@@ -80,6 +80,9 @@ struct lat_row {
 	 * one repeat run back to back): median, min and max of the ratios of
 	 * p50 and of p99; NAN without such a row. */
 	double uds_p50[3], uds_p99[3];
+	/* Against the shm row of the same style (the floor: a bare ring),
+	 * p50 repeat by repeat, as above; NAN without one. */
+	double floor_p50[3];
 	double *pool;                /* samples of all repeats for the CDF (µs), at most LAT_POOL_MAX */
 	size_t npool;
 	double cdf[64][2];           /* (percentile, µs) for the plot */
@@ -123,7 +126,7 @@ void lat_figures_from(const double *sorted, size_t n, struct lat_figures *f);
 double lat_median(double *v, size_t n);
 void lat_aggregate(struct lat_row *row);
 void lat_compare(struct lat_report *rep);
-void lat_compare_uds(struct lat_report *rep);
+void lat_compare_repeats(struct lat_report *rep);
 void lat_cdf(struct lat_row *row);
 
 /* latency_run.c: runs one repeat of a row. Fills samples (ns, count of

@@ -156,6 +156,19 @@ void lat_print_table(FILE *f, const struct lat_report *rep)
 			lat_transport_names[w->transport], w->uds_p50[0], w->uds_p50[1], w->uds_p50[2], w->uds_p99[0],
 			w->uds_p99[1], w->uds_p99[2]);
 	}
+	head = false;
+	for (unsigned r = 0; r < rep->nrows; r++) {
+		const struct lat_row *w = &rep->rows[r];
+
+		if (!(w->floor_p50[0] > 0)) /* NAN: no shm row to compare with */
+			continue;
+		if (!head)
+			fprintf(f, "\nagainst shm (the floor, the same style), repeat by repeat: p50 median ratio [min-max over %u repeat%s]\n",
+				w->nrep, w->nrep == 1 ? "" : "s");
+		head = true;
+		fprintf(f, "%-11s %-14s p50 %.2f [%.2f-%.2f]\n", lat_style_names[w->style], lat_transport_names[w->transport],
+			w->floor_p50[0], w->floor_p50[1], w->floor_p50[2]);
+	}
 	for (unsigned r = 0; r < rep->nrows; r++) {
 		const struct lat_row *w = &rep->rows[r];
 
@@ -259,6 +272,15 @@ static void json_row(FILE *f, const struct lat_row *w)
 			for (int i = 0; i < 3; i++) {
 				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
 				json_num(f, w->uds_p99[i]);
+			}
+			fprintf(f, "}}");
+		}
+		if (w->floor_p50[0] > 0) {
+			const char *name[] = { "median", "min", "max" };
+			fprintf(f, ",\n     \"vs_floor\": {\"p50\": {");
+			for (int i = 0; i < 3; i++) {
+				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
+				json_num(f, w->floor_p50[i]);
 			}
 			fprintf(f, "}}");
 		}
