@@ -67,6 +67,7 @@ struct lf_fd {
 	uint32_t optset;            /* bytes of opt[] in use */
 	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
+	unsigned epgen;             /* counts the kernel's changes of them, odd during one (shm.c, park) */
 	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
 };
 

@@ -646,34 +646,80 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * (another socket's registration with that data would lose EPOLLOUT
  * while the ring is full: programs name each registration by its socket).
  * Another thread that changes the registration during the wait: the
- * unpark makes it as that thread's record says. */
+ * unpark makes it as that thread's record says, and this wait parks it
+ * again (its change made it level-triggered: the kernel would report
+ * EPOLLOUT at once, over and over, and the wait spun). A change counts in
+ * the socket's epgen (interpose.c), odd while it runs: a MOD made from
+ * the record is made again if one ran meanwhile (it could have come
+ * between the record's read and the MOD, which then undid it). */
 #define LF_PARK_MAX 16
 static __thread struct parked {
 	int epfd, fd;
+	unsigned gen; /* the socket's epgen once this wait made it edge-triggered */
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
 
-/* As the application's record says now (another thread may have changed
- * the registration during the wait; none left: it took it out). */
+/* The kernel's registration of fd on epfd made as the record says (with
+ * EPOLLET if et); then epgen moves by bump. Returns the epgen after, or
+ * -1 (no record, the kernel said no, or changes without end). */
+static long record_mod(int epfd, int fd, bool et, unsigned bump)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+
+	for (int tries = 0; f && tries < 100; tries++) {
+		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE);
+		if (g & 1) { /* another thread's epoll_ctl of fd is under way */
+			sched_yield();
+			continue;
+		}
+		int r = 0;
+		while (r < LF_EPOLL_MAX && f->ep[r].epfd1 != epfd + 1)
+			r++;
+		if (r == LF_EPOLL_MAX)
+			return -1;
+		struct epoll_event ev = f->ep[r].ev;
+		ev.events |= et ? EPOLLET : 0;
+		int bad = lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_compare_exchange_n(&f->epgen, &g, g + bump, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return bad ? -1 : (long)(g + bump);
+	}
+	return -1;
+}
+
+/* As the application's record says; another thread's wait that parked it
+ * parks it again (epgen moves by 2). Not one changed since this wait
+ * parked it (epgen moved): an epoll_ctl of the application made it so
+ * after the park (none ran during it), or another wait restored it, and
+ * a MOD would re-arm a one-shot registration the wait had spent. */
 void lf__shm_epoll_unpark(void)
 {
 	for (int i = 0; i < lf__shm_parked; i++) {
 		struct lf_fd *f = lf__fd_peek(parked[i].fd);
-		for (int r = 0; f && r < LF_EPOLL_MAX; r++)
-			if (f->ep[r].epfd1 == parked[i].epfd + 1) {
-				struct epoll_event ev = f->ep[r].ev;
-				lf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &ev);
-			}
+		if (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen)
+			record_mod(parked[i].epfd, parked[i].fd, false, 2);
 	}
 	lf__shm_parked = 0;
 }
 
-static bool is_parked(int epfd, int fd)
+/* fd's registration on epfd is edge-triggered now: this wait made it so
+ * and nobody has changed it since (the kernel reports the MOD's own
+ * EPOLLOUT once more), or it is made so here. */
+static bool park(int epfd, int fd)
 {
-	for (int i = 0; i < lf__shm_parked; i++)
-		if (parked[i].epfd == epfd && parked[i].fd == fd)
-			return true;
-	return false;
+	struct lf_fd *f = lf__fd_peek(fd);
+	int i = 0;
+
+	while (i < lf__shm_parked && !(parked[i].epfd == epfd && parked[i].fd == fd))
+		i++;
+	if (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE))
+		return true;
+	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true, 0) : -1;
+	if (g < 0)
+		return false;
+	parked[i] = (struct parked){ epfd, fd, (unsigned)g };
+	lf__shm_parked += i == lf__shm_parked;
+	return true;
 }
 
 /* The tier socket among those pick says yes to whose registration on
@@ -713,11 +759,7 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
 		 * TCP's: the write then says so. */
 		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
-		struct epoll_event et = { reg.events | EPOLLET, reg.data };
-		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
-		    (is_parked(epfd, fd) ||
-		     (lf__shm_parked < LF_PARK_MAX && !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &et) &&
-		      (parked[lf__shm_parked++] = (struct parked){ epfd, fd }, true))))
+		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(epfd, fd))
 			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		if (ev[i].events)
 			ev[k++] = ev[i];
