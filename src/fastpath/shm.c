@@ -687,6 +687,22 @@ static long record_mod(int epfd, int fd, bool et, unsigned bump)
 	return -1;
 }
 
+/* A fork taken while another thread's epoll_ctl of a tier socket ran
+ * leaves the socket's epgen odd in the child, where that call never ends:
+ * every park there would wait for it, give up, and leave the EPOLLOUT of
+ * a full ring in (a forked child woken over and over; 193 children in
+ * 200 whose parent re-armed in a loop). */
+void lf__shm_epoll_fork_child(void)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	for (int x = 0; lf__shm_used && x <= hi; x++) {
+		struct lf_fd *f = lf__fd_peek(x);
+		if (f && (f->epgen & 1))
+			f->epgen++;
+	}
+}
+
 /* As the application's record says; another thread's wait that parked it
  * parks it again (epgen moves by 2). Not one changed since this wait
  * parked it (epgen moved): an epoll_ctl of the application made it so

@@ -2069,6 +2069,14 @@ MUTANTS += [
           "\t\tif (f)\n")],
         ["e2e:test_shm.py -k 'one_shot and shm'"]),
     Mutant(
+        "shm-lt-epgen-odd-in-a-child",
+        "a child forked while another thread's epoll_ctl of a tier socket ran keeps its count odd: every park "
+        "there gives up, and a full ring's EPOLLOUT wakes the child over and over",
+        [("src/fastpath/fork.c",
+          "\tlf__shm_epoll_fork_child(); /* no epoll_ctl of the parent's other threads runs here */\n",
+          "")],
+        ["e2e:test_shm.py -k 'child_forked_during_a_rearm and shm'"]),
+    Mutant(
         "epoll-wait-timeout-drops-part-ms",
         "an epoll wait that goes back to the kernel after its events were all taken out counts only whole "
         "milliseconds of each turn: turns shorter than one never use up its time, and it lasts seconds",

@@ -16,6 +16,9 @@
  *     the registration to IN|ONESHOT and the peer sends a byte, which the
  *     waiter's wait gets (the one-shot is spent); prints what it got, the
  *     kernel's registration after, and what a second wait gets.
+ *   shm_rearm fork N: a thread re-arms the registration (IN|OUT) over and
+ *     over while the main thread forks N children, one at a time; each
+ *     child waits once (timeout 0); prints the children that got EPOLLOUT.
  *   shm_rearm same: a pipe's write end (always writable) registered for
  *     EPOLLOUT with the data of the ring's registration; prints the events
  *     each of 20 waits of 100 ms gets. */
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int ep, pipefd[2], stop, tid;
@@ -71,6 +75,14 @@ static long kmask(int fd)
 	if (f)
 		fclose(f);
 	return m;
+}
+
+static void *rearmer(void *x)
+{
+	struct epoll_event on = { EPOLLIN | EPOLLOUT, { .u32 = 7 } };
+	while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
+		epoll_ctl(ep, EPOLL_CTL_MOD, *(int *)x, &on);
+	return NULL;
 }
 
 static void *waiter(void *x)
@@ -144,6 +156,26 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 		long m = kmask(a);
 		printf("%x %lx %d %d\n", got, m, epoll_wait(ep, ev, 8, 300), mapped);
+		return 0;
+	}
+	if (argc > 2 && !strcmp(argv[1], "fork")) {
+		int n = atoi(argv[2]), outs = 0;
+		pthread_create(&t, NULL, rearmer, &a);
+		for (int i = 0; i < n; i++) {
+			pid_t p = fork();
+			if (p == 0) {
+				struct epoll_event ev[8];
+				int k = epoll_wait(ep, ev, 8, 0);
+				_exit(k > 0 && (ev[0].events & EPOLLOUT));
+			}
+			int st;
+			if (p < 0 || waitpid(p, &st, 0) != p)
+				return 2;
+			outs += WIFEXITED(st) && WEXITSTATUS(st) == 1;
+		}
+		__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+		pthread_join(t, NULL);
+		printf("%d %d\n", outs, mapped);
 		return 0;
 	}
 	int rounds = argc > 2 ? atoi(argv[2]) : 1000, bad = 0;
