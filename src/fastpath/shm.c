@@ -646,23 +646,26 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * (another socket's registration with that data would lose EPOLLOUT
  * while the ring is full: programs name each registration by its socket).
  * Another thread that changes the registration during the wait: the
- * unpark makes it as that thread's record says, and this wait parks it
- * again (its change made it level-triggered: the kernel would report
- * EPOLLOUT at once, over and over, and the wait spun). A change counts in
- * the socket's epgen (interpose.c), odd while it runs: a MOD made from
- * the record is made again if one ran meanwhile (it could have come
- * between the record's read and the MOD, which then undid it). */
+ * kernel has what it made, and the unpark leaves it so; this wait parks
+ * it again (the change made it level-triggered: the kernel would report
+ * EPOLLOUT at once, over and over, and the wait spun). The application's
+ * calls count in the socket's epgen (interpose.c), odd while one runs: a
+ * MOD made from the record is made again if one ran meanwhile (it could
+ * have come between the record's read and the MOD, which then undid it);
+ * the unparks count in eprest (another thread's wait, in this set or
+ * another, parks again after one). */
 #define LF_PARK_MAX 16
 static __thread struct parked {
 	int epfd, fd;
-	unsigned gen; /* the socket's epgen once this wait made it edge-triggered */
+	unsigned gen, rest; /* the socket's epgen and eprest when this wait made it edge-triggered */
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
 
 /* The kernel's registration of fd on epfd made as the record says (with
- * EPOLLET if et); then epgen moves by bump. Returns the epgen after, or
- * -1 (no record, the kernel said no, or changes without end). */
-static long record_mod(int epfd, int fd, bool et, unsigned bump)
+ * EPOLLET if et), with no epoll_ctl of the application under way or
+ * begun meanwhile. Returns the epgen it was made at, or -1 (no record,
+ * the kernel said no, or changes without end). */
+static long record_mod(int epfd, int fd, bool et)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
 
@@ -681,8 +684,8 @@ static long record_mod(int epfd, int fd, bool et, unsigned bump)
 		ev.events |= et ? EPOLLET : 0;
 		int bad = lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_compare_exchange_n(&f->epgen, &g, g + bump, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			return bad ? -1 : (long)(g + bump);
+		if (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)
+			return bad ? -1 : (long)g;
 	}
 	return -1;
 }
@@ -704,16 +707,18 @@ void lf__shm_epoll_fork_child(void)
 }
 
 /* As the application's record says; another thread's wait that parked it
- * parks it again (epgen moves by 2). Not one changed since this wait
- * parked it (epgen moved): an epoll_ctl of the application made it so
- * after the park (none ran during it), or another wait restored it, and
- * a MOD would re-arm a one-shot registration the wait had spent. */
+ * (in this set or another) parks it again (eprest moves). Not one the
+ * application changed since this wait parked it (epgen moved): its
+ * epoll_ctl came after the park (none ran during it), so the kernel has
+ * what it made, and a MOD would re-arm a one-shot registration the wait
+ * had spent. */
 void lf__shm_epoll_unpark(void)
 {
 	for (int i = 0; i < lf__shm_parked; i++) {
 		struct lf_fd *f = lf__fd_peek(parked[i].fd);
-		if (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen)
-			record_mod(parked[i].epfd, parked[i].fd, false, 2);
+		if (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen &&
+		    record_mod(parked[i].epfd, parked[i].fd, false) >= 0)
+			__atomic_add_fetch(&f->eprest, 1, __ATOMIC_RELEASE);
 	}
 	lf__shm_parked = 0;
 }
@@ -728,12 +733,14 @@ static bool park(int epfd, int fd)
 
 	while (i < lf__shm_parked && !(parked[i].epfd == epfd && parked[i].fd == fd))
 		i++;
-	if (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE))
+	/* read before the MOD: a restore that comes after it is seen */
+	unsigned rest = __atomic_load_n(&f->eprest, __ATOMIC_ACQUIRE);
+	if (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) && parked[i].rest == rest)
 		return true;
-	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true, 0) : -1;
+	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true) : -1;
 	if (g < 0)
 		return false;
-	parked[i] = (struct parked){ epfd, fd, (unsigned)g };
+	parked[i] = (struct parked){ epfd, fd, (unsigned)g, rest };
 	lf__shm_parked += i == lf__shm_parked;
 	return true;
 }

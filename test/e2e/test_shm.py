@@ -715,6 +715,24 @@ def test_a_child_forked_during_a_rearm_gets_no_epollout_on_a_full_ring(rearm, ti
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
+def test_a_full_ring_in_two_sets_is_level_triggered_after_both_waits(rearm, tier):
+    """A full ring's socket is in two epoll sets (level-triggered, IN |
+    OUT); a thread waits on each, and the two are woken one after the
+    other: the registration in each set is level-triggered after (fdinfo
+    1d), as over TCP (the control). Each wait parks its own set's (shm.c,
+    room_fix); a version that counted the first wait's restore as the
+    application's change (epgen) left the second set's edge-triggered
+    (8000001d: its EPOLLIN an edge from then on), found by the same
+    review; restores count in eprest."""
+    cmd = [rearm, "twosets"]
+    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first, second, mapped = r.stdout.split()
+    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
+    assert (int(first, 16), int(second, 16)) == (0x1d, 0x1d), r.stdout
+
+
+@pytest.mark.parametrize("tier", ["tcp", "shm"])
 def test_a_wait_whose_events_are_all_taken_out_ends_in_time(rearm, tier):
     """A pipe's write end registered for EPOLLOUT with the data of a full
     ring's registration (level-triggered, IN | OUT): 20 waits of 100 ms

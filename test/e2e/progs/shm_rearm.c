@@ -19,6 +19,9 @@
  *   shm_rearm fork N: a thread re-arms the registration (IN|OUT) over and
  *     over while the main thread forks N children, one at a time; each
  *     child waits once (timeout 0); prints the children that got EPOLLOUT.
+ *   shm_rearm twosets: the socket is in two sets (IN|OUT, and a pipe each);
+ *     a thread waits on each; the main thread wakes the first, then the
+ *     second; prints the kernel's registration in each set after.
  *   shm_rearm same: a pipe's write end (always writable) registered for
  *     EPOLLOUT with the data of the ring's registration; prints the events
  *     each of 20 waits of 100 ms gets. */
@@ -75,6 +78,46 @@ static long kmask(int fd)
 	if (f)
 		fclose(f);
 	return m;
+}
+
+static int sets[2], pipes[2][2];
+
+static void *set_waiter(void *x)
+{
+	int i = (int)(long)x;
+	struct epoll_event ev[8];
+	epoll_wait(sets[i], ev, 8, 30000);
+	return NULL;
+}
+
+static long kmask(int fd);
+
+/* A thread waits on each of two sets that hold fd; woken one after the
+ * other; the kernel's masks after, into m. */
+static void two_sets(int fd, long m[2])
+{
+	struct epoll_event on = { EPOLLIN | EPOLLOUT, { .u32 = 7 } }, pe = { EPOLLIN, { .u32 = 9 } };
+	pthread_t t[2];
+	epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL); /* two sets: both recorded (shm.c) */
+	for (long i = 0; i < 2; i++) {
+		sets[i] = epoll_create1(0);
+		if (pipe(pipes[i]) || epoll_ctl(sets[i], EPOLL_CTL_ADD, fd, &on) ||
+		    epoll_ctl(sets[i], EPOLL_CTL_ADD, pipes[i][0], &pe))
+			exit(2);
+		pthread_create(&t[i], NULL, set_waiter, (void *)i);
+	}
+	usleep(200000);
+	for (int i = 0; i < 2; i++) {
+		if (write(pipes[i][1], "!", 1) != 1)
+			exit(2);
+		pthread_join(t[i], NULL);
+	}
+	int keep = ep;
+	for (int i = 0; i < 2; i++) {
+		ep = sets[i];
+		m[i] = kmask(fd);
+	}
+	ep = keep;
 }
 
 static void *rearmer(void *x)
@@ -156,6 +199,12 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 		long m = kmask(a);
 		printf("%x %lx %d %d\n", got, m, epoll_wait(ep, ev, 8, 300), mapped);
+		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "twosets")) {
+		long m[2];
+		two_sets(a, m);
+		printf("%lx %lx %d\n", m[0], m[1], mapped);
 		return 0;
 	}
 	if (argc > 2 && !strcmp(argv[1], "fork")) {
