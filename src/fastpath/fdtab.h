@@ -67,6 +67,8 @@ struct lf_fd {
 	uint32_t optset;            /* bytes of opt[] in use */
 	uint32_t sockset;           /* which carried SOL_SOCKET options were set */
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
+	unsigned epgen;             /* counts the application's epoll_ctl calls, odd during one (shm.c, park) */
+	unsigned eprest;            /* counts the restores of epoll waits (shm.c, lf__shm_epoll_unpark) */
 	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
 };
 

@@ -36,6 +36,7 @@ static void child(void)
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
 	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
+	lf__shm_epoll_fork_child(); /* no epoll_ctl of the parent's other threads runs here */
 	lf__shm_mem_fork_after();  /* the due give-backs' lock (the list is the child's too) */
 }
 

@@ -505,10 +505,16 @@ LF_EXPORT int fcntl64(int fd, int cmd, ...)
 static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct epoll_event *ev, struct lf_fd *f,
 						 unsigned fl)
 {
+	/* odd while the kernel and the record differ: a wait that restores
+	 * the record (shm.c, lf__shm_epoll_unpark) does it again after this */
+	__atomic_add_fetch(&f->epgen, 1, __ATOMIC_ACQ_REL);
 	int r = REAL(epoll_ctl)(epfd, op, fd, ev), e = errno;
 
-	if (r)
+	if (r) {
+		__atomic_add_fetch(&f->epgen, 1, __ATOMIC_RELEASE);
+		errno = e;
 		return r;
+	}
 	lf__spin_epoll_member(epfd, fd, op);
 	if (op == EPOLL_CTL_ADD && (fl & LF_F_UNCONFIRMED))
 		lf__bell_epoll_add(epfd, fd);
@@ -528,6 +534,7 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
 				f->ep[slot].ev = *ev;
 		}
 	}
+	__atomic_add_fetch(&f->epgen, 1, __ATOMIC_RELEASE);
 	errno = e;
 	return r;
 }

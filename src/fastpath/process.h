@@ -125,6 +125,7 @@ void lf__fork_init(void);
 void lf__bell_fork_prepare(void);
 void lf__shm_fork_prepare(void);
 void lf__shm_spin_fork_child(void);
+void lf__shm_epoll_fork_child(void);
 void lf__shm_mem_fork_prepare(void);
 void lf__shm_mem_fork_after(void);
 void lf__sopt_fork_prepare(void);

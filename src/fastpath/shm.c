@@ -646,34 +646,103 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * (another socket's registration with that data would lose EPOLLOUT
  * while the ring is full: programs name each registration by its socket).
  * Another thread that changes the registration during the wait: the
- * unpark makes it as that thread's record says. */
+ * kernel has what it made, and the unpark leaves it so; this wait parks
+ * it again (the change made it level-triggered: the kernel would report
+ * EPOLLOUT at once, over and over, and the wait spun). The application's
+ * calls count in the socket's epgen (interpose.c), odd while one runs: a
+ * MOD made from the record is made again if one ran meanwhile (it could
+ * have come between the record's read and the MOD, which then undid it);
+ * the unparks count in eprest (another thread's wait, in this set or
+ * another, parks again after one). */
 #define LF_PARK_MAX 16
 static __thread struct parked {
 	int epfd, fd;
+	unsigned gen, rest; /* the socket's epgen and eprest when this wait made it edge-triggered */
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
 
-/* As the application's record says now (another thread may have changed
- * the registration during the wait; none left: it took it out). */
+/* The kernel's registration of fd on epfd made as the record says (with
+ * EPOLLET if et), with no epoll_ctl of the application under way or
+ * begun meanwhile. Returns the epgen it was made at, or -1 (no record,
+ * the kernel said no, or changes without end). */
+static long record_mod(int epfd, int fd, bool et)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+
+	for (int tries = 0; f && tries < 100; tries++) {
+		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE);
+		if (g & 1) { /* another thread's epoll_ctl of fd is under way */
+			sched_yield();
+			continue;
+		}
+		int r = 0;
+		while (r < LF_EPOLL_MAX && f->ep[r].epfd1 != epfd + 1)
+			r++;
+		if (r == LF_EPOLL_MAX)
+			return -1;
+		struct epoll_event ev = f->ep[r].ev;
+		ev.events |= et ? EPOLLET : 0;
+		int bad = lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)
+			return bad ? -1 : (long)g;
+	}
+	return -1;
+}
+
+/* A fork taken while another thread's epoll_ctl of a tier socket ran
+ * leaves the socket's epgen odd in the child, where that call never ends:
+ * every park there would wait for it, give up, and leave the EPOLLOUT of
+ * a full ring in (a forked child woken over and over; 193 children in
+ * 200 whose parent re-armed in a loop). */
+void lf__shm_epoll_fork_child(void)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	for (int x = 0; lf__shm_used && x <= hi; x++) {
+		struct lf_fd *f = lf__fd_peek(x);
+		if (f && (f->epgen & 1))
+			f->epgen++;
+	}
+}
+
+/* As the application's record says; another thread's wait that parked it
+ * (in this set or another) parks it again (eprest moves). Not one the
+ * application changed since this wait parked it (epgen moved): its
+ * epoll_ctl came after the park (none ran during it), so the kernel has
+ * what it made, and a MOD would re-arm a one-shot registration the wait
+ * had spent. */
 void lf__shm_epoll_unpark(void)
 {
 	for (int i = 0; i < lf__shm_parked; i++) {
 		struct lf_fd *f = lf__fd_peek(parked[i].fd);
-		for (int r = 0; f && r < LF_EPOLL_MAX; r++)
-			if (f->ep[r].epfd1 == parked[i].epfd + 1) {
-				struct epoll_event ev = f->ep[r].ev;
-				lf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &ev);
-			}
+		if (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen &&
+		    record_mod(parked[i].epfd, parked[i].fd, false) >= 0)
+			__atomic_add_fetch(&f->eprest, 1, __ATOMIC_RELEASE);
 	}
 	lf__shm_parked = 0;
 }
 
-static bool is_parked(int epfd, int fd)
+/* fd's registration on epfd is edge-triggered now: this wait made it so
+ * and nobody has changed it since (the kernel reports the MOD's own
+ * EPOLLOUT once more), or it is made so here. */
+static bool park(int epfd, int fd)
 {
-	for (int i = 0; i < lf__shm_parked; i++)
-		if (parked[i].epfd == epfd && parked[i].fd == fd)
-			return true;
-	return false;
+	struct lf_fd *f = lf__fd_peek(fd);
+	int i = 0;
+
+	while (i < lf__shm_parked && !(parked[i].epfd == epfd && parked[i].fd == fd))
+		i++;
+	/* read before the MOD: a restore that comes after it is seen */
+	unsigned rest = __atomic_load_n(&f->eprest, __ATOMIC_ACQUIRE);
+	if (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) && parked[i].rest == rest)
+		return true;
+	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true) : -1;
+	if (g < 0)
+		return false;
+	parked[i] = (struct parked){ epfd, fd, (unsigned)g, rest };
+	lf__shm_parked += i == lf__shm_parked;
+	return true;
 }
 
 /* The tier socket among those pick says yes to whose registration on
@@ -713,11 +782,7 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
 		 * TCP's: the write then says so. */
 		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
-		struct epoll_event et = { reg.events | EPOLLET, reg.data };
-		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&
-		    (is_parked(epfd, fd) ||
-		     (lf__shm_parked < LF_PARK_MAX && !lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &et) &&
-		      (parked[lf__shm_parked++] = (struct parked){ epfd, fd }, true))))
+		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(epfd, fd))
 			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		if (ev[i].events)
 			ev[k++] = ev[i];

@@ -427,7 +427,7 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 			if (spent >= timeout)
 				return 0;
 			timeout -= (int)spent;
-			start = lf__sys_now_ns();
+			start += (uint64_t)spent * 1000000; /* the part of a millisecond counts too */
 		}
 	}
 }

@@ -2017,8 +2017,8 @@ MUTANTS += [
         "epoll level-triggered reports EPOLLOUT for a tier socket whose ring is full: a writer that waits so for "
         "room is woken at once, over and over, while its reader reads nothing (a CPU spent)",
         [("src/fastpath/shm.c",
-          "\t\tif (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&\n",
-          "\t\tif (false && c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 &&\n")],
+          "\t\tif (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(",
+          "\t\tif (false && c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(")],
         ["e2e:test_shm.py -k 'epollout and shm'"]),
     Mutant(
         "shm-lt-epollout-unrecorded",
@@ -2041,9 +2041,57 @@ MUTANTS += [
         "a registration made edge-triggered while its tier socket's ring was full stays so after the wait: the "
         "application's level-triggered EPOLLIN becomes an edge",
         [("src/fastpath/shm.c",
-          "\t\t\t\tlf__sys_epoll_ctl(parked[i].epfd, EPOLL_CTL_MOD, parked[i].fd, &ev);\n",
-          "\t\t\t\t(void)ev;\n")],
+          "\t\t    record_mod(parked[i].epfd, parked[i].fd, false) >= 0)\n",
+          "\t\t    false)\n")],
         ["e2e:test_shm.py -k 'level_triggered_epollout and shm'"]),
+    Mutant(
+        "shm-lt-park-ignores-epgen",
+        "a wait that made a full ring's registration edge-triggered takes it as still so after another thread "
+        "re-armed it (level-triggered): the kernel reports EPOLLOUT at once, over and over, and the wait spins",
+        [("src/fastpath/shm.c",
+          "\tif (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) && parked[i].rest == rest)\n",
+          "\tif (i < lf__shm_parked)\n")],
+        ["e2e:test_shm.py -k 'rearms and shm'"]),
+    Mutant(
+        "shm-lt-restore-over-a-change",
+        "the registration restored from the record at a wait's end is not made again after another thread's "
+        "epoll_ctl that ran meanwhile: that change, made between the record's read and the MOD, is undone",
+        [("src/fastpath/shm.c",
+          "\t\tif (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)\n",
+          "\t\tif (true)\n")],
+        ["e2e:test_shm.py -k 'end_as_made and shm'"]),
+    Mutant(
+        "shm-lt-unpark-over-the-application",
+        "a wait restores a registration it parked even when the application changed it since: a one-shot "
+        "registration the wait then spent is armed again, and its event comes a second time",
+        [("src/fastpath/shm.c",
+          "\t\tif (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen &&\n",
+          "\t\tif (f &&\n")],
+        ["e2e:test_shm.py -k 'one_shot and shm'"]),
+    Mutant(
+        "shm-lt-epgen-odd-in-a-child",
+        "a child forked while another thread's epoll_ctl of a tier socket ran keeps its count odd: every park "
+        "there gives up, and a full ring's EPOLLOUT wakes the child over and over",
+        [("src/fastpath/fork.c",
+          "\tlf__shm_epoll_fork_child(); /* no epoll_ctl of the parent's other threads runs here */\n",
+          "")],
+        ["e2e:test_shm.py -k 'child_forked_during_a_rearm and shm'"]),
+    Mutant(
+        "shm-lt-restore-counted-as-the-applications",
+        "a wait's restore counts as the application's change (epgen): another set's wait that parked the same "
+        "socket then takes its registration for changed by the application and leaves it edge-triggered",
+        [("src/fastpath/shm.c",
+          "\t\t\t__atomic_add_fetch(&f->eprest, 1, __ATOMIC_RELEASE);\n",
+          "\t\t\t__atomic_add_fetch(&f->epgen, 2, __ATOMIC_RELEASE);\n")],
+        ["e2e:test_shm.py -k 'two_sets and shm'"]),
+    Mutant(
+        "epoll-wait-timeout-drops-part-ms",
+        "an epoll wait that goes back to the kernel after its events were all taken out counts only whole "
+        "milliseconds of each turn: turns shorter than one never use up its time, and it lasts seconds",
+        [("src/fastpath/wait.c",
+          "\t\t\tstart += (uint64_t)spent * 1000000; /* the part of a millisecond counts too */\n",
+          "\t\t\tstart = lf__sys_now_ns();\n")],
+        ["e2e:test_shm.py -k 'all_taken_out and shm'"]),
     Mutant(
         "shm-epoll-answer-readable",
         "epoll's answers are left as the kernel gives them while a client waits for the server's answer: the "
