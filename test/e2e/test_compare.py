@@ -99,6 +99,12 @@ DOCUMENTED = {
     # and the first byte is lost to a normal read; a Unix socket keeps it in
     # the stream (the kernel's own msg_oob selftest lists this).
     "oob": [("two marks: recv: -1 EAGAIN", "two marks: recv: 1 x")],
+    # A write after the peer's close: TCP's first write succeeds and only
+    # the peer's reset brings POLLERR|POLLHUP and EPIPE; a Unix socket
+    # knows at once (loopfast(7), "A write after the peer's close").
+    "peer-closed": [("after the peer's close: poll IN OUT RDHUP", "after the peer's close: poll IN OUT RDHUP HUP"),
+                    ("first write 1 0", "first write -1 EPIPE"),
+                    ("after it: poll IN OUT RDHUP ERR HUP", "after it: poll IN OUT RDHUP HUP")],
     # After SHUT_RD, TCP is always readable; poll and select on the fast path
     # are told so by loopfast, epoll is the kernel's and sees the Unix
     # socket, which is readable only when bytes are queued.

@@ -102,6 +102,7 @@ void sc_fd_limit(void);
 void sc_fdleak(void);
 void sc_fork_after_accept(void);
 void sc_halfclose(void);
+void sc_peer_closed(void);
 void sc_ioctl(void);
 void sc_kill_workers(void);
 void sc_many(void);

@@ -449,6 +449,58 @@ void sc_halfclose(void)
 	out("child %d", wait_child(p));
 }
 
+/* poll's answer as names: the bits a peer's close moves. */
+static const char *poll_names(int fd)
+{
+	static char b[64];
+	struct pollfd p = { fd, POLLIN | POLLOUT | POLLRDHUP, 0 };
+
+	b[0] = 0;
+	if (poll(&p, 1, 0) < 0)
+		return "poll failed";
+	if (p.revents & POLLIN)
+		strcat(b, " IN");
+	if (p.revents & POLLOUT)
+		strcat(b, " OUT");
+	if (p.revents & POLLRDHUP)
+		strcat(b, " RDHUP");
+	if (p.revents & POLLERR)
+		strcat(b, " ERR");
+	if (p.revents & POLLHUP)
+		strcat(b, " HUP");
+	return b;
+}
+
+/* Writing to a connection whose peer closed it (a client's request on a
+ * keep-alive connection the server has just closed). TCP: no POLLHUP
+ * yet, the first write succeeds (the peer's kernel answers it with a
+ * reset), and only then POLLERR|POLLHUP and EPIPE. A Unix stream says
+ * POLLHUP and EPIPE at once (documented in loopfast(7)). */
+void sc_peer_closed(void)
+{
+	int c, s;
+	char b[8];
+	pair(&c, &s);
+	path("client", c);
+	write_all(c, "q", 1);
+	CHECK(read(s, b, 1) == 1);
+	close(s);
+	usleep(100000);
+	out("after the peer's close: poll%s", poll_names(c));
+	out("read %zd", read(c, b, sizeof(b)));
+	ssize_t w = send(c, "x", 1, MSG_NOSIGNAL);
+	out("first write %zd %s", w, ename(w < 0 ? errno : 0));
+	usleep(100000);
+	out("after it: poll%s", poll_names(c));
+	w = send(c, "y", 1, MSG_NOSIGNAL);
+	out("second write %zd %s", w, ename(w < 0 ? errno : 0));
+	int e = 0;
+	socklen_t l = sizeof(e);
+	out("SO_ERROR %d %s", getsockopt(c, SOL_SOCKET, SO_ERROR, &e, &l), ename(e));
+	out("read %zd", read(c, b, sizeof(b)));
+	close(c);
+}
+
 void sc_msgflags(void)
 {
 	int c, s;
