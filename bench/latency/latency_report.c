@@ -201,6 +201,18 @@ static void json_num(FILE *f, double v)
 		fprintf(f, "%.6g", v);
 }
 
+/* {median, min, max} of ratios over repeats. */
+static void json_ratios(FILE *f, const double v[3])
+{
+	const char *name[] = { "median", "min", "max" };
+
+	for (int i = 0; i < 3; i++) {
+		fprintf(f, "%s\"%s\": ", i ? ", " : "{", name[i]);
+		json_num(f, v[i]);
+	}
+	fputc('}', f);
+}
+
 static void json_figures(FILE *f, const struct lat_figures *x)
 {
 	const struct { const char *key; double v; } fig[] = {
@@ -262,27 +274,16 @@ static void json_row(FILE *f, const struct lat_row *w)
 		fprintf(f, ", \"p50_reduction_pct\": ");
 		json_num(f, w->p50_red_pct);
 		if (w->uds_p50[0] > 0) {
-			const char *name[] = { "median", "min", "max" };
-			fprintf(f, ",\n     \"vs_uds\": {\"p50\": {");
-			for (int i = 0; i < 3; i++) {
-				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
-				json_num(f, w->uds_p50[i]);
-			}
-			fprintf(f, "}, \"p99\": {");
-			for (int i = 0; i < 3; i++) {
-				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
-				json_num(f, w->uds_p99[i]);
-			}
-			fprintf(f, "}}");
+			fprintf(f, ",\n     \"vs_uds\": {\"p50\": ");
+			json_ratios(f, w->uds_p50);
+			fprintf(f, ", \"p99\": ");
+			json_ratios(f, w->uds_p99);
+			fprintf(f, "}");
 		}
 		if (w->floor_p50[0] > 0) {
-			const char *name[] = { "median", "min", "max" };
-			fprintf(f, ",\n     \"vs_floor\": {\"p50\": {");
-			for (int i = 0; i < 3; i++) {
-				fprintf(f, "%s\"%s\": ", i ? ", " : "", name[i]);
-				json_num(f, w->floor_p50[i]);
-			}
-			fprintf(f, "}}");
+			fprintf(f, ",\n     \"vs_floor\": {\"p50\": ");
+			json_ratios(f, w->floor_p50);
+			fprintf(f, "}");
 		}
 		fprintf(f, ",\n     \"repeats\": [");
 		for (unsigned i = 0; i < w->nrep; i++) {

@@ -618,6 +618,18 @@ def rearm(tmp_path_factory):
     return str(out)
 
 
+def rearm_run(rearm, tier, *args, timeout=60):
+    """Runs shm_rearm over TCP or the tier; its answer's fields but the
+    last, which says whether the tier's memfd was mapped (only on it)."""
+    cmd = [rearm, *args]
+    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    *got, mapped = r.stdout.split()
+    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
+    return got
+
+
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
 def test_a_wait_sleeps_on_after_another_thread_rearms(rearm, tier):
     """One thread waits level-triggered (EPOLLIN | EPOLLOUT) on a full
@@ -669,12 +681,8 @@ def test_registrations_changed_during_waits_end_as_made(rearm, tier):
     rounds in 20,000, found by a review). Now a change counts in the
     socket's epgen, odd while it runs, and the restore is made again
     after one."""
-    cmd = [rearm, "race", "20000"]
-    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    bad, mapped = r.stdout.split()
-    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
-    assert bad == "0", r.stdout
+    bad, = rearm_run(rearm, tier, "race", "20000", timeout=120)
+    assert bad == "0", bad
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
@@ -688,12 +696,8 @@ def test_a_one_shot_made_during_a_wait_stays_spent(rearm, tier):
     before returning, and that MOD re-armed the one-shot (40000019, and a
     second event; found by a review): now a registration the application
     changed since the wait parked it is left as the application made it."""
-    cmd = [rearm, "oneshot"]
-    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    got, mask, second, mapped = r.stdout.split()
-    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
-    assert (int(got, 16), int(mask, 16), second) == (select.EPOLLIN, select.EPOLLONESHOT, "0"), r.stdout
+    got, mask, second = rearm_run(rearm, tier, "oneshot")
+    assert (int(got, 16), int(mask, 16), second) == (select.EPOLLIN, select.EPOLLONESHOT, "0"), (got, mask, second)
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
@@ -706,12 +710,8 @@ def test_a_child_forked_during_a_rearm_gets_no_epollout_on_a_full_ring(rearm, ti
     its park waited for it, gave up, and left EPOLLOUT in (193 children in
     200, found while reviewing that count). Now the fork's child handler
     makes it even (shm.c, lf__shm_epoll_fork_child)."""
-    cmd = [rearm, "fork", "200"]
-    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    outs, mapped = r.stdout.split()
-    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
-    assert outs == "0", r.stdout
+    outs, = rearm_run(rearm, tier, "fork", "200", timeout=120)
+    assert outs == "0", outs
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
@@ -724,12 +724,8 @@ def test_a_full_ring_in_two_sets_is_level_triggered_after_both_waits(rearm, tier
     application's change (epgen) left the second set's edge-triggered
     (8000001d: its EPOLLIN an edge from then on), found by the same
     review; restores count in eprest."""
-    cmd = [rearm, "twosets"]
-    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    first, second, mapped = r.stdout.split()
-    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
-    assert (int(first, 16), int(second, 16)) == (0x1d, 0x1d), r.stdout
+    first, second = rearm_run(rearm, tier, "twosets")
+    assert (int(first, 16), int(second, 16)) == (0x1d, 0x1d), (first, second)
 
 
 @pytest.mark.parametrize("tier", ["tcp", "shm"])
@@ -744,12 +740,8 @@ def test_a_wait_whose_events_are_all_taken_out_ends_in_time(rearm, tier):
     millisecond: the loop (wait.c, epoll_loop) counted whole milliseconds
     and dropped the rest at each turn (a wait of 200 ms took 0.8 to 18.5 s,
     found by a review)."""
-    cmd = [rearm, "same"]
-    r = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), capture_output=True, text=True, timeout=15)
-    assert r.returncode == 0, r.stderr
-    *got, mapped = r.stdout.split()
-    assert (int(mapped) >= 2) == (tier == "shm"), r.stdout
-    assert got == (["1"] * 20 if tier == "tcp" else ["0"] * 20), r.stdout
+    got = rearm_run(rearm, tier, "same", timeout=15)
+    assert got == (["1"] * 20 if tier == "tcp" else ["0"] * 20), got
 
 
 # One process holds both ends: the writer fills its side until EAGAIN
