@@ -431,6 +431,7 @@ struct cell {
 	double gbps[MAX_ROUNDS], msgs[MAX_ROUNDS], cpu_gb[MAX_ROUNDS];
 	double sleeps[2][MAX_ROUNDS]; /* writer, reader: voluntary context switches per 1000 writes */
 	double calls[2][MAX_ROUNDS];  /* writer, reader: system calls per 1000 writes (< 0: not counted) */
+	double by_round[MAX_ROUNDS];  /* GB/s by round (0: that round failed), for ratios round by round */
 	uint64_t bad;
 };
 
@@ -438,6 +439,25 @@ static double med(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_d);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The median, min and max over rounds of a's GB/s over b's, from the
+ * rounds both ran (each round runs every path back to back, so the two
+ * saw the same machine); false if none. */
+static bool ratio_by_round(const struct cell *a, const struct cell *b, unsigned rounds, double out[3])
+{
+	double v[MAX_ROUNDS];
+	int n = 0;
+
+	for (unsigned i = 0; i < rounds; i++)
+		if (a->by_round[i] > 0 && b->by_round[i] > 0)
+			v[n++] = a->by_round[i] / b->by_round[i];
+	if (!n)
+		return false;
+	out[0] = med(v, n); /* sorts v */
+	out[1] = v[0];
+	out[2] = v[n - 1];
+	return true;
 }
 
 /* A figure for the JSON; null for one not counted (< 0). */
@@ -519,6 +539,7 @@ int cmd_bench_stream(int argc, char **argv)
 				}
 				double secs = (double)(r->t1 - r->t0) / 1e9;
 				c->gbps[c->n] = (double)bytes / secs / 1e9;
+				c->by_round[round] = c->gbps[c->n];
 				c->msgs[c->n] = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / secs;
 				c->cpu_gb[c->n] = (r->cpu[0] + r->cpu[1]) / ((double)bytes / 1e9);
 				double kmsgs = (double)((bytes + o.sizes[s] - 1) / o.sizes[s]) / 1000.0;
@@ -570,14 +591,30 @@ int cmd_bench_stream(int argc, char **argv)
 					"%s\n {\"size\": %zu, \"path\": \"%s\", \"runs\": %d, \"msgs_per_s\": %.0f, \"gb_per_s\": %.4f, "
 					"\"gb_per_s_min\": %.4f, \"gb_per_s_max\": %.4f, \"cpu_s_per_gb\": %.4f, \"vs_tcp\": %.3f, "
 					"\"bad_bytes\": %llu, \"writer_sleeps_per_kmsg\": %.3f, \"reader_sleeps_per_kmsg\": %.3f, "
-					"\"writer_syscalls_per_kmsg\": %s, \"reader_syscalls_per_kmsg\": %s}",
+					"\"writer_syscalls_per_kmsg\": %s, \"reader_syscalls_per_kmsg\": %s",
 					first ? "" : ",", o.sizes[s], path_names[p], c->n, m, g, lo, hi, cpu, tcp ? m / tcp : 0,
 					(unsigned long long)c->bad, med(c->sleeps[0], c->n), med(c->sleeps[1], c->n),
 					num_or_null(w, sizeof(w), med(c->calls[0], c->n)),
 					num_or_null(rd, sizeof(rd), med(c->calls[1], c->n)));
+			double rt[3];
+			if (js && p != P_FAST && ratio_by_round(c, &cells[s][P_FAST], o.rounds, rt))
+				fprintf(js, ", \"vs_fast\": {\"median\": %.3f, \"min\": %.3f, \"max\": %.3f}", rt[0], rt[1], rt[2]);
+			if (js)
+				fputc('}', js);
 			first = false;
 		}
 	}
+	bool head = false;
+	for (unsigned s = 0; s < o.nsizes; s++)
+		for (int p = P_SHM; p <= P_FLOOR; p += P_FLOOR - P_SHM) {
+			double rt[3];
+			if (!(o.paths & (1u << p)) || !ratio_by_round(&cells[s][p], &cells[s][P_FAST], o.rounds, rt))
+				continue;
+			if (!head)
+				printf("\nagainst fast (the Unix-stream fast path), round by round: GB/s median ratio [min-max]\n");
+			head = true;
+			printf("%-9zu %-8s %.2f [%.2f-%.2f]\n", o.sizes[s], path_names[p], rt[0], rt[1], rt[2]);
+		}
 	if (js) {
 		fprintf(js, "\n]}\n");
 		fclose(js);
