@@ -1159,8 +1159,13 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
 		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
-		/* Urgent: the last byte goes on its own, after its mark. */
+		/* Urgent: the last byte goes on its own, after its mark. A
+		 * large write goes in pieces of a quarter ring, each published
+		 * at once, so that the reader copies one out while the writer
+		 * copies the next in (docs/shm.md, "Large writes"). */
 		size_t len = urgent && k.len > 1 ? k.len - 1 : k.len;
+		if (len > c->tx.size / 4)
+			len = c->tx.size / 4;
 		int sig = 0;
 		if (s > 0 && urgent && k.len == 1 && (sig = urgent_mark(c, fd, flags)) < 0)
 			s = 0;
