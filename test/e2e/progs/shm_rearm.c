@@ -25,7 +25,9 @@
  *   shm_rearm same: a pipe's write end (always writable) registered for
  *     EPOLLOUT with the data of the ring's registration; prints the events
  *     each of 20 waits of 100 ms gets. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -197,14 +199,14 @@ int main(int argc, char **argv)
 		if (write(c, "x", 1) != 1)
 			return 2;
 		pthread_join(t, NULL);
-		long m = kmask(a);
-		printf("%x %lx %d %d\n", got, m, epoll_wait(ep, ev, 8, 300), mapped);
+		long mask = kmask(a);
+		printf("%x %lx %d %d\n", got, mask, epoll_wait(ep, ev, 8, 300), mapped);
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "twosets")) {
-		long m[2];
-		two_sets(a, m);
-		printf("%lx %lx %d\n", m[0], m[1], mapped);
+		long masks[2];
+		two_sets(a, masks);
+		printf("%lx %lx %d\n", masks[0], masks[1], mapped);
 		return 0;
 	}
 	if (argc > 2 && !strcmp(argv[1], "fork")) {
