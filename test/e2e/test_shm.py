@@ -538,6 +538,17 @@ def syscall_counter(tid):
     return fd
 
 
+def calls_in_a_second(tid):
+    """The kernel's count of thread tid's system calls over the next second."""
+    fd = syscall_counter(tid)
+    try:
+        c0 = struct.unpack("Q", os.read(fd, 8))[0]
+        time.sleep(1)
+        return struct.unpack("Q", os.read(fd, 8))[0] - c0
+    finally:
+        os.close(fd)
+
+
 # A client that asks redis for a large value and reads nothing until the
 # test says so.
 SLOW_REDIS_CLIENT = textwrap.dedent("""
@@ -589,13 +600,7 @@ def test_redis_waits_for_a_client_that_reads_nothing(build, tmp_path, tier):
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert readline(cli) == "asked\n"
         time.sleep(0.3)                     # redis has written what fits, and waits
-        fd = syscall_counter(srv.pid)       # redis's main thread
-        try:
-            c0 = struct.unpack("Q", os.read(fd, 8))[0]
-            time.sleep(1)
-            calls = struct.unpack("Q", os.read(fd, 8))[0] - c0
-        finally:
-            os.close(fd)
+        calls = calls_in_a_second(srv.pid)  # redis's main thread
         cli.stdin.write("\n")
         cli.stdin.flush()
         got, mapped = (int(x) for x in readline(cli, timeout=60).split())
@@ -648,16 +653,11 @@ def test_a_wait_sleeps_on_after_another_thread_rearms(rearm, tier):
     p = subprocess.Popen(cmd if tier == "tcp" else lf_cmd(cmd, tier=tier), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        fd = syscall_counter(int(readline(p)))
-        try:
-            p.stdin.write("\n")
-            p.stdin.flush()
-            time.sleep(0.2)                 # the re-arm is made
-            c0 = struct.unpack("Q", os.read(fd, 8))[0]
-            time.sleep(1)
-            calls = struct.unpack("Q", os.read(fd, 8))[0] - c0
-        finally:
-            os.close(fd)
+        tid = int(readline(p))
+        p.stdin.write("\n")
+        p.stdin.flush()
+        time.sleep(0.2)                     # the re-arm is made
+        calls = calls_in_a_second(tid)
         p.stdin.write("\n")
         p.stdin.flush()
         got, mask, mapped = readline(p, timeout=60).split()
