@@ -36,6 +36,13 @@ def test_every_path_measured_and_every_byte_checked(build, tmp_path):
         assert row["msgs_per_s"] > 0 and row["cpu_s_per_gb"] > 0, (key, row)
     for s in (1, 64, 65536):
         assert rows[(s, "tcp")]["vs_tcp"] == 1
+        # Against fast round by round: every other path, from both rounds.
+        assert "vs_fast" not in rows[(s, "fast")], rows[(s, "fast")]
+        for p in PATHS:
+            if p != "fast":
+                v = rows[(s, p)]["vs_fast"]
+                assert 0 < v["min"] <= v["median"] <= v["max"], (s, p, v)
+        assert f"{s:<9} fast+shm " in r.stdout.split("against fast")[1], r.stdout
 
 
 @pytest.mark.parametrize("args,says", [
