@@ -125,6 +125,42 @@ void lf__shm_set_full(struct lf_shm_conn *c, bool full)
  * after the kernel's close (lf__shm_closed), so a writer that looks
  * because the word moved finds the socket ended (other processes may
  * still hold it: then it finds it there, and looks again at their close). */
+static atomic_int watchers;                 /* threads between lf__shm_watch and lf__shm_unwatch */
+static _Atomic(struct lf_shm_conn *) limbo; /* connections gone meanwhile, their rings still mapped */
+
+static void conn_free(struct lf_shm_conn *c)
+{
+	if (c->map)
+		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
+	free(c);
+}
+
+static void to_limbo(struct lf_shm_conn *c)
+{
+	c->limbo_next = atomic_load(&limbo);
+	while (!atomic_compare_exchange_weak(&limbo, &c->limbo_next, c))
+		;
+}
+
+/* Frees what is in limbo once no epoll wait may hold it: taken first,
+ * then the watchers counted. A wait that holds one took it from its
+ * descriptor's entry before that entry let go of it (drop), so before the
+ * last put, which put it here before this take: it is still counted. */
+static void limbo_drain(void)
+{
+	struct lf_shm_conn *l = atomic_exchange(&limbo, NULL);
+	bool none = atomic_load(&watchers) == 0;
+
+	while (l) {
+		struct lf_shm_conn *next = l->limbo_next;
+		if (none)
+			conn_free(l);
+		else
+			to_limbo(l);
+		l = next;
+	}
+}
+
 static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -136,8 +172,6 @@ static void conn_put(struct lf_shm_conn *c)
 	lf__shm_set_state(c, BROKEN);
 	lf__shm_set_full(c, false);
 	lf__shm_mem_forget(c);
-	if (c->map)
-		munmap(c->map, LF_RING_MAP_OF(c->rx.area));
 	struct stat st;
 	if (c->mfd >= 0) {
 		lf__fd_unhide(c->mfd); /* its entry points at c->mfd */
@@ -147,7 +181,12 @@ static void conn_put(struct lf_shm_conn *c)
 			lf__sys_close(c->mfd);
 	}
 	atomic_fetch_sub(&lf__shm_live, 1);
-	free(c);
+	if (atomic_load(&watchers)) { /* an epoll wait may be looking at its ring */
+		to_limbo(c);
+		limbo_drain();
+	} else {
+		conn_free(c);
+	}
 }
 
 /* The memfd stays open with the connection (one hidden descriptor per
@@ -170,10 +209,11 @@ static void drop(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (f && f->shm) {
-		conn_put(f->shm);
-		f->shm = NULL;
-	}
+	/* off the entry before the put: an epoll wait that takes it from
+	 * there counts itself first (lf__shm_watch, limbo_drain) */
+	struct lf_shm_conn *c = f ? __atomic_exchange_n(&f->shm, NULL, __ATOMIC_SEQ_CST) : NULL;
+	if (c)
+		conn_put(c);
 }
 
 static void reg(void)
@@ -699,6 +739,7 @@ void lf__shm_epoll_fork_child(void)
 {
 	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
 
+	atomic_store(&watchers, 0); /* the waits were other threads' */
 	for (int x = 0; lf__shm_used && x <= hi; x++) {
 		struct lf_fd *f = lf__fd_peek(x);
 		if (f && (f->epgen & 1))
@@ -825,6 +866,74 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
 		ev[k++] = ev[i];
 	}
 	return atomic_load_explicit(&lf__shm_full, memory_order_relaxed) ? room_fix(epfd, ev, k) : k;
+}
+
+/* An epoll wait that spins (wait.c, epoll_spin) on a set holding tier
+ * sockets looks at their rings too (docs/shm.md, "Spinning"): the kernel
+ * sees a ring's bytes only through the writer's token, and a writer whose
+ * reader polls owes none (lf__shm_spin_handed_off), so without the look
+ * the wait would see nothing and the writer would ring every time. The
+ * sockets registered on epfd level-triggered for EPOLLIN (not edge-
+ * triggered, one-shot or exclusive: their edges come from the tokens), as
+ * interpose.c recorded them, up to LF_WATCH_MAX, each held (watchers)
+ * while the wait looks. */
+int lf__shm_watch(int epfd, struct lf_shm_watch *w)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED), n = 0;
+
+	atomic_fetch_add(&watchers, 1);
+	for (int x = 0; x <= hi && n < LF_WATCH_MAX; x++) {
+		struct lf_fd *f = lf__fd_peek(x);
+		struct lf_shm_conn *c = f ? __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) : NULL;
+		if (!c || atomic_load(&c->state) != ON || atomic_load(&c->edges))
+			continue;
+		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE), n0 = n;
+		for (int r = 0; r < LF_EPOLL_MAX && !(g & 1) && n < LF_WATCH_MAX; r++) {
+			struct lf_epreg e = f->ep[r];
+			if (e.epfd1 == epfd + 1 && (e.ev.events & (EPOLLIN | EPOLLRDNORM)) &&
+			    !(e.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)))
+				w[n++] = (struct lf_shm_watch){ c, x, g, e.ev.events & (EPOLLIN | EPOLLRDNORM), e.ev.data.u64 };
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) != g) /* changed while read: not this time */
+			n = n0;
+	}
+	if (!n)
+		lf__shm_unwatch(w, 0, false);
+	return n;
+}
+
+/* The events of the watched sockets whose rings hold bytes, as the
+ * kernel would give them: only while the socket is still the one that was
+ * registered (not closed, its registration not changed since); and each
+ * reader says it polls (awake), so its writer hands off. */
+int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int max)
+{
+	uint64_t now = lf__sys_now_ns();
+	int k = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct lf_shm_conn *c = w[i].c;
+		if (atomic_load_explicit(&c->state, memory_order_relaxed) != ON)
+			continue;
+		lf__shm_spin_wake(c, now);
+		if (k == max || lf__shm_avail(c) <= 0)
+			continue;
+		struct lf_fd *f = lf__fd_peek(w[i].fd);
+		if (__atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) == c && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == w[i].gen)
+			ev[k++] = (struct epoll_event){ .events = w[i].events, .data.u64 = w[i].data };
+	}
+	return k;
+}
+
+/* The wait is done with them; sleeping: it goes on in the kernel, so the
+ * writers ring (awake 0) rather than wait for a hand-off. */
+void lf__shm_unwatch(const struct lf_shm_watch *w, int n, bool sleeping)
+{
+	for (int i = 0; sleeping && i < n; i++)
+		lf__shm_spin_sleep(w[i].c);
+	atomic_fetch_sub(&watchers, 1);
+	limbo_drain();
 }
 
 long lf__shm_room(int fd)

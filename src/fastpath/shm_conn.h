@@ -40,6 +40,7 @@ struct lf_shm_conn {
 	const void *looked_thread;
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
+	struct lf_shm_conn *limbo_next; /* gone, its ring still mapped for an epoll wait (shm.c, limbo) */
 	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	unsigned due_looks;     /* empty-ring finds while due (under rxl; shm_mem.c) */
 	uint64_t emptied;       /* reads that emptied rx since its last give-back (under rxl; shm_mem.c) */

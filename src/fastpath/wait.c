@@ -355,22 +355,47 @@ struct epoll_args {
 	int epfd, max;
 	struct epoll_event *ev;
 	const sigset_t *mask;
+	int nw;           /* tier sockets watched (-1: not looked for yet) */
+	struct lf_shm_watch w[LF_WATCH_MAX];
 };
+
+/* A look while the wait spins. With tier sockets in the set, their rings
+ * are looked at on each turn (shm.c, lf__shm_watch_ready) and the kernel
+ * once every KERNEL_LOOK_NS (this thread's, across its calls): a system
+ * call takes a few hundred ns here, and the ring's bytes would wait for
+ * it; and the kernel is looked at however often the rings have bytes, so
+ * the set's other descriptors are never starved. */
+#define KERNEL_LOOK_NS 1000u
+static __thread uint64_t kernel_looked;
 
 static int try_epoll(void *arg)
 {
 	struct epoll_args *a = arg;
-	return REAL(epoll_pwait)(a->epfd, a->ev, a->max, 0, a->mask);
+
+	if (a->nw < 0)
+		a->nw = lf__shm_used ? lf__shm_watch(a->epfd, a->w) : 0;
+	if (a->nw) {
+		int k = lf__shm_watch_ready(a->w, a->nw, a->ev, a->max);
+		uint64_t now = lf__sys_now_ns();
+		if (k || now - kernel_looked < KERNEL_LOOK_NS)
+			return k;
+		kernel_looked = now;
+	}
+	int r = REAL(epoll_pwait)(a->epfd, a->ev, a->max, 0, a->mask);
+	return r || !a->nw ? r : lf__shm_watch_ready(a->w, a->nw, a->ev, a->max);
 }
 
 static int epoll_spin(struct lf_fd *f, int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
-	struct epoll_args a = { epfd, max, ev, mask };
+	struct epoll_args a = { .epfd = epfd, .max = max, .ev = ev, .mask = mask, .nw = -1 };
 	struct lf_waiter w = { try_epoll, &a };
 	int64_t left;
 	int r;
+	bool done = lf__spin_wait(f, &w, timeout < 0 ? -1 : (int64_t)timeout * 1000000, &left, &r) == LF_SPIN_DONE;
 
-	if (lf__spin_wait(f, &w, timeout < 0 ? -1 : (int64_t)timeout * 1000000, &left, &r) == LF_SPIN_DONE)
+	if (a.nw > 0)
+		lf__shm_unwatch(a.w, a.nw, !done);
+	if (done)
 		return r;
 	if (left < 0)
 		return REAL(epoll_pwait)(epfd, ev, max, -1, mask);

@@ -1617,6 +1617,72 @@ def test_a_read_that_takes_part_is_no_hand_off(build, handoff, mode):
     assert got == {"tcp": "maps=0 ok", "shm": "maps=2 ok"}, got
 
 
+@pytest.fixture(scope="module")
+def epoll_spin(tmp_path_factory):
+    """progs/shm_epoll_spin.c, built: epoll_wait's spin on the tier."""
+    out = tmp_path_factory.mktemp("epoll_spin") / "shm_epoll_spin"
+    done = subprocess.run(["cc", "-O2", "-pthread", "-o", str(out),
+                           os.path.join(os.path.dirname(__file__), "progs", "shm_epoll_spin.c")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return str(out)
+
+
+def epoll_spin_runs(prog, mode, rounds, spin_us):
+    """prog's line plain (TCP: the control) and under loopfast run --tier
+    shm --spin-us spin_us (the back-off off: the test decides when it
+    spins); a run that hangs or crashes fails the test."""
+    got = {}
+    for tier in ("tcp", "shm"):
+        cmd = [prog, mode, str(rounds)]
+        p = subprocess.Popen(lf_cmd(cmd, spin=spin_us, tier=tier) if tier != "tcp" else cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, LOOPFAST_SPIN_BACKOFF="0"))
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{tier}: {mode} still running after 120 s")
+        finally:
+            stop(p)
+        assert p.returncode == 0, (tier, p.returncode, out, err)
+        got[tier] = out.strip()
+    return got
+
+
+def test_an_epoll_wait_that_spins_sees_the_ring(build, epoll_spin):
+    """Two processes trade 20,000 numbered 64-byte messages (the sender
+    works 5 us before each, longer than a writer counts its reader's last
+    word as polling), each waiting in level-triggered epoll_wait as an
+    event loop does: every byte
+    arrives in order, as over TCP (the control). The kernel counts each
+    process's sendto calls: TCP makes one per message (its send). On the
+    tier, an epoll wait that spins looks at the rings of the set's tier
+    sockets (docs/shm.md, "Spinning"), so a writer hands its bytes to a
+    reader that polls and owes no token: fewer tokens than round trips in
+    all (the wait that looked only at the kernel saw a ring's bytes through
+    their token alone: one per message, 40,000)."""
+    n = 20000
+    got = epoll_spin_runs(epoll_spin, "pingpong", n, 50)
+    assert got["tcp"] == f"maps=0 ok sendto={n}+{n}", got
+    words = got["shm"].split()
+    assert words[:2] == ["maps=1", "ok"], got
+    tokens = sum(int(x) for x in words[2].removeprefix("sendto=").split("+"))
+    print("tokens for", 2 * n, "messages:", tokens)
+    assert tokens < n, got
+
+
+def test_an_epoll_wait_that_spins_on_a_ring_another_thread_closes(build, epoll_spin):
+    """A thread waits in epoll_wait, spinning (2 ms), on a set holding an
+    accepted tier socket, while another thread closes it (200 rounds;
+    half with bytes in its ring, half with it empty): the wait holds what
+    it looks at until it returns (docs/shm.md, "Spinning"), so the process
+    neither crashes nor hangs, and the waiting thread sees the events the
+    TCP control's does (before the hold, a ring unmapped under the wait:
+    SIGSEGV within the first rounds)."""
+    got = epoll_spin_runs(epoll_spin, "close", 200, 2000)
+    assert got["tcp"] == "maps=0 ok", got
+    assert got["shm"] in ("maps=2 ok", "maps=4 ok"), got
+
+
 SPIN_READER = textwrap.dedent("""
     import socket, sys, time
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)

@@ -2077,6 +2077,29 @@ MUTANTS += [
           "")],
         ["e2e:test_shm.py -k 'child_forked_during_a_rearm and shm'"]),
     Mutant(
+        "epoll-spin-kernel-only",
+        "an epoll wait that spins looks at the kernel alone: a ring's bytes reach it only through their token, "
+        "so every writer rings (one token per message)",
+        [("src/fastpath/wait.c",
+          "\t\ta->nw = lf__shm_used ? lf__shm_watch(a->epfd, a->w) : 0;\n",
+          "\t\ta->nw = 0;\n")],
+        ["e2e:test_shm.py -k epoll_wait_that_spins_sees_the_ring"]),
+    Mutant(
+        "epoll-spin-reader-silent",
+        "an epoll wait that spins on the rings does not say that its readers poll (awake): their writers ring",
+        [("src/fastpath/shm.c",
+          "\t\tlf__shm_spin_wake(c, now);\n\t\tif (k == max",
+          "\t\tif (k == max")],
+        ["e2e:test_shm.py -k epoll_wait_that_spins_sees_the_ring"]),
+    Mutant(
+        "epoll-spin-ring-freed-under-the-wait",
+        "the last close of a tier socket unmaps its ring and frees its state while an epoll wait of another "
+        "thread looks at them",
+        [("src/fastpath/shm.c",
+          "\tif (atomic_load(&watchers)) { /* an epoll wait may be looking at its ring */\n",
+          "\tif (0) {\n")],
+        ["e2e:test_shm.py -k epoll_wait_that_spins_on_a_ring_another_thread_closes"]),
+    Mutant(
         "shm-lt-restore-counted-as-the-applications",
         "a wait's restore counts as the application's change (epgen): another set's wait that parked the same "
         "socket then takes its registration for changed by the application and leaves it edge-triggered",
