@@ -69,7 +69,7 @@ struct opts {
 	unsigned nsizes;
 	unsigned long long bytes, max_msgs, idle, burst;
 	unsigned rounds;
-	const char *json;
+	const char *json, *plot;
 };
 
 static uint64_t now_ns(void)
@@ -471,7 +471,7 @@ static const char *num_or_null(char *buf, size_t n, double v)
 
 static const char usage_text[] =
 	"usage: loopfast bench stream [--paths LIST] [--sizes N[,N...]] [--bytes N] [--max-msgs N]\n"
-	"         [--rounds N] [--json FILE]\n"
+	"         [--rounds N] [--json FILE [--plot FILE.png]]\n"
 	"       loopfast bench stream --idle N [--burst BYTES] [--paths LIST] [--json FILE]\n"
 	"paths: tcp, fast, fast+shm, unix, shm (the floor: a shared-memory ring, busy-polled; default: all)\n"
 	"sizes: bytes per write (default 1,64,1024,65536,1048576)\n"
@@ -506,6 +506,8 @@ int cmd_bench_stream(int argc, char **argv)
 			err = lf_cli_parse_uint(a, val, 0, 1ull << 30, &o.burst);
 		else if (!strcmp(a, "--json"))
 			o.json = val, err = 0;
+		else if (!strcmp(a, "--plot"))
+			o.plot = val, err = 0;
 		else
 			return lf_cli_error("unknown option '%s' (try 'loopfast bench stream --help')", a);
 		if (err)
@@ -513,6 +515,8 @@ int cmd_bench_stream(int argc, char **argv)
 	}
 	for (unsigned k = 0; k < o.nsizes; k++)
 		o.sizes[k] = (size_t)list[k];
+	if (o.plot && (o.idle || !o.json || !strcmp(o.json, "-")))
+		return lf_cli_error("--plot needs --json FILE (the plot is drawn from it), and no --idle");
 	if (o.idle)
 		return lf_bench_stream_idle(o.paths & 7u, o.idle, o.burst, o.json);
 	struct result *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -623,5 +627,5 @@ int cmd_bench_stream(int argc, char **argv)
 	munmap(floor_ring, sizeof(*floor_ring));
 	if (bad)
 		return lf_cli_error("the reader found bytes that were not written (see BAD BYTES)");
-	return 0;
+	return o.plot ? lf_cli_run_script("stream/plot_stream.py", o.json, o.plot) : 0;
 }

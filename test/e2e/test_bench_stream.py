@@ -22,10 +22,11 @@ def bench(*args):
 # ten minutes.
 @pytest.mark.extra
 def test_every_path_measured_and_every_byte_checked(build, tmp_path):
-    out = tmp_path / "stream.json"
+    out, png = tmp_path / "stream.json", tmp_path / "stream.png"
     r = bench("--sizes", "1,64,65536", "--bytes", "3000000", "--max-msgs", "20000", "--rounds", "2",
-              "--json", str(out))
+              "--json", str(out), "--plot", str(png))
     assert r.returncode == 0, r.stdout + r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "--plot wrote no PNG"
     doc = json.loads(out.read_text())
     rows = {(row["size"], row["path"]): row for row in doc["rows"]}
     assert set(rows) == {(s, p) for s in (1, 64, 65536) for p in PATHS}, rows.keys()
@@ -51,6 +52,8 @@ def test_every_path_measured_and_every_byte_checked(build, tmp_path):
     (["--rounds", "99"], "--rounds"),
     (["--what", "1"], "unknown option"),
     (["--idle", "0"], "--idle"),
+    (["--plot", "x.png"], "--plot needs --json"),
+    (["--idle", "2", "--json", "x.json", "--plot", "x.png"], "--plot needs --json"),
 ])
 def test_bad_options(build, args, says):
     r = bench(*args)
