@@ -23,6 +23,8 @@ COLOURS = {
     "fastpath": "#1f77b4",
     "fastpath-spin": "#9467bd",
     "uds": "#2ca02c",
+    "fastpath-shm": "#ff7f0e",
+    "fastpath-shm-spin": "#8c564b",
     "shm": "#555555",
 }
 STYLES = {
