@@ -537,6 +537,7 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
 		}
 	}
 	__atomic_add_fetch(&f->epgen, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add(&lf__shm_watchable, 1); /* after epgen: a wait that reads it sees the record */
 	errno = e;
 	return r;
 }

@@ -49,6 +49,7 @@ extern __thread int lf__shm_parked;
  * (returns how many there are then), lf__shm_unwatch lets go
  * (sleeping: the wait goes on in the kernel). */
 #define LF_WATCH_MAX 16
+extern atomic_uint lf__shm_watchable; /* moves when a socket may have become one to watch */
 struct lf_shm_watch {
 	struct lf_shm_conn *c;
 	int fd;
