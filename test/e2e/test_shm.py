@@ -1733,6 +1733,13 @@ EPOLL_SPIN_EVENTS = PAIR + textwrap.dedent("""
         ep.register(b, select.EPOLLIN)
         c.sendall(b"x"); time.sleep(0.05)
         out += ["a" if fd == a.fileno() else fd for fd, _ in ep.poll(0.2)] or ["none"]
+    elif mode == "turns":      # two sockets whose rings keep bytes, one event a wait
+        b, d = pair()
+        ep.register(a, select.EPOLLIN); ep.register(b, select.EPOLLIN)
+        c.sendall(b"x"); d.sendall(b"y"); time.sleep(0.05)
+        got = [fd for _ in range(1000) for fd, _ in ep.poll(1, 1)]
+        n = min(got.count(a.fileno()), got.count(b.fileno()))
+        out.append("both" if n >= 250 else f"{got.count(a.fileno())}/{got.count(b.fileno())}")
     print(f"maps={mapped}", *out, flush=True)
 """)
 
@@ -1744,6 +1751,7 @@ EPOLL_SPIN_EVENTS = PAIR + textwrap.dedent("""
     ("reset", ["0x19"]),
     ("pri", ["0x2"]),
     ("stale", ["none"]),
+    ("turns", ["both"]),
 ])
 def test_an_epoll_wait_that_spins_gives_what_the_kernel_would(build, what, want):
     """An epoll wait that spins on the tier answers from the rings of the
@@ -1757,7 +1765,9 @@ def test_an_epoll_wait_that_spins_gives_what_the_kernel_would(build, what, want)
     some of them only); and nothing for a socket registered on a set that has been
     closed since, where a new set took its number (stale: a socket's
     records name its sets by number; the ring looked at alone reported it,
-    with the old registration's data)."""
+    with the old registration's data); and with maxevents 1 and two rings
+    with bytes, each socket in turn (TCP: 500 and 500 of 1,000 waits; the
+    ring looked at alone gave the first 1,000 times)."""
     got = {}
     for tier, spin in (("tcp", None), ("shm", 50), ("shm", None)):
         cmd = [sys.executable, "-c", EPOLL_SPIN_EVENTS, what]
