@@ -967,12 +967,10 @@ int lf__shm_watch(int epfd, struct lf_shm_watch *w)
  * 1000 waits with maxevents 1; TCP 500 and 500). */
 int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int k, int max)
 {
-	static __thread unsigned turn;
+	static __thread int turn;
 	uint64_t now = lf__sys_now_ns();
-	unsigned first = turn;
 
-	for (int j = 0; j < n; j++) {
-		int i = (int)((first + (unsigned)j) % (unsigned)n);
+	for (int j = 0, i = turn < n ? turn : 0; j < n; j++, i = i + 1 < n ? i + 1 : 0) {
 		struct lf_shm_conn *c = w[i].c;
 		if (atomic_load_explicit(&c->state, memory_order_relaxed) != ON)
 			continue;
@@ -991,7 +989,7 @@ int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event 
 			ev[e].events |= w[i].events;
 		} else if (k < max) {
 			ev[k++] = (struct epoll_event){ .events = w[i].events, .data.u64 = w[i].data };
-			turn = (unsigned)i + 1; /* to the back */
+			turn = i + 1; /* to the back */
 		}
 	}
 	return k;

@@ -2120,7 +2120,7 @@ MUTANTS += [
         "an epoll wait that spins gives the rings' events from the first watched socket on, every time: with "
         "maxevents under the rings with bytes, the others are not given while the first keeps bytes",
         [("src/fastpath/shm.c",
-          "\t\t\tturn = (unsigned)i + 1; /* to the back */\n",
+          "\t\t\tturn = i + 1; /* to the back */\n",
           "")],
         ["e2e:test_shm.py -k 'gives_what_the_kernel_would and turns'"]),
     Mutant(
