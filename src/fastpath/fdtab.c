@@ -125,7 +125,7 @@ void lf__fd_reset(int fd)
 	struct lf_fd *f = lf__fd(fd);
 
 	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members &&
-		   !f->spin_us && !f->optset && !f->sockset && !f->pending_members))
+		   !f->spin_us && !f->optset && !f->sockset && !f->pending_members && !f->epset))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;
@@ -140,6 +140,7 @@ void lf__fd_reset(int fd)
 	f->spin_us = f->spin_fail = f->spin_skip = 0;
 	f->spin_members = f->pending_members = 0;
 	f->optset = f->sockset = 0;
+	f->epset = 0;
 	for (int i = 0; i < LF_EPOLL_MAX; i++)
 		f->ep[i].epfd1 = 0;
 	void (*put)(struct lf_listener *) = __atomic_load_n(&put_fn, __ATOMIC_ACQUIRE);

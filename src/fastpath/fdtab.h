@@ -44,7 +44,8 @@ enum {
 
 #define LF_EPOLL_MAX 2
 struct lf_epreg {
-	int epfd1; /* epoll fd + 1; 0 when unused */
+	int epfd1;    /* epoll fd + 1; 0 when unused */
+	unsigned set; /* that fd's epset when recorded: the set, not only its number */
 	struct epoll_event ev;
 };
 
@@ -69,6 +70,7 @@ struct lf_fd {
 	struct lf_epreg ep[LF_EPOLL_MAX]; /* epoll registrations of an opted-in socket */
 	unsigned epgen;             /* counts the application's epoll_ctl calls, odd during one (shm.c, park) */
 	unsigned eprest;            /* counts the restores of epoll waits (shm.c, lf__shm_epoll_unpark) */
+	unsigned epset;             /* an epoll fd: which set (a serial given at its epoll_create; 0: unknown) */
 	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
 };
 

@@ -529,13 +529,51 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
 			if (!f->ep[i].epfd1)
 				slot = i;
 		if (slot >= 0) {
+			struct lf_fd *set = lf__fd_peek(epfd);
 			f->ep[slot].epfd1 = op == EPOLL_CTL_DEL ? 0 : epfd + 1;
+			f->ep[slot].set = set ? set->epset : 0;
 			if (ev)
 				f->ep[slot].ev = *ev;
 		}
 	}
 	__atomic_add_fetch(&f->epgen, 1, __ATOMIC_RELEASE);
+	atomic_fetch_add(&lf__shm_watchable, 1); /* after epgen: a wait that reads it sees the record */
 	errno = e;
+	return r;
+}
+
+/* Each epoll set is told apart from those that had its number before
+ * (closed since, by any means): a socket's records name their sets by
+ * number, and an epoll wait that spins reports a tier socket's ring from
+ * its record (shm.c, lf__shm_watch), which must not be one of a set the
+ * socket is no longer in. */
+static int epoll_made(int epfd)
+{
+	static atomic_uint sets;
+	struct lf_fd *e = epfd >= 0 ? lf__fd(epfd) : NULL;
+
+	if (e) {
+		unsigned s;
+		while (!(s = atomic_fetch_add_explicit(&sets, 1, memory_order_relaxed) + 1)) /* never 0 */
+			;
+		e->epset = s;
+	}
+	return epfd;
+}
+
+LF_EXPORT int epoll_create(int size)
+{
+	int e = errno, r = epoll_made(REAL(epoll_create)(size));
+	if (r >= 0)
+		errno = e;
+	return r;
+}
+
+LF_EXPORT int epoll_create1(int flags)
+{
+	int e = errno, r = epoll_made(REAL(epoll_create1)(flags));
+	if (r >= 0)
+		errno = e;
 	return r;
 }
 

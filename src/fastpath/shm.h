@@ -45,9 +45,11 @@ extern __thread int lf__shm_parked;
 /* An epoll wait that spins looks at the rings of the set's tier sockets
  * registered level-triggered for EPOLLIN (shm.c): lf__shm_watch holds up
  * to LF_WATCH_MAX of them (0: none, nothing held), lf__shm_watch_ready
- * gives the events of those with bytes to read, lf__shm_unwatch lets go
+ * adds the events of those with bytes to read to the kernel's k events
+ * (returns how many there are then), lf__shm_unwatch lets go
  * (sleeping: the wait goes on in the kernel). */
 #define LF_WATCH_MAX 16
+extern atomic_uint lf__shm_watchable; /* moves when a socket may have become one to watch */
 struct lf_shm_watch {
 	struct lf_shm_conn *c;
 	int fd;
@@ -56,7 +58,7 @@ struct lf_shm_watch {
 	uint64_t data;
 };
 int lf__shm_watch(int epfd, struct lf_shm_watch *w);
-int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int max);
+int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int k, int max);
 void lf__shm_unwatch(const struct lf_shm_watch *w, int n, bool sleeping);
 void lf__shm_mem_sweep(void);
 int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */

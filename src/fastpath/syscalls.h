@@ -25,6 +25,8 @@
 	X(int, dup, (int fd), (fd))                                                                      \
 	X(int, dup2, (int fd, int nfd), (fd, nfd))                                                       \
 	X(int, dup3, (int fd, int nfd, int flags), (fd, nfd, flags))                                     \
+	X(int, epoll_create, (int size), (size))                                                         \
+	X(int, epoll_create1, (int flags), (flags))                                                      \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev), (epfd, op, fd, ev))        \
 	X(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n))                                   \
 	X(ssize_t, readv, (int fd, const struct iovec *iov, int n), (fd, iov, n))                       \

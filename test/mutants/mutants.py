@@ -2088,17 +2088,65 @@ MUTANTS += [
         "epoll-spin-reader-silent",
         "an epoll wait that spins on the rings does not say that its readers poll (awake): their writers ring",
         [("src/fastpath/shm.c",
-          "\t\tlf__shm_spin_wake(c, now);\n\t\tif (k == max",
-          "\t\tif (k == max")],
+          "\t\tlf__shm_spin_wake(c, now);\n\t\tif (lf__shm_avail(c) <= 0",
+          "\t\tif (lf__shm_avail(c) <= 0")],
         ["e2e:test_shm.py -k epoll_wait_that_spins_sees_the_ring"]),
     Mutant(
         "epoll-spin-ring-freed-under-the-wait",
         "the last close of a tier socket unmaps its ring and frees its state while an epoll wait of another "
         "thread looks at them",
         [("src/fastpath/shm.c",
-          "\tif (atomic_load(&watchers)) { /* an epoll wait may be looking at its ring */\n",
-          "\tif (0) {\n")],
+          "\tif (atomic_load(&watchers)) /* an epoll wait may be looking at its ring */\n",
+          "\tif (0)\n")],
         ["e2e:test_shm.py -k epoll_wait_that_spins_on_a_ring_another_thread_closes"]),
+    Mutant(
+        "epoll-spin-rings-alone-for-ever",
+        "an epoll wait that spins gives the rings' events alone whenever they have bytes: a loop that leaves bytes "
+        "in a ring never sees the set's other descriptors",
+        [("src/fastpath/wait.c",
+          "\tint k = now - kernel_looked < RINGS_ALONE_NS ? lf__shm_watch_ready(a->w, a->nw, a->ev, 0, a->max) : 0;\n",
+          "\tint k = lf__shm_watch_ready(a->w, a->nw, a->ev, 0, a->max);\n")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and others'"]),
+    Mutant(
+        "epoll-spin-ring-event-twice",
+        "an epoll wait that spins adds a ring's event after the kernel's event of the same socket (its token) "
+        "rather than into it: the socket twice in one answer",
+        [("src/fastpath/shm.c",
+          "\t\tif (e < k) {\n\t\t\tev[e].events |= w[i].events;\n\t\t} else if (k < max) {\n",
+          "\t\tif (k < max) {\n")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and others'"]),
+    Mutant(
+        "epoll-spin-ring-first-always",
+        "an epoll wait that spins gives the rings' events from the first watched socket on, every time: with "
+        "maxevents under the rings with bytes, the others are not given while the first keeps bytes",
+        [("src/fastpath/shm.c",
+          "\t\t\tturn = i + 1; /* to the back */\n",
+          "")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and turns'"]),
+    Mutant(
+        "epoll-spin-watches-any-registration",
+        "an epoll wait that spins answers from the ring for a registration that asks more than EPOLLIN: "
+        "its EPOLLOUT, EPOLLRDHUP and EPOLLPRI go",
+        [("src/fastpath/shm.c",
+          "\t\t    !(e.ev.events & ~(uint32_t)WATCHED_EVENTS))",
+          "\t\t    !(e.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)))")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and (out or rdhup or pri)'"]),
+    Mutant(
+        "epoll-spin-ring-after-the-peers-close",
+        "an epoll wait that spins answers from the ring after the peer began to close: a reset's EPOLLERR and "
+        "EPOLLHUP go",
+        [("src/fastpath/shm.c",
+          "\t\tif (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))\n",
+          "\t\tif (lf__shm_avail(c) <= 0)\n")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and reset'"]),
+    Mutant(
+        "epoll-spin-set-by-number",
+        "an epoll wait that spins takes a socket's record of a set by its number alone: a closed set's "
+        "registration is reported on the new set that took its number",
+        [("src/fastpath/shm.c",
+          "\t\tif (e.epfd1 == epfd + 1 && e.set == s && ",
+          "\t\tif (e.epfd1 == epfd + 1 && ")],
+        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and stale'"]),
     Mutant(
         "shm-lt-restore-counted-as-the-applications",
         "a wait's restore counts as the application's change (epgen): another set's wait that parked the same "
