@@ -1631,7 +1631,7 @@ def epoll_spin(tmp_path_factory):
 
 def test_an_epoll_wait_that_spins_sees_the_ring(build, epoll_spin):
     """Two processes trade 20,000 numbered 64-byte messages (the sender
-    works 5 us before each, longer than a writer counts its reader's last
+    works 20 us before each, longer than a writer counts its reader's last
     word as polling), each waiting in level-triggered epoll_wait as an
     event loop does: every byte
     arrives in order, as over TCP (the control). The kernel counts each

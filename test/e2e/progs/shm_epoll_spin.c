@@ -4,7 +4,7 @@
  *
  * MODE pingpong ROUNDS: two processes, each waiting in level-triggered
  *   epoll_wait (no timeout) as an event loop does, trade ROUNDS numbered
- *   64-byte messages, the sender working 5 us before each; each checks
+ *   64-byte messages, the sender working 20 us before each; each checks
  *   every byte. Each counts its own sendto
  *   system calls with the kernel (perf on the syscalls:sys_enter_sendto
  *   tracepoint): TCP makes one per message (the send), the tier one per
@@ -145,7 +145,7 @@ static void give(int fd, uint32_t i)
 		die("send");
 }
 
-/* 5 us of work on the CPU before each message: the echoer's wait then
+/* 20 us of work on the CPU before each message: the echoer's wait then
  * spins longer than a writer counts a reader's last word as polling
  * (2 us) after its own write said so. */
 static void think(void)
@@ -155,7 +155,7 @@ static void think(void)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	do
 		clock_gettime(CLOCK_MONOTONIC, &t);
-	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 5000);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 20000);
 }
 
 static int pingpong(unsigned rounds)
