@@ -492,6 +492,11 @@ static ssize_t read_while_signalled(bool lf, bool to_reader, int *err)
 	while (!atomic_load(&in_read))
 		usleep(1000);
 	usleep(50000); /* A is in its read (its spin lasts 20 s) */
+	/* ... and spinning there (20 ms of its CPU time since), or asleep
+	 * in the kernel: a signal handled before its spin began is one its
+	 * spin never sees, and would hide a thread that sees another's (a
+	 * mutant, sig-counter-process-wide, survived a busy run so) */
+	let_spin(t);
 	ASSERT_EQ(pthread_kill(to_reader ? t : pthread_self(), SIGUSR1), 0);
 	for (int i = 0; i < 10000 && !atomic_load(&handled); i++)
 		usleep(1000);

@@ -1659,13 +1659,13 @@ def test_an_epoll_wait_that_spins_sees_the_ring(build, epoll_spin):
 
 def test_an_epoll_wait_that_spins_on_a_ring_another_thread_closes(build, epoll_spin):
     """A thread waits in epoll_wait, spinning (2 ms), on a set holding an
-    accepted tier socket, while another thread closes it (1,000 rounds;
+    accepted tier socket, while another thread closes it (3,000 rounds;
     half with bytes in its ring, half with it empty): the wait holds what
     it looks at until it returns (docs/shm.md, "Spinning"), so the process
     neither crashes nor hangs, and the waiting thread sees the events the
     TCP control's does (before the hold, a ring unmapped under the wait:
     SIGSEGV within the first rounds)."""
-    got = tcp_and_tier([epoll_spin, "close", "1000"], spin=2000, limit=120)
+    got = tcp_and_tier([epoll_spin, "close", "3000"], spin=2000, limit=120)
     assert got["tcp"] == "maps=0 ok", got
     assert got["shm"] in ("maps=2 ok", "maps=4 ok"), got
 
