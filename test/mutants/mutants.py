@@ -184,7 +184,7 @@ MUTANTS = [
         [("src/fastpath/interpose.c",
           "\tr = how == SHUT_RD ? 0 : REAL(shutdown)(fd, SHUT_WR);\n",
           "\tr = how == SHUT_RD || how == SHUT_WR ? 0 : REAL(shutdown)(fd, SHUT_WR);\n")],
-        ["e2e:test_compare.py -k 'halfclose-v4' -m 'not extra'"]),
+        ["e2e:test_compare.py -k 'halfclose-v4' -m 'not extra'"], limit_s=30),
 
     # ---- the spin tier (spin.c), run with spinning on
     Mutant(
@@ -698,7 +698,7 @@ MUTANTS += [
         [("src/fastpath/claim.c",
           "\t\tif (u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n",
           "\t\tif (0 && u < 0 && (errno == EMFILE || errno == ENFILE) && !*released) {\n")],
-        ["e2e:test_compare.py -k fd-limit -m 'not extra'"]),
+        ["e2e:test_compare.py -k fd-limit -m 'not extra'"], limit_s=30),
     Mutant(
         "claim-ignores-listener-linger",
         "a linger set on the listener where loopfast cannot see it is not noticed when the listener is opted in: "
@@ -1291,7 +1291,7 @@ MUTANTS += [
         [("src/fastpath/shm_io.c",
           "\t\t\tif (wait_trim(c, s0, i0, end) < 0) {\n",
           "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
-        ["e2e:test_shm.py -k holds_its_give_back"]),
+        ["e2e:test_shm.py -k holds_its_give_back"], limit_s=30),
 ]
 
 # The local end of a connection accepted on a wildcard listener, read from
@@ -1397,7 +1397,7 @@ MUTANTS += [
         [("src/fastpath/shm_spin.c",
           "\t\tif (i % 64 == 0 && lf__sys_now_ns() >= end)\n\t\t\tbreak;\n",
           "")],
-        ["e2e:test_shm.py -k 'stopped_polling or claiming_to_poll'"]),
+        ["e2e:test_shm.py -k 'stopped_polling or claiming_to_poll'"], limit_s=30),
 ]
 
 # The supervisor's costs (docs/supervisor.md, "Per trapped call"; sv-cost):
@@ -1487,7 +1487,7 @@ MUTANTS += [
           "\tatomic_store(&next, end + (gap > STASH_BOUND_GAP_NS ? gap : STASH_BOUND_GAP_NS));\n",
           "\tatomic_store(&next, t + STASH_BOUND_GAP_NS);\n")],
         ["e2e:test_security.py -k 'test_bound_sockets_cannot_make_every_accept_walk_the_bind_table and loopfast' "
-         "-m extra"]),
+         "-m extra"], limit_s=60),
     Mutant(
         "diag-bound-v4-only",
         "a stalled client's bound socket is looked for among AF_INET sockets only: a dual-stack client "
