@@ -72,6 +72,8 @@ struct lf_fd {
 	unsigned eprest;            /* counts the restores of epoll waits (shm.c, lf__shm_epoll_unpark) */
 	unsigned epset;             /* an epoll fd: which set (a serial given at its epoll_create; 0: unknown) */
 	struct lf_shm_conn *shm;    /* LF_F_SHM: the tier's state (its first member counts references) */
+	atomic_uint shm_busy;       /* calls of the process using shm through this entry (shm.c, lf__shm_use) */
+	struct lf_shm_conn *shm_parked; /* taken off this entry while busy: put by the last of those calls */
 };
 
 /* LOOPFAST_DEBUG=1: say on stderr why a connection took plain TCP. */

@@ -213,6 +213,49 @@ void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
 	lf__fd_hide(mfd, &c->mfd);
 }
 
+/* A call of another thread may be using the connection through this
+ * entry (lf__shm_use) when its descriptor is closed or dup2'd over: a
+ * read blocked on the socket, a poll that returned for it. The kernel
+ * keeps a socket open while a system call uses it, whatever close does
+ * meanwhile (the peer sees no end until that call returns); so here the
+ * entry's reference is parked on the entry and put by the last such
+ * call as it ends (before: the state freed under the call, SIGSEGV). The
+ * close publishes the park and then counts the calls, a call counts
+ * itself and then reads the entry, and each looks again at the other's
+ * word after it changed its own (all sequentially consistent): one of
+ * them puts it, once. */
+static void unpark(struct lf_fd *f)
+{
+	int e = errno;
+
+	for (struct lf_shm_conn *c = __atomic_exchange_n(&f->shm_parked, NULL, __ATOMIC_SEQ_CST), *next; c; c = next) {
+		next = c->park_next;
+		conn_put(c);
+	}
+	errno = e;
+}
+
+struct lf_shm_conn *lf__shm_use(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+
+	if (!f || !(atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_SHM))
+		return NULL;
+	atomic_fetch_add(&f->shm_busy, 1);
+	struct lf_shm_conn *c = __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST);
+	if (!c)
+		lf__shm_done(fd);
+	return c;
+}
+
+void lf__shm_done(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+
+	if (atomic_fetch_sub(&f->shm_busy, 1) == 1 && __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST))
+		unpark(f);
+}
+
 static void drop(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -220,8 +263,17 @@ static void drop(int fd)
 	/* off the entry before the put: an epoll wait that takes it from
 	 * there counts itself first (lf__shm_watch, limbo_drain) */
 	struct lf_shm_conn *c = f ? __atomic_exchange_n(&f->shm, NULL, __ATOMIC_SEQ_CST) : NULL;
-	if (c)
+	if (!c)
+		return;
+	if (!atomic_load(&f->shm_busy)) {
 		conn_put(c);
+		return;
+	}
+	c->park_next = __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST);
+	while (!__atomic_compare_exchange_n(&f->shm_parked, &c->park_next, c, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	if (!atomic_load(&f->shm_busy))
+		unpark(f);
 }
 
 static void reg(void)
@@ -260,10 +312,12 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd)
 
 void lf__shm_fin(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
 	if (c && atomic_load(&c->state) == ON)
 		atomic_fetch_or(&c->tx.h->fin, 1);
+	if (c)
+		lf__shm_done(fd);
 }
 
 /* A client that closes before it took the server's answer would leave
@@ -298,10 +352,12 @@ void lf__shm_closed(struct lf_shm_conn *c)
 
 void lf__shm_sndbuf(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
-	if (c)
+	if (c) {
 		lf__shm_mem_sndbuf(c, fd);
+		lf__shm_done(fd);
+	}
 }
 
 /* ---- negotiation */
@@ -544,21 +600,18 @@ void lf__shm_attach_client(int fd)
  * along with the tokens. Once asked, for the connection's life. */
 void lf__shm_want_edges(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
 	if (!c)
 		return;
 	atomic_store(&c->edges, true);
 	if (atomic_load(&c->state) == ON)
 		atomic_store(&c->rx.h->edges, 1);
+	lf__shm_done(fd);
 }
 
-bool lf__shm_inq(int fd, int *out)
+static bool inq_held(struct lf_shm_conn *c, int fd, int *out)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
-
-	if (!c)
-		return false;
 	lf__shm_decide(c, fd);
 	int st = atomic_load(&c->state);
 	if (st == OFF || st == BROKEN)
@@ -584,20 +637,35 @@ bool lf__shm_inq(int fd, int *out)
 	return true;
 }
 
+bool lf__shm_inq(int fd, int *out)
+{
+	struct lf_shm_conn *c = lf__shm_use(fd);
+
+	if (!c)
+		return false;
+	bool r = inq_held(c, fd, out);
+	lf__shm_done(fd);
+	return r;
+}
+
 /* What POLLIN and POLLOUT mean on the tier: readable when a read would
  * not wait (the socket's answer, once the client's answer byte is taken
  * and the tokens of bytes already read and edge bytes are set aside),
- * writable when the ring has room. */
-static void poll_fix(struct pollfd *p, bool *full)
+ * writable when the ring has room. Before a wait that will not look at
+ * its ring (sleep), a socket polled for POLLIN says its reader does not
+ * poll the ring (awake 0: its writer rings); a wait that spins says it
+ * polls at each look (lf__shm_watch_ready_poll), and clearing the word
+ * first would have the answer's writer ring in between. After a wait
+ * that returned, the word stays as the wait left it: a
+ * ping-pong's reader that spun is about to read, answer and wait again,
+ * and its answer's write renews it (lf__shm_spin_busy), so the next
+ * message is handed off with no token. */
+static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, bool sleep)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(p->fd);
-
-	if (!c)
-		return;
 	lf__shm_decide(c, p->fd);
 	lf__shm_io_flush(c, p->fd);
 	int st = atomic_load(&c->state);
-	if (st == ON && (p->events & (POLLIN | POLLRDNORM)))
+	if (sleep && st == ON && (p->events & (POLLIN | POLLRDNORM)))
 		lf__shm_spin_sleep(c);
 	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
@@ -625,6 +693,16 @@ static void poll_fix(struct pollfd *p, bool *full)
 	}
 }
 
+static void poll_fix(struct pollfd *p, bool *full, bool sleep)
+{
+	struct lf_shm_conn *c = lf__shm_use(p->fd);
+
+	if (c) {
+		poll_fix_held(c, p, full, sleep);
+		lf__shm_done(p->fd);
+	}
+}
+
 int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, const void *mask,
 		 int (*wait)(struct pollfd *, unsigned long, long long, const void *))
 {
@@ -639,11 +717,15 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		lf__shm_waited();
 		return r;
 	}
+	bool spins = false; /* the wait will (wait.c, poll_spinner), and watch the rings polled for POLLIN alone */
+	for (unsigned long i = 0; i < n && !spins; i++)
+		spins = (fds[i].events & POLLIN) && lf__may_spin(fds[i].fd);
 	for (;;) {
 		bool full = false;
 		for (unsigned long i = 0; i < n; i++) {
 			fds[i].revents = 0;
-			poll_fix(&fds[i], &full); /* takes answers; notes full rings */
+			/* takes answers; notes full rings */
+			poll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));
 		}
 		long long left = timeout_ns < 0 ? -1 : timeout_ns - (long long)(lf__sys_now_ns() - start);
 		if (timeout_ns >= 0 && left < 0)
@@ -662,7 +744,7 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		int k = 0;
 		for (unsigned long i = 0; i < n; i++) {
 			if (fds[i].revents)
-				poll_fix(&fds[i], &full);
+				poll_fix(&fds[i], &full, false);
 			k += fds[i].revents != 0;
 		}
 		if (k || slice == 0)
@@ -740,7 +822,8 @@ static long record_mod(int epfd, int fd, bool et)
 }
 
 /* A fork taken while another thread's epoll_ctl of a tier socket ran
- * leaves the socket's epgen odd in the child, where that call never ends:
+ * leaves the socket's epgen odd in the child, where that call never ends
+ * (and a call using a socket its count, lf__shm_use):
  * every park there would wait for it, give up, and leave the EPOLLOUT of
  * a full ring in (a forked child woken over and over; 193 children in
  * 200 whose parent re-armed in a loop). */
@@ -753,6 +836,10 @@ void lf__shm_epoll_fork_child(void)
 		struct lf_fd *f = lf__fd_peek(x);
 		if (f && (f->epgen & 1))
 			f->epgen++;
+		if (f && atomic_load(&f->shm_busy)) { /* so were the calls */
+			atomic_store(&f->shm_busy, 0);
+			unpark(f);
+		}
 	}
 }
 
@@ -818,8 +905,11 @@ static bool any_tier(int fd) { (void)fd; return true; }
 /* A full ring whose writer waits level-triggered (never edge-triggered). */
 static bool full_lt(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
-	return c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON;
+	struct lf_shm_conn *c = lf__shm_use(fd);
+	bool r = c && atomic_load(&c->full) && !atomic_load(&c->edges) && atomic_load(&c->state) == ON;
+	if (c)
+		lf__shm_done(fd);
+	return r;
 }
 
 static int room_fix(int epfd, struct epoll_event *ev, int n)
@@ -831,9 +921,11 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		int fd = ev[i].events & EPOLLOUT ? registered(epfd, ev[i].data.u64, full_lt, &reg) : -1;
 		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
 		 * TCP's: the write then says so. */
-		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;
+		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_use(fd) : NULL;
 		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(epfd, fd))
 			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+		if (c)
+			lf__shm_done(fd);
 		if (ev[i].events)
 			ev[k++] = ev[i];
 	}
@@ -866,7 +958,7 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
 			bool full = false;
 			int rev = lf__sys_poll1(fd, POLLIN, 0);
 			struct pollfd p = { fd, POLLIN, (short)(rev > 0 ? rev : 0) };
-			poll_fix(&p, &full);
+			poll_fix(&p, &full, false);
 			if (!(p.revents & (POLLIN | POLLRDNORM)))
 				ev[i].events &= ~(uint32_t)(EPOLLIN | EPOLLRDNORM);
 			if (!ev[i].events)
@@ -965,22 +1057,27 @@ int lf__shm_watch(int epfd, struct lf_shm_watch *w)
  * with fewer events asked for than rings with bytes, the first socket
  * was given every time while it kept bytes, the others never (1000 of
  * 1000 waits with maxevents 1; TCP 500 and 500). */
+static bool watched_ready(const struct lf_shm_watch *w, uint64_t now)
+{
+	struct lf_shm_conn *c = w->c;
+
+	if (atomic_load_explicit(&c->state, memory_order_relaxed) != ON)
+		return false;
+	lf__shm_spin_wake(c, now);
+	if (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))
+		return false;
+	struct lf_fd *f = lf__fd_peek(w->fd);
+	return __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) == c && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == w->gen &&
+	       !(atomic_load_explicit(&f->flags, memory_order_relaxed) & (LF_F_SHUT_RD | LF_F_SHUT_WR));
+}
+
 int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int k, int max)
 {
 	static __thread int turn;
 	uint64_t now = lf__sys_now_ns();
 
 	for (int j = 0, i = turn < n ? turn : 0; j < n; j++, i = i + 1 < n ? i + 1 : 0) {
-		struct lf_shm_conn *c = w[i].c;
-		if (atomic_load_explicit(&c->state, memory_order_relaxed) != ON)
-			continue;
-		lf__shm_spin_wake(c, now);
-		if (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))
-			continue;
-		struct lf_fd *f = lf__fd_peek(w[i].fd);
-		if (__atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) != c ||
-		    __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) != w[i].gen ||
-		    (atomic_load_explicit(&f->flags, memory_order_relaxed) & (LF_F_SHUT_RD | LF_F_SHUT_WR)))
+		if (!watched_ready(&w[i], now))
 			continue;
 		int e = 0;
 		while (e < k && ev[e].data.u64 != w[i].data)
@@ -991,6 +1088,47 @@ int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event 
 			ev[k++] = (struct epoll_event){ .events = w[i].events, .data.u64 = w[i].data };
 			turn = i + 1; /* to the back */
 		}
+	}
+	return k;
+}
+
+/* A poll or ppoll that spins (wait.c, poll_common) looks at the rings the
+ * same way: the entries of fds that are tier sockets polled for POLLIN
+ * (and POLLRDNORM) alone, up to LF_WATCH_MAX, each held as an epoll
+ * wait's (data: the entry's index). Not those polled for more: the
+ * ring's bytes say nothing of POLLOUT, POLLRDHUP or POLLPRI, which the
+ * kernel would give with POLLIN in the same answer. */
+int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_watch *w)
+{
+	int k = 0;
+
+	atomic_fetch_add(&watchers, 1);
+	for (unsigned long i = 0; i < n && k < LF_WATCH_MAX; i++) {
+		struct lf_fd *f = fds[i].fd >= 0 ? lf__fd_peek(fds[i].fd) : NULL;
+		struct lf_shm_conn *c = f ? __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) : NULL;
+		short in = fds[i].events & (POLLIN | POLLRDNORM);
+		if (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&
+		    !atomic_load(&c->edges))
+			w[k++] = (struct lf_shm_watch){ c, fds[i].fd, __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE),
+							(uint32_t)in, i };
+	}
+	if (!k)
+		lf__shm_unwatch(w, 0, false);
+	return k;
+}
+
+/* The POLLIN of the watched entries whose rings hold bytes, added to the
+ * answer in fds (as lf__shm_watch_ready's); returns how many entries now
+ * have events, of the k that had. */
+int lf__shm_watch_ready_poll(const struct lf_shm_watch *w, int n, struct pollfd *fds, int k)
+{
+	uint64_t now = lf__sys_now_ns();
+
+	for (int i = 0; i < n; i++) {
+		if (!watched_ready(&w[i], now))
+			continue;
+		k += fds[w[i].data].revents == 0;
+		fds[w[i].data].revents |= (short)w[i].events;
 	}
 	return k;
 }
@@ -1007,12 +1145,14 @@ void lf__shm_unwatch(const struct lf_shm_watch *w, int n, bool sleeping)
 
 long lf__shm_room(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
 	if (!c)
 		return -1;
 	lf__shm_decide(c, fd);
-	return atomic_load(&c->state) == ON ? space_now(c) : -1;
+	long r = atomic_load(&c->state) == ON ? space_now(c) : -1;
+	lf__shm_done(fd);
+	return r;
 }
 
 /* A descriptor passed with SCM_RIGHTS arrives without the connection's
@@ -1030,11 +1170,12 @@ bool lf__shm_in_rights(const struct msghdr *m)
 		for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
 			int x;
 			memcpy(&x, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-			struct lf_shm_conn *c = lf__shm_conn_of(x);
+			struct lf_shm_conn *c = lf__shm_use(x);
 			if (!c)
 				continue;
 			lf__shm_decide(c, x);
 			int st = atomic_load(&c->state);
+			lf__shm_done(x);
 			if (st == ON || st == UNDECIDED)
 				return true;
 		}
@@ -1064,22 +1205,28 @@ int lf__shm_set_tier(int fd, int tier)
 	return 0;
 }
 
+/* The client's answer (the first byte its socket gets) decides: wait for
+ * it (EAGAIN when non-blocking; EINTR for a signal), so that the answer
+ * is the connection's for life (RIO asks before it takes a socket). */
+static int tier_held(struct lf_shm_conn *c, struct lf_fd *f, int fd)
+{
+	for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd))
+		if (atomic_load(&f->flags) & LF_F_NONBLOCK)
+			return -EAGAIN;
+		else if (lf__sys_poll1(fd, POLLIN, -1) < 0)
+			return -errno;
+	return atomic_load(&c->state) == ON ? LF_TIER_SHM : LF_TIER_UDS;
+}
+
 int lf__shm_get_tier(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
 	if (c) {
-		/* The client's answer (the first byte its socket gets) decides:
-		 * wait for it (EAGAIN when non-blocking; EINTR for a signal), so
-		 * that the answer is the connection's for life (RIO asks before
-		 * it takes a socket). */
-		for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd))
-			if (atomic_load(&f->flags) & LF_F_NONBLOCK)
-				return -EAGAIN;
-			else if (lf__sys_poll1(fd, POLLIN, -1) < 0)
-				return -errno;
-		return atomic_load(&c->state) == ON ? LF_TIER_SHM : LF_TIER_UDS;
+		int r = tier_held(c, f, fd);
+		lf__shm_done(fd);
+		return r;
 	}
 	return f && (atomic_load(&f->flags) & LF_F_TIER) && !(atomic_load(&f->flags) & LF_F_FAST) ? LF_TIER_SHM
 												    : LF_TIER_UDS;

@@ -59,6 +59,10 @@ struct lf_shm_watch {
 };
 int lf__shm_watch(int epfd, struct lf_shm_watch *w);
 int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event *ev, int k, int max);
+/* The same for a poll or ppoll that spins: the entries of fds polled for
+ * POLLIN alone that are tier sockets. */
+int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_watch *w);
+int lf__shm_watch_ready_poll(const struct lf_shm_watch *w, int n, struct pollfd *fds, int k);
 void lf__shm_unwatch(const struct lf_shm_watch *w, int n, bool sleeping);
 void lf__shm_mem_sweep(void);
 int64_t lf__shm_mem_slice(int64_t left_ns); /* -1: no end */

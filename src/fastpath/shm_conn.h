@@ -41,6 +41,7 @@ struct lf_shm_conn {
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
 	struct lf_shm_conn *limbo_next; /* gone, its ring still mapped for an epoll wait (shm.c, limbo) */
+	struct lf_shm_conn *park_next;  /* taken off an entry that a call was using (shm.c, park) */
 	struct lf_shm_conn *due_next, **due_prev; /* the process's due give-backs (due_prev NULL: not due) */
 	unsigned due_looks;     /* empty-ring finds while due (under rxl; shm_mem.c) */
 	uint64_t emptied;       /* reads that emptied rx since its last give-back (under rxl; shm_mem.c) */
@@ -67,6 +68,11 @@ struct lf_shm_conn {
 
 /* shm.c */
 struct lf_shm_conn *lf__shm_conn_of(int fd);              /* fd's state, NULL: not on the tier */
+/* fd's state held until lf__shm_done(fd), which must follow on the same
+ * fd: a close of fd by another thread meanwhile leaves it to the put
+ * (NULL: not on the tier, nothing held). */
+struct lf_shm_conn *lf__shm_use(int fd);
+void lf__shm_done(int fd);
 long lf__shm_avail(const struct lf_shm_conn *c);          /* bytes in rx now (LF_RING_BAD: garbage) */
 void lf__shm_decide(struct lf_shm_conn *c, int fd);       /* the client takes the answer if it came */
 int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connection: -1, ECONNRESET */

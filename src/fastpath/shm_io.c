@@ -798,24 +798,25 @@ static ssize_t recv_urgent(struct lf_shm_conn *c, int fd, struct msghdr *m, int 
 /* SIOCATMARK: the reader is at the last mark. */
 bool lf__shm_atmark(int fd, int *out)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd);
 
 	if (!c)
 		return false;
 	lf__shm_decide(c, fd);
-	if (atomic_load(&c->state) != ON)
-		return false;
-	pthread_mutex_lock(&c->rxl);
-	lf__ring_sync(&c->rx, true);
-	uint64_t u = atomic_load(&c->rx.h->urg);
-	*out = u && u - 1 == c->rx.pos && (!c->server || c->stream_done);
-	pthread_mutex_unlock(&c->rxl);
-	return true;
+	bool on = atomic_load(&c->state) == ON;
+	if (on) {
+		pthread_mutex_lock(&c->rxl);
+		lf__ring_sync(&c->rx, true);
+		uint64_t u = atomic_load(&c->rx.h->urg);
+		*out = u && u - 1 == c->rx.pos && (!c->server || c->stream_done);
+		pthread_mutex_unlock(&c->rxl);
+	}
+	lf__shm_done(fd);
+	return on;
 }
 
-bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
+static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags, ssize_t *ret)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 	struct cur k;
 	size_t total = 0;
 	unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
@@ -1111,9 +1112,8 @@ static bool client_stream(struct lf_shm_conn *c, int fd, const struct msghdr *m,
 	return r >= 0 || errno != EAGAIN || nonblocking(fd, flags);
 }
 
-bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
+static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
 	struct lf_fd *f = lf__fd(fd);
 	unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
 	struct cur k;
@@ -1266,4 +1266,28 @@ bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
 	errno = e0;
 	*ret = (ssize_t)total;
 	return true;
+}
+
+/* The data calls hold the connection (lf__shm_use): another thread may
+ * close the descriptor while a read waits, as over TCP. */
+bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret)
+{
+	struct lf_shm_conn *c = lf__shm_use(fd);
+
+	if (!c)
+		return false;
+	bool r = recv_held(c, fd, m, flags, ret);
+	lf__shm_done(fd);
+	return r;
+}
+
+bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret)
+{
+	struct lf_shm_conn *c = lf__shm_use(fd);
+
+	if (!c)
+		return false;
+	bool r = send_held(c, fd, m, flags, ret);
+	lf__shm_done(fd);
+	return r;
 }

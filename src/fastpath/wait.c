@@ -38,13 +38,39 @@ struct poll_args {
 	struct pollfd *fds;
 	nfds_t n;
 	const sigset_t *mask;
+	int nw; /* tier sockets watched (-1: not looked for yet) */
+	struct lf_shm_watch w[LF_WATCH_MAX];
 };
+
+/* A spinning wait's look at the kernel, and at the rings of tier sockets
+ * (shm.c, lf__shm_watch_poll) as try_epoll's (below, its times): their
+ * POLLIN alone while the kernel was asked less than RINGS_ALONE_NS ago,
+ * else merged into the kernel's answer. The answer's revents are all 0
+ * when it comes: cleared once, and a look that found nothing leaves them
+ * so. */
+#define KERNEL_LOOK_NS 1000u
+#define RINGS_ALONE_NS 10000u
+static __thread uint64_t kernel_looked;
 
 static int try_poll(void *arg)
 {
 	struct poll_args *a = arg;
 	struct timespec zero = { 0, 0 };
-	return REAL(ppoll)(a->fds, a->n, &zero, a->mask);
+
+	if (a->nw < 0 && (a->nw = lf__shm_used ? lf__shm_watch_poll(a->fds, a->n, a->w) : 0))
+		for (nfds_t i = 0; i < a->n; i++) /* a poll that began before the process used the tier */
+			a->fds[i].revents = 0;
+	if (!a->nw)
+		return REAL(ppoll)(a->fds, a->n, &zero, a->mask);
+	uint64_t now = lf__sys_now_ns();
+	if (now - kernel_looked < KERNEL_LOOK_NS)
+		return lf__shm_watch_ready_poll(a->w, a->nw, a->fds, 0);
+	int k = now - kernel_looked < RINGS_ALONE_NS ? lf__shm_watch_ready_poll(a->w, a->nw, a->fds, 0) : 0;
+	if (k)
+		return k;
+	kernel_looked = now;
+	int r = REAL(ppoll)(a->fds, a->n, &zero, a->mask);
+	return r < 0 ? r : lf__shm_watch_ready_poll(a->w, a->nw, a->fds, r);
 }
 
 /* A socket after SHUT_RD is readable for TCP (EOF at worst): such a wait
@@ -81,15 +107,18 @@ static int poll_common(struct pollfd *fds, nfds_t n, int64_t timeout_ns, const s
 		return shut;
 	}
 	struct lf_fd *f = poll_spinner(fds, n);
-	struct poll_args a = { fds, n, mask };
+	struct poll_args a = { .fds = fds, .n = n, .mask = mask, .nw = -1 };
 	struct lf_waiter w = { try_poll, &a };
 	int64_t left;
 	int r;
 
 	*handled = false;
-	if (!f || lf__spin_wait(f, &w, timeout_ns, &left, &r) == LF_SPIN_BLOCK) {
-		if (!f)
-			return 0;
+	if (!f)
+		return 0;
+	bool done = lf__spin_wait(f, &w, timeout_ns, &left, &r) == LF_SPIN_DONE;
+	if (a.nw > 0)
+		lf__shm_unwatch(a.w, a.nw, !done);
+	if (!done) {
 		struct timespec ts = ns_ts(left);
 		*handled = true;
 		return REAL(ppoll)(fds, n, left < 0 ? NULL : &ts, mask);
@@ -372,10 +401,6 @@ struct epoll_args {
  * call for nearly every message (the epoll row of bench latency with the
  * tier and spinning: p50 0.71 -> 1.12 us); its spinning turns ask the
  * kernel often enough. */
-#define KERNEL_LOOK_NS 1000u
-#define RINGS_ALONE_NS 10000u
-static __thread uint64_t kernel_looked;
-
 static int try_epoll(void *arg)
 {
 	struct epoll_args *a = arg;

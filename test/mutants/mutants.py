@@ -2083,14 +2083,14 @@ MUTANTS += [
         [("src/fastpath/wait.c",
           "\t\ta->nw = lf__shm_used ? lf__shm_watch(a->epfd, a->w) : 0;\n",
           "\t\ta->nw = 0;\n")],
-        ["e2e:test_shm.py -k epoll_wait_that_spins_sees_the_ring"]),
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and epoll'"]),
     Mutant(
         "epoll-spin-reader-silent",
         "an epoll wait that spins on the rings does not say that its readers poll (awake): their writers ring",
         [("src/fastpath/shm.c",
-          "\t\tlf__shm_spin_wake(c, now);\n\t\tif (lf__shm_avail(c) <= 0",
-          "\t\t(void)now;\n\t\tif (lf__shm_avail(c) <= 0")],
-        ["e2e:test_shm.py -k epoll_wait_that_spins_sees_the_ring"]),
+          "\tlf__shm_spin_wake(c, now);\n\tif (lf__shm_avail(c) <= 0",
+          "\t(void)now;\n\tif (lf__shm_avail(c) <= 0")],
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and epoll'"]),
     Mutant(
         "epoll-spin-ring-freed-under-the-wait",
         "the last close of a tier socket unmaps its ring and frees its state while an epoll wait of another "
@@ -2098,7 +2098,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\tif (atomic_load(&watchers)) /* an epoll wait may be looking at its ring */\n",
           "\tif (0)\n")],
-        ["e2e:test_shm.py -k epoll_wait_that_spins_on_a_ring_another_thread_closes"]),
+        ["e2e:test_shm.py -k 'wait_that_spins_on_a_ring_another_thread_closes and epoll'"]),
     Mutant(
         "epoll-spin-rings-alone-for-ever",
         "an epoll wait that spins gives the rings' events alone whenever they have bytes: a loop that leaves bytes "
@@ -2106,7 +2106,7 @@ MUTANTS += [
         [("src/fastpath/wait.c",
           "\tint k = now - kernel_looked < RINGS_ALONE_NS ? lf__shm_watch_ready(a->w, a->nw, a->ev, 0, a->max) : 0;\n",
           "\tint k = lf__shm_watch_ready(a->w, a->nw, a->ev, 0, a->max);\n")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and others'"]),
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and others'"]),
     Mutant(
         "epoll-spin-ring-event-twice",
         "an epoll wait that spins adds a ring's event after the kernel's event of the same socket (its token) "
@@ -2114,7 +2114,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\tif (e < k) {\n\t\t\tev[e].events |= w[i].events;\n\t\t} else if (k < max) {\n",
           "\t\tif (k < max) {\n")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and others'"]),
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and others'"]),
     Mutant(
         "epoll-spin-ring-first-always",
         "an epoll wait that spins gives the rings' events from the first watched socket on, every time: with "
@@ -2122,7 +2122,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\t\tturn = i + 1; /* to the back */\n",
           "")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and turns'"]),
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and turns'"]),
     Mutant(
         "epoll-spin-watches-any-registration",
         "an epoll wait that spins answers from the ring for a registration that asks more than EPOLLIN: "
@@ -2130,15 +2130,79 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\t    !(e.ev.events & ~(uint32_t)WATCHED_EVENTS))",
           "\t\t    !(e.ev.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)))")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and (out or rdhup or pri)'"]),
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and (out or rdhup or pri)'"]),
     Mutant(
         "epoll-spin-ring-after-the-peers-close",
         "an epoll wait that spins answers from the ring after the peer began to close: a reset's EPOLLERR and "
         "EPOLLHUP go",
         [("src/fastpath/shm.c",
-          "\t\tif (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))\n",
-          "\t\tif (lf__shm_avail(c) <= 0)\n")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and reset'"]),
+          "\tif (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))\n",
+          "\tif (lf__shm_avail(c) <= 0)\n")],
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and reset'"]),
+    Mutant(
+        "poll-spin-kernel-only",
+        "a poll that spins looks at the kernel alone: a ring's bytes reach it only through their token, so every "
+        "writer rings (one token per message)",
+        [("src/fastpath/wait.c",
+          "\tif (a->nw < 0 && (a->nw = lf__shm_used ? lf__shm_watch_poll(a->fds, a->n, a->w) : 0))\n",
+          "\tif (a->nw < 0 && (a->nw = 0))\n")],
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+    Mutant(
+        "poll-spin-reader-said-asleep-first",
+        "a poll that will spin on a ring first says that its reader sleeps (awake 0): the answer written "
+        "before its first look at the ring is rung for",
+        [("src/fastpath/shm.c",
+          "\t\t\tpoll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));\n",
+          "\t\t\tpoll_fix(&fds[i], &full, true);\n")],
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+    Mutant(
+        "poll-spin-reader-said-asleep-after",
+        "a poll that spun and returned says that its reader sleeps (awake 0): the reader's own write no longer "
+        "renews the word, and the answer to it is rung for",
+        [("src/fastpath/shm.c",
+          "\t\t\t\tpoll_fix(&fds[i], &full, false);\n",
+          "\t\t\t\tpoll_fix(&fds[i], &full, true);\n")],
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+    Mutant(
+        "poll-spin-rings-alone-for-ever",
+        "a poll that spins gives the rings' POLLIN alone whenever they have bytes: a loop that leaves bytes in a "
+        "ring never sees its other descriptors",
+        [("src/fastpath/wait.c",
+          "\tint k = now - kernel_looked < RINGS_ALONE_NS ? lf__shm_watch_ready_poll(a->w, a->nw, a->fds, 0) : 0;\n",
+          "\tint k = lf__shm_watch_ready_poll(a->w, a->nw, a->fds, 0);\n")],
+        ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and others'"]),
+    Mutant(
+        "poll-spin-watches-any-events",
+        "a poll that spins answers from the ring for an entry that asks more than POLLIN: its POLLOUT, "
+        "POLLRDHUP and POLLPRI go",
+        [("src/fastpath/shm.c",
+          "\t\tif (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&\n",
+          "\t\tif (c && in && atomic_load(&c->state) == ON &&\n")],
+        ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and (out or rdhup or pri)'"]),
+    Mutant(
+        "poll-spin-entry-counted-twice",
+        "a poll that spins counts an entry the kernel and the ring both report twice: poll returns more than "
+        "the entries with events",
+        [("src/fastpath/shm.c",
+          "\t\tk += fds[w[i].data].revents == 0;\n",
+          "\t\tk++;\n")],
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+    Mutant(
+        "shm-close-frees-under-a-call",
+        "a close of a tier socket's descriptor frees the connection's state while another thread's call "
+        "(a blocked read) still uses it",
+        [("src/fastpath/shm.c",
+          "\tif (!atomic_load(&f->shm_busy)) {\n\t\tconn_put(c);\n",
+          "\tif (1) {\n\t\tconn_put(c);\n")],
+        ["e2e:test_shm.py -k 'another_thread_closes_goes_on and read'"]),
+    Mutant(
+        "shm-parked-never-put",
+        "a connection closed under another thread's call is never put when the call ends: its ring stays "
+        "mapped and its peer never sees the end",
+        [("src/fastpath/shm.c",
+          "\tif (atomic_fetch_sub(&f->shm_busy, 1) == 1 && __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST))\n",
+          "\tif (atomic_fetch_sub(&f->shm_busy, 1) == 1 && 0)\n")],
+        ["e2e:test_shm.py -k 'another_thread_closes_goes_on and read'"]),
     Mutant(
         "epoll-spin-set-by-number",
         "an epoll wait that spins takes a socket's record of a set by its number alone: a closed set's "
@@ -2146,7 +2210,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\tif (e.epfd1 == epfd + 1 && e.set == s && ",
           "\t\tif (e.epfd1 == epfd + 1 && ")],
-        ["e2e:test_shm.py -k 'gives_what_the_kernel_would and stale'"]),
+        ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and stale'"]),
     Mutant(
         "shm-lt-restore-counted-as-the-applications",
         "a wait's restore counts as the application's change (epgen): another set's wait that parked the same "

@@ -12,6 +12,8 @@
  *   polls. Prints "maps=N ok sendto=C+S" (N: the tier memfd's mappings in
  *   the sender; C, S: the sender's and the echoer's counts), or the first
  *   odd round.
+ * MODE pingpong-poll ROUNDS: the same, each waiting in poll (POLLIN, no
+ *   timeout), as a poll loop does.
  * MODE close ROUNDS: one process; a thread waits in epoll_wait (5 ms at
  *   most, over and over) on a set holding an accepted socket, while the
  *   main thread, in each round, connects, adds the accepted end to the
@@ -19,7 +21,9 @@
  *   be looking at the ring of a socket another thread closes (run under
  *   valgrind: no invalid access). Odd rounds write to it first (the wait
  *   reports it), even rounds leave its ring empty (the wait spins on it).
- *   Prints "maps=N ok", or " (no event)" after it if the wait saw none. */
+ *   Prints "maps=N ok", or " (no event)" after it if the wait saw none.
+ * MODE close-poll ROUNDS: the same, the thread waiting in poll on the
+ *   round's accepted socket (POLLIN, 5 ms at most). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -28,6 +32,7 @@
 #include <linux/perf_event.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -107,8 +112,8 @@ static int dial(const struct sockaddr_in *sa)
 	return c;
 }
 
-/* Waits for EPOLLIN on fd (level-triggered, no timeout), then reads one
- * whole message, which must be number i. */
+/* Waits for EPOLLIN on fd (level-triggered, no timeout; ep -1: poll's
+ * POLLIN), then reads one whole message, which must be number i. */
 static void take(int ep, int fd, uint32_t i)
 {
 	struct epoll_event ev;
@@ -116,11 +121,12 @@ static void take(int ep, int fd, uint32_t i)
 	size_t got = 0;
 
 	while (got < MSG) {
-		int n = epoll_wait(ep, &ev, 1, -1);
+		struct pollfd p = { fd, POLLIN, 0 };
+		int n = ep < 0 ? poll(&p, 1, -1) : epoll_wait(ep, &ev, 1, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n != 1 || ev.data.fd != fd || !(ev.events & EPOLLIN))
-			die("epoll_wait");
+		if (ep < 0 ? n != 1 || !(p.revents & POLLIN) : n != 1 || ev.data.fd != fd || !(ev.events & EPOLLIN))
+			die(ep < 0 ? "poll" : "epoll_wait");
 		ssize_t r = recv(fd, m + got, MSG - got, MSG_DONTWAIT);
 		if (r < 0 && errno == EAGAIN)
 			continue; /* level-triggered may say so once after a read elsewhere; never twice in a row here */
@@ -158,7 +164,7 @@ static void think(void)
 	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 20000);
 }
 
-static int pingpong(unsigned rounds)
+static int pingpong(unsigned rounds, bool use_poll)
 {
 	struct sockaddr_in sa;
 	int l = listener(&sa), tube[2];
@@ -169,9 +175,9 @@ static int pingpong(unsigned rounds)
 	if (pid < 0)
 		die("fork");
 	if (pid == 0) { /* the echoer */
-		int a = accept(l, NULL, NULL), ep = epoll_create1(0), cnt = sendto_counter();
+		int a = accept(l, NULL, NULL), ep = use_poll ? -1 : epoll_create1(0), cnt = sendto_counter();
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = a };
-		if (a < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev))
+		if (a < 0 || (!use_poll && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev))))
 			die("echoer");
 		uint64_t c0 = count(cnt);
 		for (uint32_t i = 0; i < rounds; i++) {
@@ -183,9 +189,9 @@ static int pingpong(unsigned rounds)
 			die("write");
 		_exit(0);
 	}
-	int c = dial(&sa), ep = epoll_create1(0), cnt = sendto_counter();
+	int c = dial(&sa), ep = use_poll ? -1 : epoll_create1(0), cnt = sendto_counter();
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev))
+	if (!use_poll && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev)))
 		die("sender");
 	uint64_t c0 = count(cnt);
 	for (uint32_t i = 0; i < rounds; i++) {
@@ -201,7 +207,8 @@ static int pingpong(unsigned rounds)
 	return 0;
 }
 
-static int ep_shared;
+static int ep_shared; /* -1: the waiter polls the descriptor in polled */
+static atomic_int polled = -1;
 static atomic_bool stop;
 static atomic_ulong events;
 
@@ -210,7 +217,8 @@ static void *waiter(void *arg)
 	(void)arg;
 	while (!atomic_load(&stop)) {
 		struct epoll_event ev[4];
-		int n = epoll_wait(ep_shared, ev, 4, 5);
+		struct pollfd p = { atomic_load(&polled), POLLIN, 0 };
+		int n = ep_shared < 0 ? poll(&p, 1, 5) : epoll_wait(ep_shared, ev, 4, 5);
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait");
 		atomic_fetch_add(&events, n > 0 ? (unsigned long)n : 0);
@@ -218,20 +226,21 @@ static void *waiter(void *arg)
 	return NULL;
 }
 
-static int closing(unsigned rounds)
+static int closing(unsigned rounds, bool use_poll)
 {
 	struct sockaddr_in sa;
 	int l = listener(&sa), mapped = 0;
 	pthread_t t;
 
-	ep_shared = epoll_create1(0);
-	if (ep_shared < 0 || pthread_create(&t, NULL, waiter, NULL))
+	ep_shared = use_poll ? -1 : epoll_create1(0);
+	if ((!use_poll && ep_shared < 0) || pthread_create(&t, NULL, waiter, NULL))
 		die("the waiter");
 	for (unsigned i = 0; i < rounds; i++) {
 		int c = dial(&sa), a = accept(l, NULL, NULL);
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = a };
-		if (a < 0 || epoll_ctl(ep_shared, EPOLL_CTL_ADD, a, &ev))
+		if (a < 0 || (!use_poll && epoll_ctl(ep_shared, EPOLL_CTL_ADD, a, &ev)))
 			die("add");
+		atomic_store(&polled, a);
 		if (i % 2) /* bytes in the ring; else an empty ring, which the wait spins on */
 			give(c, i);
 		if (i == 1)
@@ -249,12 +258,12 @@ static int closing(unsigned rounds)
 int main(int argc, char **argv)
 {
 	if (argc != 3)
-		return fprintf(stderr, "usage: shm_epoll_spin pingpong|close ROUNDS\n"), 2;
+		return fprintf(stderr, "usage: shm_epoll_spin pingpong|pingpong-poll|close|close-poll ROUNDS\n"), 2;
 	unsigned rounds = (unsigned)strtoul(argv[2], NULL, 10);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!strcmp(argv[1], "pingpong"))
-		return pingpong(rounds);
-	if (!strcmp(argv[1], "close"))
-		return closing(rounds);
+	if (!strcmp(argv[1], "pingpong") || !strcmp(argv[1], "pingpong-poll"))
+		return pingpong(rounds, !strcmp(argv[1], "pingpong-poll"));
+	if (!strcmp(argv[1], "close") || !strcmp(argv[1], "close-poll"))
+		return closing(rounds, !strcmp(argv[1], "close-poll"));
 	return fprintf(stderr, "unknown mode %s\n", argv[1]), 2;
 }
