@@ -2180,14 +2180,6 @@ MUTANTS += [
           "\t\tif (c && in && atomic_load(&c->state) == ON &&\n")],
         ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and (out or rdhup or pri)'"]),
     Mutant(
-        "poll-spin-entry-counted-twice",
-        "a poll that spins counts an entry the kernel and the ring both report twice: poll returns more than "
-        "the entries with events",
-        [("src/fastpath/shm.c",
-          "\t\tk += fds[w[i].data].revents == 0;\n",
-          "\t\tk++;\n")],
-        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
-    Mutant(
         "shm-close-frees-under-a-call",
         "a close of a tier socket's descriptor frees the connection's state while another thread's call "
         "(a blocked read) still uses it",
