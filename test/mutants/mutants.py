@@ -2146,7 +2146,7 @@ MUTANTS += [
         [("src/fastpath/wait.c",
           "\tif (a->nw < 0 && (a->nw = lf__shm_used ? lf__shm_watch_poll(a->fds, a->n, a->w) : 0))\n",
           "\tif (a->nw < 0 && (a->nw = 0))\n")],
-        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and poll and not epoll'"]),
     Mutant(
         "poll-spin-reader-said-asleep-first",
         "a poll that will spin on a ring first says that its reader sleeps (awake 0): the answer written "
@@ -2154,7 +2154,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\t\tpoll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));\n",
           "\t\t\tpoll_fix(&fds[i], &full, true);\n")],
-        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and poll and not epoll'"]),
     Mutant(
         "poll-spin-reader-said-asleep-after",
         "a poll that spun and returned says that its reader sleeps (awake 0): the reader's own write no longer "
@@ -2162,7 +2162,7 @@ MUTANTS += [
         [("src/fastpath/shm.c",
           "\t\t\t\tpoll_fix(&fds[i], &full, false);\n",
           "\t\t\t\tpoll_fix(&fds[i], &full, true);\n")],
-        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and not epoll'"]),
+        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and poll and not epoll'"]),
     Mutant(
         "poll-spin-rings-alone-for-ever",
         "a poll that spins gives the rings' POLLIN alone whenever they have bytes: a loop that leaves bytes in a "

@@ -13,7 +13,7 @@
  *   the sender; C, S: the sender's and the echoer's counts), or the first
  *   odd round.
  * MODE pingpong-poll ROUNDS: the same, each waiting in poll (POLLIN, no
- *   timeout), as a poll loop does.
+ *   timeout), as a poll loop does; pingpong-select: in select.
  * MODE close ROUNDS: one process; a thread waits in epoll_wait (5 ms at
  *   most, over and over) on a set holding an accepted socket, while the
  *   main thread, in each round, connects, adds the accepted end to the
@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -113,7 +114,8 @@ static int dial(const struct sockaddr_in *sa)
 }
 
 /* Waits for EPOLLIN on fd (level-triggered, no timeout; ep -1: poll's
- * POLLIN), then reads one whole message, which must be number i. */
+ * POLLIN; -2: select's readable), then reads one whole message, which
+ * must be number i. */
 static void take(int ep, int fd, uint32_t i)
 {
 	struct epoll_event ev;
@@ -122,11 +124,16 @@ static void take(int ep, int fd, uint32_t i)
 
 	while (got < MSG) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int n = ep < 0 ? poll(&p, 1, -1) : epoll_wait(ep, &ev, 1, -1);
+		fd_set rd;
+		FD_ZERO(&rd);
+		FD_SET(fd, &rd);
+		int n = ep == -2 ? select(fd + 1, &rd, NULL, NULL, NULL) : ep < 0 ? poll(&p, 1, -1) : epoll_wait(ep, &ev, 1, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (ep < 0 ? n != 1 || !(p.revents & POLLIN) : n != 1 || ev.data.fd != fd || !(ev.events & EPOLLIN))
-			die(ep < 0 ? "poll" : "epoll_wait");
+		if (ep == -2 ? n != 1 || !FD_ISSET(fd, &rd)
+		    : ep < 0 ? n != 1 || !(p.revents & POLLIN)
+			     : n != 1 || ev.data.fd != fd || !(ev.events & EPOLLIN))
+			die(ep == -2 ? "select" : ep < 0 ? "poll" : "epoll_wait");
 		ssize_t r = recv(fd, m + got, MSG - got, MSG_DONTWAIT);
 		if (r < 0 && errno == EAGAIN)
 			continue; /* level-triggered may say so once after a read elsewhere; never twice in a row here */
@@ -164,7 +171,7 @@ static void think(void)
 	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 20000);
 }
 
-static int pingpong(unsigned rounds, bool use_poll)
+static int pingpong(unsigned rounds, int wait) /* 0: epoll, -1: poll, -2: select */
 {
 	struct sockaddr_in sa;
 	int l = listener(&sa), tube[2];
@@ -175,9 +182,9 @@ static int pingpong(unsigned rounds, bool use_poll)
 	if (pid < 0)
 		die("fork");
 	if (pid == 0) { /* the echoer */
-		int a = accept(l, NULL, NULL), ep = use_poll ? -1 : epoll_create1(0), cnt = sendto_counter();
+		int a = accept(l, NULL, NULL), ep = wait ? wait : epoll_create1(0), cnt = sendto_counter();
 		struct epoll_event ev = { .events = EPOLLIN, .data.fd = a };
-		if (a < 0 || (!use_poll && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev))))
+		if (a < 0 || (!wait && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, a, &ev))))
 			die("echoer");
 		uint64_t c0 = count(cnt);
 		for (uint32_t i = 0; i < rounds; i++) {
@@ -189,9 +196,9 @@ static int pingpong(unsigned rounds, bool use_poll)
 			die("write");
 		_exit(0);
 	}
-	int c = dial(&sa), ep = use_poll ? -1 : epoll_create1(0), cnt = sendto_counter();
+	int c = dial(&sa), ep = wait ? wait : epoll_create1(0), cnt = sendto_counter();
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = c };
-	if (!use_poll && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev)))
+	if (!wait && (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev)))
 		die("sender");
 	uint64_t c0 = count(cnt);
 	for (uint32_t i = 0; i < rounds; i++) {
@@ -258,11 +265,15 @@ static int closing(unsigned rounds, bool use_poll)
 int main(int argc, char **argv)
 {
 	if (argc != 3)
-		return fprintf(stderr, "usage: shm_epoll_spin pingpong|pingpong-poll|close|close-poll ROUNDS\n"), 2;
+		return fprintf(stderr, "usage: shm_epoll_spin pingpong|pingpong-poll|pingpong-select|close|close-poll ROUNDS\n"), 2;
 	unsigned rounds = (unsigned)strtoul(argv[2], NULL, 10);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!strcmp(argv[1], "pingpong") || !strcmp(argv[1], "pingpong-poll"))
-		return pingpong(rounds, !strcmp(argv[1], "pingpong-poll"));
+	if (!strcmp(argv[1], "pingpong"))
+		return pingpong(rounds, 0);
+	if (!strcmp(argv[1], "pingpong-poll"))
+		return pingpong(rounds, -1);
+	if (!strcmp(argv[1], "pingpong-select"))
+		return pingpong(rounds, -2);
 	if (!strcmp(argv[1], "close") || !strcmp(argv[1], "close-poll"))
 		return closing(rounds, !strcmp(argv[1], "close-poll"));
 	return fprintf(stderr, "unknown mode %s\n", argv[1]), 2;
