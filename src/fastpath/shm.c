@@ -725,7 +725,7 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		for (unsigned long i = 0; i < n; i++) {
 			fds[i].revents = 0;
 			/* takes answers; notes full rings */
-			poll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));
+			poll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)));
 		}
 		long long left = timeout_ns < 0 ? -1 : timeout_ns - (long long)(lf__sys_now_ns() - start);
 		if (timeout_ns >= 0 && left < 0)
@@ -978,11 +978,15 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
  * triggered, one-shot or exclusive: their edges come from the tokens), as
  * interpose.c recorded them, up to LF_WATCH_MAX, each held (watchers)
  * while the wait looks. Only registrations for nothing but EPOLLIN (and
- * EPOLLRDNORM; EPOLLHUP and EPOLLERR, which the kernel gives to all): a
- * ring's bytes say nothing of EPOLLOUT, EPOLLRDHUP or EPOLLPRI, which the
- * kernel gives with EPOLLIN in the same event. Only on the set that the
- * record was made on (epset: another set may have its number since). */
-#define WATCHED_EVENTS (EPOLLIN | EPOLLRDNORM | EPOLLHUP | EPOLLERR | EPOLLWAKEUP)
+ * EPOLLRDNORM; EPOLLHUP and EPOLLERR, which the kernel gives to all; and
+ * EPOLLPRI, below): a ring's bytes say nothing of EPOLLOUT or EPOLLRDHUP,
+ * which the kernel gives with EPOLLIN in the same event. EPOLLPRI is the
+ * urgent byte's signal on the socket, which its writer sends only after
+ * it has stored a mark in the page (urg, never 0 again): while urg is 0
+ * there is none, and the ring's answer is the kernel's (MariaDB's vio
+ * polls for POLLIN|POLLPRI). Only on the set that the record was made on
+ * (epset: another set may have its number since). */
+#define WATCHED_EVENTS (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLHUP | EPOLLERR | EPOLLWAKEUP)
 
 /* Moves whenever a socket may have become one that a wait watches: a
  * tier socket attached (shm.c), its state ON, an epoll_ctl recorded
@@ -1014,7 +1018,8 @@ static int watch_fd(int epfd, unsigned s, int x, struct lf_shm_watch *w, int n)
 		struct lf_epreg e = f->ep[r];
 		if (e.epfd1 == epfd + 1 && e.set == s && (e.ev.events & (EPOLLIN | EPOLLRDNORM)) &&
 		    !(e.ev.events & ~(uint32_t)WATCHED_EVENTS))
-			w[n++] = (struct lf_shm_watch){ c, x, g, e.ev.events & (EPOLLIN | EPOLLRDNORM), e.ev.data.u64 };
+			w[n++] = (struct lf_shm_watch){ c, x, g, e.ev.events & (EPOLLIN | EPOLLRDNORM),
+							e.ev.events & EPOLLPRI, e.ev.data.u64 };
 	}
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	return __atomic_load_n(&f->epgen, __ATOMIC_RELAXED) != g ? (int)n0 : n; /* changed while read: not this time */
@@ -1064,7 +1069,8 @@ static bool watched_ready(const struct lf_shm_watch *w, uint64_t now)
 	if (atomic_load_explicit(&c->state, memory_order_relaxed) != ON)
 		return false;
 	lf__shm_spin_wake(c, now);
-	if (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))
+	if (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) ||
+	    (w->pri && atomic_load_explicit(&c->rx.h->urg, memory_order_acquire)))
 		return false;
 	struct lf_fd *f = lf__fd_peek(w->fd);
 	return __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) == c && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == w->gen &&
@@ -1094,10 +1100,10 @@ int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event 
 
 /* A poll or ppoll that spins (wait.c, poll_common) looks at the rings the
  * same way: the entries of fds that are tier sockets polled for POLLIN
- * (and POLLRDNORM) alone, up to LF_WATCH_MAX, each held as an epoll
- * wait's (data: the entry's index). Not those polled for more: the
- * ring's bytes say nothing of POLLOUT, POLLRDHUP or POLLPRI, which the
- * kernel would give with POLLIN in the same answer. */
+ * (and POLLRDNORM, and POLLPRI as epoll's EPOLLPRI) alone, up to
+ * LF_WATCH_MAX, each held as an epoll wait's (data: the entry's index).
+ * Not those polled for more: the ring's bytes say nothing of POLLOUT or
+ * POLLRDHUP, which the kernel would give with POLLIN in the same answer. */
 int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_watch *w)
 {
 	int k = 0;
@@ -1107,10 +1113,10 @@ int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_
 		struct lf_fd *f = fds[i].fd >= 0 ? lf__fd_peek(fds[i].fd) : NULL;
 		struct lf_shm_conn *c = f ? __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) : NULL;
 		short in = fds[i].events & (POLLIN | POLLRDNORM);
-		if (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&
+		if (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)) && atomic_load(&c->state) == ON &&
 		    !atomic_load(&c->edges))
 			w[k++] = (struct lf_shm_watch){ c, fds[i].fd, __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE),
-							(uint32_t)in, i };
+							(uint32_t)in, fds[i].events & POLLPRI, i };
 	}
 	if (!k)
 		lf__shm_unwatch(w, 0, false);

@@ -55,6 +55,7 @@ struct lf_shm_watch {
 	int fd;
 	unsigned gen; /* the socket's epgen when its registration was read */
 	uint32_t events;
+	bool pri; /* urgent data asked for too: the ring answers only while its writer never sent any */
 	uint64_t data;
 };
 int lf__shm_watch(int epfd, struct lf_shm_watch *w);
