@@ -1744,15 +1744,17 @@ EPOLL_SPIN_EVENTS = PAIR + textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("what, want", [
+# The cases of EPOLL_SPIN_EVENTS that poll has too, and what TCP gives.
+SPIN_EVENT_CASES = [
     ("others", ["a+pipe"] * 5),
     ("out", ["0x5"]),
     ("rdhup", ["0x2001"]),
     ("reset", ["0x19"]),
     ("pri", ["0x2"]),
-    ("stale", ["none"]),
-    ("turns", ["both"]),
-])
+]
+
+
+@pytest.mark.parametrize("what, want", SPIN_EVENT_CASES + [("stale", ["none"]), ("turns", ["both"])])
 def test_an_epoll_wait_that_spins_gives_what_the_kernel_would(build, what, want):
     """An epoll wait that spins on the tier answers from the rings of the
     set's tier sockets (docs/shm.md, "An epoll wait that spins looks at
@@ -1787,16 +1789,10 @@ def spin_events(what, *how):
     return [got["tcp", None], got["shm", 50], got["shm", None]]
 
 
-@pytest.mark.parametrize("what, want", [
-    ("others", ["a+pipe"] * 5),
-    ("out", ["0x5"]),
-    ("rdhup", ["0x2001"]),
-    ("reset", ["0x19"]),
-    ("pri", ["0x2"]),
-])
+@pytest.mark.parametrize("what, want", SPIN_EVENT_CASES)
 def test_a_poll_that_spins_gives_what_the_kernel_would(build, what, want):
     """poll(2) that spins on the tier looks at the rings of its tier
-    sockets polled for POLLIN alone (docs/shm.md, "An epoll wait that
+    sockets polled for POLLIN (and POLLPRI) alone (docs/shm.md, "An epoll wait that
     spins looks at the rings"): the same cases as epoll's (above) give
     what TCP's poll would, with and without spinning."""
     assert spin_events(what, "poll") == [want] * 3
