@@ -3592,3 +3592,87 @@ def test_a_call_whose_socket_another_thread_closes_goes_on_as_over_tcp(build, mo
         got = p.stdout.split()
         assert got[:4] == want[:4], (spin, p.stdout, want)
         assert set(got[4:]) <= set(want[4:]) | ({"[9]"} if mode == "write" else set()), (spin, p.stdout, want)
+
+
+# As CLOSED_UNDER_A_CALL, 20 rounds, and the main thread's next socket
+# (one end of a socketpair, whose other end then writes "hello") takes
+# the closed descriptor's number while the call still waits; then the
+# tier peer writes 4 bytes (write: reads everything). Prints what the
+# call got, what the new socket's ends read, and the rounds where that
+# was not what its own peer wrote.
+REUSED_UNDER_A_CALL = PAIR + textwrap.dedent("""
+    import os, socket, sys, threading, time
+    mode, bad, seen = sys.argv[1], 0, set()
+    s.close(); a.close(); c.close()
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+    for i in range(20):
+        c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        fd, got = a.detach(), []
+        if mode == "write":
+            os.set_blocking(fd, False)
+            try:
+                while True: os.write(fd, b"w" * 65536)
+            except BlockingIOError:
+                pass
+            os.set_blocking(fd, True)
+        def call():
+            try:
+                got.append(os.write(fd, b"w" * 65536) if mode == "write" else os.read(fd, 100))
+            except OSError as e:
+                got.append(e.errno)
+        t = threading.Thread(target=call); t.start()
+        time.sleep(0.005)
+        os.close(fd)
+        x, y = socket.socketpair()
+        assert x.fileno() == fd
+        y.sendall(b"hello")
+        if mode == "write":
+            c.setblocking(False)
+            try:
+                while c.recv(1 << 20): pass
+            except BlockingIOError:
+                pass
+        else:
+            c.sendall(b"data")
+        t.join(5)
+        x.setblocking(False); y.setblocking(False)
+        ends = []
+        for e in (x, y):
+            try:
+                ends.append(e.recv(100))
+            except BlockingIOError:
+                ends.append(b"")
+        bad += ends != [b"hello", b""]
+        seen.add(repr((got, ends)))
+        x.close(); y.close(); c.close()
+    print("bad", bad, *sorted(seen))
+""")
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_call_whose_socket_another_thread_closes_never_touches_the_next_socket_of_that_number(build, mode):
+    """A thread blocked on a tier socket (a read; a write into a full
+    ring) while another thread closes its descriptor and opens a new
+    socket, which gets that number: the call never touches the new
+    socket, 20 times in 20. The read gets the peer's bytes, as TCP's
+    (the control); the write, woken by room, ends with EBADF where TCP's
+    goes on (docs/shm.md, "A call whose descriptor another thread
+    closes"). Before, the woken read took the new socket's first byte
+    for a token and shut it down (ECONNRESET to the call, "ello" to the
+    program), and the woken write rang its bell on the new socket (its
+    peer read a "t" it was never sent): 20 of 20 rounds."""
+    cmd = [sys.executable, "-c", REUSED_UNDER_A_CALL, mode]
+    want = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.strip().split(maxsplit=2)
+    assert want[:2] == ["bad", "0"], want
+    for spin in (None, 50):
+        p = subprocess.run(lf_cmd(cmd, spin=spin, tier="shm"), capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, LOOPFAST_SPIN_BACKOFF="0"))
+        assert p.returncode == 0, (spin, p.returncode, p.stderr[-2000:])
+        got = p.stdout.strip().split(maxsplit=2)
+        assert got[:2] == ["bad", "0"], (spin, p.stdout, want)
+        if mode == "read":
+            assert got == want, (spin, p.stdout, want)
+        else:
+            assert got[2] in (want[2], "([9], [b'hello', b''])"), (spin, p.stdout, want)
