@@ -3676,3 +3676,75 @@ def test_a_call_whose_socket_another_thread_closes_never_touches_the_next_socket
             assert got == want, (spin, p.stdout, want)
         else:
             assert got[2] in (want[2], "([9], [b'hello', b''])"), (spin, p.stdout, want)
+
+
+# One process holds both ends of a connection, 3 times. Its reader reads
+# two 100,000-byte messages (its ring emptied twice within 10 ms: due for
+# its give-back, shm_mem.c), its writer fills its ring, a thread's
+# blocking write waits for room there, the main thread closes the
+# descriptor under it and forks. Prints the rounds whose child had not
+# exited after 3 s.
+FORK_OVER_A_PARKED_CALL = PAIR + textwrap.dedent("""
+    import os, socket, threading, time
+    s.close(); a.close(); c.close()
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+    hung = 0
+    for i in range(3):
+        c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        for k in range(2):
+            a.sendall(b"x" * 100000)
+            got = 0
+            while got < 100000:
+                got += len(c.recv(65536))
+        c.setblocking(False)
+        try:
+            while True: c.send(b"w" * 65536)
+        except BlockingIOError:
+            pass
+        c.setblocking(True)
+        fd = c.detach()
+        def write():
+            try:
+                os.write(fd, b"w" * 65536)
+            except OSError:
+                pass
+        t = threading.Thread(target=write); t.start()
+        time.sleep(0.002)
+        os.close(fd)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        for _ in range(300):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.01)
+        else:
+            hung += 1
+            os.kill(pid, 9); os.waitpid(pid, 0)
+        a.setblocking(False)
+        try:
+            while a.recv(1 << 20): pass
+        except (BlockingIOError, ConnectionResetError):
+            pass
+        t.join(5)
+        a.close()
+    print("hung", hung)
+""")
+
+
+def test_a_fork_while_a_call_holds_a_closed_descriptors_connection(build):
+    """A thread's write waits for room in a tier socket's ring, another
+    thread closes its descriptor (the connection is parked for the write
+    to put, shm.c, drop) and forks: the child runs and exits, as over TCP
+    (the control), 3 times in 3. The child puts what its parent's calls
+    held (lf__shm_epoll_fork_child); it did so while the fork still held
+    the lock of the due give-backs, which that put takes for a ring due
+    (read twice within 10 ms): the child hung in its fork, 3 of 3."""
+    cmd = [sys.executable, "-c", FORK_OVER_A_PARKED_CALL]
+    want = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.split()
+    assert want == ["hung", "0"], want
+    p = subprocess.run(lf_cmd(cmd, tier="shm"), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.split() == want, p.stdout

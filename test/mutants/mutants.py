@@ -2223,6 +2223,14 @@ MUTANTS += [
           "\t\tif (0) {\n")],
         ["e2e:test_shm.py -k 'never_touches_the_next_socket and write'"]),
     Mutant(
+        "shm-fork-child-puts-under-the-due-lock",
+        "a forked child puts the connections its parent's calls held while the fork still holds the due "
+        "give-backs' lock, which the put of a due ring takes: the child hangs in its fork",
+        [("src/fastpath/fork.c",
+          "\tlf__shm_mem_fork_after();\n\tlf__shm_epoll_fork_child();",
+          "\tlf__shm_epoll_fork_child();\n\tlf__shm_mem_fork_after();")],
+        ["e2e:test_shm.py -k fork_while_a_call_holds"], limit_s=120),
+    Mutant(
         "epoll-spin-set-by-number",
         "an epoll wait that spins takes a socket's record of a set by its number alone: a closed set's "
         "registration is reported on the new set that took its number",
