@@ -36,8 +36,10 @@ static void child(void)
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
 	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
-	lf__shm_epoll_fork_child(); /* no epoll_ctl of the parent's other threads runs here */
-	lf__shm_mem_fork_after();  /* the due give-backs' lock (the list is the child's too) */
+	/* Before the next: the due give-backs' lock (the list is the child's
+	 * too), which a connection's last put takes (lf__shm_mem_forget). */
+	lf__shm_mem_fork_after();
+	lf__shm_epoll_fork_child(); /* no epoll_ctl nor call of the parent's other threads runs here: puts what they held */
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

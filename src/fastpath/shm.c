@@ -224,13 +224,35 @@ void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
  * itself and then reads the entry, and each looks again at the other's
  * word after it changed its own (all sequentially consistent): one of
  * them puts it, once. */
+static void park_on(struct lf_fd *f, struct lf_shm_conn *c)
+{
+	c->park_next = __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST);
+	while (!__atomic_compare_exchange_n(&f->shm_parked, &c->park_next, c, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+}
+
+/* What it takes is put only if no call is counted after the take: one
+ * that found the count 0 may find the park there only after a new call
+ * came (a number closed and reused meanwhile) and had its connection
+ * parked by another close, which it still uses (the last call to leave
+ * put it under the new one: SIGSEGV, with 300 ms between the count and
+ * the look). Else it goes back, for that call's end to put, and the count
+ * is read again, as drop reads it (limbo_drain's way). */
 static void unpark(struct lf_fd *f)
 {
 	int e = errno;
 
-	for (struct lf_shm_conn *c = __atomic_exchange_n(&f->shm_parked, NULL, __ATOMIC_SEQ_CST), *next; c; c = next) {
-		next = c->park_next;
-		conn_put(c);
+	for (struct lf_shm_conn *l; (l = __atomic_exchange_n(&f->shm_parked, NULL, __ATOMIC_SEQ_CST));) {
+		bool none = atomic_load(&f->shm_busy) == 0;
+		for (struct lf_shm_conn *c = l, *next; c; c = next) {
+			next = c->park_next;
+			if (none)
+				conn_put(c);
+			else
+				park_on(f, c);
+		}
+		if (none || atomic_load(&f->shm_busy))
+			break;
 	}
 	errno = e;
 }
@@ -269,9 +291,7 @@ static void drop(int fd)
 		conn_put(c);
 		return;
 	}
-	c->park_next = __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST);
-	while (!__atomic_compare_exchange_n(&f->shm_parked, &c->park_next, c, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		;
+	park_on(f, c);
 	if (!atomic_load(&f->shm_busy))
 		unpark(f);
 }

@@ -815,6 +815,39 @@ bool lf__shm_atmark(int fd, int *out)
 	return on;
 }
 
+/* The descriptor was closed, or dup2'd over, by another thread while
+ * this call held its connection (lf__shm_use): the number may name
+ * another socket by now, which the call must never touch (before: a
+ * blocked read woken by its peer's bytes took that socket's first byte
+ * for a token and shut it down, a blocked write rang its bell there, 20
+ * times in 20). */
+static bool moved(const struct lf_shm_conn *c, struct lf_fd *f)
+{
+	return __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) != c;
+}
+
+/* What a read gets from the ring alone, its socket moved: the bytes
+ * there (TCP's read gets those its socket got while it waited), else the
+ * end if the peer's close or shutdown said it (fin), else EBADF. Urgent
+ * marks and the server's stream before the switch are not looked at. */
+static ssize_t read_ring_only(struct lf_shm_conn *c, const struct cur *k, int flags)
+{
+	pthread_mutex_lock(&c->rxl);
+	lf__ring_sync(&c->rx, true);
+	long a = lf__ring_avail(&c->rx);
+	size_t want = a > 0 && (size_t)a < k->len ? (size_t)a : k->len;
+	size_t got = a > 0 ? lf__ring_read(&c->rx, k->v, k->n, want, flags & MSG_PEEK) : 0;
+	if (got && !(flags & MSG_PEEK))
+		wake_writer(c);
+	pthread_mutex_unlock(&c->rxl);
+	if (got)
+		return (ssize_t)got;
+	if (a == 0 && (atomic_load(&c->rx.h->fin) & 1))
+		return 0;
+	errno = EBADF;
+	return -1;
+}
+
 static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags, ssize_t *ret)
 {
 	struct cur k;
@@ -866,6 +899,15 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	enum look look = nb ? LOOK_QUIET : shut ? LOOK : LOOK_LATER;
 	for (;;) {
 		ssize_t r;
+		if (moved(c, f)) {
+			r = read_ring_only(c, &k, flags);
+			if (r < 0 && !total) {
+				*ret = -1;
+				return true;
+			}
+			total += r > 0 ? (size_t)r : 0;
+			break;
+		}
 		if (atomic_load(&c->state) == UNDECIDED) {
 			errno = EAGAIN;
 			r = -1;
@@ -894,8 +936,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			return true;
 		}
 		lf__shm_spin(c, fd);
-		if (atomic_load(&c->state) == ON && lf__shm_avail(c) != 0)
-			continue;
+		if ((atomic_load(&c->state) == ON && lf__shm_avail(c) != 0) || moved(c, f))
+			continue; /* moved while it spun: no wait on what the number names now */
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
 		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {
@@ -907,6 +949,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			*ret = -1;
 			return true;
 		}
+		if (moved(c, f))
+			continue;
 		lf__shm_decide(c, fd);
 		if (atomic_load(&c->state) == OFF)
 			return false; /* the server said no: the stream's from here */
@@ -1155,6 +1199,13 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 	}
 	lf__shm_io_flush(c, fd);
 	while (k.len) {
+		if (moved(c, f)) { /* closed under the write's wait: no bell on what the number names now */
+			if (total)
+				break;
+			errno = EBADF;
+			*ret = -1;
+			return true;
+		}
 		pthread_mutex_lock(&c->txl);
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */

@@ -3589,3 +3589,159 @@ def test_a_call_whose_socket_another_thread_closes_goes_on_as_over_tcp(build, mo
         got = p.stdout.split()
         assert got[:4] == want[:4], (spin, p.stdout, want)
         assert set(got[4:]) <= set(want[4:]) | ({"[9]"} if mode == "write" else set()), (spin, p.stdout, want)
+
+
+# As CLOSED_UNDER_A_CALL, 20 rounds, and the main thread's next socket
+# (one end of a socketpair, whose other end then writes "hello") takes
+# the closed descriptor's number while the call still waits; then the
+# tier peer writes 4 bytes (write: reads everything). Prints what the
+# call got, what the new socket's ends read, and the rounds where that
+# was not what its own peer wrote.
+REUSED_UNDER_A_CALL = PAIR + textwrap.dedent("""
+    import os, socket, sys, threading, time
+    mode, bad, seen = sys.argv[1], 0, set()
+    s.close(); a.close(); c.close()
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+    for i in range(20):
+        c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        fd, got = a.detach(), []
+        if mode == "write":
+            os.set_blocking(fd, False)
+            try:
+                while True: os.write(fd, b"w" * 65536)
+            except BlockingIOError:
+                pass
+            os.set_blocking(fd, True)
+        def call():
+            try:
+                got.append(os.write(fd, b"w" * 65536) if mode == "write" else os.read(fd, 100))
+            except OSError as e:
+                got.append(e.errno)
+        t = threading.Thread(target=call); t.start()
+        time.sleep(0.005)
+        os.close(fd)
+        x, y = socket.socketpair()
+        assert x.fileno() == fd
+        y.sendall(b"hello")
+        if mode == "write":
+            c.setblocking(False)
+            try:
+                while c.recv(1 << 20): pass
+            except BlockingIOError:
+                pass
+        else:
+            c.sendall(b"data")
+        t.join(5)
+        x.setblocking(False); y.setblocking(False)
+        ends = []
+        for e in (x, y):
+            try:
+                ends.append(e.recv(100))
+            except BlockingIOError:
+                ends.append(b"")
+        bad += ends != [b"hello", b""]
+        seen.add(repr((got, ends)))
+        x.close(); y.close(); c.close()
+    print("bad", bad, *sorted(seen))
+""")
+
+
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_call_whose_socket_another_thread_closes_never_touches_the_next_socket_of_that_number(build, mode):
+    """A thread blocked on a tier socket (a read; a write into a full
+    ring) while another thread closes its descriptor and opens a new
+    socket, which gets that number: the call never touches the new
+    socket, 20 times in 20. The read gets the peer's bytes, as TCP's
+    (the control); the write, woken by room, ends with EBADF where TCP's
+    goes on (docs/shm.md, "A call whose descriptor another thread
+    closes"). Before, the woken read took the new socket's first byte
+    for a token and shut it down (ECONNRESET to the call, "ello" to the
+    program), and the woken write rang its bell on the new socket (its
+    peer read a "t" it was never sent): 20 of 20 rounds."""
+    cmd = [sys.executable, "-c", REUSED_UNDER_A_CALL, mode]
+    want = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.strip().split(maxsplit=2)
+    assert want[:2] == ["bad", "0"], want
+    for spin in (None, 50):
+        p = subprocess.run(lf_cmd(cmd, spin=spin, tier="shm"), capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, LOOPFAST_SPIN_BACKOFF="0"))
+        assert p.returncode == 0, (spin, p.returncode, p.stderr[-2000:])
+        got = p.stdout.strip().split(maxsplit=2)
+        assert got[:2] == ["bad", "0"], (spin, p.stdout, want)
+        if mode == "read":
+            assert got == want, (spin, p.stdout, want)
+        else:
+            assert got[2] in (want[2], "([9], [b'hello', b''])"), (spin, p.stdout, want)
+
+
+# One process holds both ends of a connection, 3 times. Its reader reads
+# two 100,000-byte messages (its ring emptied twice within 10 ms: due for
+# its give-back, shm_mem.c), its writer fills its ring, a thread's
+# blocking write waits for room there, the main thread closes the
+# descriptor under it and forks. Prints the rounds whose child had not
+# exited after 3 s.
+FORK_OVER_A_PARKED_CALL = PAIR + textwrap.dedent("""
+    import os, socket, threading, time
+    s.close(); a.close(); c.close()
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+    hung = 0
+    for i in range(3):
+        c = socket.create_connection(l.getsockname()); a, _ = l.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"
+        a.sendall(b"1"); assert c.recv(1) == b"1"
+        for k in range(2):
+            a.sendall(b"x" * 100000)
+            got = 0
+            while got < 100000:
+                got += len(c.recv(65536))
+        c.setblocking(False)
+        try:
+            while True: c.send(b"w" * 65536)
+        except BlockingIOError:
+            pass
+        c.setblocking(True)
+        fd = c.detach()
+        def write():
+            try:
+                os.write(fd, b"w" * 65536)
+            except OSError:
+                pass
+        t = threading.Thread(target=write); t.start()
+        time.sleep(0.002)
+        os.close(fd)
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        for _ in range(300):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.01)
+        else:
+            hung += 1
+            os.kill(pid, 9); os.waitpid(pid, 0)
+        a.setblocking(False)
+        try:
+            while a.recv(1 << 20): pass
+        except (BlockingIOError, ConnectionResetError):
+            pass
+        t.join(5)
+        a.close()
+    print("hung", hung)
+""")
+
+
+def test_a_fork_while_a_call_holds_a_closed_descriptors_connection(build):
+    """A thread's write waits for room in a tier socket's ring, another
+    thread closes its descriptor (the connection is parked for the write
+    to put, shm.c, drop) and forks: the child runs and exits, as over TCP
+    (the control), 3 times in 3. The child puts what its parent's calls
+    held (lf__shm_epoll_fork_child); it did so while the fork still held
+    the lock of the due give-backs, which that put takes for a ring due
+    (read twice within 10 ms): the child hung in its fork, 3 of 3."""
+    cmd = [sys.executable, "-c", FORK_OVER_A_PARKED_CALL]
+    want = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout.split()
+    assert want == ["hung", "0"], want
+    p = subprocess.run(lf_cmd(cmd, tier="shm"), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert p.stdout.split() == want, p.stdout

@@ -2212,6 +2212,33 @@ MUTANTS += [
           "\tif (atomic_fetch_sub(&f->shm_busy, 1) == 1 && 0)\n")],
         ["e2e:test_shm.py -k 'another_thread_closes_goes_on and read'"]),
     Mutant(
+        "shm-read-touches-a-moved-descriptor",
+        "a blocked read whose descriptor another thread closed goes on through the number: woken by its peer's "
+        "bytes, it takes the first byte of the socket that now has that number for a token and shuts it down",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (moved(c, f)) {\n\t\t\tr = read_ring_only(c, &k, flags);\n",
+          "\t\tif (0) {\n\t\t\tr = read_ring_only(c, &k, flags);\n"),
+         ("src/fastpath/shm_io.c",
+          "\t\tif (moved(c, f))\n\t\t\tcontinue;\n",
+          "")],
+        ["e2e:test_shm.py -k 'never_touches_the_next_socket and read'"]),
+    Mutant(
+        "shm-write-rings-on-a-moved-descriptor",
+        "a blocked write whose descriptor another thread closed goes on through the number: woken by room, it "
+        "rings its bell on the socket that now has that number (its peer reads a token it was never sent)",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (moved(c, f)) { /* closed under the write's wait: no bell on what the number names now */\n",
+          "\t\tif (0) {\n")],
+        ["e2e:test_shm.py -k 'never_touches_the_next_socket and write'"]),
+    Mutant(
+        "shm-fork-child-puts-under-the-due-lock",
+        "a forked child puts the connections its parent's calls held while the fork still holds the due "
+        "give-backs' lock, which the put of a due ring takes: the child hangs in its fork",
+        [("src/fastpath/fork.c",
+          "\tlf__shm_mem_fork_after();\n\tlf__shm_epoll_fork_child();",
+          "\tlf__shm_epoll_fork_child();\n\tlf__shm_mem_fork_after();")],
+        ["e2e:test_shm.py -k fork_while_a_call_holds"], limit_s=120),
+    Mutant(
         "epoll-spin-set-by-number",
         "an epoll wait that spins takes a socket's record of a set by its number alone: a closed set's "
         "registration is reported on the new set that took its number",
