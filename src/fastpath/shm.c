@@ -745,7 +745,7 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 		for (unsigned long i = 0; i < n; i++) {
 			fds[i].revents = 0;
 			/* takes answers; notes full rings */
-			poll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)));
+			poll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));
 		}
 		long long left = timeout_ns < 0 ? -1 : timeout_ns - (long long)(lf__sys_now_ns() - start);
 		if (timeout_ns >= 0 && left < 0)
@@ -1003,8 +1003,8 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n)
  * which the kernel gives with EPOLLIN in the same event. EPOLLPRI is the
  * urgent byte's signal on the socket, which its writer sends only after
  * it has stored a mark in the page (urg, never 0 again): while urg is 0
- * there is none, and the ring's answer is the kernel's (MariaDB's vio
- * polls for POLLIN|POLLPRI). Only on the set that the record was made on
+ * there is none, and the ring's answer is the kernel's (sockperf
+ * registers EPOLLIN|EPOLLPRI). Only on the set that the record was made on
  * (epset: another set may have its number since). */
 #define WATCHED_EVENTS (EPOLLIN | EPOLLRDNORM | EPOLLPRI | EPOLLHUP | EPOLLERR | EPOLLWAKEUP)
 
@@ -1120,10 +1120,14 @@ int lf__shm_watch_ready(const struct lf_shm_watch *w, int n, struct epoll_event 
 
 /* A poll or ppoll that spins (wait.c, poll_common) looks at the rings the
  * same way: the entries of fds that are tier sockets polled for POLLIN
- * (and POLLRDNORM, and POLLPRI as epoll's EPOLLPRI) alone, up to
- * LF_WATCH_MAX, each held as an epoll wait's (data: the entry's index).
- * Not those polled for more: the ring's bytes say nothing of POLLOUT or
- * POLLRDHUP, which the kernel would give with POLLIN in the same answer. */
+ * (and POLLRDNORM) alone, up to LF_WATCH_MAX, each held as an epoll
+ * wait's (data: the entry's index). Not those polled for more: the
+ * ring's bytes say nothing of POLLOUT or POLLRDHUP, which the kernel
+ * would give with POLLIN in the same answer; nor POLLPRI, which epoll's
+ * watch takes (EPOLLPRI): MariaDB's server polls POLLIN|POLLPRI, and
+ * with those polls watched sysbench's point selects fell from 34,571-
+ * 39,139 a second to 21,494-22,378 (its writer waiting out hand-offs:
+ * docs/shm.md). */
 int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_watch *w)
 {
 	int k = 0;
@@ -1133,10 +1137,10 @@ int lf__shm_watch_poll(const struct pollfd *fds, unsigned long n, struct lf_shm_
 		struct lf_fd *f = fds[i].fd >= 0 ? lf__fd_peek(fds[i].fd) : NULL;
 		struct lf_shm_conn *c = f ? __atomic_load_n(&f->shm, __ATOMIC_SEQ_CST) : NULL;
 		short in = fds[i].events & (POLLIN | POLLRDNORM);
-		if (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)) && atomic_load(&c->state) == ON &&
+		if (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&
 		    !atomic_load(&c->edges))
 			w[k++] = (struct lf_shm_watch){ c, fds[i].fd, __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE),
-							(uint32_t)in, fds[i].events & POLLPRI, i };
+							(uint32_t)in, false, i };
 	}
 	if (!k)
 		lf__shm_unwatch(w, 0, false);

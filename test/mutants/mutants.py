@@ -2152,7 +2152,7 @@ MUTANTS += [
         "a poll that will spin on a ring first says that its reader sleeps (awake 0): the answer written "
         "before its first look at the ring is rung for",
         [("src/fastpath/shm.c",
-          "\t\t\tpoll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)));\n",
+          "\t\t\tpoll_fix(&fds[i], &full, !spins || (fds[i].events & ~(POLLIN | POLLRDNORM)));\n",
           "\t\t\tpoll_fix(&fds[i], &full, true);\n")],
         ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and poll and not epoll'"]),
     Mutant(
@@ -2173,20 +2173,12 @@ MUTANTS += [
         ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and others'"]),
     Mutant(
         "poll-spin-watches-any-events",
-        "a poll that spins answers from the ring for an entry that asks more than POLLIN (and POLLPRI): its "
-        "POLLOUT and POLLRDHUP go",
+        "a poll that spins answers from the ring for an entry that asks more than POLLIN: its POLLOUT, "
+        "POLLRDHUP and POLLPRI go",
         [("src/fastpath/shm.c",
-          "\t\tif (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)) && atomic_load(&c->state) == ON &&\n",
+          "\t\tif (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&\n",
           "\t\tif (c && in && atomic_load(&c->state) == ON &&\n")],
-        ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and (out or rdhup)'"]),
-    Mutant(
-        "poll-spin-not-for-urgent-askers",
-        "a poll that spins does not look at the ring of an entry polled for POLLIN|POLLPRI (MariaDB's): its "
-        "writer rings for every message",
-        [("src/fastpath/shm.c",
-          "\t\tif (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM | POLLPRI)) && atomic_load(&c->state) == ON &&\n",
-          "\t\tif (c && in && !(fds[i].events & ~(POLLIN | POLLRDNORM)) && atomic_load(&c->state) == ON &&\n")],
-        ["e2e:test_shm.py -k 'wait_that_spins_sees_the_ring and poll and not epoll'"]),
+        ["e2e:test_shm.py -k 'poll_that_spins_gives_what_the_kernel_would and (out or rdhup or pri)'"]),
     Mutant(
         "spin-ring-answers-after-urgent-data",
         "a wait that spins answers from the ring for a socket polled for urgent data too after its writer sent "

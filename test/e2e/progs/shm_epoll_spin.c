@@ -12,8 +12,8 @@
  *   polls. Prints "maps=N ok sendto=C+S" (N: the tier memfd's mappings in
  *   the sender; C, S: the sender's and the echoer's counts), or the first
  *   odd round.
- * MODE pingpong-poll ROUNDS: the same, each waiting in poll (POLLIN|POLLPRI,
- *   no timeout), as MariaDB's vio does; pingpong-select: in select.
+ * MODE pingpong-poll ROUNDS: the same, each waiting in poll (POLLIN, no
+ *   timeout), as a poll loop does; pingpong-select: in select.
  * MODE close ROUNDS: one process; a thread waits in epoll_wait (5 ms at
  *   most, over and over) on a set holding an accepted socket, while the
  *   main thread, in each round, connects, adds the accepted end to the
@@ -114,7 +114,7 @@ static int dial(const struct sockaddr_in *sa)
 }
 
 /* Waits for EPOLLIN on fd (level-triggered, no timeout; ep -1: poll's
- * POLLIN, asked with POLLPRI; -2: select's readable), then reads one whole message, which
+ * POLLIN; -2: select's readable), then reads one whole message, which
  * must be number i. */
 static void take(int ep, int fd, uint32_t i)
 {
@@ -123,7 +123,7 @@ static void take(int ep, int fd, uint32_t i)
 	size_t got = 0;
 
 	while (got < MSG) {
-		struct pollfd p = { fd, POLLIN | POLLPRI, 0 }; /* as MariaDB's vio */
+		struct pollfd p = { fd, POLLIN, 0 };
 		fd_set rd;
 		FD_ZERO(&rd);
 		FD_SET(fd, &rd);
