@@ -142,6 +142,16 @@ void lf__shm_spin_taking(struct lf_shm_conn *c, uint64_t t)
 	atomic_store_explicit(&c->rx.h->taken, t, memory_order_relaxed);
 }
 
+/* The reader's word is older than POLL_NS: it has stopped polling (a
+ * spinning reader stamps it at least once a microsecond), or never began
+ * since its own write renewed it (lf__shm_spin_busy: a server that works
+ * a while after its answer before it reads again). */
+static bool stale(struct lf_shm_conn *c, uint64_t now)
+{
+	uint32_t s = atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed);
+	return stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT);
+}
+
 bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 {
 	uint32_t s = atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed);
@@ -149,7 +159,7 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 	if (!s || atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
 		return false;
 	uint64_t now = lf__sys_now_ns(), end = now + HANDOFF_NS;
-	if (stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT)) /* unsigned: within POLL_NS either way */
+	if (stale(c, now)) /* unsigned: within POLL_NS either way */
 		return false;
 	for (unsigned i = 1;; i++) {
 		if ((int64_t)(atomic_load_explicit(&c->tx.h->taken, memory_order_relaxed) - t) >= 0)
@@ -159,7 +169,7 @@ bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
 		 * each turn would take that line from it every time. */
 		if (i % 8 == 0 && !atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed))
 			break;
-		if (i % 64 == 0 && lf__sys_now_ns() >= end)
+		if (i % 64 == 0 && ((now = lf__sys_now_ns()) >= end || stale(c, now)))
 			break;
 		__builtin_ia32_pause();
 	}
