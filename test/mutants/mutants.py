@@ -1395,8 +1395,8 @@ MUTANTS += [
         "shm-handoff-waits-while-the-peer-says-awake",
         "a tier writer waits for its reader to take the bytes for as long as the reader's awake word is set, with no bound of its own: a reader that polled and went to sleep in epoll_wait, or a peer that writes the word and never reads, hangs the writer",
         [("src/fastpath/shm_spin.c",
-          "\t\tif (i % 64 == 0 && lf__sys_now_ns() >= end)\n\t\t\tbreak;\n",
-          "")],
+          "\t\tif (i % 64 == 0 && ((now = lf__sys_now_ns()) >= end || stale(c, now)))\n\t\t\tbreak;\n",
+          "\t\t(void)end;\n")],
         ["e2e:test_shm.py -k 'stopped_polling or claiming_to_poll'"], limit_s=30),
 ]
 
