@@ -3516,19 +3516,18 @@ def test_a_tier_socket_received_at_the_descriptor_limit_is_never_read_as_tokens(
     assert shm.stdout.split() == (["-", "ctrunc=1"] if free < 3 else plain.stdout.split()), shm
 
 
-# One process holds both ends of 100 connections in turn. For each, a
-# thread waits on the server's end (read: a blocking read; poll: poll for
-# POLLIN, then a read; write: a blocking write into a full buffer) and the
-# main thread closes that descriptor under it, then the peer writes 10
-# bytes (write: reads everything). Prints what the waiting thread got each
-# time, the rounds it was still waiting after 5 s, and the tier's mappings
-# left at the end.
-CLOSED_UNDER_A_CALL = PAIR + textwrap.dedent("""
+# One process holds both ends of connections, one after another: for
+# each (call_under), a thread waits on the server's end (read: a blocking
+# read; poll: poll for POLLIN, then a read; write: a blocking write into
+# a full buffer), and the main thread then closes that descriptor under
+# it; the peer then writes (write: reads everything, drain).
+UNDER_A_CALL = PAIR + textwrap.dedent("""
     import os, select, socket, sys, threading, time
-    mode, stuck, seen = sys.argv[1], 0, set()
+    mode = sys.argv[1]
     s.close(); a.close(); c.close()
     l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
-    for i in range(100):
+
+    def call_under():          # the peer's end, the number, what the call got, its thread
         c = socket.create_connection(l.getsockname()); a, _ = l.accept()
         c.sendall(b"0"); assert a.recv(1) == b"0"
         a.sendall(b"1"); assert c.recv(1) == b"1"
@@ -3548,14 +3547,26 @@ CLOSED_UNDER_A_CALL = PAIR + textwrap.dedent("""
             except OSError as e:
                 got.append(e.errno)
         t = threading.Thread(target=call); t.start()
+        return c, fd, got, t
+
+    def drain(c):
+        c.setblocking(False)
+        try:
+            while c.recv(1 << 20): pass
+        except BlockingIOError:
+            pass
+""")
+# 100 connections; the peer writes 10 bytes. Prints what the waiting
+# thread got each time, the rounds it was still waiting after 5 s, and
+# the tier's mappings left at the end.
+CLOSED_UNDER_A_CALL = UNDER_A_CALL + textwrap.dedent("""
+    stuck, seen = 0, set()
+    for i in range(100):
+        c, fd, got, t = call_under()
         time.sleep(0.002)
         os.close(fd)
         if mode == "write":
-            c.setblocking(False)
-            try:
-                while c.recv(1 << 20): pass
-            except BlockingIOError:
-                pass
+            drain(c)
         else:
             c.sendall(b"x" * 10)
         t.join(5)
@@ -3597,40 +3608,17 @@ def test_a_call_whose_socket_another_thread_closes_goes_on_as_over_tcp(build, mo
 # tier peer writes 4 bytes (write: reads everything). Prints what the
 # call got, what the new socket's ends read, and the rounds where that
 # was not what its own peer wrote.
-REUSED_UNDER_A_CALL = PAIR + textwrap.dedent("""
-    import os, socket, sys, threading, time
-    mode, bad, seen = sys.argv[1], 0, set()
-    s.close(); a.close(); c.close()
-    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(8)
+REUSED_UNDER_A_CALL = UNDER_A_CALL + textwrap.dedent("""
+    bad, seen = 0, set()
     for i in range(20):
-        c = socket.create_connection(l.getsockname()); a, _ = l.accept()
-        c.sendall(b"0"); assert a.recv(1) == b"0"
-        a.sendall(b"1"); assert c.recv(1) == b"1"
-        fd, got = a.detach(), []
-        if mode == "write":
-            os.set_blocking(fd, False)
-            try:
-                while True: os.write(fd, b"w" * 65536)
-            except BlockingIOError:
-                pass
-            os.set_blocking(fd, True)
-        def call():
-            try:
-                got.append(os.write(fd, b"w" * 65536) if mode == "write" else os.read(fd, 100))
-            except OSError as e:
-                got.append(e.errno)
-        t = threading.Thread(target=call); t.start()
+        c, fd, got, t = call_under()
         time.sleep(0.005)
         os.close(fd)
         x, y = socket.socketpair()
         assert x.fileno() == fd
         y.sendall(b"hello")
         if mode == "write":
-            c.setblocking(False)
-            try:
-                while c.recv(1 << 20): pass
-            except BlockingIOError:
-                pass
+            drain(c)
         else:
             c.sendall(b"data")
         t.join(5)
