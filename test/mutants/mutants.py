@@ -2033,8 +2033,8 @@ MUTANTS += [
         "epoll takes EPOLLOUT out of a full ring's event that carries the peer's reset (EPOLLERR, EPOLLHUP): an "
         "application that writes only on EPOLLOUT is woken by EPOLLHUP alone, for ever, and never learns of the end",
         [("src/fastpath/shm.c",
-          "fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_conn_of(fd) : NULL;",
-          "fd >= 0 ? lf__shm_conn_of(fd) : NULL;")],
+          "fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_use(fd) : NULL;",
+          "fd >= 0 ? lf__shm_use(fd) : NULL;")],
         ["e2e:test_shm.py -k 'peers_reset and shm'"]),
     Mutant(
         "shm-lt-epollout-stays-edge-triggered",
@@ -2073,7 +2073,7 @@ MUTANTS += [
         "a child forked while another thread's epoll_ctl of a tier socket ran keeps its count odd: every park "
         "there gives up, and a full ring's EPOLLOUT wakes the child over and over",
         [("src/fastpath/fork.c",
-          "\tlf__shm_epoll_fork_child(); /* no epoll_ctl of the parent's other threads runs here */\n",
+          "\tlf__shm_epoll_fork_child(); /* no epoll_ctl nor call of the parent's other threads runs here: puts what they held */\n",
           "")],
         ["e2e:test_shm.py -k 'child_forked_during_a_rearm and shm'"]),
     Mutant(
@@ -2136,8 +2136,8 @@ MUTANTS += [
         "an epoll wait that spins answers from the ring after the peer began to close: a reset's EPOLLERR and "
         "EPOLLHUP go",
         [("src/fastpath/shm.c",
-          "\tif (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed))\n",
-          "\tif (lf__shm_avail(c) <= 0)\n")],
+          "\tif (lf__shm_avail(c) <= 0 || atomic_load_explicit(&c->rx.h->fin, memory_order_relaxed) ||\n",
+          "\tif (lf__shm_avail(c) <= 0 ||\n")],
         ["e2e:test_shm.py -k 'epoll_wait_that_spins_gives_what_the_kernel_would and reset'"]),
     Mutant(
         "poll-spin-kernel-only",
