@@ -10,6 +10,7 @@ on the fast path; each path is read from the kernel at both ends
 (conftest's fast_path_pairs and tcp_pairs), never from loopfast's own
 report. Every program started is checked for how it ended."""
 import os
+import random
 import re
 import signal
 import socket
@@ -214,6 +215,25 @@ def server_at(host, port, under_loopfast=True, *extra, **kw):
 LISTENERS = [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "127.0.0.1"), ("::", "::1")]
 
 
+def unclaimed_port():
+    """A port below the kernel's ephemeral range (32768 and up) that is
+    free on every address, v4 and v6: a server started later binds it
+    there. free_port's comes from that range, where any connect made
+    meanwhile (other tests', loopfast's own) may take it: the server's
+    bind of [::] then failed with EADDRINUSE (once, in a make test)."""
+    while True:
+        port = random.randrange(10000, 32000)
+        try:
+            for fam, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+                with socket.socket(fam) as s:
+                    if fam == socket.AF_INET6:
+                        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    s.bind((host, port))
+            return port
+        except OSError:
+            continue
+
+
 def client_first(listen, connect, *extra, watch=False):
     """Five rounds: a client under loopfast starts first and retries its
     connect every 20 ms while it is refused (or, with watch, while the
@@ -233,7 +253,7 @@ def client_first(listen, connect, *extra, watch=False):
         for rnd in range(15):
             if len(proved) == 5:
                 break
-            port = free_port()
+            port = unclaimed_port()
             client.stdin.write(f"open {connect} {port} 1{' watch' if watch else ''}\n")
             client.stdin.flush()
             assert readline(client).split()[0] == "refused"
