@@ -105,6 +105,7 @@ static int dup_high(int fd);
 static void (*drop_fn[32])(int fd);
 static unsigned drop_flags;
 static void (*get_fn)(struct lf_listener *l), (*put_fn)(struct lf_listener *l);
+static struct lf_shm_conn *(*share_fn)(int fd);
 
 void lf__fd_on_drop(unsigned flag, void (*drop)(int fd))
 {
@@ -118,6 +119,11 @@ void lf__fd_on_listener(void (*get)(struct lf_listener *l), void (*put)(struct l
 {
 	__atomic_store_n(&get_fn, get, __ATOMIC_RELEASE);
 	__atomic_store_n(&put_fn, put, __ATOMIC_RELEASE);
+}
+
+void lf__fd_on_share(struct lf_shm_conn *(*share)(int fd))
+{
+	__atomic_store_n(&share_fn, share, __ATOMIC_RELEASE);
 }
 
 void lf__fd_reset(int fd)
@@ -166,11 +172,13 @@ void lf__fd_copy(int from, int to)
 		__atomic_load_n(&get_fn, __ATOMIC_ACQUIRE)(src->lst);
 		dst->lst = src->lst;
 	}
-	if (src->shm) { /* shared by the dups: its first member is its count */
-		atomic_fetch_add((atomic_int *)(void *)src->shm, 1);
-		dst->shm = src->shm;
-	}
-	atomic_store(&dst->flags, atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED));
+	unsigned fl = atomic_load(&src->flags) & ~(LF_F_HIDDEN | LF_F_PENDING | LF_F_UNCONFIRMED);
+	struct lf_shm_conn *(*share)(int) = __atomic_load_n(&share_fn, __ATOMIC_ACQUIRE);
+	/* Shared by the dups, taken as a call takes it: a close of `from`
+	 * by another thread meanwhile cannot free it under the copy. */
+	if ((fl & LF_F_SHM) && share && !(dst->shm = share(from)))
+		fl &= ~LF_F_SHM;
+	atomic_store(&dst->flags, fl);
 }
 
 /* Where hidden descriptors go: half way to the soft limit, so that they

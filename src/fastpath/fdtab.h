@@ -138,6 +138,8 @@ void lf__fd_reset(int fd);
 void lf__fd_on_drop(unsigned flag, void (*drop)(int fd));
 void lf__fd_on_listener(void (*get)(struct lf_listener *l), void (*put)(struct lf_listener *l));
 void lf__fd_copy(int from, int to); /* fd "to" became a dup of "from" */
+/* The tier's reference for a dup of fd (shm.c; NULL: none, or gone). */
+void lf__fd_on_share(struct lf_shm_conn *(*share)(int fd));
 extern const int lf__carried[];               /* SOL_SOCKET options carried over */
 extern const int lf__ncarried;
 uint32_t lf__carried_bit(int opt);            /* its bit in lf_fd.sockset */

@@ -296,9 +296,24 @@ static void drop(int fd)
 		unpark(f);
 }
 
+/* A dup (lf__fd_copy) shares fd's connection, taken as a call takes it
+ * (a dup racing a close of fd: the copy took the reference of a
+ * connection the close freed). */
+static struct lf_shm_conn *share(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_use(fd);
+
+	if (c) {
+		atomic_fetch_add(&c->refs, 1);
+		lf__shm_done(fd);
+	}
+	return c;
+}
+
 static void reg(void)
 {
 	lf__fd_on_drop(LF_F_SHM, drop);
+	lf__fd_on_share(share);
 }
 
 static void attach(int fd, struct lf_shm_conn *c)
@@ -348,7 +363,7 @@ void lf__shm_fin(int fd)
  * socket and still need the answer, or read the ring. */
 struct lf_shm_conn *lf__shm_hold(int fd)
 {
-	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	struct lf_shm_conn *c = lf__shm_use(fd); /* another thread's close or dup2 over fd meanwhile */
 
 	if (!c)
 		return NULL;
@@ -358,6 +373,7 @@ struct lf_shm_conn *lf__shm_hold(int fd)
 			lf__shm_io_spent(c, fd); /* tokens left for bytes already read (shm_io.c) */
 	}
 	atomic_fetch_add(&c->refs, 1);
+	lf__shm_done(fd);
 	return c;
 }
 

@@ -105,6 +105,10 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_pass_hdr h = { .magic = LF_PASS_MAGIC };
 	uint32_t nm = 0;
 	bool refuse = false;
+	int held[LF_PASS_FDS]; /* descriptors whose connections this send uses (lf__shm_use) */
+	size_t nh = 0;
+	ssize_t ret = -1;
+	int e = ENOMEM;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
@@ -112,10 +116,13 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++, h.napp++) {
 			int x;
 			memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			struct lf_shm_conn *sc = lf__shm_conn_of(x);
+			struct lf_shm_conn *sc = nh < LF_PASS_FDS ? lf__shm_use(x) : NULL;
 			struct lf_shm_rec r;
-			if (!sc)
+			if (!sc) {
+				refuse = refuse || (nh == LF_PASS_FDS && lf__shm_conn_of(x));
 				continue;
+			}
+			held[nh++] = x; /* another thread's close of x cannot free it (or its memfd) under the send */
 			lf__shm_decide(sc, x);
 			int st = atomic_load(&sc->state);
 			if (st != ON && st != UNDECIDED)
@@ -137,17 +144,22 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 			conns[h.n++] = sc;
 		}
 	}
-	if (!h.n && !refuse)
-		return REAL(sendmsg)(fd, m, flags);
+	if (!h.n && !refuse) {
+		ret = REAL(sendmsg)(fd, m, flags);
+		e = errno;
+		goto out;
+	}
 	if (refuse || h.napp + nm + 1 > LF_PASS_FDS || !peer_runs_loopfast(fd, m)) {
-		errno = EOPNOTSUPP; /* a receiver that could not take the rings: the sender keeps a working connection */
-		return -1;
+		e = EOPNOTSUPP; /* a receiver that could not take the rings: the sender keeps a working connection */
+		goto out;
 	}
 	for (uint32_t i = 0; i < h.n; i++) /* memfd positions follow the application's descriptors */
 		if (recs[i].mfd >= 0)
 			recs[i].mfd += (int32_t)h.napp;
-	if ((mfds[nm] = record_memfd(&h, recs)) < 0)
-		return -1; /* its errno: the caller's limit, not a memory shortage */
+	if ((mfds[nm] = record_memfd(&h, recs)) < 0) {
+		e = errno; /* the caller's limit, not a memory shortage */
+		goto out;
+	}
 	/* One SCM_RIGHTS of the extra descriptors, the record first, then the
 	 * message's control: the kernel joins the application's descriptors
 	 * to them, after them, in one array, and installs them in that order
@@ -155,8 +167,6 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 	 * tier socket without its record and ring (take_record). */
 	size_t at = CMSG_SPACE((nm + 1) * sizeof(int)), len = at + m->msg_controllen;
 	char *cbuf = calloc(1, len);
-	ssize_t ret = -1;
-	int e = ENOMEM;
 	if (cbuf) {
 		struct cmsghdr *x = (struct cmsghdr *)(void *)cbuf;
 		x->cmsg_level = SOL_SOCKET;
@@ -175,6 +185,9 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 	lf__sys_close(mfds[nm]);
 	if (ret >= 0) /* another process holds the end now: every close is as after a fork (lf__shm_hold) */
 		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
+out:
+	while (nh)
+		lf__shm_done(held[--nh]);
 	errno = e;
 	return ret;
 }
