@@ -703,7 +703,7 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 	int st = atomic_load(&c->state);
 	if (sleep && st == ON && (p->events & (POLLIN | POLLRDNORM)))
 		lf__shm_spin_sleep(c);
-	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {
+	if (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && !atomic_load(&c->tx_left) && space_now(c) == 0) {
 		p->revents &= (short)~(POLLOUT | POLLWRNORM);
 		*full = true;
 	}
@@ -719,6 +719,10 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 				lf__shm_io_spent(c, p->fd);
 			pthread_mutex_lock(&c->rxl);
 			r = lf__shm_io_skip_edges(c, p->fd, &b);
+			lf__ring_sync(&c->rx, true);
+			if (r == 1 && b == LF_BYTE_LEFT && lf__ring_avail(&c->rx) == 0 && !atomic_load(&c->rx.h->bell) &&
+			    !lf__shm_io_met_leave(c, p->fd)) /* the stream's from here: its own answer */
+				r = lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
 			pthread_mutex_unlock(&c->rxl);
 		} else {
 			r = lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
@@ -727,6 +731,8 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 			p->revents &= (short)~(POLLIN | POLLRDNORM);
 		lf__shm_io_end_seen(c, p->fd, r, true); /* the peer's reset: the application's to read */
 	}
+	if (atomic_load_explicit(&c->asked, memory_order_relaxed))
+		lf__shm_io_answer(c, p->fd); /* a request met in the look */
 }
 
 static void poll_fix(struct pollfd *p, bool *full, bool sleep)
@@ -1196,7 +1202,7 @@ long lf__shm_room(int fd)
 	if (!c)
 		return -1;
 	lf__shm_decide(c, fd);
-	long r = atomic_load(&c->state) == ON ? space_now(c) : -1;
+	long r = atomic_load(&c->state) == ON && !atomic_load(&c->tx_left) ? space_now(c) : -1;
 	lf__shm_done(fd);
 	return r;
 }

@@ -63,6 +63,12 @@ struct lf_shm_conn {
 	 * not reached yet, oldest first (under rxl; shm_io.c, mark_limit). */
 	uint64_t spent[LF_SHM_SPENT];
 	unsigned nspent;
+	/* Leaving the tier (shm_leave.c): this end's writes go on the stream
+	 * (it answered its reader's request); a request met on the socket
+	 * and not answered yet; bells of pushes made and not yet rung (the
+	 * stream's order: every token before the leave's byte). */
+	atomic_bool tx_left, asked;
+	atomic_uint ringing;
 };
 
 
@@ -87,7 +93,7 @@ extern atomic_int lf__shm_live;                           /* tier connections th
 /* shm_exec.c: one tier socket's record (the exec's, and a passed
  * socket's: shm_pass.c) and its adoption. fd and mfd: numbers in the
  * process that adopts (mfd -1: none). */
-enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_REC_FORKED = 8 };
+enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_REC_FORKED = 8, LF_SHM_REC_TX_LEFT = 16 };
 struct lf_shm_rec {
 	int fd, mfd;
 	unsigned long ino, mino;
@@ -131,6 +137,11 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd);
 /* Of a bytes in rx, those not read with MSG_OOB already (FIONREAD: as
  * AF_UNIX, whose urgent byte read so counts no more). Takes rxl. */
 long lf__shm_io_unread(struct lf_shm_conn *c, long a);
+
+/* shm_leave.c (docs/shm.md, "Leaving the tier") */
+bool lf__shm_leave(struct lf_shm_conn *c, int fd);        /* fd's connection onto its Unix stream, both ways (false: not now, or reset) */
+void lf__shm_io_answer(struct lf_shm_conn *c, int fd);    /* the reader asked: this end's writes leave, its unread bytes copied onto the stream */
+int lf__shm_io_met_leave(struct lf_shm_conn *c, int fd);  /* under rxl, the ring empty: the writer's LF_BYTE_LEFT is next: 0 (OFF now), -1 (reset) */
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */

@@ -72,7 +72,8 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	}
 	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
 		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
-		   (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? LF_SHM_REC_FORKED : 0);
+		   (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? LF_SHM_REC_FORKED : 0) |
+		   (atomic_load(&c->tx_left) ? LF_SHM_REC_TX_LEFT : 0);
 	return true;
 }
 
@@ -218,6 +219,7 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 			c->owed = r->owed;
 			atomic_store(&c->unsent, (r->flags & LF_SHM_REC_UNSENT) != 0);
 			atomic_store(&c->edges, (r->flags & LF_SHM_REC_EDGES) != 0);
+			atomic_store(&c->tx_left, (r->flags & LF_SHM_REC_TX_LEFT) != 0);
 			lf__shm_keep_memfd(c, mfd);
 			mine = false;
 		} else {

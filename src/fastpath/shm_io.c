@@ -30,8 +30,8 @@
 #include <sched.h>
 
 #define IOV_MAX_SHM 64
-#define TOKEN 't'
-#define EDGE 'e'
+#define TOKEN LF_BYTE_TOKEN
+#define EDGE LF_BYTE_EDGE
 #define URGENT 'u' /* the urgent signal's byte (its value is the ring's, at the mark) */
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts)
@@ -202,6 +202,11 @@ static int take_token(struct lf_shm_conn *c, int fd)
 	bool edges = atomic_load_explicit(&c->rx.h->edges, memory_order_relaxed) || urgent_ever(c);
 	ssize_t r = edges ? lf__shm_io_skip_edges(c, fd, &b) : lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
 
+	if (r == 1 && !edges && b == LF_BYTE_ASK) { /* the peer's request to leave (shm_leave.c) came first */
+		atomic_store(&c->asked, true);
+		edges = true;
+		r = lf__shm_io_skip_edges(c, fd, &b);
+	}
 	if (r == 1) {
 		if (b != TOKEN)
 			return LF_RING_BAD;
@@ -258,8 +263,11 @@ ssize_t lf__shm_io_skip_edges(struct lf_shm_conn *c, int fd, char *next)
 		 * since; one ahead of it keeps it where it is. */
 		if (urgent && signal_ahead(fd))
 			break;
-		while (k < r && buf[k] == EDGE)
+		while (k < r && (buf[k] == EDGE || buf[k] == LF_BYTE_ASK)) {
+			if (buf[k] == LF_BYTE_ASK) /* the peer's request to leave: answered after this look (shm_leave.c) */
+				atomic_store(&c->asked, true);
 			k++;
+		}
 		if (k)
 			lf__sys_recvfrom(fd, buf, (size_t)k, MSG_DONTWAIT, NULL, NULL);
 		if (k < r) {
@@ -386,6 +394,7 @@ enum look { LOOK, LOOK_QUIET, LOOK_LATER };
 
 #define AT_MARK (-3)
 #define PEEK_PAST (-4)
+#define LEFT (-5) /* the connection left the tier: the Unix stream's read */
 
 /* The reader, under rxl, a bytes in rx: the bytes this read may take
  * (0: it took the urgent byte at the mark off, and may look again), or
@@ -545,6 +554,11 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		}
 		pthread_mutex_lock(&c->rxl);
 		bool stray = lf__ring_avail(&c->rx) == 0 && atomic_load(&c->rx.h->bell) == 0;
+		if (stray && b == LF_BYTE_LEFT) { /* the writer's ring bytes end here: the stream's from now on */
+			int left = lf__shm_io_met_leave(c, fd);
+			pthread_mutex_unlock(&c->rxl);
+			return left < 0 ? left : LEFT;
+		}
 		bool owed = stray && c->owed;
 		if (owed) {
 			c->owed--;
@@ -914,6 +928,14 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 		} else {
 			r = k.len ? read_once(c, fd, &k, flags, look, total, &more) : 0;
 		}
+		if (atomic_load_explicit(&c->asked, memory_order_relaxed))
+			lf__shm_io_answer(c, fd);
+		if (r == LEFT) {
+			if (total)
+				break;
+			errno = e0;
+			return false;
+		}
 		if (r == AT_MARK)
 			break; /* after bytes: they end at the mark */
 		if (r > 0) {
@@ -1006,9 +1028,13 @@ void lf__shm_io_flush(struct lf_shm_conn *c, int fd)
 {
 	char t = TOKEN;
 
-	if (atomic_load_explicit(&c->unsent, memory_order_relaxed) && atomic_exchange(&c->unsent, false) &&
+	if (!atomic_load_explicit(&c->unsent, memory_order_relaxed))
+		return;
+	atomic_fetch_add(&c->ringing, 1); /* then tx_left: a leave waits for it, or it sees the leave (shm_leave.c) */
+	if (!atomic_load(&c->tx_left) && atomic_exchange(&c->unsent, false) &&
 	    lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) < 0 && errno == EAGAIN)
 		atomic_store(&c->unsent, true);
+	atomic_fetch_sub(&c->ringing, 1);
 }
 
 /* The socket says that the peer's end has gone (POLLHUP: closed; POLLERR:
@@ -1206,7 +1232,21 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			*ret = -1;
 			return true;
 		}
+		if (atomic_load_explicit(&c->tx_left, memory_order_relaxed)) { /* left the ring (shm_leave.c): the rest on the stream */
+			if (!total) {
+				errno = e0;
+				return false;
+			}
+			struct msghdr rest = { .msg_iov = k.v, .msg_iovlen = k.n };
+			ssize_t r = lf__sys_sendmsg(fd, &rest, flags);
+			total += r > 0 ? (size_t)r : 0;
+			break;
+		}
 		pthread_mutex_lock(&c->txl);
+		if (atomic_load(&c->tx_left)) {
+			pthread_mutex_unlock(&c->txl);
+			continue;
+		}
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
 		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
@@ -1223,9 +1263,13 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < len ? (size_t)s : len) : 0;
 		if (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */
 			s = LF_RING_BAD;
+		/* The reader's leave word shares its head's line, just read. */
+		bool asked = put && atomic_load_explicit(&c->tx.h->leave, memory_order_relaxed) == LF_LEAVE_ASK;
 		uint64_t t = c->tx.pos;
 		if (mine)
 			lf__shm_mem_exit(c);
+		if (put)
+			atomic_fetch_add(&c->ringing, 1); /* its bell is in flight until ring_bell returns (shm_leave.c) */
 		pthread_mutex_unlock(&c->txl);
 		if (!mine) {
 			if (lf__shm_mem_wait(c))
@@ -1249,6 +1293,8 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			continue;
 		}
 		if (s < 0) {
+			if (put)
+				atomic_fetch_sub(&c->ringing, 1);
 			*ret = lf__shm_broken(c, fd);
 			return true;
 		}
@@ -1261,13 +1307,22 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		if (put) {
 			if (atomic_load_explicit(&c->full, memory_order_relaxed))
 				lf__shm_set_full(c, false);
-			if (ring_bell(c, fd, flags, t, false) < 0) {
+			int rb = ring_bell(c, fd, flags, t, false);
+			atomic_fetch_sub(&c->ringing, 1);
+			if (rb < 0) {
 				*ret = -1;
 				return true;
 			}
 			total += put;
 			cur_skip(&k, put);
+			if (asked)
+				lf__shm_io_answer(c, fd);
 			continue;
+		}
+		if (atomic_load_explicit(&c->tx.h->leave, memory_order_relaxed) == LF_LEAVE_ASK) {
+			lf__shm_io_answer(c, fd); /* its reader stopped reading: no room will come */
+			if (atomic_load(&c->tx_left))
+				continue;
 		}
 		if (nonblocking(fd, flags)) {
 			again = !sig;
@@ -1303,12 +1358,22 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 	 * takes such a token as that of bytes already read), and the reader
 	 * takes it once its ring is empty. Pushes that a polling reader took
 	 * at once (hand-offs) and a give-back leave none. */
-	if (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {
-		*ret = -1;
-		return true;
+	if (again) {
+		pthread_mutex_lock(&c->txl); /* a bell in flight, as a push's (shm_leave.c) */
+		bool left = atomic_load(&c->tx_left);
+		if (!left)
+			atomic_fetch_add(&c->ringing, 1);
+		pthread_mutex_unlock(&c->txl);
+		int rb = left ? 0 : ring_bell(c, fd, flags, 0, true);
+		if (!left) {
+			atomic_fetch_sub(&c->ringing, 1);
+			lf__shm_set_full(c, true); /* epoll's level-triggered EPOLLOUT is looked at (shm.c, room_fix) */
+		}
+		if (rb < 0 && !total) {
+			*ret = -1;
+			return true;
+		}
 	}
-	if (again)
-		lf__shm_set_full(c, true); /* epoll's level-triggered EPOLLOUT is looked at (shm.c, room_fix) */
 	if (!total && k.len) {
 		errno = EAGAIN;
 		*ret = -1;

@@ -101,6 +101,7 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct lf_pass_rec recs[LF_PASS_RECS];
 	struct lf_shm_conn *conns[LF_PASS_RECS];
+	int socks[LF_PASS_RECS];
 	int mfds[LF_PASS_RECS + 1];
 	struct lf_pass_hdr h = { .magic = LF_PASS_MAGIC };
 	uint32_t nm = 0;
@@ -141,6 +142,7 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 							  .flags = (uint8_t)(r.flags | LF_SHM_REC_FORKED) };
 			if (j == h.n)
 				mfds[nm++] = r.mfd;
+			socks[h.n] = x;
 			conns[h.n++] = sc;
 		}
 	}
@@ -149,8 +151,22 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 		e = errno;
 		goto out;
 	}
-	if (refuse || h.napp + nm + 1 > LF_PASS_FDS || !peer_runs_loopfast(fd, m)) {
-		e = EOPNOTSUPP; /* a receiver that could not take the rings: the sender keeps a working connection */
+	if (!refuse && !peer_runs_loopfast(fd, m)) {
+		/* A receiver that cannot take the rings: each connection leaves
+		 * the tier first, onto its Unix stream, which the message then
+		 * passes as it came (shm_leave.c). */
+		bool left = true;
+		for (uint32_t i = 0; i < h.n && left; i++)
+			left = atomic_load(&conns[i]->state) == OFF || lf__shm_leave(conns[i], socks[i]);
+		if (left) {
+			ret = REAL(sendmsg)(fd, m, flags);
+			e = errno;
+			goto out;
+		}
+		refuse = true;
+	}
+	if (refuse || h.napp + nm + 1 > LF_PASS_FDS) {
+		e = EOPNOTSUPP; /* the peer did not answer, or too many: the sender keeps a working connection */
 		goto out;
 	}
 	for (uint32_t i = 0; i < h.n; i++) /* memfd positions follow the application's descriptors */

@@ -19,7 +19,7 @@
 #define LF_PASS_MAGIC 0x3173736150664cULL /* "LfPass1" */
 #define LF_PASS_RECS 128   /* connections one message may carry (LF_SHM_EXEC_FDS) */
 #define LF_PASS_FDS 253    /* the kernel's SCM_MAX_FD */
-#define LF_PASS_FLAGS 15u  /* the flags a record may carry (shm_conn.h) */
+#define LF_PASS_FLAGS 31u  /* the flags a record may carry (shm_conn.h) */
 
 struct lf_pass_hdr {
 	uint64_t magic;

@@ -162,3 +162,16 @@ void lf__ring_views(void *map, uint32_t area, bool server, struct lf_ring *rx, s
 	*rx = (struct lf_ring){ &p->ring[server ? 0 : 1], server ? c2s : s2c, 0, area, LF_RING_SIZE, LF_RING_SIZE, 0 };
 	*tx = (struct lf_ring){ &p->ring[server ? 1 : 0], server ? s2c : c2s, 0, area, LF_RING_SIZE, LF_RING_SIZE, 0 };
 }
+
+long lf__leave_scan(const char *b, size_t n, bool *asked)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == LF_BYTE_COPY)
+			return (long)i + 1;
+		if (b[i] == LF_BYTE_ASK)
+			*asked = true;
+		else if (b[i] != LF_BYTE_TOKEN && b[i] != LF_BYTE_EDGE)
+			return -1;
+	}
+	return 0;
+}

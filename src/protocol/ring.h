@@ -47,6 +47,7 @@ struct lf_ring_hdr {
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */
 	_Atomic uint32_t want_data;          /* reader waits for more bytes (SO_RCVLOWAT; futex on data_seq) */
 	_Atomic uint32_t data_seq;           /* writer bumps it (and wakes) after a push it was asked for */
+	_Atomic uint32_t leave;              /* leaving the tier (LF_LEAVE_*, docs/shm.md "Leaving the tier"): the reader asks, the writer answers */
 	/* Words on lines of their own, so that no side keeps writing a line
 	 * the other reads on every message (a cache-line transfer each time,
 	 * docs/shm.md "Spinning"): the polling reader stamps awake every
@@ -75,6 +76,25 @@ struct lf_ring {
 	uint32_t limit; /* writer: the most bytes it lets wait in the ring (<= size) */
 	uint64_t seen;  /* writer: a position the reader's head had reached (lf__ring_room) */
 };
+
+/* A ring header's leave word: LF_LEAVE_ASK, stored by the reader, asks
+ * the writer to move the bytes it has not read onto the stream, after
+ * LF_BYTE_COPY; LF_LEAVE_COPY, stored by the writer, says it does (its
+ * writes go on the stream from then); LF_LEAVE_DONE, stored by the
+ * reader, that it reads the stream. The bytes on the stream that say
+ * where each direction leaves: the reader's request (a wake-up only), the
+ * writer's copy, and the end of a writer's ring bytes. */
+enum { LF_LEAVE_NONE, LF_LEAVE_ASK, LF_LEAVE_COPY, LF_LEAVE_DONE };
+#define LF_BYTE_TOKEN 't'
+#define LF_BYTE_EDGE 'e'
+#define LF_BYTE_ASK 'r'
+#define LF_BYTE_COPY 'k'
+#define LF_BYTE_LEFT 'l'
+/* The stream a leaving reader reads before the writer's copy (n bytes):
+ * the index just past LF_BYTE_COPY when every byte before it is a token,
+ * an edge byte or a request (*asked: one of those), 0 when all n are
+ * such bytes (the copy has not come), -1 for anything else (garbage). */
+long lf__leave_scan(const char *b, size_t n, bool *asked);
 
 #define LF_RING_BAD (-1)
 #define LF_URG_TAKING UINT64_MAX

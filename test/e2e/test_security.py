@@ -1347,23 +1347,28 @@ def test_forged_records_of_a_passed_socket_gain_nothing(build, attacker):
     assert not (taken & own), "the forger maps a memfd of the victim's"
 
 
-def test_a_tier_socket_is_not_passed_to_another_uid(build, attacker):
+def test_a_tier_socket_passed_to_another_uid_leaves_the_tier(build, attacker):
     # A process of another uid passes its own tier socket to a root
     # receiver under loopfast: its sendmsg cannot read the receiver's
     # /proc/PID/maps, so it cannot know the receiver would take the rings,
-    # and refuses (EOPNOTSUPP, nothing sent); its connection keeps its
-    # bytes. The receiver gets only the sender's next message.
+    # and the connection leaves the tier first (docs/shm.md, "Leaving the
+    # tier"): the socket goes over on its Unix stream, as TCP's would. The
+    # receiver reads the bytes the ring held ("mine"), its own connection
+    # keeps its bytes, and it maps no memfd of the other uid's.
     victim, path, own = pass_victim(attacker, 1)
     sender = None
     try:
         sender = attacker("pass_forge", path, "honest", preload_lib=True, tier="shm")
         got = json.loads(readline(sender, 60))
         out = json.loads(readline(victim, 60))
+        theirs, mine = memfds(sender.pid), memfds(victim.pid)
     finally:
         stop(victim, sender)
-    assert got == {"sent": "EOPNOTSUPP", "kept": "mineafter"}, got
-    assert out["msgs"] == [{"data": "n", "kinds": [], "ctrunc": False, "reads": []}], out
+    assert got == {"sent": "passed", "kept": ""}, got
+    assert out["msgs"] == [{"data": "p", "kinds": ["sock"], "ctrunc": False, "reads": ["mine"]}], out
     assert out["own"] == "secret after back new", out
+    assert theirs, "the sender's connection was not on the tier"
+    assert not theirs & mine, "the receiver maps a memfd of the other uid's"
 
 
 SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow", "urg"])

@@ -3,7 +3,9 @@
  * program: each 9-byte step is an operation byte and a 64-bit value. The
  * peer sets the tail, head or size word it shares (any value), or this end
  * reads or writes up to `value` bytes through the checks, as shm.c does,
- * or its writer asks the ring to grow. The rings' data lives in exactly
+ * or its writer asks the ring to grow, or the value's bytes are read as
+ * the stream a leaving reader takes off before the writer's copy
+ * (lf__leave_scan). The rings' data lives in exactly
  * area-sized allocations, so ASan sees any copy outside them. Checked:
  * memory safety; avail and space are LF_RING_BAD or within the area; a
  * grown ring's size is a power of two within the area, its limit within
@@ -35,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t at = 0; at + 9 <= size; at += 9) {
 		uint64_t v;
 		memcpy(&v, data + at + 1, sizeof(v));
-		switch (data[at] % 7) {
+		switch (data[at] % 8) {
 		case 0:
 			atomic_store(&rx.h->tail, v); /* the peer's tail: anything */
 			break;
@@ -84,6 +86,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (tx.limit > tx.size || tx.size > AREA || (tx.size & (tx.size - 1)))
 				abort();
 			break;
+		case 7: { /* a leaving reader's look at the stream before the copy: the value's bytes as the peer sent them */
+			char b[sizeof(v)];
+			bool asked = false, any = false;
+			memcpy(b, &v, sizeof(b));
+			long k = lf__leave_scan(b, sizeof(b), &asked);
+			if (k < -1 || k > (long)sizeof(b) || (k > 0 && b[k - 1] != LF_BYTE_COPY))
+				abort();
+			for (long i = 0; i < (k > 0 ? k - 1 : k == 0 ? (long)sizeof(b) : 0); i++) {
+				if (b[i] != LF_BYTE_TOKEN && b[i] != LF_BYTE_EDGE && b[i] != LF_BYTE_ASK)
+					abort(); /* taken off the stream: only what may stand before the copy */
+				any = any || b[i] == LF_BYTE_ASK;
+			}
+			if (k >= 0 && any != asked)
+				abort();
+			break;
+		}
 		default: /* this end's position far along (a long-lived connection) */
 			rx.pos += v & 0xffffffff;
 			tx.pos += v >> 32;

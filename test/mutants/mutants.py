@@ -900,8 +900,8 @@ MUTANTS += [
         "shm-poll-writable-when-full",
         "poll reports POLLOUT on a tier socket whose ring is full (the Unix socket's answer): a write then gets EAGAIN",
         [("src/fastpath/shm.c",
-          "\tif (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n",
-          "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && space_now(c) == 0) {\n")],
+          "\tif (st == ON && (p->events & (POLLOUT | POLLWRNORM)) && !atomic_load(&c->tx_left) && space_now(c) == 0) {\n",
+          "\tif (0 && st == ON && (p->events & (POLLOUT | POLLWRNORM)) && !atomic_load(&c->tx_left) && space_now(c) == 0) {\n")],
         ["e2e:test_shm.py -k poll"]),
 ]
 # The supervisor's server side (src/cli/supervise_server.c), against
@@ -2009,8 +2009,8 @@ MUTANTS += [
         "the ring without taking a byte of the writer's, so the kernel never gives the writer's epoll EPOLLOUT, "
         "and an edge-triggered writer (nginx) waits for ever",
         [("src/fastpath/shm_io.c",
-          "\tif (again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n",
-          "\tif (false && again && ring_bell(c, fd, flags, 0, true) < 0 && !total) {\n")],
+          "\t\tint rb = left ? 0 : ring_bell(c, fd, flags, 0, true);\n",
+          "\t\tint rb = 0;\n")],
         ["e2e:test_shm.py -k '(meets_a_give_back or epoll_writer_gets) and shm'"]),
     Mutant(
         "shm-lt-epollout-on-full-ring",
@@ -2323,6 +2323,36 @@ MUTANTS += [
           "\t\tfit = fit < n ? fit : n;\n",
           "\t\tfit = n;\n")],
         ["e2e:test_shm.py -k passing_a_tier_socket_to_a_loopfast"]),
+    Mutant(
+        "shm-leave-answer-copies-nothing",
+        "a writer asked to leave puts its mark on the stream but not the bytes its reader had not read: the "
+        "program the socket is passed to never gets them",
+        [("src/fastpath/shm_leave.c",
+          "bool ok = !answer || tx_leave(c, fd, LF_BYTE_COPY, true);",
+          "bool ok = !answer || tx_leave(c, fd, LF_BYTE_COPY, false);")],
+        ["e2e:test_shm.py -k 'leaves_the_tier or receiver_without_loopfast'"]),
+    Mutant(
+        "shm-leave-writer-stays-on-the-ring",
+        "a writer that answered goes on writing into the ring, which nobody reads any more",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (atomic_load_explicit(&c->tx_left, memory_order_relaxed)) { /* left the ring",
+          "\t\tif (0) { /* left the ring")],
+        ["e2e:test_shm.py -k leaves_the_tier"]),
+    Mutant(
+        "shm-leave-mark-taken-for-garbage",
+        "a reader that meets its writer's leave byte takes it for a byte no push explains, and resets",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (stray && b == LF_BYTE_LEFT) {",
+          "\t\tif (0) {")],
+        ["e2e:test_shm.py -k leaves_the_tier"]),
+    Mutant(
+        "shm-leave-request-never-withdrawn",
+        "a sender whose peer did not answer in time fails the pass but leaves the request standing: the peer "
+        "answers later, copying onto the stream bytes the sender still reads from the ring",
+        [("src/fastpath/shm_leave.c",
+          "\t\t\tif (atomic_compare_exchange_strong(&c->rx.h->leave, &want, LF_LEAVE_NONE))\n\t\t\t\treturn 0;",
+          "\t\t\tif (want == LF_LEAVE_ASK)\n\t\t\t\treturn 0;")],
+        ["e2e:test_shm.py -k never_answers"]),
     Mutant(
         "shm-pass-mmsg-domain-forgotten",
         "recvmmsg takes a Unix socket it asked about before for one of another family: from its second call a "

@@ -8,8 +8,9 @@ application's count, the records) and records (inodes, stream count,
 positions, owed, end, flags). Prints one JSON line: the forgeries sent, and
 the inodes of the memfds it maps. MODE "honest": no forgery, its own
 tier socket passed by loopfast's sendmsg (the victim's /proc/PID/maps is
-not its to read: refused); prints what the send gave and what its
-connection still carries."""
+not its to read: the connection leaves the tier first), with "mine" in its
+ring, then closed; prints what the send gave ("kept": what its connection
+still carries if the send failed)."""
 import ctypes
 import fcntl
 import json
@@ -81,10 +82,13 @@ if mode == "honest":  # its own tier socket, by loopfast's sendmsg: the victim's
         res = "EOPNOTSUPP" if e.errno == 95 else type(e).__name__
         u.sendall(b"n")
     u.close()
-    c.sendall(b"after")
     got = b""
-    while len(got) < 9:
-        got += a.recv(100)
+    if res == "passed":
+        a.close()  # the usual hand-off
+    else:
+        c.sendall(b"after")
+        while len(got) < 9:
+            got += a.recv(100)
     print(json.dumps({"sent": res, "kept": got.decode()}), flush=True)
     sys.stdin.readline()
     sys.exit(0)

@@ -1,0 +1,274 @@
+/* Leaving the tier (docs/shm.md, "Leaving the tier"): a connection whose
+ * socket goes to a holder that cannot read the rings (SCM_RIGHTS to a
+ * process without loopfast: shm_pass.c) moves onto its Unix stream first,
+ * with no byte lost, doubled or reordered.
+ *
+ * Only a socket's peer can put bytes on its receive queue, so the end
+ * that leaves (the reader here) asks its peer's writer: it stops reading
+ * its ring, stores LF_LEAVE_ASK in the ring's leave word and sends
+ * LF_BYTE_ASK (a wake-up: a peer that reads or polls the socket meets
+ * it; one that writes meets the word). The writer answers
+ * (lf__shm_io_answer): LF_LEAVE_COPY, and on the stream, after every
+ * token it rang, LF_BYTE_COPY and then the bytes its reader has not read,
+ * copied out of the ring; its writes go on the stream from then on. The
+ * reader takes the stream up to that byte (tokens and edge bytes only
+ * before it), so what follows on its socket is the bytes in order. Then
+ * its own writes leave: LF_BYTE_LEFT after its last ring byte and token;
+ * the peer reads its ring to the end, meets that byte
+ * (lf__shm_io_met_leave) and reads the stream from there. Both ends are
+ * then on the Unix stream (OFF).
+ *
+ * Bounded: a peer that does not answer within ANSWER_NS (stopped, or it
+ * never reads, writes or polls the socket) leaves the request withdrawn
+ * and the connection as it was; the caller refuses (EOPNOTSUPP). A peer
+ * that answered and whose copy does not come whole within COPY_NS, or
+ * that sends anything else before it, resets the connection. */
+#include "internal.h"
+#include "shm.h"
+#include "shm_conn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+
+#define ANSWER_NS 100000000ull /* the peer's answer */
+#define COPY_NS 1000000000ull  /* its copy, once it answered */
+#define SLICE_NS 10000000ull
+
+static int ms_left(uint64_t end)
+{
+	uint64_t now = lf__sys_now_ns();
+	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+}
+
+/* All of v[0..n) on the stream, without waiting while it fits: if it does
+ * not, the socket's send buffer is raised for the moment (a copy of a
+ * ring as large as SO_SNDBUF allows, with the kernel's overhead per
+ * buffer, may not fit an empty stream), and then waited for, up to
+ * COPY_NS (the peer reads the stream up to the copy). */
+static bool send_all(int fd, struct iovec *v, size_t n)
+{
+	uint64_t end = lf__sys_now_ns() + COPY_NS;
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = n };
+	int old = 0;
+	socklen_t l = sizeof(old);
+	bool raised = false, ok = false;
+
+	for (;;) {
+		ssize_t r = lf__sys_sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+		for (size_t put = r > 0 ? (size_t)r : 0; put && m.msg_iovlen;) {
+			size_t d = put < m.msg_iov->iov_len ? put : m.msg_iov->iov_len;
+			m.msg_iov->iov_base = (char *)m.msg_iov->iov_base + d;
+			m.msg_iov->iov_len -= d;
+			put -= d;
+			if (!m.msg_iov->iov_len)
+				m.msg_iov++, m.msg_iovlen--;
+		}
+		while (m.msg_iovlen && !m.msg_iov->iov_len)
+			m.msg_iov++, m.msg_iovlen--;
+		if (!m.msg_iovlen) {
+			ok = true;
+			break;
+		}
+		if (r < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		if (r < 0 && errno == EAGAIN && !raised && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &old, &l)) {
+			raised = true;
+			lf__sys_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){ INT_MAX / 2 }, sizeof(int));
+			continue;
+		}
+		int ms = ms_left(end);
+		if (!ms)
+			break;
+		lf__sys_poll1(fd, POLLOUT, ms);
+	}
+	if (raised) { /* the kernel doubles what it is given */
+		int half = old / 2;
+		if (lf__sys_setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof(half)))
+			lf__sys_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &half, sizeof(half));
+	}
+	return ok;
+}
+
+/* Under txl: this end's writes leave the ring. No token of its may
+ * follow `mark` on the stream: the flag goes first, then the bells of
+ * pushes already made are waited for (a push counts itself under txl, a
+ * flush counts itself before it reads the flag: either this sees the
+ * count, or the other sees the flag), then the token the socket had no
+ * room for goes. With copy (the reader asked, and reads no more), the
+ * bytes it has not read follow the mark. false: the stream did not take
+ * them (the caller resets the connection). */
+static bool tx_leave(struct lf_shm_conn *c, int fd, char mark, bool copy)
+{
+	char t = LF_BYTE_TOKEN;
+	struct iovec v[3] = { { &mark, 1 } };
+	size_t n = 1;
+
+	atomic_store(&c->tx_left, true);
+	while (atomic_load(&c->ringing))
+		sched_yield(); /* a push between its txl and its bell: a system call away */
+	lf__shm_set_full(c, false);
+	if (atomic_exchange(&c->unsent, false) && lf__sys_sendto(fd, &t, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) != 1)
+		return false;
+	if (copy) {
+		lf__ring_sync(&c->tx, false);
+		uint64_t head = atomic_load(&c->tx.h->head), len = c->tx.pos - head;
+		uint32_t size = lf__ring_size(&c->tx);
+		if (!size || len > size)
+			return false; /* the reader's head is garbage */
+		uint64_t at = head & (size - 1), first = len < size - at ? len : size - at;
+		v[n++] = (struct iovec){ c->tx.data + at, (size_t)first };
+		v[n++] = (struct iovec){ c->tx.data, (size_t)(len - first) };
+	}
+	return send_all(fd, v, n);
+}
+
+void lf__shm_io_answer(struct lf_shm_conn *c, int fd)
+{
+	uint32_t ask = LF_LEAVE_ASK;
+
+	atomic_store(&c->asked, false);
+	pthread_mutex_lock(&c->txl);
+	/* Not after urgent data (its mark is in the ring, its signal on the
+	 * stream), nor after a fork (another process of this end may write
+	 * the ring after the copy, into a ring nobody reads): the request
+	 * stays unanswered, and the reader withdraws it. */
+	bool answer = atomic_load(&c->state) == ON && !atomic_load(&c->tx_left) && !atomic_load(&c->tx.h->urg) &&
+		      !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) &&
+		      atomic_compare_exchange_strong(&c->tx.h->leave, &ask, LF_LEAVE_COPY);
+	if (answer)
+		lf__sys_futex((uint32_t *)&c->tx.h->leave, FUTEX_WAKE, INT_MAX, NULL);
+	bool ok = !answer || tx_leave(c, fd, LF_BYTE_COPY, true);
+	pthread_mutex_unlock(&c->txl);
+	if (!ok)
+		lf__shm_broken(c, fd);
+}
+
+int lf__shm_io_met_leave(struct lf_shm_conn *c, int fd)
+{
+	char b;
+
+	if (!atomic_load(&c->tx_left)) /* a writer leaves only after this end answered its request */
+		return lf__shm_broken(c, fd);
+	lf__sys_recvfrom(fd, &b, 1, MSG_DONTWAIT, NULL, NULL);
+	atomic_store(&c->rx.h->leave, LF_LEAVE_DONE);
+	lf__shm_set_state(c, OFF);
+	return 0;
+}
+
+/* The peer's end held by this process too (a program that connects to
+ * itself and passes one end): answered here, since no call of it may
+ * come while this one waits. Known by the memfd's inode and the other
+ * side's end; held as a call holds it. */
+static void answer_here(struct lf_shm_conn *c)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	for (int fd = 0; fd <= hi; fd++) {
+		struct lf_shm_conn *p = lf__shm_conn_of(fd) ? lf__shm_use(fd) : NULL;
+		if (!p)
+			continue;
+		bool peer = p != c && p->server != c->server && p->mfd_ino == c->mfd_ino && p->mfd >= 0;
+		if (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK)
+			lf__shm_io_answer(p, fd);
+		lf__shm_done(fd);
+		if (peer)
+			return;
+	}
+}
+
+/* The request, under rxl: 1 answered, 0 not (withdrawn: the connection
+ * as it was). A peer that asks this end at the same time is answered
+ * meanwhile (each waits for the other). */
+static int ask(struct lf_shm_conn *c, int fd)
+{
+	uint64_t end = lf__sys_now_ns() + ANSWER_NS;
+	char a = LF_BYTE_ASK;
+
+	atomic_store(&c->rx.h->leave, LF_LEAVE_ASK);
+	atomic_fetch_add(&c->rx.h->space_seq, 1); /* a writer that waits for room looks again */
+	lf__sys_futex((uint32_t *)&c->rx.h->space_seq, FUTEX_WAKE, INT_MAX, NULL);
+	lf__sys_sendto(fd, &a, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0); /* best effort: the word is the request */
+	answer_here(c);
+	for (;;) {
+		uint32_t v = atomic_load(&c->rx.h->leave);
+		if (v == LF_LEAVE_COPY)
+			return 1;
+		if (v != LF_LEAVE_ASK)
+			return 0; /* the peer's garbage */
+		if (atomic_load(&c->tx.h->leave) == LF_LEAVE_ASK)
+			lf__shm_io_answer(c, fd);
+		int rev = lf__sys_poll1(fd, 0, 0), ms = ms_left(end);
+		if (!ms || (rev > 0 && (rev & (POLLHUP | POLLERR)))) {
+			uint32_t want = LF_LEAVE_ASK;
+			if (atomic_compare_exchange_strong(&c->rx.h->leave, &want, LF_LEAVE_NONE))
+				return 0;
+			continue; /* answered just now */
+		}
+		struct timespec ts = { 0, (long)(ms * 1000000ull < SLICE_NS ? ms * 1000000ull : SLICE_NS) };
+		lf__sys_futex((uint32_t *)&c->rx.h->leave, FUTEX_WAIT, LF_LEAVE_ASK, &ts);
+	}
+}
+
+/* After the answer, under rxl: the stream up to and including the copy's
+ * byte is taken off (tokens, edge bytes, the peer's own request before
+ * it). 1, or -1: the peer's garbage, its end, or no copy in time. */
+static int through_copy(struct lf_shm_conn *c, int fd)
+{
+	uint64_t end = lf__sys_now_ns() + COPY_NS;
+	char buf[256];
+
+	for (;;) {
+		ssize_t r = lf__sys_recvfrom(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+		if (r > 0) {
+			bool asked = false;
+			long k = lf__leave_scan(buf, (size_t)r, &asked);
+			if (asked)
+				atomic_store(&c->asked, true);
+			if (k < 0)
+				return -1;
+			lf__sys_recvfrom(fd, buf, k ? (size_t)k : (size_t)r, MSG_DONTWAIT, NULL, NULL);
+			if (k)
+				return 1;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			return -1;
+		int ms = ms_left(end);
+		if (!ms)
+			return -1;
+		lf__sys_poll1(fd, POLLIN, ms);
+	}
+}
+
+bool lf__shm_leave(struct lf_shm_conn *c, int fd)
+{
+	lf__shm_decide(c, fd);
+	/* Urgent data either way, a server still reading the client's
+	 * stream bytes before the switch, another process of this end: not
+	 * left (the caller refuses, as before). */
+	if (atomic_load(&c->state) != ON || (c->server && !c->stream_done) || atomic_load(&c->rx.h->urg) ||
+	    atomic_load(&c->tx.h->urg) || __atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+		return false;
+	pthread_mutex_lock(&c->rxl); /* this end's reads stop: the peer copies from its head */
+	int r = ask(c, fd);
+	if (r > 0)
+		r = through_copy(c, fd);
+	if (r > 0 && atomic_load(&c->asked))
+		lf__shm_io_answer(c, fd); /* the peer leaves at the same time */
+	if (r > 0) {
+		pthread_mutex_lock(&c->txl);
+		if (!atomic_load(&c->tx_left) && !tx_leave(c, fd, LF_BYTE_LEFT, false))
+			r = -1;
+		pthread_mutex_unlock(&c->txl);
+	}
+	if (r > 0) {
+		atomic_store(&c->rx.h->leave, LF_LEAVE_DONE);
+		lf__shm_set_state(c, OFF);
+	}
+	pthread_mutex_unlock(&c->rxl);
+	if (r < 0)
+		lf__shm_broken(c, fd);
+	return r > 0;
+}
