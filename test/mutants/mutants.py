@@ -2330,7 +2330,7 @@ MUTANTS += [
         [("src/fastpath/shm_leave.c",
           "bool ok = !answer || tx_leave(c, fd, LF_BYTE_COPY, true);",
           "bool ok = !answer || tx_leave(c, fd, LF_BYTE_COPY, false);")],
-        ["e2e:test_shm.py -k 'leaves_the_tier or receiver_without_loopfast'"]),
+        ["e2e:test_shm.py -k leaves_the_tier"]),
     Mutant(
         "shm-leave-writer-stays-on-the-ring",
         "a writer that answered goes on writing into the ring, which nobody reads any more",
