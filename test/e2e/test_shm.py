@@ -1510,16 +1510,17 @@ def leave_run(tmp_path, tier, mode):
     try:
         rcv = subprocess.Popen(prog + ["receiver", path, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(rcv)
-        assert readline(rcv, timeout=60).strip() == "ready"
+        assert readline(rcv, timeout=30).strip() == "ready"
         peer = subprocess.Popen(wrap(prog + ["peer", mode]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(peer)
-        port = readline(peer, timeout=60).strip()
+        port = readline(peer, timeout=30).strip()
         snd = subprocess.Popen(wrap(prog + ["sender", port, path, mode]), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
         procs.append(snd)
-        lines = [readline(p, timeout=60).split() for p in (peer, snd, rcv)]
+        # The three take about a second: 20 s is a hang (a mutant's), not load.
+        lines = [readline(p, timeout=20).split() for p in (peer, snd, rcv)]
         for p in procs:
-            assert p.wait(timeout=60) == 0, p.stderr.read()
+            assert p.wait(timeout=20) == 0, p.stderr.read()
     finally:
         stop(*procs)
     maps = int(lines[1].pop()[len("maps="):])
