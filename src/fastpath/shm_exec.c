@@ -131,14 +131,17 @@ void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
 }
 
 /* The exec goes to a program that will not load this library: each
- * recorded socket is shut down both ways, then what its receive queue
- * holds is dropped (tokens, edge bytes, the server's answer with its
- * memfd, stream bytes before the switch: after the shutdown nothing more
- * can come), so that the program reads the end at once, never a token as
- * data; its writing direction's fin moves, as at a close, so that the
- * peer's next write looks at the socket and fails as after a close (a
- * write into the ring makes no system call otherwise). Writes only the
- * shared page (a vfork child calls it). */
+ * recorded socket leaves the tier first if it can (shm_leave.c: the
+ * program then reads and writes the Unix stream, as over TCP), else it is
+ * shut down both ways, then what its receive queue holds is dropped
+ * (tokens, edge bytes, the server's answer with its memfd, stream bytes
+ * before the switch: after the shutdown nothing more can come), so that
+ * the program reads the end at once, never a token as data; its writing
+ * direction's fin moves, as at a close, so that the peer's next write
+ * looks at the socket and fails as after a close (a write into the ring
+ * makes no system call otherwise). A vfork child calls it: a leave there
+ * is the parent's too (the same socket, off the tier for both), and
+ * allocates nothing. */
 void lf__shm_exec_shut(const char *rec)
 {
 	int e = errno;
@@ -147,6 +150,8 @@ void lf__shm_exec_shut(const char *rec)
 	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
 		int fd = atoi(p + 1);
 		struct lf_shm_conn *c = lf__shm_conn_of(fd);
+		if (c && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))
+			continue; /* on the Unix stream: the program's as it is (a dup recorded too: left already) */
 		lf__sys_shutdown(fd, SHUT_RDWR);
 		while (lf__sys_recvfrom(fd, b, sizeof(b), MSG_DONTWAIT, NULL, NULL) > 0)
 			;

@@ -2998,6 +2998,74 @@ def test_exec_into_a_static_program_shuts_the_socket(build, static_prog, tier):
         stop(cli, srv)
 
 
+# The same exec, its server reading in another thread meanwhile: its
+# recv answers the client's request to leave the tier (docs/shm.md,
+# "Leaving the tier"), and shuts its writing side when told.
+EXEC_SERVER_READING = textwrap.dedent("""
+    import random, socket, sys, threading
+    S1, C = random.Random(1).randbytes(100_000), random.Random(3).randbytes(400_000)
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+    print(s.getsockname()[1], flush=True)
+    c, _ = s.accept(); c2, _ = s.accept()
+    c.sendall(S1); c2.sendall(b"second")
+    got = []
+    def reader():
+        b = b""
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            b += d
+        got.append(b)
+    t = threading.Thread(target=reader); t.start()
+    sys.stdin.readline()
+    c.shutdown(socket.SHUT_WR)
+    t.join()
+    print("server got", len(got[0]), got[0] == C[:200_000] + b"x", flush=True)
+""")
+
+
+def exec_static_reading(static_prog, tier):
+    """(the program's line, the server's line, whether the client held two
+    rings before the exec and none after it)."""
+    client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
+    wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
+    srv = subprocess.Popen(wrap([sys.executable, "-c", EXEC_SERVER_READING]), stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cli = None
+    try:
+        port = int(readline(srv))
+        cli = subprocess.Popen(wrap([sys.executable, "-c", client, "before", str(port), "static:" + static_prog]),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        readline(cli)
+        pid = client_pid(cli) if tier else cli.pid
+        rings = len(memfds(pid)[0]) == 2
+        cli.stdin.write("\n"); cli.stdin.flush()
+        assert readline(cli).split() == ["static", str(pid)]
+        rings = rings and memfds(pid) == (set(), set())
+        srv.stdin.write("\n"); srv.stdin.flush()
+        cli.stdin.write("\n"); cli.stdin.flush()
+        got = readline(cli, timeout=30).split()
+        wrote = readline(srv, timeout=30).split()
+    finally:
+        stop(cli, srv)
+    return got, wrote, rings
+
+
+def test_exec_into_a_static_program_whose_peer_reads_leaves_the_tier(build, static_prog):
+    """A program that cannot load loopfast, exec'd with a tier socket
+    whose peer is reading it at the time: the connection leaves the tier
+    before the exec, so the program gets the Unix stream as TCP's: it
+    reads the 50,000 bytes left in its ring, then the end, and its write
+    reaches the server after the 200,000 bytes written before the exec.
+    The kernel shows the client holding two rings before the exec and
+    none after. The control: plain TCP."""
+    tcp = exec_static_reading(static_prog, None)
+    shm = exec_static_reading(static_prog, "shm")
+    want = ["read", "50000", "end", "EOF", "write", "ok"], ["server", "got", "200001", "True"]
+    assert tcp[:2] == want, tcp
+    assert shm == (*want, True), shm
+
+
 # A client that execs before it took the server's answer (the server has
 # not accepted yet): its record says so, with the count of bytes it wrote
 # on the stream, and the new image takes the answer and the memfd itself.

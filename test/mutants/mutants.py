@@ -2354,6 +2354,14 @@ MUTANTS += [
           "\t\t\tif (want == LF_LEAVE_ASK)\n\t\t\t\treturn 0;")],
         ["e2e:test_shm.py -k never_answers"]),
     Mutant(
+        "shm-leave-not-before-exec",
+        "an exec into a program that cannot load loopfast shuts every tier socket down, even one whose peer "
+        "would have moved it onto the stream: the program reads the end where TCP's reads the bytes",
+        [("src/fastpath/shm_exec.c",
+          "\t\tif (c && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))\n",
+          "\t\tif (c && atomic_load(&c->state) == OFF)\n")],
+        ["e2e:test_shm.py -k exec_into_a_static_program_whose"]),
+    Mutant(
         "shm-pass-mmsg-domain-forgotten",
         "recvmmsg takes a Unix socket it asked about before for one of another family: from its second call a "
         "tier socket arrives without its rings (the kernel cuts the socket off the narrow control buffer)",
