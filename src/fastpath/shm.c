@@ -369,8 +369,10 @@ struct lf_shm_conn *lf__shm_hold(int fd)
 		return NULL;
 	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED)) {
 		lf__shm_decide(c, fd);
-		if (atomic_load(&c->state) == ON)
+		if (atomic_load(&c->state) == ON) {
 			lf__shm_io_spent(c, fd); /* tokens left for bytes already read (shm_io.c) */
+			lf__shm_leave_met(c, fd); /* and a leave's bytes (shm_leave.c) */
+		}
 	}
 	atomic_fetch_add(&c->refs, 1);
 	lf__shm_done(fd);

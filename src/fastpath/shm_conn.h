@@ -142,6 +142,7 @@ long lf__shm_io_unread(struct lf_shm_conn *c, long a);
 bool lf__shm_leave(struct lf_shm_conn *c, int fd);        /* fd's connection onto its Unix stream, both ways (false: not now, or reset) */
 void lf__shm_io_answer(struct lf_shm_conn *c, int fd);    /* the reader asked: this end's writes leave, its unread bytes copied onto the stream */
 int lf__shm_io_met_leave(struct lf_shm_conn *c, int fd);  /* under rxl, the ring empty: the writer's LF_BYTE_LEFT is next: 0 (OFF now), -1 (reset) */
+bool lf__shm_leave_met(struct lf_shm_conn *c, int fd);     /* the ring read to its end: a request and the peer's LF_BYTE_LEFT next on the stream taken (true: OFF now). Takes rxl */
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */

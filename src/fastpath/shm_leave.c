@@ -157,6 +157,40 @@ int lf__shm_io_met_leave(struct lf_shm_conn *c, int fd)
 	return 0;
 }
 
+/* Under rxl: a server has read what its client wrote on the stream
+ * before the switch. One that has not read since (a dispatcher that
+ * passes what it accepts) learns it here when the client wrote nothing
+ * more than it took, as its next read would (server_stream, shm_io.c). */
+static bool stream_read(struct lf_shm_conn *c)
+{
+	if (c->server && !c->stream_done && atomic_load_explicit(&c->rx.h->switched, memory_order_acquire) &&
+	    atomic_load(&c->rx.h->pre) == c->stream_in)
+		c->stream_done = true;
+	return !c->server || c->stream_done;
+}
+
+/* This end's ring read to its end (the caller took the tokens owed:
+ * lf__shm_io_spent): the leave's bytes that stand next on its stream are
+ * no data either. A request (answered, or withdrawn) is taken off, and
+ * after an answer so is the peer's LF_BYTE_LEFT, met (OFF). Left there,
+ * they were unread bytes at the last close, and the kernel reset the
+ * connection where TCP gives the end (its holder now may be a program
+ * without loopfast); and a pass of this end asked a peer that answers
+ * nothing any more. true: OFF now. */
+bool lf__shm_leave_met(struct lf_shm_conn *c, int fd)
+{
+	bool off = false;
+	char b;
+
+	pthread_mutex_lock(&c->rxl);
+	lf__ring_sync(&c->rx, true);
+	if (stream_read(c) && lf__ring_avail(&c->rx) == 0 && !atomic_load(&c->rx.h->bell) && lf__shm_io_skip_edges(c, fd, &b) == 1 &&
+	    b == LF_BYTE_LEFT && atomic_load(&c->tx_left) && lf__ring_avail(&c->rx) == 0 && !atomic_load(&c->rx.h->bell))
+		off = !lf__shm_io_met_leave(c, fd);
+	pthread_mutex_unlock(&c->rxl);
+	return off;
+}
+
 /* The peer's end held by this process too (a program that connects to
  * itself and passes one end): answered here, since no call of it may
  * come while this one waits. Known by the memfd's inode and the other
@@ -248,10 +282,18 @@ bool lf__shm_leave(struct lf_shm_conn *c, int fd)
 	/* Urgent data either way, a server still reading the client's
 	 * stream bytes before the switch, another process of this end: not
 	 * left (the caller refuses, as before). */
-	if (atomic_load(&c->state) != ON || (c->server && !c->stream_done) || atomic_load(&c->rx.h->urg) ||
-	    atomic_load(&c->tx.h->urg) || __atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+	if (atomic_load(&c->state) != ON || atomic_load(&c->rx.h->urg) || atomic_load(&c->tx.h->urg) ||
+	    __atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
 		return false;
+	if (atomic_load(&c->tx_left)) { /* this end answered: its peer leaves, and answers no request */
+		lf__shm_io_spent(c, fd);
+		return lf__shm_leave_met(c, fd); /* not while its ring holds bytes: only the peer could copy them */
+	}
 	pthread_mutex_lock(&c->rxl); /* this end's reads stop: the peer copies from its head */
+	if (!stream_read(c)) {
+		pthread_mutex_unlock(&c->rxl);
+		return false;
+	}
 	int r = ask(c, fd);
 	if (r > 0)
 		r = through_copy(c, fd);

@@ -1560,6 +1560,215 @@ def test_a_pass_whose_peer_never_answers_is_refused_and_the_connection_kept(buil
     assert maps >= 1
 
 
+
+# After the leave, the peer end (P, under loopfast) still reads its ring
+# up to the sender's LF_BYTE_LEFT, with the request ('r') before it on its
+# stream. P answers in a write of 2 MB into a full ring (it never reads),
+# and then, by mode: closes ("close"); passes its own end on to a second
+# program without loopfast (R2, "pass"), which writes W and closes; or,
+# with only X in the ring and asleep while the sender is refused
+# ("idle"), closes. R1 (no loopfast) holds the sender's end (or, refused,
+# the sender reads on itself) and reads to the end.
+LEAVE_AFTER_PROG = textwrap.dedent("""
+    import array, errno, socket, sys, time
+    role = sys.argv[1]
+    X, Z, W = 100000, 2000000, 60000
+    pat = lambda n, k: bytes((i * k) % 251 for i in range(n))
+    def take(path):
+        u = socket.socket(socket.AF_UNIX); u.bind(path); u.listen(1)
+        print("ready", flush=True)
+        v, _ = u.accept()
+        data, cm, _, _ = v.recvmsg(1, 64)
+        return socket.socket(fileno=array.array("i", cm[0][2][:4])[0]) if data == b"p" else None
+    def give(path, s):
+        u = socket.socket(socket.AF_UNIX); u.connect(path)
+        try:
+            socket.send_fds(u, [b"p"], [s.fileno()])
+            return "passed"
+        except OSError as e:
+            u.sendall(b"n")
+            return errno.errorcode[e.errno]
+    def read_to_end(s, want):
+        got = b""
+        try:
+            while d := s.recv(65536):
+                got += d
+            end = "eof"
+        except OSError as e:
+            end = errno.errorcode[e.errno]
+        return ("in-order" if got == want else f"wrong:{len(got)}/{len(want)}") + "+" + end
+    if role == "peer":
+        mode, path2 = sys.argv[2], sys.argv[3]
+        srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+        print(srv.getsockname()[1], flush=True)
+        a, _ = srv.accept()
+        a.sendall(pat(X if mode == "idle" else Z, 3))  # blocks in a full ring, but in "idle"
+        time.sleep(1.0 if mode == "idle" else 0.3)
+        res = give(path2, a) if mode == "pass" else "closes"
+        if mode != "pass":
+            socket.socket(socket.AF_UNIX).connect(path2)
+        print("peer", res, flush=True)
+        a.close()
+    elif role == "sender":
+        port, path, mode = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        c = socket.create_connection(("127.0.0.1", port))
+        time.sleep(0.3)
+        res = give(path, c)
+        if res != "passed":
+            res += "+" + read_to_end(c, pat(X, 3))
+        print("sender", res, flush=True)
+        c.close()
+    elif role == "r1":
+        mode = sys.argv[3]
+        s = take(sys.argv[2])
+        want = pat(X if mode == "idle" else Z, 3) + (pat(W, 5) if mode == "pass" else b"")
+        print("r1", read_to_end(s, want) if s else "none", flush=True)
+    else:
+        s = take(sys.argv[2])
+        if s:
+            s.sendall(pat(W, 5)); s.close()
+        print("r2", "got" if s else "none", flush=True)
+""")
+
+
+def leave_after_run(tmp_path, tier, mode):
+    path = str(tmp_path / f"after-{tier}-{mode}")
+    prog = [sys.executable, "-c", LEAVE_AFTER_PROG]
+    wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
+    procs = []
+    try:
+        for r in ("r1", "r2"):
+            procs.append(subprocess.Popen(prog + [r, path + r, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+            assert readline(procs[-1], timeout=60).strip() == "ready"
+        peer = subprocess.Popen(wrap(prog + ["peer", mode, path + "r2"]), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        procs.append(peer)
+        port = readline(peer, timeout=60).strip()
+        procs.append(subprocess.Popen(wrap(prog + ["sender", port, path + "r1", mode]), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+        lines = [readline(p, timeout=60).split() for p in procs[2:] + procs[:2]]
+        for p in procs:
+            assert p.wait(timeout=60) == 0, p.stderr.read()
+    finally:
+        stop(*procs)
+    return lines
+
+
+@pytest.mark.parametrize("mode", ["close", "pass"])
+def test_the_peer_of_an_end_that_left_closes_or_passes_as_tcp(build, tmp_path, mode):
+    """The peer answered the leave in a write (it never reads) and then
+    closes, or passes its own end on to another program without loopfast:
+    the program that got the sender's end reads the 2 MB in order (and
+    the second program's 60,000 bytes), then the end, not a reset; the
+    second pass goes through. Before, the sender's LF_BYTE_LEFT and the
+    request's byte stood unread at the peer's close (the kernel reset the
+    connection), and the second pass sent a request of its own, which
+    the program read as data, and was refused. The control: TCP."""
+    tcp = leave_after_run(tmp_path, None, mode)
+    shm = leave_after_run(tmp_path, "shm", mode)
+    res = "passed" if mode == "pass" else "closes"
+    assert tcp == [["peer", res], ["sender", "passed"], ["r1", "in-order+eof"],
+                   ["r2", "got" if mode == "pass" else "none"]], tcp
+    assert shm == tcp, shm
+
+
+def test_a_refused_pass_leaves_no_byte_at_the_peers_close(build, tmp_path):
+    """A peer asleep while the sender passes its end (refused: EOPNOTSUPP)
+    that then closes without a read: the sender reads the 100,000 bytes
+    and the end, as TCP's reader does, not a reset (the request's byte
+    stood unread at the peer's close)."""
+    tcp = leave_after_run(tmp_path, None, "idle")
+    shm = leave_after_run(tmp_path, "shm", "idle")
+    assert tcp == [["peer", "closes"], ["sender", "passed"], ["r1", "in-order+eof"], ["r2", "none"]], tcp
+    assert shm == [["peer", "closes"], ["sender", "ENOTSUP+in-order+eof"], ["r1", "none"], ["r2", "none"]], shm
+
+
+# A server that passes what it accepts before reading from it (a
+# dispatcher) to a worker without loopfast. The client takes the server's
+# first byte (it is on the tier from then, having written nothing on the
+# stream), writes 50,000 bytes into the ring and reads to the end; the
+# worker reads them and answers.
+DISPATCH_PROG = textwrap.dedent("""
+    import array, errno, socket, sys, time
+    role, N = sys.argv[1], 50000
+    pat = lambda n, k: bytes((i * k) % 251 for i in range(n))
+    if role == "server":
+        srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+        print(srv.getsockname()[1], flush=True)
+        a, _ = srv.accept()
+        a.sendall(b"0")
+        time.sleep(0.3)                                # the client's bytes in the ring
+        u = socket.socket(socket.AF_UNIX); u.connect(sys.argv[2])
+        try:
+            socket.send_fds(u, [b"p"], [a.fileno()])
+            print("server", "passed", flush=True)
+        except OSError as e:
+            u.sendall(b"n")
+            print("server", errno.errorcode[e.errno], flush=True)
+        a.close()
+    elif role == "client":
+        c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+        assert c.recv(1) == b"0"
+        c.sendall(pat(N, 3))
+        got = b""
+        try:
+            while d := c.recv(65536):
+                got += d
+            end = "eof"
+        except OSError as e:
+            end = errno.errorcode[e.errno]
+        print("client", ("in-order" if got == pat(N, 5) else f"wrong:{len(got)}") + "+" + end, flush=True)
+    else:
+        u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[2]); u.listen(1)
+        print("ready", flush=True)
+        v, _ = u.accept()
+        data, cm, _, _ = v.recvmsg(1, 64)
+        if data != b"p":
+            print("worker", "none", flush=True)
+            sys.exit(0)
+        s = socket.socket(fileno=array.array("i", cm[0][2][:4])[0])
+        got = b""
+        while len(got) < N and (d := s.recv(65536)):
+            got += d
+        s.sendall(pat(N, 5)); s.close()
+        print("worker", "in-order" if got == pat(N, 3) else f"wrong:{len(got)}", flush=True)
+""")
+
+
+def test_a_dispatcher_passes_what_it_accepted_before_reading_it(build, tmp_path):
+    """A server that passes a connection it accepted, having read nothing
+    from it, to a worker without loopfast: the connection leaves the tier
+    as a server's that read does, since its client wrote nothing on the
+    stream before its switch; the worker reads the client's 50,000 bytes
+    (in the ring when the server passed it) and its answer reaches the
+    client in order, then the end. Before, such a server counted as one
+    still reading the client's stream bytes: EOPNOTSUPP, and the client
+    was reset at the server's close. The control: TCP."""
+    def run(tier):
+        path = str(tmp_path / f"dispatch-{tier}")
+        prog = [sys.executable, "-c", DISPATCH_PROG]
+        wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
+        procs = []
+        try:
+            procs.append(subprocess.Popen(prog + ["worker", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+            assert readline(procs[0], timeout=60).strip() == "ready"
+            procs.append(subprocess.Popen(wrap(prog + ["server", path]), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+            port = readline(procs[1], timeout=60).strip()
+            procs.append(subprocess.Popen(wrap(prog + ["client", port]), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+            lines = [readline(p, timeout=60).split() for p in procs]
+            for p in procs:
+                assert p.wait(timeout=60) == 0, p.stderr.read()
+        finally:
+            stop(*procs)
+        return lines
+    tcp = run(None)
+    assert tcp == [["worker", "in-order"], ["server", "passed"], ["client", "in-order+eof"]], tcp
+    assert run("shm") == tcp
+
 # Both ends in one process again: a reader that polls its ring with
 # non-blocking reads (the spin of docs/shm.md, "Spinning"), which answers
 # EAGAIN without a system call while nothing can have come, and whose

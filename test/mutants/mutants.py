@@ -1369,8 +1369,8 @@ MUTANTS += [
         "shm-close-leaves-the-answer",
         "a client that closes before it took the server's answer leaves its byte unread: the server is reset, not given EOF",
         [("src/fastpath/shm.c",
-          "\t\tlf__shm_decide(c, fd);\n\t\tif (atomic_load(&c->state) == ON)\n",
-          "\t\tif (atomic_load(&c->state) == ON)\n")],
+          "\t\tlf__shm_decide(c, fd);\n\t\tif (atomic_load(&c->state) == ON) {\n",
+          "\t\tif (atomic_load(&c->state) == ON) {\n")],
         ["e2e:test_shm.py -k resets_the_peer"]),
     Mutant(
         "shm-close-leaves-spent-tokens",
@@ -2361,6 +2361,30 @@ MUTANTS += [
           "\t\tif (c && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))\n",
           "\t\tif (c && atomic_load(&c->state) == OFF)\n")],
         ["e2e:test_shm.py -k exec_into_a_static_program_whose"]),
+    Mutant(
+        "shm-leave-close-leaves-its-bytes",
+        "a last close leaves the leave's bytes (the request, the peer's LF_BYTE_LEFT) unread: the kernel resets the "
+        "connection of whoever holds the peer's end now, where TCP gives it EOF",
+        [("src/fastpath/shm.c",
+          "\t\t\tlf__shm_leave_met(c, fd); /* and a leave's bytes (shm_leave.c) */\n",
+          "\t\t\t; /* and a leave's bytes (shm_leave.c) */\n")],
+        ["e2e:test_shm.py -k 'closes_or_passes or leaves_no_byte'"]),
+    Mutant(
+        "shm-leave-answered-end-asks",
+        "an end that answered its peer's leave and is passed on asks the peer, which answers nothing any more: "
+        "the request's byte reaches the program that holds the peer's end now, as data, and the pass is refused",
+        [("src/fastpath/shm_leave.c",
+          "\tif (atomic_load(&c->tx_left)) { /* this end answered: its peer leaves, and answers no request */",
+          "\tif (0) {")],
+        ["e2e:test_shm.py -k closes_or_passes"]),
+    Mutant(
+        "shm-leave-dispatcher-refused",
+        "a server that has not read since its client's switch counts as one still reading the client's stream "
+        "bytes: a dispatcher's pass is refused",
+        [("src/fastpath/shm_leave.c",
+          "\t\tc->stream_done = true;\n\treturn !c->server || c->stream_done;",
+          "\t\t;\n\treturn !c->server || c->stream_done;")],
+        ["e2e:test_shm.py -k 'dispatcher or closes_or_passes'"]),
     Mutant(
         "shm-pass-mmsg-domain-forgotten",
         "recvmmsg takes a Unix socket it asked about before for one of another family: from its second call a "
