@@ -468,6 +468,10 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 	}
 	for (int tries = 0; tries < 3; tries++) {
 		pthread_mutex_lock(&c->rxl);
+		if (atomic_load(&c->state) == OFF) { /* another thread's leave while this one waited: its ring's bytes are on the stream now (shm_leave.c) */
+			pthread_mutex_unlock(&c->rxl);
+			return LEFT;
+		}
 		lf__ring_sync(&c->rx, true);
 		long a = lf__ring_avail(&c->rx);
 		if (a == 0 && settle(c, fd, false) == LF_RING_BAD)

@@ -1769,6 +1769,102 @@ def test_a_dispatcher_passes_what_it_accepted_before_reading_it(build, tmp_path)
     assert tcp == [["worker", "in-order"], ["server", "passed"], ["client", "in-order+eof"]], tcp
     assert run("shm") == tcp
 
+
+# Another thread of the sender reads the end (recv of one byte at a time,
+# non-blocking) while the main thread passes it to a program without
+# loopfast; the peer wrote X bytes into the ring and then reads to the
+# end. The thread and the receiver share the bytes as two holders of a
+# TCP socket do: each byte goes to one of them. Three connections in turn.
+LEAVE_THREAD_PROG = textwrap.dedent("""
+    import array, errno, socket, sys, threading, time
+    role, X, ROUNDS = sys.argv[1], 100000, 3
+    if role == "peer":
+        srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(ROUNDS)
+        print(srv.getsockname()[1], flush=True)
+        for _ in range(ROUNDS):
+            a, _ = srv.accept()
+            a.sendall(bytes(i % 251 for i in range(X)))
+            while a.recv(65536):
+                pass
+            a.close()
+    elif role == "sender":
+        u = socket.socket(socket.AF_UNIX); u.connect(sys.argv[3])
+        for _ in range(ROUNDS):
+            c = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+            time.sleep(0.2)                            # the X bytes in the ring
+            n = [0]
+            def reader():
+                while True:
+                    try:
+                        d = c.recv(1, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        continue
+                    if not d:
+                        return
+                    n[0] += len(d)
+            t = threading.Thread(target=reader); t.start()
+            time.sleep(0.02)
+            try:
+                socket.send_fds(u, [b"p"], [c.fileno()])
+                res = "passed"
+            except OSError as e:
+                res = errno.errorcode[e.errno]
+                u.sendall(b"n")
+            t.join()
+            c.close()
+            print(res, n[0], flush=True)
+    else:
+        u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[2]); u.listen(1)
+        print("ready", flush=True)
+        v, _ = u.accept()
+        for _ in range(ROUNDS):
+            data, cm, _, _ = v.recvmsg(1, 64)
+            n = 0
+            if data == b"p":
+                s = socket.socket(fileno=array.array("i", cm[0][2][:4])[0])
+                s.shutdown(socket.SHUT_WR)
+                while d := s.recv(65536):
+                    n += len(d)
+                s.close()
+            print(n, flush=True)
+""")
+
+
+def test_a_thread_that_reads_while_another_passes_the_end_doubles_nothing(build, tmp_path):
+    """A thread of the sender reads the end while another passes it to a
+    program without loopfast: the 100,000 bytes the peer wrote are each
+    read once, by the thread or by the receiver, as two holders of a TCP
+    socket share them (three connections). Before, a read that waited for
+    the ring's lock during the leave then read the ring's bytes, which
+    the peer had just copied onto the stream for the receiver: doubled.
+    The control: TCP."""
+    def run(tier):
+        path = str(tmp_path / f"thread-{tier}")
+        prog = [sys.executable, "-c", LEAVE_THREAD_PROG]
+        wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
+        procs = []
+        try:
+            procs.append(subprocess.Popen(prog + ["receiver", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+            assert readline(procs[0], timeout=60).strip() == "ready"
+            procs.append(subprocess.Popen(wrap(prog + ["peer"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True))
+            port = readline(procs[1], timeout=60).strip()
+            procs.append(subprocess.Popen(wrap(prog + ["sender", port, path]), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+            rounds = []
+            for _ in range(3):
+                res, thread = readline(procs[2], timeout=60).split()
+                rounds.append((res, int(thread) + int(readline(procs[0], timeout=60))))
+            for p in procs:
+                assert p.wait(timeout=60) == 0, p.stderr.read()
+        finally:
+            stop(*procs)
+        return rounds
+    tcp = run(None)
+    assert tcp == [("passed", 100000)] * 3, tcp
+    assert run("shm") == tcp
+
 # Both ends in one process again: a reader that polls its ring with
 # non-blocking reads (the spin of docs/shm.md, "Spinning"), which answers
 # EAGAIN without a system call while nothing can have come, and whose

@@ -2378,6 +2378,14 @@ MUTANTS += [
           "\tif (0) {")],
         ["e2e:test_shm.py -k closes_or_passes"]),
     Mutant(
+        "shm-leave-read-after-the-leave",
+        "a read that waited for the ring's lock while another thread left the tier reads the ring's bytes, "
+        "which the peer copied onto the stream for the receiver: doubled",
+        [("src/fastpath/shm_io.c",
+          "\t\tif (atomic_load(&c->state) == OFF) { /* another thread's leave while this one waited",
+          "\t\tif (0) { /* another thread's leave while this one waited")],
+        ["e2e:test_shm.py -k doubles_nothing"]),
+    Mutant(
         "shm-leave-dispatcher-refused",
         "a server that has not read since its client's switch counts as one still reading the client's stream "
         "bytes: a dispatcher's pass is refused",
