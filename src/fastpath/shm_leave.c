@@ -22,7 +22,8 @@
  * never reads, writes or polls the socket) leaves the request withdrawn
  * and the connection as it was; the caller refuses (EOPNOTSUPP). A peer
  * that answered and whose copy does not come whole within COPY_NS, or
- * that sends anything else before it, resets the connection. */
+ * that sends anything else before it, resets the connection; so does a
+ * writer whose copy does not fit its stream at once. */
 #include "internal.h"
 #include "shm.h"
 #include "shm_conn.h"
@@ -42,14 +43,15 @@ static int ms_left(uint64_t end)
 	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
 }
 
-/* All of v[0..n) on the stream, without waiting while it fits: if it does
- * not, the socket's send buffer is raised for the moment (a copy of a
- * ring as large as SO_SNDBUF allows, with the kernel's overhead per
- * buffer, may not fit an empty stream), and then waited for, up to
- * COPY_NS (the peer reads the stream up to the copy). */
+/* All of v[0..n) on the stream, never waiting: if it does not fit, the
+ * socket's send buffer is raised for the moment (a copy of a ring as
+ * large as SO_SNDBUF allows, with the kernel's overhead per buffer, may
+ * not fit an empty stream). What still does not fit is not waited for:
+ * the answer may come in a non-blocking read or poll, and a peer that
+ * asks and then reads nothing would hold that call (the caller resets
+ * the connection instead). */
 static bool send_all(int fd, struct iovec *v, size_t n)
 {
-	uint64_t end = lf__sys_now_ns() + COPY_NS;
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = n };
 	int old = 0;
 	socklen_t l = sizeof(old);
@@ -78,10 +80,8 @@ static bool send_all(int fd, struct iovec *v, size_t n)
 			lf__sys_setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int){ INT_MAX / 2 }, sizeof(int));
 			continue;
 		}
-		int ms = ms_left(end);
-		if (!ms)
+		if (r < 0 && errno == EAGAIN)
 			break;
-		lf__sys_poll1(fd, POLLOUT, ms);
 	}
 	if (raised) { /* the kernel doubles what it is given */
 		int half = old / 2;
