@@ -722,8 +722,10 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 			pthread_mutex_lock(&c->rxl);
 			r = lf__shm_io_skip_edges(c, p->fd, &b);
 			lf__ring_sync(&c->rx, true);
-			if (r == 1 && b == LF_BYTE_LEFT && lf__ring_avail(&c->rx) == 0 && !atomic_load(&c->rx.h->bell) &&
-			    !lf__shm_io_met_leave(c, p->fd)) /* the stream's from here: its own answer */
+			/* Only after this end answered: a peer's LF_BYTE_LEFT otherwise
+			 * stays for the read, which resets (its error the read's). */
+			if (r == 1 && b == LF_BYTE_LEFT && atomic_load(&c->tx_left) && lf__ring_avail(&c->rx) == 0 &&
+			    !atomic_load(&c->rx.h->bell) && !lf__shm_io_met_leave(c, p->fd)) /* the stream's from here */
 				r = lf__sys_recvfrom(p->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
 			pthread_mutex_unlock(&c->rxl);
 		} else {

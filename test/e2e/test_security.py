@@ -1371,7 +1371,7 @@ def test_a_tier_socket_passed_to_another_uid_leaves_the_tier(build, attacker):
     assert not theirs & mine, "the receiver maps a memfd of the other uid's"
 
 
-SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow", "urg"])
+SCRIBBLES = pytest.mark.parametrize("mode", ["tail", "bell", "head", "token", "room", "size", "grow", "urg", "left", "copy"])
 
 
 @SCRIBBLES

@@ -2394,6 +2394,14 @@ MUTANTS += [
           "\t\t;\n\treturn !c->server || c->stream_done;")],
         ["e2e:test_shm.py -k 'dispatcher or closes_or_passes'"]),
     Mutant(
+        "shm-leave-poll-takes-an-unasked-left",
+        "poll takes a peer's leave byte off the socket though this end never answered a request: the connection "
+        "resets without telling the application, whose read then takes the byte as data",
+        [("src/fastpath/shm.c",
+          "if (r == 1 && b == LF_BYTE_LEFT && atomic_load(&c->tx_left) && lf__ring_avail(&c->rx) == 0 &&",
+          "if (r == 1 && b == LF_BYTE_LEFT && lf__ring_avail(&c->rx) == 0 &&")],
+        ["e2e:test_security.py -k 'garbage_in_the_rings and left'"]),
+    Mutant(
         "shm-pass-mmsg-domain-forgotten",
         "recvmmsg takes a Unix socket it asked about before for one of another family: from its second call a "
         "tier socket arrives without its rings (the kernel cuts the socket off the narrow control buffer)",

@@ -19,9 +19,14 @@ holds the connection until stdin closes (then prints one JSON line). MODE:
          reader, with one byte in the ring
   room   the head of the ring the victim writes (the attacker reads it):
          2**40; as a client, then one honest byte, which the server echoes
+  left   nothing in the page; the byte that ends a writer's ring bytes when
+         it leaves the tier ("l"), though the victim never answered a
+         request to leave (docs/shm.md, "Leaving the tier")
+  copy   nothing in the page; the byte a writer's copy follows ("k"), though
+         the victim never asked
 Each ends with a token byte on the socket written by a raw system call (the
-doorbell a reader wakes on), except "room" and "grow", whose victim is its
-writer."""
+doorbell a reader wakes on; "left" and "copy" put theirs instead), except
+"room" and "grow", whose victim is its writer."""
 import ctypes
 import json
 import os
@@ -84,7 +89,7 @@ elif mode in ("room", "grow"):
     if role == "client":
         c.sendall(b"x")  # the server echoes it: a write into the ring
 if mode not in ("room", "grow"):
-    token = ctypes.create_string_buffer(b"t")  # held: the raw call reads it
+    token = ctypes.create_string_buffer({"left": b"l", "copy": b"k"}.get(mode, b"t"))  # held: the raw call reads it
     assert raw(SYS_WRITE, c.fileno(), ctypes.addressof(token), 1) == 1
 print("scribbled", flush=True)
 sys.stdin.read()
