@@ -1499,30 +1499,38 @@ LEAVE_PROG = textwrap.dedent("""
 """)
 
 
+def three_programs(script, tier, first, second, third, collect):
+    """script run three times: as first (argv), without loopfast (it
+    prints "ready" once it listens), then as second (it prints a port) and
+    third ("PORT" in its argv: that port) under loopfast with `tier` (None:
+    without it, the TCP control). Returns collect([first, second, third]),
+    which reads their lines, once all three exited 0. The programs take
+    about a second: 20 s without a line is a hang (a mutant's), not load."""
+    prog = [sys.executable, "-c", script]
+    wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
+    procs = []
+    try:
+        procs.append(subprocess.Popen(prog + first, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        assert readline(procs[0], timeout=30).strip() == "ready"
+        procs.append(subprocess.Popen(wrap(prog + second), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        port = readline(procs[1], timeout=30).strip()
+        procs.append(subprocess.Popen(wrap(prog + [port if a == "PORT" else a for a in third]),
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        got = collect(procs)
+        for p in procs:
+            assert p.wait(timeout=20) == 0, p.stderr.read()
+    finally:
+        stop(*procs)
+    return got
+
+
 def leave_run(tmp_path, tier, mode):
     """The three programs' lines (peer, sender, receiver), and the
     sender's count of ring mappings before the pass (the kernel's proof
     that its connection was on the tier)."""
     path = str(tmp_path / f"leave-{tier}-{mode}")
-    prog = [sys.executable, "-c", LEAVE_PROG]
-    wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
-    procs = []
-    try:
-        rcv = subprocess.Popen(prog + ["receiver", path, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append(rcv)
-        assert readline(rcv, timeout=30).strip() == "ready"
-        peer = subprocess.Popen(wrap(prog + ["peer", mode]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append(peer)
-        port = readline(peer, timeout=30).strip()
-        snd = subprocess.Popen(wrap(prog + ["sender", port, path, mode]), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        procs.append(snd)
-        # The three take about a second: 20 s is a hang (a mutant's), not load.
-        lines = [readline(p, timeout=20).split() for p in (peer, snd, rcv)]
-        for p in procs:
-            assert p.wait(timeout=20) == 0, p.stderr.read()
-    finally:
-        stop(*procs)
+    lines = three_programs(LEAVE_PROG, tier, ["receiver", path, mode], ["peer", mode], ["sender", "PORT", path, mode],
+                           lambda ps: [readline(p, timeout=20).split() for p in (ps[1], ps[2], ps[0])])
     maps = int(lines[1].pop()[len("maps="):])
     return lines, maps
 
@@ -1747,24 +1755,8 @@ def test_a_dispatcher_passes_what_it_accepted_before_reading_it(build, tmp_path)
     was reset at the server's close. The control: TCP."""
     def run(tier):
         path = str(tmp_path / f"dispatch-{tier}")
-        prog = [sys.executable, "-c", DISPATCH_PROG]
-        wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
-        procs = []
-        try:
-            procs.append(subprocess.Popen(prog + ["worker", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True))
-            assert readline(procs[0], timeout=60).strip() == "ready"
-            procs.append(subprocess.Popen(wrap(prog + ["server", path]), stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-            port = readline(procs[1], timeout=60).strip()
-            procs.append(subprocess.Popen(wrap(prog + ["client", port]), stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-            lines = [readline(p, timeout=60).split() for p in procs]
-            for p in procs:
-                assert p.wait(timeout=60) == 0, p.stderr.read()
-        finally:
-            stop(*procs)
-        return lines
+        return three_programs(DISPATCH_PROG, tier, ["worker", path], ["server", path], ["client", "PORT"],
+                              lambda ps: [readline(p, timeout=20).split() for p in ps])
     tcp = run(None)
     assert tcp == [["worker", "in-order"], ["server", "passed"], ["client", "in-order+eof"]], tcp
     assert run("shm") == tcp
@@ -1838,29 +1830,16 @@ def test_a_thread_that_reads_while_another_passes_the_end_doubles_nothing(build,
     the ring's lock during the leave then read the ring's bytes, which
     the peer had just copied onto the stream for the receiver: doubled.
     The control: TCP."""
+    def rounds(ps):
+        got = []
+        for _ in range(3):
+            res, thread = readline(ps[2], timeout=20).split()
+            got.append((res, int(thread) + int(readline(ps[0], timeout=20))))
+        return got
+
     def run(tier):
         path = str(tmp_path / f"thread-{tier}")
-        prog = [sys.executable, "-c", LEAVE_THREAD_PROG]
-        wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
-        procs = []
-        try:
-            procs.append(subprocess.Popen(prog + ["receiver", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True))
-            assert readline(procs[0], timeout=60).strip() == "ready"
-            procs.append(subprocess.Popen(wrap(prog + ["peer"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True))
-            port = readline(procs[1], timeout=60).strip()
-            procs.append(subprocess.Popen(wrap(prog + ["sender", port, path]), stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-            rounds = []
-            for _ in range(3):
-                res, thread = readline(procs[2], timeout=60).split()
-                rounds.append((res, int(thread) + int(readline(procs[0], timeout=60))))
-            for p in procs:
-                assert p.wait(timeout=60) == 0, p.stderr.read()
-        finally:
-            stop(*procs)
-        return rounds
+        return three_programs(LEAVE_THREAD_PROG, tier, ["receiver", path], ["peer"], ["sender", "PORT", path], rounds)
     tcp = run(None)
     assert tcp == [("passed", 100000)] * 3, tcp
     assert run("shm") == tcp
