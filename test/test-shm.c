@@ -191,7 +191,70 @@ static void large_reads_are_paced_then_swept(void)
 	ASSERT(!"never checked within 10 ms of the give-back");
 }
 
+/* A give-back ends with a wake-up: a writer that met it (trim) and went
+ * to wait for its end (shm_io.c, wait_trim: want_space, then a futex on
+ * space_seq) is woken by the reader that punched. A give-back made where
+ * no token is taken (the empty-ring look of a ping-pong whose pushes were
+ * handed off) woke none: its writer slept out its 20 ms slice, a 20 ms
+ * round trip in every 100,000-message spinning ping-pong. */
+static void a_give_back_wakes_a_writer_that_waits_for_it(void)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		ring_with_a_byte(30000, 400);
+		atomic_store(&ghdr.want_space, 1);
+		atomic_store(&ghdr.space_seq, 5);
+		uint64_t since = g.trim_ns;
+		lf__shm_mem_idle(&g);
+		if (!in_pace(since))
+			continue;
+		ASSERT(g.trimmed == g.rx.pos && g.rx.data[4096] == 0);
+		ASSERT_EQ(atomic_load(&ghdr.want_space), 0);
+		ASSERT_EQ(atomic_load(&ghdr.space_seq), 6);
+		return;
+	}
+	ASSERT(!"never checked within 10 ms of the give-back");
+}
+
+/* A non-blocking read of an empty ring looks at it before EAGAIN only when
+ * it polls again (its last such answer under shm_spin.c's AGAIN_NS ago),
+ * and takes what is there. `now` is the caller's clock: given here. */
+static struct lf_ring_hdr phdr;
+static unsigned char pdata[LF_RING_SIZE];
+static struct lf_shm_conn p = { .rx = { .h = &phdr, .data = pdata, .area = LF_RING_SIZE, .size = LF_RING_SIZE,
+					 .limit = LF_RING_SIZE } };
+
+static void a_first_poll_answers_without_looking(void)
+{
+	memset(&phdr, 0, sizeof(phdr));
+	uint64_t now = lf__sys_now_ns();
+	p.polled_ns = now - 5000000;
+	ASSERT(!lf__shm_spin_again(&p, now));
+	ASSERT(p.polled_ns == now); /* a look would have read the clock again */
+}
+
+static void a_poll_again_looks_and_finds_nothing(void)
+{
+	memset(&phdr, 0, sizeof(phdr));
+	uint64_t now = lf__sys_now_ns();
+	p.polled_ns = now - 100;
+	ASSERT(!lf__shm_spin_again(&p, now));
+	ASSERT(p.polled_ns > now); /* it looked, until its clock said so */
+}
+
+static void a_poll_again_takes_what_came(void)
+{
+	memset(&phdr, 0, sizeof(phdr));
+	atomic_store(&phdr.tail, 64);
+	uint64_t now = lf__sys_now_ns();
+	p.polled_ns = now - 100;
+	ASSERT(lf__shm_spin_again(&p, now));
+}
+
 static const struct lf_test tests[] = {
+	{ "a_give_back_wakes_a_writer_that_waits_for_it", a_give_back_wakes_a_writer_that_waits_for_it, 0 },
+	{ "a_first_poll_answers_without_looking", a_first_poll_answers_without_looking, 0 },
+	{ "a_poll_again_looks_and_finds_nothing", a_poll_again_looks_and_finds_nothing, 0 },
+	{ "a_poll_again_takes_what_came", a_poll_again_takes_what_came, 0 },
 	{ "small_messages_give_back_at_once", small_messages_give_back_at_once, 0 },
 	{ "large_reads_are_paced_then_swept", large_reads_are_paced_then_swept, 0 },
 	{ "quiet_right_after_a_look", quiet_right_after_a_look, 0 },

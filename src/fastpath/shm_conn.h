@@ -38,6 +38,7 @@ struct lf_shm_conn {
 	uint64_t looked_ns;
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
+	uint64_t polled_ns;     /* a non-blocking read's last EAGAIN of an empty ring (under rxl; shm_spin.c, again) */
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
 	struct lf_shm_conn *limbo_next; /* gone, its ring still mapped for an epoll wait (shm.c, limbo) */
@@ -145,14 +146,16 @@ int lf__shm_io_met_leave(struct lf_shm_conn *c, int fd);  /* under rxl, the ring
 bool lf__shm_leave_met(struct lf_shm_conn *c, int fd);     /* the ring read to its end: a request and the peer's LF_BYTE_LEFT next on the stream taken (true: OFF now). Takes rxl */
 
 /* shm_spin.c (docs/shm.md, "Spinning") */
+void lf__shm_wake_writer(struct lf_shm_conn *c);          /* the reader: a writer that waits for room or a give-back's end looks again (shm_io.c) */
 bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now); /* under rxl: nothing can have come since the last look */
+bool lf__shm_spin_again(struct lf_shm_conn *c, uint64_t now); /* under rxl, quiet: a polling reader's look at its ring before EAGAIN (true: bytes came, or garbage) */
 void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits); /* under rxl: a look found nothing (waits: as before it) */
 void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now); /* the reader polls its ring (now: lf__sys_now_ns) */
-void lf__shm_spin_busy(struct lf_shm_conn *c);            /* a writer: its reader, if polling, polls again soon */
+uint64_t lf__shm_spin_busy(struct lf_shm_conn *c);        /* a writer: its reader, if polling, polls again soon (its clock, or 0) */
 void lf__shm_spin_sleep(struct lf_shm_conn *c);           /* the reader is about to sleep: writers ring, not wait */
 void lf__shm_spin(struct lf_shm_conn *c, int fd);         /* a blocking read's spin on its ring (--spin-us) */
 void lf__shm_spin_taking(struct lf_shm_conn *c, uint64_t t); /* the reader, under rxl: this read takes every byte up to t */
-bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t); /* the writer: the reader takes every byte up to t */
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t, uint64_t now); /* the writer: the reader takes every byte up to t (now: its clock, or 0) */
 bool lf__shm_spin_linger(struct lf_shm_conn *c); /* the reader, under rxl, having emptied rx: more bytes came (keep the token) */
 bool lf__shm_spin_room(struct lf_shm_conn *c);   /* a blocking writer, its ring full: room came (or garbage) */
 void lf__shm_spin_room_light(void); /* reader: between its store of head and its load of want_space */

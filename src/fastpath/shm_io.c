@@ -342,7 +342,7 @@ void lf__shm_io_spent(struct lf_shm_conn *c, int fd)
 	pthread_mutex_unlock(&c->rxl);
 }
 
-static void wake_writer(struct lf_shm_conn *c)
+void lf__shm_wake_writer(struct lf_shm_conn *c)
 {
 	lf__shm_spin_room_light(); /* head, then want_space */
 	if (atomic_load(&c->rx.h->want_space)) {
@@ -459,7 +459,7 @@ static long mark_limit(struct lf_shm_conn *c, int fd, long a, size_t copied, boo
 static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, enum look look, size_t copied,
 			 bool *more)
 {
-	bool peek = flags & MSG_PEEK;
+	bool peek = flags & MSG_PEEK, spun = false;
 
 	if (c->server && !c->stream_done) {
 		ssize_t r = server_stream(c, fd, k, flags);
@@ -513,7 +513,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 				pthread_mutex_unlock(&c->rxl);
 				return lf__shm_broken(c, fd);
 			}
-			wake_writer(c);
+			lf__shm_wake_writer(c);
 			pthread_mutex_unlock(&c->rxl);
 			tries--;
 			continue;
@@ -530,7 +530,7 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 				s = settle(c, fd, true);
 			}
 			if (!peek)
-				wake_writer(c);
+				lf__shm_wake_writer(c);
 			pthread_mutex_unlock(&c->rxl);
 			if (s == LF_RING_BAD)
 				return lf__shm_broken(c, fd);
@@ -542,6 +542,11 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 		if (look == LOOK_QUIET)
 			lf__shm_spin_wake(c, now);
 		if (look == LOOK_LATER || (look == LOOK_QUIET && lf__shm_spin_quiet(c, now))) {
+			if (look == LOOK_QUIET && !spun && (spun = true) && lf__shm_spin_again(c, now)) {
+				pthread_mutex_unlock(&c->rxl);
+				tries--; /* bytes came while it looked: read them */
+				continue;
+			}
 			pthread_mutex_unlock(&c->rxl);
 			errno = EAGAIN;
 			return -1;
@@ -856,7 +861,7 @@ static ssize_t read_ring_only(struct lf_shm_conn *c, const struct cur *k, int fl
 	size_t want = a > 0 && (size_t)a < k->len ? (size_t)a : k->len;
 	size_t got = a > 0 ? lf__ring_read(&c->rx, k->v, k->n, want, flags & MSG_PEEK) : 0;
 	if (got && !(flags & MSG_PEEK))
-		wake_writer(c);
+		lf__shm_wake_writer(c);
 	pthread_mutex_unlock(&c->rxl);
 	if (got)
 		return (ssize_t)got;
@@ -1006,8 +1011,8 @@ static int ring_bell(struct lf_shm_conn *c, int fd, int flags, uint64_t upto, bo
 	if (b > 1)
 		return lf__shm_broken(c, fd);
 	if (!full) {
-		lf__shm_spin_busy(c);
-		if (b == 0 && lf__shm_spin_handed_off(c, upto))
+		uint64_t now = lf__shm_spin_busy(c);
+		if (b == 0 && lf__shm_spin_handed_off(c, upto, now))
 			return 0;
 	}
 	if (b == 1 || !atomic_compare_exchange_strong(&c->tx.h->bell, &zero, 1)) {

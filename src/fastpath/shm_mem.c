@@ -100,6 +100,7 @@ static void punch(struct lf_shm_conn *c, uint64_t now)
 		c->emptied = 0;
 	}
 	atomic_store_explicit(&r->h->trim, 0, memory_order_release);
+	lf__shm_wake_writer(c); /* one that met the give-back may wait for its end (shm_io.c, wait_trim) */
 }
 
 /* A stream whose reader keeps up finds its ring empty after every write:

@@ -42,6 +42,37 @@ bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now)
 	return now - c->looked_ns < LOOK_NS;
 }
 
+/* A non-blocking read that finds its ring empty, quiet, within AGAIN_NS of
+ * its last such answer is one of a loop that polls (sockperf, a spinning
+ * event loop): it looks at the ring up to AGAIN_SPIN_NS before it answers
+ * EAGAIN, so that bytes that come meanwhile are taken at once, not after
+ * the rest of this call, the program's turn and the next call's start
+ * (half of the tier's spinning round trip over the floor went there,
+ * docs/shm.md "Spinning"). AGAIN_SPIN_NS is under what the kernel's own
+ * EAGAIN costs here (a recv on an empty Unix socket: 0.2 us), so that a
+ * polling program waits no longer in a call than it did over TCP; a read
+ * after the program's other work (an event loop's last read of an event)
+ * answers at once. Under rxl, which a second reader of the socket waits
+ * for meanwhile (as for the kernel's socket lock). */
+#define AGAIN_NS 1000u
+#define AGAIN_SPIN_NS 150u
+
+bool lf__shm_spin_again(struct lf_shm_conn *c, uint64_t now)
+{
+	bool again = now - c->polled_ns < AGAIN_NS;
+
+	c->polled_ns = now;
+	if (!again)
+		return false;
+	uint64_t end = now + AGAIN_SPIN_NS;
+	for (unsigned i = 1; lf__shm_avail(c) == 0; i++) {
+		if (i % 8 == 0 && (c->polled_ns = lf__sys_now_ns()) >= end)
+			return false;
+		__builtin_ia32_pause();
+	}
+	return true;
+}
+
 void lf__shm_spin_looked(struct lf_shm_conn *c, unsigned waits)
 {
 	c->looked_ns = lf__sys_now_ns();
@@ -82,11 +113,15 @@ void lf__shm_spin_wake(struct lf_shm_conn *c, uint64_t now)
 
 /* A thread that writes while its end's reader polls (awake not 0) is
  * about to poll for the answer: its write renews the time, so that a ping-
- * pong whose reader last polled before its own write still hands off. */
-void lf__shm_spin_busy(struct lf_shm_conn *c)
+ * pong whose reader last polled before its own write still hands off.
+ * Its clock (0: none taken), for the hand-off's look that follows. */
+uint64_t lf__shm_spin_busy(struct lf_shm_conn *c)
 {
-	if (atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
-		lf__shm_spin_wake(c, lf__sys_now_ns());
+	if (!atomic_load_explicit(&c->rx.h->awake, memory_order_relaxed))
+		return 0;
+	uint64_t now = lf__sys_now_ns();
+	lf__shm_spin_wake(c, now);
+	return now;
 }
 
 void lf__shm_spin_sleep(struct lf_shm_conn *c)
@@ -152,13 +187,15 @@ static bool stale(struct lf_shm_conn *c, uint64_t now)
 	return stamp(now) - s + (POLL_NS >> STAMP_SHIFT) > 2 * (POLL_NS >> STAMP_SHIFT);
 }
 
-bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t)
+bool lf__shm_spin_handed_off(struct lf_shm_conn *c, uint64_t t, uint64_t now)
 {
 	uint32_t s = atomic_load_explicit(&c->tx.h->awake, memory_order_relaxed);
 
 	if (!s || atomic_load_explicit(&c->tx.h->edges, memory_order_relaxed))
 		return false;
-	uint64_t now = lf__sys_now_ns(), end = now + HANDOFF_NS;
+	if (!now)
+		now = lf__sys_now_ns();
+	uint64_t end = now + HANDOFF_NS;
 	if (stale(c, now)) /* unsigned: within POLL_NS either way */
 		return false;
 	for (unsigned i = 1;; i++) {

@@ -1156,6 +1156,29 @@ MUTANTS += [
           "\t\treturn true;\n")],
         ["e2e:test_shm.py -k stopped_polling"]),
     Mutant(
+        "shm-give-back-wakes-no-writer",
+        "a give-back made where no token is taken (a ping-pong's handed-off pushes) wakes no writer that met it: "
+        "the writer sleeps out its 20 ms slice",
+        [("src/fastpath/shm_mem.c",
+          "\tlf__shm_wake_writer(c); /* one that met the give-back",
+          "\t(void)c; /* one that met the give-back")],
+        ["c:test-shm:a_give_back_wakes_a_writer_that_waits_for_it"]),
+    Mutant(
+        "shm-poll-again-always",
+        "every non-blocking read of an empty tier ring looks at it for a while before EAGAIN, also an event loop's "
+        "last read of an event",
+        [("src/fastpath/shm_spin.c",
+          "bool again = now - c->polled_ns < AGAIN_NS;",
+          "bool again = true;")],
+        ["c:test-shm:a_first_poll_answers_without_looking"]),
+    Mutant(
+        "shm-poll-again-ignores-what-came",
+        "a polling read's look before EAGAIN answers EAGAIN over bytes that are in the ring",
+        [("src/fastpath/shm_spin.c",
+          "\treturn true;\n}\n\nvoid lf__shm_spin_looked",
+          "\treturn false;\n}\n\nvoid lf__shm_spin_looked")],
+        ["c:test-shm:a_poll_again_takes_what_came"]),
+    Mutant(
         "shm-quiet-after-a-wait",
         "a tier reader's non-blocking read answers EAGAIN from its ring alone after a wait (epoll) that reported the end",
         [("src/fastpath/shm_spin.c",
