@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Checked within WINDOW_NS of the look (less than the library's window,
@@ -250,7 +251,77 @@ static void a_poll_again_takes_what_came(void)
 	ASSERT(lf__shm_spin_again(&p, now));
 }
 
+/* A close that frees a connection while a sweep gives its ring back
+ * (shm_mem.c: the sweep takes it off the due list, then punches and wakes
+ * its writer) waits for the sweep: the close's lf__shm_mem_forget takes
+ * the list's lock even for a connection that looks off the list. Each
+ * round in a child: a due ring with pages to punch, a sweep on another
+ * thread, and the close's steps (forget, then the page unmapped, as
+ * conn_free does) as soon as the sweep took it off the list. A review's
+ * probe of the unlocked look: 199 of 200 children died of SIGSEGV. */
+static struct lf_shm_conn u;
+
+static void *sweeper(void *arg)
+{
+	(void)arg;
+	lf__shm_mem_sweep();
+	return NULL;
+}
+
+static void sweep_against_a_close(void)
+{
+	int fd = memfd_create("test-shm-sweep", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, LF_RING_SIZE) != 0)
+		_exit(2);
+	unsigned char *data = mmap(NULL, LF_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	struct lf_ring_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (data == MAP_FAILED || h == MAP_FAILED)
+		_exit(2);
+	pthread_mutex_init(&u.rxl, NULL);
+	u.rx = (struct lf_ring){ .h = h, .data = data, .area = LF_RING_SIZE, .pos = 1300000 };
+	u.trimmed = 1000000;
+	u.emptied = 4; /* 75,000 bytes a read: paced, due */
+	u.trim_ns = lf__sys_now_ns();
+	for (int i = 0; i < 64; i++)
+		data[i * 4096] = 1; /* pages to punch: the madvise takes a while */
+	atomic_store(&h->tail, u.rx.pos);
+	atomic_store(&h->wbusy, 2);
+	atomic_store(&h->want_space, 1);
+	lf__shm_mem_idle(&u);
+	if (!u.due_prev)
+		_exit(2);
+	u.trim_ns -= 20000000; /* its time has come */
+	pthread_t t;
+	if (pthread_create(&t, NULL, sweeper, NULL))
+		_exit(2);
+	while (__atomic_load_n(&u.due_prev, __ATOMIC_RELAXED))
+		;
+	lf__shm_mem_forget(&u);
+	munmap(h, 4096);
+	pthread_join(t, NULL);
+	_exit(0);
+}
+
+static void a_close_waits_for_a_sweep_of_its_ring(void)
+{
+	int crashed = 0;
+	for (int r = 0; r < 50; r++) {
+		pid_t pid = fork();
+		ASSERT(pid >= 0);
+		if (pid == 0) {
+			alarm(10);
+			sweep_against_a_close();
+		}
+		int st;
+		ASSERT_EQ(waitpid(pid, &st, 0), pid);
+		ASSERT(!WIFEXITED(st) || WEXITSTATUS(st) != 2);
+		crashed += !WIFEXITED(st);
+	}
+	ASSERT_EQ(crashed, 0);
+}
+
 static const struct lf_test tests[] = {
+	{ "a_close_waits_for_a_sweep_of_its_ring", a_close_waits_for_a_sweep_of_its_ring, 0 },
 	{ "a_give_back_wakes_a_writer_that_waits_for_it", a_give_back_wakes_a_writer_that_waits_for_it, 0 },
 	{ "a_first_poll_answers_without_looking", a_first_poll_answers_without_looking, 0 },
 	{ "a_poll_again_looks_and_finds_nothing", a_poll_again_looks_and_finds_nothing, 0 },

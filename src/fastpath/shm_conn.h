@@ -38,7 +38,7 @@ struct lf_shm_conn {
 	uint64_t looked_ns;
 	unsigned looked_waits, looked_sig;
 	const void *looked_thread;
-	uint64_t polled_ns;     /* a non-blocking read's last EAGAIN of an empty ring (under rxl; shm_spin.c, again) */
+	uint64_t polled_ns;     /* the end of a quiet non-blocking read's last look at its empty ring (under rxl; shm_spin.c, again) */
 	uint64_t trimmed;       /* rx's position at its last give-back (shm_mem.c) */
 	uint64_t trim_ns;       /* when (lf__sys_now_ns) */
 	struct lf_shm_conn *limbo_next; /* gone, its ring still mapped for an epoll wait (shm.c, limbo) */

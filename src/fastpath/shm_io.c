@@ -1286,7 +1286,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			/* One that lasts (a reader descheduled in it, a peer that
 			 * holds trim) is a full ring: EAGAIN, or a wait with the
 			 * socket's timeout and signals, woken by the reader's
-			 * wake_writer after its give-back (20 ms slices). */
+			 * wake after its give-back (punch, shm_mem.c; 20 ms slices). */
 			if (nonblocking(fd, flags)) {
 				again = true;
 				break;

@@ -28,7 +28,8 @@
  * return with nothing). A writer that meets a give-back spins a little
  * under its lock, then yields a few times without the lock and looks
  * again; after that it is treated as a full ring (shm_io.c: EAGAIN when
- * non-blocking, else a wait woken by the reader's wake_writer, with the
+ * non-blocking, else a wait woken by the reader's wake after its
+ * give-back (lf__shm_wake_writer, in punch), with the
  * socket's SO_SNDTIMEO and signals). A peer that holds trim forever
  * (hostile, or stopped between its madvise and its release) only makes
  * the writer wait as for a full ring. */
@@ -204,10 +205,13 @@ int64_t lf__shm_mem_slice(int64_t left)
 	return left >= 0 && left < GIVE_BACK_NS ? left : GIVE_BACK_NS;
 }
 
+/* Always under the lock, even when c looks off the list: a sweep takes c
+ * off (due_prev NULL) before it punches, and holds due_lock until it is
+ * done with c; a look without the lock let a close free c and unmap its
+ * page under the sweep's punch and wake (a review's probe: 199 of 200
+ * children died of SIGSEGV). */
 void lf__shm_mem_forget(struct lf_shm_conn *c)
 {
-	if (!c->due_prev)
-		return;
 	pthread_mutex_lock(&due_lock);
 	due_out(c);
 	pthread_mutex_unlock(&due_lock);

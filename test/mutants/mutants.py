@@ -1164,6 +1164,14 @@ MUTANTS += [
           "\t(void)c; /* one that met the give-back")],
         ["c:test-shm:a_give_back_wakes_a_writer_that_waits_for_it"]),
     Mutant(
+        "shm-forget-looks-without-the-lock",
+        "a close that frees a connection looks at its place on the due list without the list's lock: a sweep "
+        "that took it off punches and wakes through a freed connection and an unmapped page",
+        [("src/fastpath/shm_mem.c",
+          "void lf__shm_mem_forget(struct lf_shm_conn *c)\n{\n",
+          "void lf__shm_mem_forget(struct lf_shm_conn *c)\n{\n\tif (!c->due_prev)\n\t\treturn;\n")],
+        ["c:test-shm:a_close_waits_for_a_sweep_of_its_ring"]),
+    Mutant(
         "shm-poll-again-always",
         "every non-blocking read of an empty tier ring looks at it for a while before EAGAIN, also an event loop's "
         "last read of an event",
