@@ -123,6 +123,7 @@ def test_go_opts_in_through_the_option(go_example):
     echo_and_path(PER_SOCKET + go_example + ["server"], PER_SOCKET + go_example + ["client"], fast=True)
 
 
+@pytest.mark.extra  # its Go build, 10 s: with the opt-in case above in make test-extra (make test's ten minutes)
 def test_go_without_loopfast(go_example):
     """Without loopfast the kernel refuses the option and both carry on
     over TCP."""
