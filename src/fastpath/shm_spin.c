@@ -51,9 +51,10 @@ bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now)
  * (half of the tier's spinning round trip over the floor went there,
  * docs/shm.md "Spinning"). With it such a call costs about what the
  * kernel's own EAGAIN costs here (a recv on an empty TCP or Unix socket:
- * 0.17 us; the tier's answer without the look: 0.1 us), so that a polling
- * program waits no longer in a call than it did over TCP (150 and 300 ns
- * gained no more, measured). A read after a wait of the process (an event
+ * 0.17-0.23 us; the tier's call 0.15-0.24 us with the look, 0.10-0.18
+ * without, measured in turns), so that a polling program waits no longer
+ * in a call than it did over TCP (looks of 70, 150 and 300 ns gained no
+ * more). A read after a wait of the process (an event
  * loop's reads after epoll_wait) is not quiet and never gets here; one
  * after more than AGAIN_NS of other work answers at once. A program that
  * polls several sockets in rounds under AGAIN_NS pays the look on each
@@ -61,7 +62,7 @@ bool lf__shm_spin_quiet(const struct lf_shm_conn *c, uint64_t now)
  * second reader of the socket waits for meanwhile (as for the kernel's
  * socket lock). */
 #define AGAIN_NS 1000u
-#define AGAIN_SPIN_NS 70u
+#define AGAIN_SPIN_NS 50u
 
 bool lf__shm_spin_again(struct lf_shm_conn *c, uint64_t now)
 {
