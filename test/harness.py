@@ -333,6 +333,8 @@ def run_mutants(suite, names=""):
             suite.add(tid, "xfailed", mark)
         elif m["status"] == "survived":
             suite.add(tid, "failed", f"SURVIVED: {m['what']}")
+        elif m["status"] == "not-run":
+            suite.add(tid, "skipped", m["detail"])
         else:
             suite.add(tid, "failed", m["detail"])
         failed += suite.results[tid][0] == "failed"

@@ -1607,10 +1607,11 @@ LEAVE_AFTER_PROG = textwrap.dedent("""
         return ("in-order" if got == want else f"wrong:{len(got)}/{len(want)}") + "+" + end
     if role == "peer":
         mode, path2 = sys.argv[2], sys.argv[3]
+        data = pat(X if mode == "idle" else Z, 3)  # before the sender's clock starts: 2 MB took 0.3 s here
         srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
         print(srv.getsockname()[1], flush=True)
         a, _ = srv.accept()
-        a.sendall(pat(X if mode == "idle" else Z, 3))  # blocks in a full ring, but in "idle"
+        a.sendall(data)  # blocks in a full ring, but in "idle"
         time.sleep(1.0 if mode == "idle" else 0.3)
         res = give(path2, a) if mode == "pass" else "closes"
         if mode != "pass":
@@ -4048,7 +4049,7 @@ UNDER_A_CALL = PAIR + textwrap.dedent("""
         c = socket.create_connection(l.getsockname()); a, _ = l.accept()
         c.sendall(b"0"); assert a.recv(1) == b"0"
         a.sendall(b"1"); assert c.recv(1) == b"1"
-        fd, got = a.detach(), []
+        fd, got, calling = a.detach(), [], threading.Event()
         if mode == "write":
             os.set_blocking(fd, False)
             try:
@@ -4057,6 +4058,7 @@ UNDER_A_CALL = PAIR + textwrap.dedent("""
                 pass
             os.set_blocking(fd, True)
         def call():
+            calling.set()  # the caller's sleep then starts with this thread at its call (a slow machine took more than the sleep to get here)
             try:
                 if mode == "poll":
                     p = select.poll(); p.register(fd, select.POLLIN); got.append(p.poll(10000)[0][1])
@@ -4064,6 +4066,7 @@ UNDER_A_CALL = PAIR + textwrap.dedent("""
             except OSError as e:
                 got.append(e.errno)
         t = threading.Thread(target=call); t.start()
+        calling.wait()
         return c, fd, got, t
 
     def drain(c):

@@ -220,6 +220,9 @@ def interrupted(*_):
     raise KeyboardInterrupt
 
 
+NOT_RUN = "not run: the time budget of this run (LF_MUTANTS_DEADLINE) was spent"
+
+
 def main():
     # SIGINT and SIGTERM both stop the subset and remove the copy, even
     # when this was started with SIGINT ignored (a background job); the
@@ -311,8 +314,16 @@ def main():
             if not good:
                 say(tail(blog))
 
+        # A deadline (LF_MUTANTS_DEADLINE, seconds since the epoch: .ci/run
+        # gives CI's, which must end within its hour on a machine that runs
+        # slow): the mutants not begun by then are not run, each reported
+        # as a skip with that reason (test/skips.allow), never as killed.
+        deadline = float(os.environ.get("LF_MUTANTS_DEADLINE") or "inf")
         for i, m in enumerate(chosen, 1):
             r = results[m.name]
+            if time.time() >= deadline:
+                r["status"], r["detail"] = "not-run", NOT_RUN
+                continue
             bad = baseline[(tuple(m.only), tuple(sorted(m.env.items())))]
             if bad:
                 r["detail"] = f"its subset fails without the mutant (log: {bad})"
@@ -393,10 +404,12 @@ def table(chosen, results, problems, seconds):
         elif r["status"] == "survived":
             res = "SURVIVED"
             bad.append(f"{m.name}: SURVIVED ({m.what}): no test in {m.only} failed")
+        elif r["status"] == "not-run":
+            res = "not run"
         else:
             res = "ERROR"
             bad.append(f"{m.name}: {r['detail']}")
-        by = (", ".join(r["killed_by"]) if r["status"] in killed else r["detail"] if r["status"] == "error"
+        by = (", ".join(r["killed_by"]) if r["status"] in killed else r["detail"] if r["status"] in ("error", "not-run")
               else m.why if m.until else "")
         say(f"{m.name:{w}}  {res:40}  {by}")
     slow = [m for m in chosen if results[m.name]["status"] == "killed-by-timeout"]
@@ -409,6 +422,7 @@ def table(chosen, results, problems, seconds):
         f"{sum(results[m.name]['status'] in killed for m in chosen)} killed "
         f"({len(slow)} only by a timeout), "
         f"{sum(results[m.name]['status'] == 'survived' and bool(m.until) for m in chosen)} expected survivors, "
+        f"{sum(results[m.name]['status'] == 'not-run' for m in chosen)} not run (the deadline), "
         f"{len(bad)} problems")
     for b in bad:
         say(f"  {b}")
