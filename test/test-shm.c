@@ -117,15 +117,23 @@ static void time_ends_it(void)
 static struct lf_ring_hdr ghdr;
 static struct lf_shm_conn g = { .rx.h = &ghdr };
 
+/* A ring's data area in a memfd, as the tier's (NULL: it could not be made). */
+static unsigned char *memfd_ring(const char *name)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, LF_RING_SIZE) != 0)
+		return NULL;
+	unsigned char *data = mmap(NULL, LF_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	return data == MAP_FAILED ? NULL : data;
+}
+
 static void ring_with_a_byte(uint64_t passed, uint64_t emptied)
 {
 	static unsigned char *data;
 	if (!data) {
-		int fd = memfd_create("test-shm-give-back", MFD_CLOEXEC);
-		ASSERT(fd >= 0 && ftruncate(fd, LF_RING_SIZE) == 0);
-		data = mmap(NULL, LF_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		ASSERT(data != MAP_FAILED);
-		close(fd);
+		data = memfd_ring("test-shm-give-back");
+		ASSERT(data);
 		pthread_mutex_init(&g.rxl, NULL);
 	}
 	memset(&ghdr, 0, sizeof(ghdr));
@@ -270,12 +278,9 @@ static void *sweeper(void *arg)
 
 static void sweep_against_a_close(void)
 {
-	int fd = memfd_create("test-shm-sweep", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, LF_RING_SIZE) != 0)
-		_exit(2);
-	unsigned char *data = mmap(NULL, LF_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	unsigned char *data = memfd_ring("test-shm-sweep");
 	struct lf_ring_hdr *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (data == MAP_FAILED || h == MAP_FAILED)
+	if (!data || h == MAP_FAILED)
 		_exit(2);
 	pthread_mutex_init(&u.rxl, NULL);
 	u.rx = (struct lf_ring){ .h = h, .data = data, .area = LF_RING_SIZE, .pos = 1300000 };
