@@ -808,7 +808,11 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
  * the rest of this wait: the kernel then reports it again only at the
  * next edge, when the reader takes the writer's token (which the write
  * that found no room left: shm_io.c, ring_bell's full), once it has
- * emptied the ring. Before the wait returns the registration is made
+ * emptied the ring. A write that met the reader's give-back (trim) said
+ * EAGAIN with room: that registration is parked too, and looked at again
+ * each millisecond (lf__shm_parked_trim: wait.c's epoll_loop cuts its
+ * wait so and unparks at each slice's end), since a reader may read
+ * nothing for a while after its give-back. Before the wait returns the registration is made
  * level-triggered again (lf__shm_epoll_unpark), so the application never
  * sees an edge-triggered EPOLLIN. Edge-triggered, one-shot and exclusive
  * registrations are left alone (an edge-triggered one's edge comes from
@@ -837,6 +841,7 @@ static __thread struct parked {
 	unsigned gen, rest; /* the socket's epgen and eprest when this wait made it edge-triggered */
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
+__thread bool lf__shm_parked_trim;
 
 /* The kernel's registration of fd on epfd made as the record says (with
  * EPOLLET if et), with no epoll_ctl of the application under way or
@@ -904,6 +909,7 @@ void lf__shm_epoll_unpark(void)
 			__atomic_add_fetch(&f->eprest, 1, __ATOMIC_RELEASE);
 	}
 	lf__shm_parked = 0;
+	lf__shm_parked_trim = false;
 }
 
 /* fd's registration on epfd is edge-triggered now: this wait made it so
@@ -968,8 +974,12 @@ static int room_fix(int epfd, struct epoll_event *ev, int n)
 		/* With the peer's end (EPOLLERR, EPOLLHUP) EPOLLOUT stays, as
 		 * TCP's: the write then says so. */
 		struct lf_shm_conn *c = fd >= 0 && !(ev[i].events & (EPOLLERR | EPOLLHUP)) ? lf__shm_use(fd) : NULL;
-		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(epfd, fd))
+		bool trim = c && atomic_load(&c->tx.h->trim);
+		if (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && (trim || space_now(c) == 0) &&
+		    park(epfd, fd)) {
 			ev[i].events &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+			lf__shm_parked_trim |= trim;
+		}
 		if (c)
 			lf__shm_done(fd);
 		if (ev[i].events)

@@ -461,12 +461,16 @@ static int epoll_loop(int epfd, struct epoll_event *ev, int max, int timeout, co
 
 	for (;;) {
 		int slice = lf__bell_slicing() && (timeout < 0 || timeout > LF_BELL_SLICE_MS) ? LF_BELL_SLICE_MS : timeout;
+		if (lf__shm_parked_trim && (slice < 0 || slice > 1))
+			slice = 1;
 		int64_t due = lf__shm_mem_slice(slice < 0 ? -1 : (int64_t)slice * 1000000);
 		slice = due < 0 ? -1 : (int)(due / 1000000);
 		int r = e && e->spin_members > 0 && e->spin_us ? epoll_spin(e, epfd, ev, max, slice, mask)
 							      : REAL(epoll_pwait)(epfd, ev, max, slice, mask);
 		if (r == 0)
 			lf__shm_mem_sweep(); /* due give-backs (shm_mem.c) */
+		if (r == 0 && lf__shm_parked_trim)
+			lf__shm_epoll_unpark(); /* the give-back may be over: the kernel says again (shm.c, room_fix) */
 		if (r < 0 || (r == 0 && slice == timeout))
 			return r;
 		int k = r && lf__bells_used && lf__bell_tagged(ev, r) ? lf__bell_epoll_filter(ev, r) : r;

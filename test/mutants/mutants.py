@@ -2048,9 +2048,25 @@ MUTANTS += [
         "epoll level-triggered reports EPOLLOUT for a tier socket whose ring is full: a writer that waits so for "
         "room is woken at once, over and over, while its reader reads nothing (a CPU spent)",
         [("src/fastpath/shm.c",
-          "\t\tif (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(",
-          "\t\tif (false && c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && space_now(c) == 0 && park(")],
+          "\t\tif (c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && (trim || space_now(c) == 0) &&",
+          "\t\tif (false && c && !(reg.events & (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)) && (trim || space_now(c) == 0) &&")],
         ["e2e:test_shm.py -k 'epollout and shm'"]),
+    Mutant(
+        "shm-lt-epollout-during-a-give-back",
+        "epoll level-triggered reports EPOLLOUT for a tier socket whose write met the reader's give-back: the "
+        "writer is woken at once, over and over, until the give-back ends (9,697 wake-ups in a give-back held 1 s)",
+        [("src/fastpath/shm.c",
+          "\t\tbool trim = c && atomic_load(&c->tx.h->trim);\n",
+          "\t\tbool trim = false;\n")],
+        ["e2e:test_shm.py -k 'meets_a_give_back and shm'"]),
+    Mutant(
+        "shm-lt-give-back-park-not-looked-at-again",
+        "a registration parked for a give-back is not looked at again while the wait lasts: the writer's EPOLLOUT "
+        "waits for the reader's next read, where TCP's comes at once",
+        [("src/fastpath/wait.c",
+          "\t\tif (r == 0 && lf__shm_parked_trim)\n",
+          "\t\tif (false && r == 0 && lf__shm_parked_trim)\n")],
+        ["e2e:test_shm.py -k 'meets_a_give_back and shm'"]),
     Mutant(
         "shm-lt-epollout-unrecorded",
         "a tier socket's epoll_ctl calls are not recorded once it is connected: a registration made or changed "
