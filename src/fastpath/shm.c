@@ -89,7 +89,7 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 
 	if (!c)
 		return NULL;
-	c->mfd = -1;
+	c->mfd = c->kept = -1;
 	atomic_init(&c->refs, 1);
 	atomic_fetch_add(&lf__shm_live, 1);
 	c->server = server;
@@ -170,6 +170,20 @@ static void limbo_drain(void)
 	}
 }
 
+/* A hidden descriptor of the connection's (lf__fd_hide) closed, only if
+ * still ours: a close_range may have taken the number, and the program
+ * reused it. */
+static void unkeep(int fd, unsigned long ino)
+{
+	struct stat st;
+
+	if (fd < 0)
+		return;
+	lf__fd_unhide(fd); /* its entry points at the connection's word */
+	if (!fstat(fd, &st) && (unsigned long)st.st_ino == ino)
+		lf__sys_close(fd);
+}
+
 static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -181,14 +195,8 @@ static void conn_put(struct lf_shm_conn *c)
 	lf__shm_set_state(c, BROKEN);
 	lf__shm_set_full(c, false);
 	lf__shm_mem_forget(c);
-	struct stat st;
-	if (c->mfd >= 0) {
-		lf__fd_unhide(c->mfd); /* its entry points at c->mfd */
-		/* Closed only if still ours: a close_range may have taken the
-		 * number, and the program reused it. */
-		if (!fstat(c->mfd, &st) && (unsigned long)st.st_ino == c->mfd_ino)
-			lf__sys_close(c->mfd);
-	}
+	unkeep(c->mfd, c->mfd_ino);
+	unkeep(c->kept, c->kept_ino); /* the peer sees the end now */
 	atomic_fetch_sub(&lf__shm_live, 1);
 	if (atomic_load(&watchers)) /* an epoll wait may be looking at its ring */
 		to_limbo(c);
@@ -211,6 +219,24 @@ void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
 	}
 	c->mfd_ino = (unsigned long)st.st_ino;
 	lf__fd_hide(mfd, &c->mfd);
+}
+
+/* The kernel keeps a socket open while a system call uses it; a call of
+ * the tier's may be in user space (a spinning poll, a read's look at its
+ * ring) when another thread closes its descriptor, and the kernel then
+ * freed the socket at once: its peer saw the end (EPIPE on its next
+ * write) while the call went on, where over TCP it sees it when the call
+ * returns. So such a close keeps a duplicate of the socket (hidden) for
+ * the connection's last put. Once per connection. */
+static void keep_socket(struct lf_shm_conn *c, int fd)
+{
+	struct stat st;
+	int k;
+
+	if (atomic_exchange(&c->keeping, true) || fstat(fd, &st) || (k = lf__fd_dup_hidden(fd)) < 0)
+		return;
+	c->kept_ino = (unsigned long)st.st_ino;
+	lf__fd_hide(k, &c->kept);
 }
 
 /* A call of another thread may be using the connection through this
@@ -291,6 +317,7 @@ static void drop(int fd)
 		conn_put(c);
 		return;
 	}
+	keep_socket(c, fd);
 	park_on(f, c);
 	if (!atomic_load(&f->shm_busy))
 		unpark(f);

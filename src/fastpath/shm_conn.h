@@ -59,6 +59,12 @@ struct lf_shm_conn {
 	 * (shm_exec.c); -1 before the answer. ino: its inode, to know it again. */
 	int mfd;
 	unsigned long mfd_ino;
+	/* The socket, kept open (hidden) by a close that came while a call
+	 * of another thread used the connection, until the connection's last
+	 * put (shm.c, drop); -1: none. ino: its inode. */
+	int kept;
+	unsigned long kept_ino;
+	atomic_bool keeping;
 	uint64_t urg_done;      /* rx's urgent mark (urg) whose byte was read past or read with MSG_OOB (under rxl) */
 	/* rx's positions of urgent bytes read with MSG_OOB that reads have
 	 * not reached yet, oldest first (under rxl; shm_io.c, mark_limit). */
