@@ -36,16 +36,17 @@ check:
 # N skipped" line.
 #
 #   make check       the C unit tests alone (above).
-#   make test        C unit tests, end-to-end tests (plain and spinning),
-#                    the compat suite, the C tests under ASan+UBSan and a
-#                    fuzz smoke run (5 s per target): at most 10 minutes on
-#                    2 vCPUs (9 min 09 s with the build in a fresh clone,
-#                    903 tests, 2026-11-26).
-#   make test-extra  what make test leaves out: the long fuzz (30 s per
-#                    target), the e2e tests marked extra (whole bench runs),
-#                    every compat program sent every signal, and the mutants. .ci/run runs it after make test.
-#   make test-all    both in one run, one summary (the long fuzz in place of
-#                    the smoke).
+#   make test        the C unit tests, the end-to-end tests not marked
+#                    extra and the compat suite: at most 10 minutes on 2
+#                    vCPUs with the build, on a slow day too (test/README.md).
+#   make test-extra  what make test leaves out: the fuzz targets (30 s
+#                    each), the C tests under ASan+UBSan, the comparison
+#                    matrix with busy polling, the e2e tests marked extra
+#                    (whole bench runs, Go and old-version builds, the
+#                    bench tools, the supervisor, IPv6 runs), every compat
+#                    program sent every signal, and the mutants. .ci/run
+#                    runs it after make test.
+#   make test-all    both in one run, one summary.
 #   make test-mutants  the mutants alone.
 test: deps
 	$(MAKE) all CMAKE_FLAGS="-DLF_WERROR=ON $(CMAKE_FLAGS)"

@@ -12,9 +12,8 @@ The suites:
   compat    pytest test/compat (real programs from Debian's packages)
   asan      the C programs again, built with ASan+UBSan in ASAN_BUILD_DIR
   fuzz      test/fuzz/run.sh: each libFuzzer target (the parsers of peer
-            input) built with clang in build-fuzz/ and run for a time: a
-            smoke run of FUZZ_SMOKE_S seconds, or the long one of FUZZ_LONG_S;
-            each must run at least FUZZ_MIN_RUNS inputs
+            input) built with clang in build-fuzz/ and run FUZZ_LONG_S
+            seconds each; each must run at least FUZZ_MIN_RUNS inputs
   mutants   test/mutants/run.py: the library built with each deliberate
             fault of test/mutants/mutants.py, each against the subset that
             must catch it; one test per mutant, passed when it was killed
@@ -25,13 +24,12 @@ The suites:
             with a check.
 
 Which run (floors in test/floor.txt apply to the suites it runs):
-  (default) c, e2e, e2e-spin, compat, asan and the fuzz smoke: `make test`
-            (at most 10 minutes on 2 vCPUs)
-  --extra   the long fuzz, e2e-extra, every compat program sent every
-            signal (compat-signals) and the mutants: `make test-extra`, which
-            .ci/run runs after `make test`
-  --all     both in one run (the long fuzz instead of the smoke):
-            `make test-all`
+  (default) c, e2e and compat: `make test` (at most 10 minutes on 2 vCPUs
+            with the build, on a slow day too)
+  --extra   the long fuzz, asan, e2e-spin, e2e-extra, every compat program
+            sent every signal (compat-signals) and the mutants: `make
+            test-extra`, which .ci/run runs after `make test`
+  --all     both in one run: `make test-all`
 
 --only runs a named subset instead (for mutants and for developers), with
 no floors; each SPEC is one of
@@ -88,8 +86,7 @@ ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1", "UBSAN_OPTIONS": "halt_on_error=1:
 C_LIMIT_S = 1800     # a whole C program (each test has the runner's own timeout)
 FUZZ = os.path.join(ROOT, "test", "fuzz", "run.sh")
 FUZZ_BUILD = os.path.join(ROOT, "build-fuzz")
-FUZZ_SMOKE_S = 5     # each fuzz target's run in `make test` (libFuzzer's -max_total_time)
-FUZZ_LONG_S = 30     # each fuzz target's run in --extra, --all and --only fuzz
+FUZZ_LONG_S = 30     # each fuzz target's run (libFuzzer's -max_total_time)
 FUZZ_MIN_RUNS = 10000  # the fewest inputs a fuzz target must run (test/fuzz/run.sh checks)
 PYTEST_LIMIT_S = 3600  # a whole pytest run (each test has pytest-timeout's)
 MUTANTS_LIMIT_S = 3600  # every mutant (each subset has its mutant's limit_s); CI allows 90 min in all
@@ -470,20 +467,20 @@ def main():
 
     if not a.only and not a.extra:  # make test, and the first part of make test-all
         timed(suite("c"), run_c_suite, build)
-        # Tests marked "extra" (long runs of whole benchmarks) wait for
-        # make test-extra, to keep make test within ten minutes.
+        # Tests marked "extra" (whole benchmark runs, builds of Go programs
+        # and of older versions, the bench tools, the supervisor's, the
+        # IPv6 runs of the comparison matrix) wait for make test-extra, to
+        # keep make test within ten minutes on a slow day (test/README.md).
         timed(suite("e2e"), run_pytest, build, [E2E, "-m", "not extra"])
+        timed(suite("compat"), run_pytest, build, [COMPAT], cwd=COMPAT)
+    if a.extra or a.all:
+        timed(suite("fuzz"), run_fuzz, FUZZ_LONG_S)
+        timed(suite("asan"), run_asan, asan)
         # Busy polling spins on fast-path sockets; a connect that waits on a
         # full accept queue (2 s each, SYN retransmits) is a TCP socket
         # until its handshake ends, so those scenarios run once, in e2e.
         timed(suite("e2e-spin"), run_pytest, build, [os.path.join(E2E, "test_compare.py"), "-m", "not extra",
                                                     "-k", SPIN_NOT_CONNECT_WAITS], SPIN_ENV)
-        timed(suite("compat"), run_pytest, build, [COMPAT], cwd=COMPAT)
-        timed(suite("asan"), run_asan, asan)
-        if not a.all:
-            timed(suite("fuzz"), run_fuzz, FUZZ_SMOKE_S)
-    if a.extra or a.all:
-        timed(suite("fuzz"), run_fuzz, FUZZ_LONG_S)
         timed(suite("e2e-extra"), run_pytest, build, [E2E, "-m", "extra"])
         # Every compat program with every signal (make test sends each the
         # signals that tell its handlers apart: test/compat/test_signals.py).

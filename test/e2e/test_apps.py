@@ -37,7 +37,8 @@ from apps_proc import Reaper  # noqa: E402
 from conftest import process_tree, readline, socket_inodes, stop, tcp_connections, unix_sockets, wait_fast_path, wait_status  # noqa: E402,E501
 
 # Installing a server's packages on a fresh machine takes minutes.
-pytestmark = pytest.mark.timeout(900)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.extra]
 
 
 def start(mod, kind="fast"):

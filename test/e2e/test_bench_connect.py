@@ -18,6 +18,9 @@ import pytest
 from bench_kernel import liar, liar_env, listening_port, to_port
 from conftest import process_tree
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 BUILD = os.environ.get("LOOPFAST_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 LOOPFAST = os.path.join(BUILD, "loopfast")
 PATHS = ["tcp", "fast", "client-only", "unix", "tcp+flood", "fast+flood"]

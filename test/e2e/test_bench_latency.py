@@ -18,6 +18,9 @@ import pytest
 from bench_kernel import liar, liar_env, unix_pairs
 from conftest import io_uring_unavailable, process_tree
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("LOOPFAST_BUILD", ROOT / "build"))
 LOOPFAST = BUILD / "loopfast"

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import LOOPFAST
 
-pytestmark = pytest.mark.timeout(300)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.extra]
 PATHS = ["tcp", "fast", "fast+shm", "unix", "shm"]  # shm: the floor, a busy-polled shared ring
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from conftest import need_io_uring
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 BUILD = os.environ.get("LOOPFAST_BUILD", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 LOOPFAST = os.path.join(BUILD, "loopfast")
 

@@ -195,19 +195,15 @@ def check_pairs(paths, out):
             assert (cpeer, speer) == (sino, cino), f"{cw} and {sw} are not each other's peers\n{out}"
 
 
-# Scenarios that wait about 2 s each (a full accept queue, a connect
-# timeout): their IPv6 runs are make test-extra's, so that make test stays
-# within its ten minutes; the IPv4 runs stay in make test.
-SLOW_V6 = {"connect-again", "connect-eintr", "connect-eintr-reconnect", "connect-full-epoll", "connect-full-poll",
-           "connect-full-select", "connect-restart", "connect-sndtimeo"}
-
-
+# Each scenario's IPv6 run is make test-extra's, so that make test stays
+# within its ten minutes; the IPv4 runs stay in make test, and so do the
+# IPv6 listeners of test_listener_kinds.
 def cases(known=KNOWN):
     for sc in SCENARIOS:
         yield pytest.param(sc, "4", id=f"{sc}-v4", marks=known.get((sc, "4"), ()))
         if sc not in FAMILY_AGNOSTIC:
             marks = [known[sc, "6"]] if (sc, "6") in known else []
-            yield pytest.param(sc, "6", id=f"{sc}-v6", marks=marks + [pytest.mark.extra] * (sc in SLOW_V6))
+            yield pytest.param(sc, "6", id=f"{sc}-v6", marks=marks + [pytest.mark.extra])
 
 
 def compare(scenario, tcp, lf, lf_out, documented=DOCUMENTED):

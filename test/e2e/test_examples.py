@@ -131,6 +131,7 @@ def test_go_without_loopfast(go_example):
     assert said[0] == "option refused (protocol not available): plain TCP", said
 
 
+@pytest.mark.extra  # its Go build (make test's ten minutes)
 def test_go_server_and_c_sockopt_client(go_example, c_examples):
     """The Go server (supervised) with the C client (preloaded), each
     opted in through the option."""

@@ -15,7 +15,8 @@ import pytest
 
 from conftest import readline, stop, wrap
 
-pytestmark = pytest.mark.timeout(120)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.extra]
 
 # Listens on the loopback address of the family, says its port, and serves
 # connections one at a time: each sends one line; "count" gets the number

@@ -34,7 +34,8 @@ import pytest
 from conftest import (fast_path_pairs, free_port, lf_cmd, need, process_tree, readline, socket_inodes, stop,
                       tcp_connections, unix_sockets)
 
-pytestmark = pytest.mark.timeout(240)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.extra]
 
 # How long a connection may take to show at both ends, and a client to get
 # its answer: bounds that only catch hangs.

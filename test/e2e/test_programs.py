@@ -16,6 +16,9 @@ import pytest
 
 from conftest import free_port, need, stop, wait_path, wait_port, wrap
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 
 @pytest.fixture(params=["tcp", "loopfast"])
 def redis(request, build):

@@ -296,7 +296,7 @@ EPOLLOUT_CLIENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("trigger", ["et", "lt", "lt-pause"])
+@pytest.mark.parametrize("trigger", ["et", "lt"])
 @pytest.mark.parametrize("tier", ["tcp", "uds", "shm"])
 def test_epoll_writer_gets_epollout_after_eagain(build, tier, trigger):
     """A non-blocking writer that got EAGAIN and waits for EPOLLOUT gets it
@@ -376,7 +376,7 @@ FILLED = PAIR + textwrap.dedent("""
 # EPOLLOUT, edge- (argv et) or level-triggered (lt); idle: its wake-ups
 # whose write then found no room. lt-pause: the reader's give-back is in a
 # non-blocking read that then says EAGAIN, and the reader reads nothing
-# for 2 s after it; early: the writer wrote again in those 2 s.
+# for 1 s after it; early: the writer wrote again in that second.
 GIVE_BACK_EAGAIN = PAIR + textwrap.dedent("""
     import select, socket, sys, threading, time
     total, chunk = 1 << 20, b"x" * 65536
@@ -391,7 +391,7 @@ GIVE_BACK_EAGAIN = PAIR + textwrap.dedent("""
                     got[0] += len(c.recv(1 << 20))
             except BlockingIOError:
                 pass
-            time.sleep(2)
+            time.sleep(1)
             resumed[0] = True
             c.setblocking(True)
         while got[0] < total:
@@ -430,8 +430,8 @@ GIVE_BACK_EAGAIN = PAIR + textwrap.dedent("""
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
-@pytest.mark.parametrize("trigger", ["et", "lt", "lt-pause"])
-@pytest.mark.parametrize("tier", ["tcp", "shm"])
+@pytest.mark.parametrize("tier, trigger", [(t, g) for g in ("et", "lt", "lt-pause") for t in ("tcp", "shm") if (t, g) != ("tcp", "lt")],
+                         ids=lambda v: v)
 def test_write_that_meets_a_give_back_gets_epollout(build, tier, trigger):
     """A non-blocking write that meets the reader giving the empty ring's
     pages back says EAGAIN (a full ring, for the moment), and the writer's
@@ -462,7 +462,7 @@ def test_write_that_meets_a_give_back_gets_epollout(build, tier, trigger):
     assert (sent, got, stalled) == (str(1 << 20), str(1 << 20), "0"), r.stdout
     assert (first, int(mapped) >= 2) == (("eagain-reader-in-28", True) if tier == "shm" else ("wrote", False)), r.stdout
     assert int(idle) <= 20, r.stdout
-    if trigger == "lt-pause" and tier == "shm":
+    if trigger == "lt-pause" and tier == "shm":  # TCP's writer never waits (its first write goes through)
         assert early == "True", r.stdout
 
 

@@ -100,6 +100,7 @@ def server_and_client(gohttp, under_lf, sig):
         stop(srv, cli)  # cli is stopped even if stopping srv fails the test (one was left running under init)
 
 
+@pytest.mark.extra  # its Go build, 20-25 s (make test's ten minutes)
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_go_server_and_client_end_as_without_loopfast(gohttp, sig):

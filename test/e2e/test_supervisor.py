@@ -39,6 +39,9 @@ from conftest import BUILD, LOOPFAST, answers_plain_and_under, echo_server, go_b
 import kernel
 from test_security import USER, attacker  # noqa: F401 (the fixture: the second user)
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 PROGS = pathlib.Path(__file__).resolve().parent / "progs"
 
 ECHO = echo_server()

@@ -28,7 +28,8 @@ from conftest import ROOT
 from test_compare import (DOCUMENTED, WHO, EXPECTED_LOOPFAST_PATH, FAMILY_AGNOSTIC, SCENARIOS, FastPathDiffers,
                           ProbeFailed, same_as_tcp)
 
-pytestmark = pytest.mark.timeout(150)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(150), pytest.mark.extra]
 
 DOC = "docs/supervisor.md, The behaviour matrix"
 

@@ -22,6 +22,9 @@ from conftest import echo_server, lf_cmd, readline, stop
 import kernel
 from test_supervisor import PROGS, assert_path, end_by_sigterm, go_build, program_pid, reaped  # noqa: F401
 
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = pytest.mark.extra
+
 SERVER = echo_server("go", backlog=0)
 
 

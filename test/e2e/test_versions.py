@@ -37,7 +37,8 @@ import pytest
 import kernel
 from conftest import BUILD, ROOT, process_tree, readline, stop
 
-pytestmark = pytest.mark.timeout(900)
+# make test-extra's (make test within ten minutes on a slow day: test/README.md)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.extra]
 
 OLD = "bea563d"
 SETTLE = 5

@@ -2243,6 +2243,14 @@ MUTANTS += [
           "\tif (1) {\n\t\tconn_put(c);\n")],
         ["e2e:test_shm.py -k 'another_thread_closes_goes_on and read'"]),
     Mutant(
+        "shm-close-keeps-no-socket",
+        "a close under another thread's call parks the connection but not the socket: the kernel frees it at "
+        "once, and the peer's write, whose bytes a spinning read still takes, gets EPIPE",
+        [("src/fastpath/shm.c",
+          "\tkeep_socket(c, fd);\n\tpark_on(f, c);\n",
+          "\tpark_on(f, c);\n")],
+        ["e2e:test_shm.py -k 'spinning_read_leaves'"]),
+    Mutant(
         "shm-parked-never-put",
         "a connection closed under another thread's call is never put when the call ends: its ring stays "
         "mapped and its peer never sees the end",
