@@ -233,9 +233,11 @@ static void keep_socket(struct lf_shm_conn *c, int fd)
 	struct stat st;
 	int k;
 
-	if (atomic_exchange(&c->keeping, true) || fstat(fd, &st) || (k = lf__fd_dup_hidden(fd)) < 0)
+	/* Not after a dup2 over fd, whose drop comes after the kernel's: fd
+	 * names the new file then, and the socket is gone already. */
+	if (fstat(fd, &st) || (unsigned long)st.st_ino != c->kept_ino || atomic_exchange(&c->keeping, true) ||
+	    (k = lf__fd_dup_hidden(fd)) < 0)
 		return;
-	c->kept_ino = (unsigned long)st.st_ino;
 	lf__fd_hide(k, &c->kept);
 }
 
@@ -350,6 +352,8 @@ static void attach(int fd, struct lf_shm_conn *c)
 
 	pthread_once(&once, reg);
 	lf__fork_init();
+	struct stat st;
+	c->kept_ino = fstat(fd, &st) ? 0 : (unsigned long)st.st_ino; /* the socket's, for keep_socket */
 	f->shm = c;
 	atomic_fetch_or(&f->flags, LF_F_SHM);
 	for (int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);

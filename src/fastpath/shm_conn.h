@@ -61,7 +61,7 @@ struct lf_shm_conn {
 	unsigned long mfd_ino;
 	/* The socket, kept open (hidden) by a close that came while a call
 	 * of another thread used the connection, until the connection's last
-	 * put (shm.c, drop); -1: none. ino: its inode. */
+	 * put (shm.c, drop); -1: none. ino: the socket's inode (attach). */
 	int kept;
 	unsigned long kept_ino;
 	atomic_bool keeping;
