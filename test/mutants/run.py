@@ -318,8 +318,17 @@ def main():
         # gives CI's, which must end within its hour on a machine that runs
         # slow): the mutants not begun by then are not run, each reported
         # as a skip with that reason (test/skips.allow), never as killed.
+        # With a deadline the list starts at a place the tree's commit
+        # picks, so that the mutants a slow run leaves out are not the same
+        # ones (the end of the list) every time.
         deadline = float(os.environ.get("LF_MUTANTS_DEADLINE") or "inf")
-        for i, m in enumerate(chosen, 1):
+        order = list(chosen)
+        if deadline != float("inf"):
+            head = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+            k = int(head[:8], 16) % len(order) if re.fullmatch(r"[0-9a-f]{40}\n?", head) else 0
+            order = order[k:] + order[:k]
+            say(f"deadline in {deadline - time.time():.0f} s: starting at mutant {k + 1} ({order[0].name}), by the commit")
+        for i, m in enumerate(order, 1):
             r = results[m.name]
             if time.time() >= deadline:
                 r["status"], r["detail"] = "not-run", NOT_RUN
