@@ -181,9 +181,11 @@ static void close_tier(unsigned first, unsigned last)
 {
 	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
 
+	lf__shm_closing_range = true;
 	for (unsigned fd = first; lf__shm_used && fd <= last && fd <= (unsigned)hi; fd++)
 		if (lf__shm_on((int)fd))
 			local_close((int)fd);
+	lf__shm_closing_range = false;
 }
 
 LF_EXPORT int close_range(unsigned first, unsigned last, int flags)

@@ -173,14 +173,19 @@ static void limbo_drain(void)
 /* A hidden descriptor of the connection's (lf__fd_hide) closed, only if
  * still ours: a close_range may have taken the number, and the program
  * reused it. */
-static void unkeep(int fd, unsigned long ino)
+static bool ours(int fd, unsigned long ino)
 {
 	struct stat st;
 
+	return fd >= 0 && !fstat(fd, &st) && (unsigned long)st.st_ino == ino;
+}
+
+static void unkeep(int fd, unsigned long ino)
+{
 	if (fd < 0)
 		return;
 	lf__fd_unhide(fd); /* its entry points at the connection's word */
-	if (!fstat(fd, &st) && (unsigned long)st.st_ino == ino)
+	if (ours(fd, ino))
 		lf__sys_close(fd);
 }
 
@@ -188,6 +193,13 @@ static void conn_put(struct lf_shm_conn *c)
 {
 	if (atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
+	/* The last close's takes (lf__shm_hold), through the kept socket: a
+	 * call that found its descriptor closed never touches the number
+	 * again, and a token it left for bytes it read reset the peer at the
+	 * kept socket's close, where TCP gives EOF. */
+	if (c->map && atomic_load(&c->state) == ON && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) &&
+	    ours(c->kept, c->kept_ino))
+		lf__shm_io_spent(c, c->kept);
 	if (c->map && atomic_load(&c->state) == ON) {
 		atomic_fetch_or(&c->tx.h->fin, 1);
 		atomic_fetch_add(&c->tx.h->fin, 2);
@@ -221,13 +233,16 @@ void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
 	lf__fd_hide(mfd, &c->mfd);
 }
 
+__thread bool lf__shm_closing_range;
+
 /* The kernel keeps a socket open while a system call uses it; a call of
  * the tier's may be in user space (a spinning poll, a read's look at its
  * ring) when another thread closes its descriptor, and the kernel then
  * freed the socket at once: its peer saw the end (EPIPE on its next
  * write) while the call went on, where over TCP it sees it when the call
  * returns. So such a close keeps a duplicate of the socket (hidden) for
- * the connection's last put. Once per connection. */
+ * the connection's last put. Once per connection. Not in a close_range
+ * (lf__shm_closing_range): the kernel closes the duplicate with the rest. */
 static void keep_socket(struct lf_shm_conn *c, int fd)
 {
 	struct stat st;
@@ -235,7 +250,8 @@ static void keep_socket(struct lf_shm_conn *c, int fd)
 
 	/* Not after a dup2 over fd, whose drop comes after the kernel's: fd
 	 * names the new file then, and the socket is gone already. */
-	if (fstat(fd, &st) || (unsigned long)st.st_ino != c->kept_ino || atomic_exchange(&c->keeping, true) ||
+	if (lf__shm_closing_range || fstat(fd, &st) || (unsigned long)st.st_ino != c->kept_ino ||
+	    atomic_exchange(&c->keeping, true) ||
 	    (k = lf__fd_dup_hidden(fd)) < 0)
 		return;
 	lf__fd_hide(k, &c->kept);

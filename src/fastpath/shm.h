@@ -42,6 +42,7 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n);
  * edge-triggered during it are level-triggered again (this thread's). */
 void lf__shm_epoll_unpark(void);
 extern __thread int lf__shm_parked;
+extern __thread bool lf__shm_closing_range; /* interpose.c's close_tier: no socket kept (shm.c, keep_socket) */
 extern __thread bool lf__shm_parked_trim; /* one of them for a give-back: looked at again each millisecond (wait.c) */
 /* An epoll wait that spins looks at the rings of the set's tier sockets
  * registered level-triggered for EPOLLIN (shm.c): lf__shm_watch holds up

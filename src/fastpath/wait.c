@@ -544,14 +544,19 @@ LF_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 		int64_t left = total < 0 ? -1 : total - (int64_t)(lf__sys_now_ns() - start);
 		if (total >= 0 && left < 0)
 			left = 0;
-		int64_t slice = lf__shm_mem_slice(lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)
-							  ? LF_BELL_SLICE_MS * 1000000ll
-							  : left);
+		int64_t want = lf__bell_slicing() && (left < 0 || left > LF_BELL_SLICE_MS * 1000000ll)
+				       ? LF_BELL_SLICE_MS * 1000000ll
+				       : left;
+		if (lf__shm_parked_trim && (want < 0 || want > 1000000)) /* as epoll_loop's */
+			want = 1000000;
+		int64_t slice = lf__shm_mem_slice(want);
 		struct timespec t = ns_ts(slice);
 		int r = lf__sys_epoll_pwait2(epfd, ev, max, slice < 0 ? NULL : &t, mask);
 		lf__shm_waited();
 		if (r == 0)
 			lf__shm_mem_sweep();
+		if (r == 0 && lf__shm_parked_trim)
+			lf__shm_epoll_unpark();
 		if (r < 0 || (r == 0 && slice == left)) {
 			epoll_unpark();
 			return r;

@@ -2060,12 +2060,20 @@ MUTANTS += [
           "\t\tbool trim = false;\n")],
         ["e2e:test_shm.py -k 'meets_a_give_back and shm'"]),
     Mutant(
+        "shm-lt-pwait2-give-back-park-not-looked-at-again",
+        "epoll_pwait2 parks a registration for a give-back but never looks at it again: its writer waits for "
+        "ever once the reader reads no more",
+        [("src/fastpath/wait.c",
+          "\t\tif (r == 0 && lf__shm_parked_trim)\n\t\t\tlf__shm_epoll_unpark();\n",
+          "\t\tif (0 && r == 0 && lf__shm_parked_trim)\n\t\t\tlf__shm_epoll_unpark();\n")],
+        ["e2e:test_shm.py -k 'meets_a_give_back and pwait2'"]),
+    Mutant(
         "shm-lt-give-back-park-not-looked-at-again",
         "a registration parked for a give-back is not looked at again while the wait lasts: the writer's EPOLLOUT "
         "waits for the reader's next read, where TCP's comes at once",
         [("src/fastpath/wait.c",
-          "\t\tif (r == 0 && lf__shm_parked_trim)\n",
-          "\t\tif (false && r == 0 && lf__shm_parked_trim)\n")],
+          "\t\tif (r == 0 && lf__shm_parked_trim)\n\t\t\tlf__shm_epoll_unpark(); /* the give-back",
+          "\t\tif (false && r == 0 && lf__shm_parked_trim)\n\t\t\tlf__shm_epoll_unpark(); /* the give-back")],
         ["e2e:test_shm.py -k 'meets_a_give_back and shm'"]),
     Mutant(
         "shm-lt-epollout-unrecorded",
@@ -2250,6 +2258,14 @@ MUTANTS += [
           "\tkeep_socket(c, fd);\n\tpark_on(f, c);\n",
           "\tpark_on(f, c);\n")],
         ["e2e:test_shm.py -k 'spinning_read_leaves'"]),
+    Mutant(
+        "shm-kept-socket-closed-with-spent-tokens",
+        "the last put closes the kept socket with the tokens of bytes the call read still on it: the peer, "
+        "which wrote them, is reset where TCP gives it EOF",
+        [("src/fastpath/shm.c",
+          "\t    ours(c->kept, c->kept_ino))\n\t\tlf__shm_io_spent(c, c->kept);\n",
+          "\t    ours(c->kept, c->kept_ino) && 0)\n\t\tlf__shm_io_spent(c, c->kept);\n")],
+        ["e2e:test_shm.py -k 'reads_eof_after'"]),
     Mutant(
         "shm-parked-never-put",
         "a connection closed under another thread's call is never put when the call ends: its ring stays "
