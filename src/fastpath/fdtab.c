@@ -251,6 +251,17 @@ void lf__fd_unhide(int fd)
 	}
 }
 
+/* As lf__fd_unhide, only while fd is still the one kept at *home (a
+ * close_range may have closed it, and another hidden descriptor taken
+ * its number since). */
+void lf__fd_unhide_home(int fd, int *home)
+{
+	struct lf_fd *f = lf__fd(fd);
+
+	if (f && f->home == home)
+		lf__fd_unhide(fd);
+}
+
 void lf__fd_relocate(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);

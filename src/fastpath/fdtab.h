@@ -150,6 +150,7 @@ uint32_t lf__carried_bit(int opt);            /* its bit in lf_fd.sockset */
 int lf__fd_hide(int fd, int *home);
 /* Forgets a hidden fd (before loopfast closes it). */
 void lf__fd_unhide(int fd);
+void lf__fd_unhide_home(int fd, int *home); /* only while its entry says *home */
 /* The application is about to reuse a hidden fd's number: move it. */
 void lf__fd_relocate(int fd);
 /* A close-on-exec duplicate of fd among the hidden numbers, or -1. */

@@ -180,11 +180,13 @@ static bool ours(int fd, unsigned long ino)
 	return fd >= 0 && !fstat(fd, &st) && (unsigned long)st.st_ino == ino;
 }
 
-static void unkeep(int fd, unsigned long ino)
+static void unkeep(int *home, unsigned long ino)
 {
+	int fd = *home;
+
 	if (fd < 0)
 		return;
-	lf__fd_unhide(fd); /* its entry points at the connection's word */
+	lf__fd_unhide_home(fd, home); /* its entry points at the connection's word */
 	if (ours(fd, ino))
 		lf__sys_close(fd);
 }
@@ -207,8 +209,8 @@ static void conn_put(struct lf_shm_conn *c)
 	lf__shm_set_state(c, BROKEN);
 	lf__shm_set_full(c, false);
 	lf__shm_mem_forget(c);
-	unkeep(c->mfd, c->mfd_ino);
-	unkeep(c->kept, c->kept_ino); /* the peer sees the end now */
+	unkeep(&c->mfd, c->mfd_ino);
+	unkeep(&c->kept, c->kept_ino); /* the peer sees the end now */
 	atomic_fetch_sub(&lf__shm_live, 1);
 	if (atomic_load(&watchers)) /* an epoll wait may be looking at its ring */
 		to_limbo(c);
@@ -934,7 +936,9 @@ void lf__shm_epoll_fork_child(void)
 		struct lf_fd *f = lf__fd_peek(x);
 		if (f && (f->epgen & 1))
 			f->epgen++;
-		if (f && atomic_load(&f->shm_busy)) { /* so were the calls */
+		/* so were the calls (and a park whose last call had left, but
+		 * not yet put it, when the fork came) */
+		if (f && (atomic_load(&f->shm_busy) || __atomic_load_n(&f->shm_parked, __ATOMIC_SEQ_CST))) {
 			atomic_store(&f->shm_busy, 0);
 			unpark(f);
 		}
