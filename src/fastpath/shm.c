@@ -247,13 +247,11 @@ __thread bool lf__shm_closing_range;
  * (lf__shm_closing_range): the kernel closes the duplicate with the rest. */
 static void keep_socket(struct lf_shm_conn *c, int fd)
 {
-	struct stat st;
 	int k;
 
 	/* Not after a dup2 over fd, whose drop comes after the kernel's: fd
 	 * names the new file then, and the socket is gone already. */
-	if (lf__shm_closing_range || fstat(fd, &st) || (unsigned long)st.st_ino != c->kept_ino ||
-	    atomic_exchange(&c->keeping, true) ||
+	if (lf__shm_closing_range || !ours(fd, c->kept_ino) || atomic_exchange(&c->keeping, true) ||
 	    (k = lf__fd_dup_hidden(fd)) < 0)
 		return;
 	lf__fd_hide(k, &c->kept);
