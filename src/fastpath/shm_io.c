@@ -27,6 +27,7 @@
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sched.h>
 
 #define IOV_MAX_SHM 64
@@ -136,22 +137,49 @@ static bool oobinline(int fd)
 
 /* ---- reading */
 
+/* A call's iovec, IOV_MAX_SHM pieces at a time (the window the ring
+ * copies use: v, n, len); more and rest: the pieces after the window and
+ * their bytes, loaded once the window is done (cur_skip), so that a
+ * blocking writev of any length sends it all and MSG_WAITALL fills it
+ * all, as over TCP. */
 struct cur {
 	struct iovec v[IOV_MAX_SHM];
 	size_t n, len;
+	const struct iovec *more;
+	size_t nmore, rest;
 };
+
+static void cur_load(struct cur *k)
+{
+	do {
+		k->n = k->nmore < IOV_MAX_SHM ? k->nmore : IOV_MAX_SHM;
+		k->len = 0;
+		for (size_t i = 0; i < k->n; i++) {
+			k->v[i] = k->more[i];
+			k->len += k->v[i].iov_len;
+		}
+		k->more += k->n;
+		k->nmore -= k->n;
+		k->rest -= k->len;
+	} while (!k->len && k->nmore);
+}
 
 static void cur_init(struct cur *k, const struct iovec *iov, size_t n)
 {
-	k->n = n < IOV_MAX_SHM ? n : IOV_MAX_SHM;
-	k->len = 0;
-	for (size_t i = 0; i < k->n; i++) {
-		k->v[i] = iov[i];
-		k->len += iov[i].iov_len;
-	}
+	*k = (struct cur){ .more = iov, .nmore = n };
+	for (size_t i = 0; i < n; i++)
+		k->rest += iov[i].iov_len;
+	cur_load(k);
 }
 
-static void cur_skip(struct cur *k, size_t by)
+/* Bytes left in the whole call, the window's and the rest's. */
+static size_t cur_left(const struct cur *k)
+{
+	return k->len + k->rest;
+}
+
+/* Takes by bytes off the front; true when that loaded the next window. */
+static bool cur_skip(struct cur *k, size_t by)
 {
 	size_t i = 0;
 
@@ -164,6 +192,10 @@ static void cur_skip(struct cur *k, size_t by)
 		k->v[0].iov_base = (char *)k->v[0].iov_base + by;
 		k->v[0].iov_len -= by;
 	}
+	if (k->len || !k->nmore)
+		return false;
+	cur_load(k);
+	return true;
 }
 
 /* The iovec of the first `len` bytes of k (for a read that must stop there). */
@@ -879,7 +911,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	struct lf_fd *f = lf__fd(fd);
 	bool shut = atomic_load(&f->flags) & LF_F_SHUT_RD;
 
-	if (!c || (flags & MSG_ERRQUEUE))
+	if (!c || (flags & MSG_ERRQUEUE) || m->msg_iovlen > UIO_MAXIOV) /* the kernel's EINVAL */
 		return false;
 	lf__shm_decide(c, fd);
 	int st = atomic_load(&c->state);
@@ -899,10 +931,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 		 * TLS, and glibc then refuses threads with small stacks
 		 * (mariadbd's timer thread: "Can't initialize timers"). */
 		static char scratch[65536];
-		size_t len = k.len < sizeof(scratch) ? k.len : sizeof(scratch);
-		k.n = 1;
-		k.len = len;
-		k.v[0] = (struct iovec){ scratch, len };
+		size_t len = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);
+		k = (struct cur){ .v[0] = { scratch, len }, .n = 1, .len = len };
 	}
 	m->msg_flags = 0;
 	int e0 = errno;
@@ -914,7 +944,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	socklen_t ll = sizeof(lowat);
 	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
 	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
-	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < k.len ? (size_t)lowat : k.len, s0, i0) < 0) {
+	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < cur_left(&k) ? (size_t)lowat : cur_left(&k), s0, i0) < 0) {
 		*ret = -1;
 		return true;
 	}
@@ -949,8 +979,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			break; /* after bytes: they end at the mark */
 		if (r > 0) {
 			total += (size_t)r;
-			cur_skip(&k, (size_t)r);
-			if ((flags & MSG_PEEK) || !k.len || (!(flags & MSG_WAITALL) && !more))
+			bool next = cur_skip(&k, (size_t)r); /* the window filled: what else came goes in the next */
+			if ((flags & MSG_PEEK) || !k.len || (!(flags & MSG_WAITALL) && !more && !next))
 				break; /* more: it stopped before a spent urgent byte, and goes on past it */
 			more = false;
 			continue;
@@ -1174,21 +1204,43 @@ static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_
 	return slice_end(lf__sys_poll1(fd, 0, 1) < 0 && errno == EINTR, s0, i0, end);
 }
 
-/* The client's writes before it has the answer: on the stream, counted. */
-static bool client_stream(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
+/* The client's writes before it has the answer: on the stream, counted,
+ * k's window at a time, never waiting (the caller waits, and looks for
+ * the answer again). false: the answer came first. */
+static bool client_stream(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, ssize_t *ret)
 {
 	pthread_mutex_lock(&c->txl);
 	if (atomic_load(&c->state) != UNDECIDED) {
 		pthread_mutex_unlock(&c->txl);
 		return false;
 	}
-	struct msghdr copy = { .msg_iov = m->msg_iov, .msg_iovlen = m->msg_iovlen };
+	struct msghdr copy = { .msg_iov = (struct iovec *)k->v, .msg_iovlen = k->n };
 	ssize_t r = lf__sys_sendmsg(fd, &copy, flags | MSG_DONTWAIT);
 	if (r > 0)
 		c->stream_out += (uint64_t)r;
 	pthread_mutex_unlock(&c->txl);
 	*ret = r;
-	return r >= 0 || errno != EAGAIN || nonblocking(fd, flags);
+	return true;
+}
+
+/* The rest of k on the stream (the connection left the ring, or said no
+ * after the client's first bytes went there), window by window as the
+ * kernel takes them: what was sent. */
+static size_t stream_rest(int fd, struct cur *k, int flags)
+{
+	size_t sent = 0;
+
+	for (ssize_t r = 1; k->len && r > 0;) {
+		struct msghdr rest = { .msg_iov = k->v, .msg_iovlen = k->n };
+		size_t len = k->len;
+		r = lf__sys_sendmsg(fd, &rest, flags);
+		if (r > 0) {
+			sent += (size_t)r;
+			if ((cur_skip(k, (size_t)r), (size_t)r < len))
+				break;
+		}
+	}
+	return sent;
 }
 
 static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
@@ -1200,34 +1252,59 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 	uint64_t end = 0;
 	bool again = false; /* no room for a non-blocking write: below */
 
-	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR))
+	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR) || m->msg_iovlen > UIO_MAXIOV) /* the kernel's EINVAL */
 		return false;
 	bool urgent = flags & MSG_OOB;
+	int e0 = errno;
+	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	/* Before the answer: a blocking write goes on until all is sent, on
+	 * the stream and then (the answer Y) in the ring, as TCP's waits for
+	 * room; a non-blocking one, or one that a signal or the timeout
+	 * ends, returns what went. */
 	for (;;) {
 		lf__shm_decide(c, fd);
 		int st = atomic_load(&c->state);
-		if (st == OFF || st == BROKEN)
+		if ((st == OFF || st == BROKEN) && !total)
 			return false;
+		if (st == OFF || st == BROKEN) {
+			total += stream_rest(fd, &k, flags);
+			errno = e0;
+			*ret = (ssize_t)total;
+			return true;
+		}
 		if (st == ON)
 			break;
 		/* Urgent data waits for the answer (it has no place on the
 		 * stream the server reads first): the answer makes POLLIN. */
-		if (!urgent && client_stream(c, fd, m, flags, ret))
-			return true;
+		ssize_t r;
+		if (!urgent && client_stream(c, fd, &k, flags, &r)) {
+			if (r > 0) {
+				total += (size_t)r;
+				cur_skip(&k, (size_t)r);
+			}
+			if (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {
+				if (total)
+					errno = e0;
+				*ret = total ? (ssize_t)total : r;
+				return true;
+			}
+			if (r > 0)
+				continue; /* the next window, or the wait */
+		}
 		if (urgent && nonblocking(fd, flags)) {
 			errno = EAGAIN;
 			*ret = -1;
 			return true;
 		}
 		if (wait_fd(fd, urgent ? POLLIN : POLLOUT | POLLIN, SO_SNDTIMEO, s0, i0) < 0) {
-			*ret = -1;
+			if (total)
+				errno = e0;
+			*ret = total ? (ssize_t)total : -1;
 			return true;
 		}
 	}
-	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (urgent && !k.len)
 		return false; /* the Unix socket's answer */
-	int e0 = errno;
 	if (peer_closed(c, fd, flags) < 0) {
 		*ret = -1;
 		return true;
@@ -1246,9 +1323,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 				errno = e0;
 				return false;
 			}
-			struct msghdr rest = { .msg_iov = k.v, .msg_iovlen = k.n };
-			ssize_t r = lf__sys_sendmsg(fd, &rest, flags);
-			total += r > 0 ? (size_t)r : 0;
+			total += stream_rest(fd, &k, flags);
 			break;
 		}
 		pthread_mutex_lock(&c->txl);
@@ -1258,16 +1333,16 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		}
 		lf__ring_sync(&c->tx, false);
 		bool mine = lf__shm_mem_enter(c, fd); /* not while the reader gives pages back */
-		long s = mine ? lf__shm_mem_room(c, fd, k.len) : 0; /* grown to SO_SNDBUF if need be */
+		long s = mine ? lf__shm_mem_room(c, fd, cur_left(&k)) : 0; /* grown to SO_SNDBUF if need be */
 		/* Urgent: the last byte goes on its own, after its mark. A
 		 * large write goes in pieces of a quarter ring, each published
 		 * at once, so that the reader copies one out while the writer
 		 * copies the next in (docs/shm.md, "Large writes"). */
-		size_t len = urgent && k.len > 1 ? k.len - 1 : k.len;
+		size_t len = urgent && k.len > 1 && !k.rest ? k.len - 1 : k.len; /* the call's last byte, not a window's */
 		if (len > c->tx.size / 4)
 			len = c->tx.size / 4;
 		int sig = 0;
-		if (s > 0 && urgent && k.len == 1 && (sig = urgent_mark(c, fd, flags)) < 0)
+		if (s > 0 && urgent && cur_left(&k) == 1 && (sig = urgent_mark(c, fd, flags)) < 0)
 			s = 0;
 		size_t put = s > 0 ? lf__ring_write(&c->tx, k.v, k.n, (size_t)s < len ? (size_t)s : len) : 0;
 		if (put && lf__ring_seen(&c->tx) < 0) /* the peer's head, checked once the bytes are out */

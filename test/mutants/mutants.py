@@ -2251,6 +2251,30 @@ MUTANTS += [
           "\tif (1) {\n\t\tconn_put(c);\n")],
         ["e2e:test_shm.py -k 'another_thread_closes_goes_on and read'"]),
     Mutant(
+        "shm-iovec-window-never-refilled",
+        "a call's iovec past the tier's window of 64 pieces is never loaded: a blocking writev of 300 pieces "
+        "sends 64, and MSG_WAITALL returns 64, where TCP sends and fills all 300",
+        [("src/fastpath/shm_io.c",
+          "\tif (k->len || !k->nmore)\n\t\treturn false;\n",
+          "\tif (k->len || !k->nmore || 1)\n\t\treturn false;\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
+        "shm-readv-stops-at-the-window",
+        "a readv of 300 pieces without MSG_WAITALL stops at the window's 64 bytes with 300 in the ring: TCP "
+        "fills every piece",
+        [("src/fastpath/shm_io.c",
+          "(!(flags & MSG_WAITALL) && !more && !next))",
+          "(!(flags & MSG_WAITALL) && !more && (next || !next)))")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
+        "shm-first-write-short",
+        "a client's blocking first write, made before its server accepts, returns what fitted the stream "
+        "(219,264 of 4 MiB) where TCP waits and sends it all",
+        [("src/fastpath/shm_io.c",
+          "\t\t\tif (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {",
+          "\t\t\tif (r > 0 || !k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and first-write-v4'"]),
+    Mutant(
         "shm-close-keeps-no-socket",
         "a close under another thread's call parks the connection but not the socket: the kernel frees it at "
         "once, and the peer's write, whose bytes a spinning read still takes, gets EPIPE",

@@ -586,6 +586,7 @@ static const struct { const char *name; void (*fn)(void); } scenarios[] = {
 	{ "connect-again", sc_connect_again }, { "connect-restart", sc_connect_restart },
 	{ "epoll-before-connect", sc_epoll_before_connect }, { "fortify-pwait2", sc_fortify_pwait2 }, { "readiness", sc_readiness },
 	{ "halfclose", sc_halfclose }, { "peer-closed", sc_peer_closed }, { "msgflags", sc_msgflags }, { "mmsg", sc_mmsg }, { "vectored", sc_vectored },
+	{ "first-write", sc_first_write },
 	{ "sendfile-splice", sc_sendfile_splice }, { "ioctl", sc_ioctl }, { "backpressure", sc_backpressure },
 	{ "sigkill", sc_sigkill }, { "fork-after-accept", sc_fork_after_accept }, { "prefork", sc_prefork },
 	{ "reuseport", sc_reuseport }, { "exec", sc_exec }, { "exec-listener", sc_exec_listener }, { "dup", sc_dup }, { "scm-rights", sc_scm_rights },

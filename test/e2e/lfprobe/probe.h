@@ -126,5 +126,6 @@ void sc_shut_rd(void);
 void sc_rcvlowat(void);
 void sc_stash_limit(void);
 void sc_vectored(void);
+void sc_first_write(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* lfprobe scenarios: the socket behaviours of one connection (names,
  * options, connect, readiness, half-close, flags, vectored I/O, sendfile and
  * splice, ioctls, backpressure) and dual-stack listeners. */
+#include <pthread.h>
 #include "probe.h"
 
 /* An address as text. */
@@ -572,6 +573,85 @@ void sc_vectored(void)
 	 * under a seccomp supervisor, which sees no send) leaves nothing. */
 	size_t k = read_full(c, buf, (size_t)(r1 > 0 ? r1 : 0) + (size_t)(r2 > 0 ? r2 : 0));
 	out("then '%.*s'", (int)k, buf);
+	/* Many pieces: a blocking writev sends them all, and a recvmsg with
+	 * MSG_WAITALL fills them all (300 > the tier's window of 64); past
+	 * UIO_MAXIOV the kernel says EINVAL and sends nothing. */
+	enum { PIECES = 300 };
+	static char many[PIECES], got[PIECES];
+	static struct iovec mv[1025];
+	for (int i = 0; i < 1025; i++)
+		mv[i] = (struct iovec){ many + i % PIECES, 1 };
+	for (int i = 0; i < PIECES; i++)
+		many[i] = (char)('a' + i % 26);
+	errno = 0;
+	ssize_t over = writev(c, mv, 1025);
+	out("writev of 1025 pieces %zd %s", over, ename(over < 0 ? errno : 0));
+	out("writev of %d pieces %zd", PIECES, writev(c, mv, PIECES));
+	struct iovec gv[PIECES];
+	for (int i = 0; i < PIECES; i++)
+		gv[i] = (struct iovec){ got + i, 1 };
+	struct msghdr gm = { .msg_iov = gv, .msg_iovlen = PIECES };
+	r = recvmsg(s, &gm, MSG_WAITALL);
+	out("recvmsg MSG_WAITALL of %d pieces %zd same %d", PIECES, r, r == PIECES && !memcmp(got, many, PIECES));
+	/* Without MSG_WAITALL: what has come fills every piece (one send of
+	 * 300 bytes is there at once when poll says so). */
+	out("writev of %d pieces %zd", PIECES, writev(c, mv, PIECES));
+	memset(got, 0, sizeof(got));
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	r = readv(s, gv, PIECES);
+	out("readv of %d pieces %zd same %d", PIECES, r, r == PIECES && !memcmp(got, many, PIECES));
+	errno = 0;
+	r = readv(s, mv, 1025);
+	out("readv of 1025 pieces %zd %s", r, ename(r < 0 ? errno : 0));
+	/* Urgent: the last byte of all 70 pieces is the one at the mark. */
+	struct msghdr om = { .msg_iov = mv, .msg_iovlen = 70 };
+	out("sendmsg MSG_OOB of 70 pieces %zd", sendmsg(c, &om, MSG_OOB));
+	CHECK(poll(&(struct pollfd){ s, POLLPRI, 0 }, 1, 5000) == 1);
+	r = recv(s, got, sizeof(got), 0);
+	char u = 0;
+	ssize_t ru = recv(s, &u, 1, MSG_OOB);
+	out("recv to the mark %zd same %d, then MSG_OOB %zd '%c'", r, r == 69 && !memcmp(got, many, 69), ru, u);
+}
+
+/* A client's first write, larger than the socket's buffers, made before
+ * its server accepts: blocking, it waits for the server and sends it all
+ * (TCP queues the connection's bytes before the accept, and the write
+ * returns once the server has read enough). */
+enum { FIRST = 4 << 20 };
+static char first_out[FIRST], first_in[FIRST];
+
+static void *accept_and_read_later(void *arg)
+{
+	int *a = arg;
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	a[1] = accept(a[0], NULL, NULL);
+	CHECK(a[1] >= 0);
+	a[2] = (int)read_full(a[1], first_in, FIRST);
+	return NULL;
+}
+
+void sc_first_write(void)
+{
+	int port, l = listener(&port);
+	pthread_t t;
+
+	for (size_t i = 0; i < FIRST; i++)
+		first_out[i] = (char)(i * 7 + i / 4096);
+	int c = connect_to(port);
+	int arg[3] = { l, -1, 0 };
+	CHECK(pthread_create(&t, NULL, accept_and_read_later, arg) == 0);
+	ssize_t w = write(c, first_out, FIRST);
+	out("first write of %d bytes before the accept %zd", FIRST, w);
+	if (w > 0 && w < FIRST)
+		write_all(c, first_out + w, FIRST - (size_t)w);
+	CHECK(pthread_join(t, NULL) == 0);
+	path("client", c);
+	path("server", arg[1]);
+	out("server read %d same %d", arg[2], arg[2] == FIRST && !memcmp(first_in, first_out, FIRST));
+	close(c);
+	close(arg[1]);
+	close(l);
 }
 
 void sc_sendfile_splice(void)
