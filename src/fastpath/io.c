@@ -117,6 +117,39 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 	return REAL(recvmsg)(fd, m, flags);
 }
 
+/* MSG_TRUNC on a stream: TCP discards the bytes it would have copied (the
+ * buffer may be NULL) and returns their count; a Unix stream copies them
+ * (EFAULT for NULL). So a fast-path socket's are read into scratch, 64 KiB
+ * at a time: what has come, or with MSG_WAITALL all that was asked; a
+ * peek, one piece. The tier discards its own (shm_io.c). One buffer for
+ * every thread: nothing is read back from it. */
+static ssize_t discard(int fd, struct msghdr *m, int flags)
+{
+	static char scratch[65536];
+	size_t n = 0, total = 0;
+	int e0 = errno;
+
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		n += m->msg_iov[i].iov_len;
+	m->msg_flags = 0;
+	do {
+		struct iovec v = { scratch, n - total < sizeof(scratch) ? n - total : sizeof(scratch) };
+		struct msghdr one = { .msg_iov = &v, .msg_iovlen = 1 };
+		ssize_t r = recvmsg_tcp(fd, &one, (flags & ~MSG_TRUNC) | (total && !(flags & MSG_WAITALL) ? MSG_DONTWAIT : 0));
+		if (r < 0 && total) {
+			if (errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
+				__atomic_store_n(&lf__fd(fd)->pend_err, errno, __ATOMIC_RELEASE);
+			errno = e0;
+		}
+		if (r <= 0)
+			return total ? (ssize_t)total : r;
+		total += (size_t)r;
+		if ((size_t)r < v.iov_len || (flags & MSG_PEEK))
+			break;
+	} while (total < n);
+	return (ssize_t)total;
+}
+
 /* What TCP's recvmsg never gives on a connected socket: a source address,
  * or ancillary data that a Unix socket could carry (descriptors a peer
  * sent: on kernels without SO_PASSRIGHTS they would arrive). The read
@@ -135,7 +168,7 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct msghdr copy = *m;
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
-	ssize_t r = recvmsg_tcp(fd, &copy, flags);
+	ssize_t r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(fd, &copy, flags) : recvmsg_tcp(fd, &copy, flags);
 	if (r >= 0) {
 		m->msg_namelen = 0;
 		m->msg_controllen = 0;
@@ -152,7 +185,7 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	SETTLE(fd, flags);
 	if (!sa)
 		SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
-	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
+	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC))
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &one, .msg_iovlen = 1 };
 	ssize_t r = local_recvmsg(fd, &m, flags);
@@ -168,14 +201,14 @@ static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, in
 
 	SETTLE(fd, flags);
 	SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
-	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd))
+	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC))
 		return REAL(recv)(fd, buf, n, flags);
 	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
 }
 
 LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	if (plain_io(fd, true))
+	if (plain_io(fd, true) && !(flags & MSG_TRUNC)) /* MSG_TRUNC: discard */
 		return REAL(recv)(fd, buf, n, flags);
 	return recv_io(fd, buf, n, flags);
 }

@@ -149,8 +149,23 @@ struct cur {
 	size_t nmore, rest;
 };
 
+/* MSG_TRUNC: TCP discards the bytes (the buffer may be NULL), so they
+ * are read into scratch, a window at a time (more NULL, rest the bytes
+ * left). One buffer for every thread (nothing is read back from it): a
+ * thread-local one would add 64 KiB to every thread's static TLS, and
+ * glibc then refuses threads with small stacks (mariadbd's timer thread:
+ * "Can't initialize timers"). */
+static char scratch[65536];
+
 static void cur_load(struct cur *k)
 {
+	if (!k->more) {
+		k->len = k->rest < sizeof(scratch) ? k->rest : sizeof(scratch);
+		k->v[0] = (struct iovec){ scratch, k->len };
+		k->n = 1;
+		k->rest -= k->len;
+		return;
+	}
 	do {
 		k->n = k->nmore < IOV_MAX_SHM ? k->nmore : IOV_MAX_SHM;
 		k->len = 0;
@@ -192,7 +207,7 @@ static bool cur_skip(struct cur *k, size_t by)
 		k->v[0].iov_base = (char *)k->v[0].iov_base + by;
 		k->v[0].iov_len -= by;
 	}
-	if (k->len || !k->nmore)
+	if (k->len || !k->rest)
 		return false;
 	cur_load(k);
 	return true;
@@ -618,17 +633,30 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 	return -1;
 }
 
-/* Waits for POLLIN (read) or room (write) as a blocking call does: the
- * socket's timeout (EAGAIN), signals (EINTR unless SA_RESTART and no
- * timeout). 0: look again; -1: errno. */
-static int wait_fd(int fd, short ev, int opt, unsigned s0, unsigned i0)
+/* When a wait under the socket's timeout opt (SO_RCVTIMEO, SO_SNDTIMEO)
+ * ends: 0 for none. */
+static uint64_t deadline(int fd, int opt)
 {
 	struct timeval tv = { 0, 0 };
 	socklen_t l = sizeof(tv);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
+		return 0;
+	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+/* Waits for POLLIN (read) or room (write) as a blocking call does: the
+ * socket's timeout, ending at `end` (deadline(); 0: none), then EAGAIN;
+ * signals (EINTR unless SA_RESTART and no timeout). 0: look again; -1:
+ * errno. */
+static int wait_fd(int fd, short ev, uint64_t end, unsigned s0, unsigned i0)
+{
 	int ms = -1;
 
-	if (!lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) && (tv.tv_sec || tv.tv_usec))
-		ms = (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	if (end) {
+		uint64_t now = lf__sys_now_ns();
+		ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+	}
 	int r = ev ? lf__sys_poll1(fd, ev, ms) : 0;
 	if (r == 0 && ev) {
 		errno = EAGAIN;
@@ -658,7 +686,7 @@ static int wait_read(int fd, unsigned s0, unsigned i0)
 	char b;
 
 	if (atomic_load(&lf__sig_seen) != s0)
-		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+		return wait_fd(fd, POLLIN, deadline(fd, SO_RCVTIMEO), s0, i0);
 	/* Due give-backs (shm_mem.c): a slice of poll first, then the sweep,
 	 * unless the socket has a timeout the slice would add to. A signal
 	 * in it: look again (the next wait takes wait_fd's rules). */
@@ -672,7 +700,7 @@ static int wait_read(int fd, unsigned s0, unsigned i0)
 	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
 		return 0;
 	if (errno == EAGAIN && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec)
-		return wait_fd(fd, POLLIN, SO_RCVTIMEO, s0, i0);
+		return wait_fd(fd, POLLIN, deadline(fd, SO_RCVTIMEO), s0, i0);
 	return -1;
 }
 
@@ -699,6 +727,15 @@ static int slice_end(bool intr, unsigned s0, unsigned i0, uint64_t end)
 	return 0;
 }
 
+/* The i0 for a write's waits: one that has sent bytes returns them at any
+ * handler's signal, SA_RESTART or not, as TCP's does (the kernel restarts
+ * only a call that did nothing): a count of interrupting signals that
+ * the waits then find moved. */
+static unsigned restarts(size_t sent, unsigned i0)
+{
+	return sent ? atomic_load(&lf__sig_interrupt) - 1 : i0;
+}
+
 /* One slice (20 ms) of a wait for the word w to move from seq: between
  * slices the caller looks at the socket (the peer's end comes there). */
 static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i0, uint64_t end)
@@ -706,18 +743,6 @@ static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i
 	struct timespec ts = { 0, 20000000 };
 
 	return slice_end(futex(w, FUTEX_WAIT, seq, &ts) < 0 && errno == EINTR, s0, i0, end);
-}
-
-/* When a wait under the socket's timeout opt (SO_RCVTIMEO, SO_SNDTIMEO)
- * ends: 0 for none. */
-static uint64_t deadline(int fd, int opt)
-{
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
-		return 0;
-	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
 }
 
 /* SO_RCVLOWAT on a blocking read: wait until the ring holds `target`
@@ -925,14 +950,10 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 		return true;
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
-	if (flags & MSG_TRUNC) { /* TCP discards the bytes (the buffer may be NULL): read them into scratch */
-		/* One buffer for every thread (nothing is read back from it):
-		 * a thread-local one would add 64 KiB to every thread's static
-		 * TLS, and glibc then refuses threads with small stacks
-		 * (mariadbd's timer thread: "Can't initialize timers"). */
-		static char scratch[65536];
-		size_t len = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);
-		k = (struct cur){ .v[0] = { scratch, len }, .n = 1, .len = len };
+	if (flags & MSG_TRUNC) { /* discarded: into scratch (cur_load) */
+		size_t want = cur_left(&k);
+		k = (struct cur){ .rest = want };
+		cur_load(&k);
 	}
 	m->msg_flags = 0;
 	int e0 = errno;
@@ -1225,7 +1246,8 @@ static bool client_stream(struct lf_shm_conn *c, int fd, const struct cur *k, in
 
 /* The rest of k on the stream (the connection left the ring, or said no
  * after the client's first bytes went there), window by window as the
- * kernel takes them: what was sent. */
+ * kernel takes them: what was sent (the caller has sent some: flags has
+ * MSG_NOSIGNAL). An urgent send's mark goes with its last window only. */
 static size_t stream_rest(int fd, struct cur *k, int flags)
 {
 	size_t sent = 0;
@@ -1233,7 +1255,7 @@ static size_t stream_rest(int fd, struct cur *k, int flags)
 	for (ssize_t r = 1; k->len && r > 0;) {
 		struct msghdr rest = { .msg_iov = k->v, .msg_iovlen = k->n };
 		size_t len = k->len;
-		r = lf__sys_sendmsg(fd, &rest, flags);
+		r = lf__sys_sendmsg(fd, &rest, k->rest ? flags & ~MSG_OOB : flags);
 		if (r > 0) {
 			sent += (size_t)r;
 			if ((cur_skip(k, (size_t)r), (size_t)r < len))
@@ -1241,6 +1263,19 @@ static size_t stream_rest(int fd, struct cur *k, int flags)
 		}
 	}
 	return sent;
+}
+
+/* A write that failed (errno) after it sent bytes returns their count, as
+ * TCP's; a reset its look took off the socket is then the next call's
+ * answer (TCP's next write says ECONNRESET). Nothing sent: -1, errno. */
+static ssize_t sent(int fd, size_t total, int e0)
+{
+	if (!total)
+		return -1;
+	if (errno == ECONNRESET)
+		lf__err_keep(fd, ECONNRESET);
+	errno = e0;
+	return (ssize_t)total;
 }
 
 static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int flags, ssize_t *ret)
@@ -1281,11 +1316,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			if (r > 0) {
 				total += (size_t)r;
 				cur_skip(&k, (size_t)r);
+				flags |= MSG_NOSIGNAL; /* a count now: no SIGPIPE, as TCP's */
 			}
 			if (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {
-				if (total)
-					errno = e0;
-				*ret = total ? (ssize_t)total : r;
+				*ret = r < 0 ? sent(fd, total, e0) : (ssize_t)total;
 				return true;
 			}
 			if (r > 0)
@@ -1296,17 +1330,17 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			*ret = -1;
 			return true;
 		}
-		if (wait_fd(fd, urgent ? POLLIN : POLLOUT | POLLIN, SO_SNDTIMEO, s0, i0) < 0) {
-			if (total)
-				errno = e0;
-			*ret = total ? (ssize_t)total : -1;
+		if (!end)
+			end = deadline(fd, SO_SNDTIMEO); /* one timeout for the whole call, as TCP's */
+		if (wait_fd(fd, urgent ? POLLIN : POLLOUT | POLLIN, end, s0, restarts(total, i0)) < 0) {
+			*ret = sent(fd, total, e0);
 			return true;
 		}
 	}
 	if (urgent && !k.len)
 		return false; /* the Unix socket's answer */
 	if (peer_closed(c, fd, flags) < 0) {
-		*ret = -1;
+		*ret = sent(fd, total, e0); /* what went on the stream before the answer */
 		return true;
 	}
 	lf__shm_io_flush(c, fd);
@@ -1368,7 +1402,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			}
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
-			if (wait_trim(c, s0, i0, end) < 0) {
+			if (wait_trim(c, s0, restarts(total, i0), end) < 0) {
 				if (total)
 					break;
 				*ret = -1;
@@ -1393,12 +1427,15 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 				lf__shm_set_full(c, false);
 			int rb = ring_bell(c, fd, flags, t, false);
 			atomic_fetch_sub(&c->ringing, 1);
-			if (rb < 0) {
+			if (rb < 0) { /* the peer's end: what went before this push is TCP's count */
+				if (total)
+					break;
 				*ret = -1;
 				return true;
 			}
 			total += put;
 			cur_skip(&k, put);
+			flags |= MSG_NOSIGNAL; /* a count now: no SIGPIPE, as TCP's */
 			if (asked)
 				lf__shm_io_answer(c, fd);
 			continue;
@@ -1415,7 +1452,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		if (sig < 0) { /* the socket full, or the reader taking a signal off */
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
-			if (wait_signal_room(fd, flags, s0, i0, end) < 0) {
+			if (wait_signal_room(fd, flags, s0, restarts(total, i0), end) < 0) {
 				if (total)
 					break;
 				*ret = -1;
@@ -1427,7 +1464,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			continue;
 		if (!end)
 			end = deadline(fd, SO_SNDTIMEO);
-		if (wait_room(c, fd, flags, s0, i0, end) < 0) {
+		if (wait_room(c, fd, flags, s0, restarts(total, i0), end) < 0) {
 			if (total)
 				break;
 			*ret = -1;
@@ -1463,8 +1500,8 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		*ret = -1;
 		return true;
 	}
+	*ret = k.len ? sent(fd, total, e0) : (ssize_t)total; /* ended early: on an error, a signal, no room */
 	errno = e0;
-	*ret = (ssize_t)total;
 	return true;
 }
 

@@ -4380,3 +4380,34 @@ def test_a_fork_while_a_call_holds_a_closed_descriptors_connection(build):
     p = subprocess.run(lf_cmd(cmd, tier="shm"), capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
     assert after_the_pair(p.stdout, True).split() == want, p.stdout
+
+
+@pytest.fixture(scope="module")
+def first_write(tmp_path_factory):
+    """progs/first_write.c, built: a client's blocking 4 MiB write that
+    ends short, made before its server accepts (or after, "answered")."""
+    return build_prog(tmp_path_factory, "first_write")
+
+
+@pytest.mark.parametrize("mode", ["closed", "unaccepted", "sndtimeo", "restart", "answered"])
+def test_a_blocking_write_that_ends_short_ends_as_over_tcp(build, first_write, mode):
+    """A blocking write ends short over TCP when the peer goes (closed,
+    unaccepted: a count, and the reset for the next write, no SIGPIPE), at
+    SO_SNDTIMEO (one timeout for the whole call, over the wait for the
+    server's answer and the ring's), and at a signal whose handler has
+    SA_RESTART once bytes went (restart: before the answer; answered: in
+    the ring's wait). The tier's answers, line by line, are TCP's (the
+    control), the kernel showing the client's ring mapped where the answer
+    came. Before (docs/shm.md, "Short writes"): the write returned -1 with
+    bytes sent, SIGPIPE killed the client where TCP returned a count, the
+    timeout ran to 1.7 s, and SA_RESTART wrote all 4 MiB."""
+    def lines(cmd):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        out = p.stdout.splitlines()
+        return [l for l in out if not l.startswith("#rings")], [l for l in out if l.startswith("#rings")]
+    want, tcp_rings = lines([first_write, mode])
+    assert tcp_rings == ["#rings 0"] and want and not any("killed" in l for l in want), want
+    got, rings = lines(lf_cmd([first_write, mode], tier="shm"))
+    assert got == want
+    assert rings == ["#rings 0" if mode in ("unaccepted", "restart") else "#rings 1"], rings

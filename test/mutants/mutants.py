@@ -2275,6 +2275,47 @@ MUTANTS += [
           "\t\t\tif (r > 0 || !k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and first-write-v4'"]),
     Mutant(
+        "shm-short-write-drops-the-reset",
+        "a blocking write that ends on the peer's reset after sending bytes returns the count but drops the "
+        "reset it took off the socket: the next write gets EPIPE and SIGPIPE where TCP's says ECONNRESET",
+        [("src/fastpath/shm_io.c", "\tif (errno == ECONNRESET)\n\t\tlf__err_keep(fd, ECONNRESET);\n\terrno = e0;\n", "\terrno = e0;\n")],
+        ["e2e:test_shm.py -k 'ends_short'"]),
+    Mutant(
+        "shm-first-write-sigpipe-after-bytes",
+        "a client's first write that sent bytes on the stream and then finds its server gone raises SIGPIPE "
+        "(the client dies) where TCP's returns the count",
+        [("src/fastpath/shm_io.c",
+          "\t\t\t\tcur_skip(&k, (size_t)r);\n\t\t\t\tflags |= MSG_NOSIGNAL; /* a count now: no SIGPIPE, as TCP's */\n",
+          "\t\t\t\tcur_skip(&k, (size_t)r);\n")],
+        ["e2e:test_shm.py -k 'ends_short'"]),
+    Mutant(
+        "shm-first-write-timeout-per-wait",
+        "a client's first write gives the ring's wait for room a whole SO_SNDTIMEO of its own after the wait for "
+        "the server's answer: a 1 s timeout ran to 1.9 s",
+        [("src/fastpath/shm_io.c", "\t\tif (!end)\n\t\t\tend = deadline(fd, SO_SNDTIMEO);\n\t\tif (wait_room(",
+          "\t\tif (!end || total)\n\t\t\tend = deadline(fd, SO_SNDTIMEO);\n\t\tif (wait_room(")],
+        ["e2e:test_shm.py -k 'ends_short'"]),
+    Mutant(
+        "shm-write-restarts-after-bytes",
+        "a blocking write that has sent bytes goes on after a signal whose handler has SA_RESTART (all 4 MiB "
+        "written) where TCP's returns what it sent",
+        [("src/fastpath/shm_io.c", "\treturn sent ? atomic_load(&lf__sig_interrupt) - 1 : i0;", "\treturn i0;")],
+        ["e2e:test_shm.py -k 'ends_short'"]),
+    Mutant(
+        "fastpath-msg-trunc-copies",
+        "recv with MSG_TRUNC on a fast-path socket goes to the Unix stream, which copies the bytes: EFAULT "
+        "for no buffer, where TCP discards them",
+        [("src/fastpath/io.c", "ssize_t r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(",
+          "ssize_t r = 0 && !lf__shm_on(fd) ? discard(")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
+    Mutant(
+        "shm-msg-trunc-one-window",
+        "a tier read with MSG_TRUNC|MSG_WAITALL discards 64 KiB at most (one scratch window) where TCP "
+        "discards all that was asked",
+        [("src/fastpath/shm_io.c", "\t\tk = (struct cur){ .rest = want };",
+          "\t\tk = (struct cur){ .rest = want < sizeof(scratch) ? want : sizeof(scratch) };")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
         "shm-close-keeps-no-socket",
         "a close under another thread's call parks the connection but not the socket: the kernel frees it at "
         "once, and the peer's write, whose bytes a spinning read still takes, gets EPIPE",

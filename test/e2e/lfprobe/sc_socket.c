@@ -611,6 +611,24 @@ void sc_vectored(void)
 	char u = 0;
 	ssize_t ru = recv(s, &u, 1, MSG_OOB);
 	out("recv to the mark %zd same %d, then MSG_OOB %zd '%c'", r, r == 69 && !memcmp(got, many, 69), ru, u);
+	/* MSG_TRUNC: TCP discards what it would have copied (no buffer at
+	 * all here), what has come or, with MSG_WAITALL, all that was asked. */
+	static char big[150000];
+	for (int i = 0; i < 2; i++) {
+		write_all(c, big, sizeof(big));
+		write_all(c, "hello", 5);
+		CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+		errno = 0;
+		r = recv(s, NULL, sizeof(big), MSG_TRUNC | (i ? MSG_WAITALL : 0));
+		/* (without MSG_WAITALL, how much has come is the transport's) */
+		out("recv NULL %s %s %s", i ? "MSG_TRUNC|MSG_WAITALL" : "MSG_TRUNC",
+		    r > 0 && (i ? r == (ssize_t)sizeof(big) : 1) ? "ok" : "short", ename(r < 0 ? errno : 0));
+		size_t took = r > 0 ? (size_t)r : 0; /* (an error took nothing) */
+		size_t k2 = took < sizeof(big) ? read_full(s, big, sizeof(big) - took) : 0;
+		memset(buf, 0, sizeof(buf));
+		int h = (int)read_full(s, buf, 5);
+		out("then the rest %d and '%.*s'", took + k2 == sizeof(big), h, buf);
+	}
 }
 
 /* A client's first write, larger than the socket's buffers, made before
