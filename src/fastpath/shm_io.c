@@ -181,7 +181,9 @@ static void cur_load(struct cur *k)
 
 static void cur_init(struct cur *k, const struct iovec *iov, size_t n)
 {
-	*k = (struct cur){ .more = iov, .nmore = n };
+	k->more = iov; /* not k = (struct cur){...}: that clears all 64 pieces, on every call */
+	k->nmore = n;
+	k->rest = 0;
 	for (size_t i = 0; i < n; i++)
 		k->rest += iov[i].iov_len;
 	cur_load(k);
@@ -951,8 +953,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (flags & MSG_TRUNC) { /* discarded: into scratch (cur_load) */
-		size_t want = cur_left(&k);
-		k = (struct cur){ .rest = want };
+		k.rest = cur_left(&k);
+		k.more = NULL;
 		cur_load(&k);
 	}
 	m->msg_flags = 0;

@@ -2312,8 +2312,8 @@ MUTANTS += [
         "shm-msg-trunc-one-window",
         "a tier read with MSG_TRUNC|MSG_WAITALL discards 64 KiB at most (one scratch window) where TCP "
         "discards all that was asked",
-        [("src/fastpath/shm_io.c", "\t\tk = (struct cur){ .rest = want };",
-          "\t\tk = (struct cur){ .rest = want < sizeof(scratch) ? want : sizeof(scratch) };")],
+        [("src/fastpath/shm_io.c", "\t\tk.rest = cur_left(&k);\n",
+          "\t\tk.rest = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
         "shm-close-keeps-no-socket",
