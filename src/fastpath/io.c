@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,11 @@ static int settle(int fd, int flags, bool reading)
 		    settle(fd, msgflags, reading))                                                     \
 			return -1;                                                                     \
 	} while (0)
+/* The kernel's MAX_RW_COUNT: recv, send and sendto move at most this in a
+ * call, clamping a larger length (read, write and the vectored calls say
+ * EINVAL past SSIZE_MAX instead: the tier leaves those to the kernel). */
+#define MAX_RW ((size_t)0x7ffff000)
+
 #define SETTLE(fd, msgflags) SETTLE_IO(fd, msgflags, true)
 
 /* The shm tier (shm.c) takes a call on a socket that holds it, unless the
@@ -119,23 +125,44 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 
 /* MSG_TRUNC on a stream: TCP discards the bytes it would have copied (the
  * buffer may be NULL) and returns their count; a Unix stream copies them
- * (EFAULT for NULL). So a fast-path socket's are read into scratch, 64 KiB
- * at a time: what has come, or with MSG_WAITALL all that was asked; a
- * peek, one piece. The tier discards its own (shm_io.c). One buffer for
- * every thread: nothing is read back from it. */
+ * (EFAULT for NULL). So a fast-path socket's are read into scratch: one
+ * recvmsg whose pieces all name it (64 of 64 KiB, 4 MiB), so that the
+ * kernel applies MSG_WAITALL, MSG_PEEK, the timeout and signals to the
+ * call as to TCP's; past 4 MiB, more such reads, each of what has come
+ * (a peek, or MSG_WAITALL's timeout and signals, then apply per 4 MiB).
+ * The kernel's own checks of the iovec first. The tier discards its own
+ * (shm_io.c). One buffer for every thread: nothing is read back from it. */
+#define DISCARD_PIECES 64
 static ssize_t discard(int fd, struct msghdr *m, int flags)
 {
 	static char scratch[65536];
+	struct iovec v[DISCARD_PIECES];
 	size_t n = 0, total = 0;
 	int e0 = errno;
 
-	for (size_t i = 0; i < m->msg_iovlen; i++)
+	if (m->msg_iovlen > UIO_MAXIOV) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	for (size_t i = 0; i < m->msg_iovlen; i++) {
+		if (m->msg_iov[i].iov_len > (size_t)SSIZE_MAX - n) {
+			errno = EINVAL;
+			return -1;
+		}
 		n += m->msg_iov[i].iov_len;
+	}
 	m->msg_flags = 0;
+	if (!n) /* as the Unix socket answers a read of nothing */
+		return recvmsg_tcp(fd, m, flags & ~MSG_TRUNC);
 	do {
-		struct iovec v = { scratch, n - total < sizeof(scratch) ? n - total : sizeof(scratch) };
-		struct msghdr one = { .msg_iov = &v, .msg_iovlen = 1 };
+		size_t want = 0, k = 0;
+		for (; k < DISCARD_PIECES && want < n - total; k++) {
+			v[k] = (struct iovec){ scratch, n - total - want < sizeof(scratch) ? n - total - want : sizeof(scratch) };
+			want += v[k].iov_len;
+		}
+		struct msghdr one = { .msg_iov = v, .msg_iovlen = k };
 		ssize_t r = recvmsg_tcp(fd, &one, (flags & ~MSG_TRUNC) | (total && !(flags & MSG_WAITALL) ? MSG_DONTWAIT : 0));
+		m->msg_flags |= one.msg_flags;
 		if (r < 0 && total) {
 			if (errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&lf__fd(fd)->pend_err, errno, __ATOMIC_RELEASE);
@@ -144,7 +171,7 @@ static ssize_t discard(int fd, struct msghdr *m, int flags)
 		if (r <= 0)
 			return total ? (ssize_t)total : r;
 		total += (size_t)r;
-		if ((size_t)r < v.iov_len || (flags & MSG_PEEK))
+		if ((size_t)r < want || (flags & MSG_PEEK))
 			break;
 	} while (total < n);
 	return (ssize_t)total;
@@ -180,7 +207,7 @@ LF_LOCAL(recvmsg);
 
 LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *sa, socklen_t *sl)
 {
-	struct iovec one = { buf, n };
+	struct iovec one = { buf, n < MAX_RW ? n : MAX_RW };
 
 	SETTLE(fd, flags);
 	if (!sa)
@@ -197,7 +224,7 @@ LF_LOCAL(recvfrom);
 
 static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, int flags)
 {
-	struct iovec one = { buf, n };
+	struct iovec one = { buf, n < MAX_RW ? n : MAX_RW };
 
 	SETTLE(fd, flags);
 	SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
@@ -297,7 +324,7 @@ LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	struct lf_fd *f = lf__fd(fd);
 
 	SETTLE_WRITE(fd, flags);
-	struct iovec one = { (void *)buf, n };
+	struct iovec one = { (void *)buf, n < MAX_RW ? n : MAX_RW };
 	SHM_WRITE(fd, &one, 1, flags);
 	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		sa = NULL;
@@ -495,7 +522,7 @@ LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 
 static __attribute__((noinline)) ssize_t send_io(int fd, const void *buf, size_t n, int flags)
 {
-	struct iovec one = { (void *)buf, n };
+	struct iovec one = { (void *)buf, n < MAX_RW ? n : MAX_RW };
 
 	SETTLE_WRITE(fd, flags);
 	SHM_WRITE(fd, &one, 1, flags);

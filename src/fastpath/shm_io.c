@@ -147,11 +147,12 @@ struct cur {
 	size_t n, len;
 	const struct iovec *more;
 	size_t nmore, rest;
+	bool bad; /* a piece or the sum past SSIZE_MAX: the kernel's EINVAL */
 };
 
 /* MSG_TRUNC: TCP discards the bytes (the buffer may be NULL), so they
- * are read into scratch, a window at a time (more NULL, rest the bytes
- * left). One buffer for every thread (nothing is read back from it): a
+ * are read into scratch, a window of 64 pieces of it at a time (more
+ * NULL, rest the bytes left). One buffer for every thread (nothing is read back from it): a
  * thread-local one would add 64 KiB to every thread's static TLS, and
  * glibc then refuses threads with small stacks (mariadbd's timer thread:
  * "Can't initialize timers"). */
@@ -159,11 +160,14 @@ static char scratch[65536];
 
 static void cur_load(struct cur *k)
 {
-	if (!k->more) {
-		k->len = k->rest < sizeof(scratch) ? k->rest : sizeof(scratch);
-		k->v[0] = (struct iovec){ scratch, k->len };
-		k->n = 1;
-		k->rest -= k->len;
+	if (!k->more) { /* every piece names scratch: a peek sees up to 4 MiB, as TCP's all */
+		k->n = k->len = 0;
+		do {
+			size_t l = k->rest < sizeof(scratch) ? k->rest : sizeof(scratch);
+			k->v[k->n++] = (struct iovec){ scratch, l };
+			k->len += l;
+			k->rest -= l;
+		} while (k->rest && k->n < IOV_MAX_SHM);
 		return;
 	}
 	do {
@@ -184,8 +188,11 @@ static void cur_init(struct cur *k, const struct iovec *iov, size_t n)
 	k->more = iov; /* not k = (struct cur){...}: that clears all 64 pieces, on every call */
 	k->nmore = n;
 	k->rest = 0;
-	for (size_t i = 0; i < n; i++)
+	k->bad = false;
+	for (size_t i = 0; i < n; i++) {
+		k->bad = k->bad || iov[i].iov_len > (size_t)SSIZE_MAX - k->rest;
 		k->rest += iov[i].iov_len;
+	}
 	cur_load(k);
 }
 
@@ -952,6 +959,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 		return true;
 	}
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	if (k.bad)
+		return false; /* the Unix socket's EINVAL, before any byte */
 	if (flags & MSG_TRUNC) { /* discarded: into scratch (cur_load) */
 		k.rest = cur_left(&k);
 		k.more = NULL;
@@ -1288,12 +1297,15 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 	size_t total = 0;
 	uint64_t end = 0;
 	bool again = false; /* no room for a non-blocking write: below */
+	int err = 0; /* what the loop below broke on, after bytes */
 
 	if (!c || (atomic_load(&f->flags) & LF_F_SHUT_WR) || m->msg_iovlen > UIO_MAXIOV) /* the kernel's EINVAL */
 		return false;
 	bool urgent = flags & MSG_OOB;
 	int e0 = errno;
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
+	if (k.bad)
+		return false; /* the Unix socket's EINVAL, before any byte */
 	/* Before the answer: a blocking write goes on until all is sent, on
 	 * the stream and then (the answer Y) in the ring, as TCP's waits for
 	 * room; a non-blocking one, or one that a signal or the timeout
@@ -1405,8 +1417,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
 			if (wait_trim(c, s0, restarts(total, i0), end) < 0) {
-				if (total)
+				if (total) {
+					err = errno; /* for sent() */
 					break;
+				}
 				*ret = -1;
 				return true;
 			}
@@ -1419,8 +1433,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			return true;
 		}
 		if (sig < 0 && errno != EAGAIN) { /* the peer's end (EPIPE, ECONNRESET) */
-			if (total)
+			if (total) {
+				err = errno; /* for sent() */
 				break;
+			}
 			*ret = -1;
 			return true;
 		}
@@ -1430,8 +1446,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			int rb = ring_bell(c, fd, flags, t, false);
 			atomic_fetch_sub(&c->ringing, 1);
 			if (rb < 0) { /* the peer's end: what went before this push is TCP's count */
-				if (total)
+				if (total) {
+					err = errno; /* for sent() */
 					break;
+				}
 				*ret = -1;
 				return true;
 			}
@@ -1455,8 +1473,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			if (!end)
 				end = deadline(fd, SO_SNDTIMEO);
 			if (wait_signal_room(fd, flags, s0, restarts(total, i0), end) < 0) {
-				if (total)
+				if (total) {
+					err = errno; /* for sent() */
 					break;
+				}
 				*ret = -1;
 				return true;
 			}
@@ -1467,8 +1487,10 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		if (!end)
 			end = deadline(fd, SO_SNDTIMEO);
 		if (wait_room(c, fd, flags, s0, restarts(total, i0), end) < 0) {
-			if (total)
+			if (total) {
+				err = errno; /* for sent() */
 				break;
+			}
 			*ret = -1;
 			return true;
 		}
@@ -1502,7 +1524,8 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		*ret = -1;
 		return true;
 	}
-	*ret = k.len ? sent(fd, total, e0) : (ssize_t)total; /* ended early: on an error, a signal, no room */
+	errno = err; /* the error the loop ended on after bytes, if any: never a stale errno */
+	*ret = total ? sent(fd, total, e0) : 0;
 	errno = e0;
 	return true;
 }

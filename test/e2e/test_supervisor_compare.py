@@ -53,7 +53,9 @@ SECCOMP_DOCUMENTED = {
     "vectored": [(r"sendto/sendmsg with an address: 1 4", r"sendto/sendmsg with an address: -1 -1"),
                  (r"then '@one '", r"then ''"),
                  (r"recv NULL MSG_TRUNC ok 0", r"recv NULL MSG_TRUNC short Bad address"),
-                 (r"recv NULL MSG_TRUNC\|MSG_WAITALL ok 0", r"recv NULL MSG_TRUNC\\|MSG_WAITALL short Bad address")],
+                 (r"recv NULL MSG_TRUNC\|MSG_WAITALL ok 0", r"recv NULL MSG_TRUNC\\|MSG_WAITALL short Bad address"),
+                 (r"recv NULL MSG_TRUNC\|MSG_WAITALL\|MSG_PEEK ok 0",
+                  r"recv NULL MSG_TRUNC\\|MSG_WAITALL\\|MSG_PEEK short Bad address")],
     # Option levels libloopfast does not answer for a fast-path socket
     # (IPPROTO_UDP, a level no socket has) are not trapped, so that other
     # sockets' calls at them cost nothing: the Unix socket's EOPNOTSUPP

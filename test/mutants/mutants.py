@@ -162,8 +162,8 @@ MUTANTS = [
           "\treturn lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
           "\t(void)unx;\n\t(void)off;\n\treturn 0;\n"),
          ("src/fastpath/io.c",
-          "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n",
-          "\tssize_t r = recvmsg_tcp(fd, &copy, flags);\n"),
+          "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r = (flags & MSG_TRUNC)",
+          "\tssize_t r = (flags & MSG_TRUNC)"),
          ("src/fastpath/io.c",
           "\t\tm->msg_controllen = 0;\n\t\tm->msg_flags = copy.msg_flags & ~MSG_CTRUNC;\n",
           "\t\tm->msg_controllen = copy.msg_controllen;\n\t\tm->msg_flags = copy.msg_flags;\n")],
@@ -1320,8 +1320,8 @@ MUTANTS += [
         "shm-held-give-back-ignores-sndtimeo",
         "a blocking writer whose peer holds its give-back flag loops past SO_SNDTIMEO: a hang",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (wait_trim(c, s0, i0, end) < 0) {\n",
-          "\t\t\tif ((wait_trim(c, s0, i0, 0), 0)) {\n")],
+          "\t\t\tif (wait_trim(c, s0, restarts(total, i0), end) < 0) {\n",
+          "\t\t\tif ((wait_trim(c, s0, restarts(total, i0), 0), 0)) {\n")],
         ["e2e:test_shm.py -k holds_its_give_back"], limit_s=30),
 ]
 
@@ -1914,8 +1914,8 @@ MUTANTS += [
         "a tier read whose three looks at the socket each found an explained byte (owed tokens come together) "
         "resets the connection, as for a byte no push explains",
         [("src/fastpath/shm_io.c",
-          "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* Waits for POLLIN",
-          "\treturn lf__shm_broken(c, fd);\n}\n\n/* Waits for POLLIN")],
+          "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* When a wait under",
+          "\treturn lf__shm_broken(c, fd);\n}\n\n/* When a wait under")],
         ["e2e:test_shm.py -k owed_tokens"]),
 ]
 MUTANTS += [
@@ -2255,8 +2255,8 @@ MUTANTS += [
         "a call's iovec past the tier's window of 64 pieces is never loaded: a blocking writev of 300 pieces "
         "sends 64, and MSG_WAITALL returns 64, where TCP sends and fills all 300",
         [("src/fastpath/shm_io.c",
-          "\tif (k->len || !k->nmore)\n\t\treturn false;\n",
-          "\tif (k->len || !k->nmore || 1)\n\t\treturn false;\n")],
+          "\tif (k->len || !k->rest)\n\t\treturn false;\n",
+          "\tif (k->len || !k->rest || 1)\n\t\treturn false;\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
         "shm-readv-stops-at-the-window",
@@ -2314,6 +2314,33 @@ MUTANTS += [
         "discards all that was asked",
         [("src/fastpath/shm_io.c", "\t\tk.rest = cur_left(&k);\n",
           "\t\tk.rest = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
+        "shm-short-write-keeps-a-stale-reset",
+        "a non-blocking write that fits part keeps the caller's stale errno (another connection's ECONNRESET) "
+        "as this socket's reset: the next write of a healthy connection says ECONNRESET",
+        [("src/fastpath/shm_io.c", "\terrno = err; /* the error the loop ended on", "\t/* the error the loop ended on")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
+        "fastpath-discard-drops-msg-flags",
+        "a fast-path recvmsg with MSG_OOB|MSG_TRUNC loses MSG_OOB in msg_flags (TCP says it)",
+        [("src/fastpath/io.c", "\t\tm->msg_flags |= one.msg_flags;\n", "")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
+    Mutant(
+        "fastpath-discard-skips-the-kernels-checks",
+        "a fast-path recvmsg with MSG_TRUNC and 1,025 pieces reads where TCP says EMSGSIZE",
+        [("src/fastpath/io.c", "\tif (m->msg_iovlen > UIO_MAXIOV) {\n\t\terrno = EMSGSIZE;",
+          "\tif (0) {\n\t\terrno = EMSGSIZE;")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
+    Mutant(
+        "fastpath-discard-peeks-one-piece",
+        "a fast-path peek with MSG_TRUNC|MSG_WAITALL sees 64 KiB where TCP's sees all it asked",
+        [("src/fastpath/io.c", "for (; k < DISCARD_PIECES && want < n - total; k++)", "for (; k < 1 && want < n - total; k++)")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
+    Mutant(
+        "shm-msg-trunc-peeks-one-piece",
+        "a tier peek with MSG_TRUNC|MSG_WAITALL sees 64 KiB where TCP's sees all it asked",
+        [("src/fastpath/shm_io.c", "\t\t} while (k->rest && k->n < IOV_MAX_SHM);", "\t\t} while (k->rest && k->n < 1);")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
         "shm-close-keeps-no-socket",

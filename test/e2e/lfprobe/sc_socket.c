@@ -614,21 +614,58 @@ void sc_vectored(void)
 	/* MSG_TRUNC: TCP discards what it would have copied (no buffer at
 	 * all here), what has come or, with MSG_WAITALL, all that was asked. */
 	static char big[150000];
-	for (int i = 0; i < 2; i++) {
+	static const int tflags[3] = { MSG_TRUNC, MSG_TRUNC | MSG_WAITALL, MSG_TRUNC | MSG_WAITALL | MSG_PEEK };
+	static const char *const tname[3] = { "MSG_TRUNC", "MSG_TRUNC|MSG_WAITALL", "MSG_TRUNC|MSG_WAITALL|MSG_PEEK" };
+	for (int i = 0; i < 3; i++) {
 		write_all(c, big, sizeof(big));
 		write_all(c, "hello", 5);
 		CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
 		errno = 0;
-		r = recv(s, NULL, sizeof(big), MSG_TRUNC | (i ? MSG_WAITALL : 0));
+		r = recv(s, NULL, sizeof(big), tflags[i]);
 		/* (without MSG_WAITALL, how much has come is the transport's) */
-		out("recv NULL %s %s %s", i ? "MSG_TRUNC|MSG_WAITALL" : "MSG_TRUNC",
-		    r > 0 && (i ? r == (ssize_t)sizeof(big) : 1) ? "ok" : "short", ename(r < 0 ? errno : 0));
-		size_t took = r > 0 ? (size_t)r : 0; /* (an error took nothing) */
+		out("recv NULL %s %s %s", tname[i], r > 0 && (i ? r == (ssize_t)sizeof(big) : 1) ? "ok" : "short",
+		    ename(r < 0 ? errno : 0));
+		size_t took = r > 0 && i < 2 ? (size_t)r : 0; /* (an error, or a peek, took nothing) */
 		size_t k2 = took < sizeof(big) ? read_full(s, big, sizeof(big) - took) : 0;
 		memset(buf, 0, sizeof(buf));
 		int h = (int)read_full(s, buf, 5);
 		out("then the rest %d and '%.*s'", took + k2 == sizeof(big), h, buf);
 	}
+	/* The kernel's checks come first, with MSG_TRUNC too; recv clamps a
+	 * huge length; an urgent byte's MSG_OOB survives MSG_TRUNC. */
+	errno = 0;
+	struct msghdr tm = { .msg_iov = mv, .msg_iovlen = 1025 };
+	r = recvmsg(s, &tm, MSG_TRUNC | MSG_DONTWAIT);
+	out("recvmsg MSG_TRUNC of 1025 pieces %zd %s", r, ename(r < 0 ? errno : 0));
+	struct iovec huge = { buf, SIZE_MAX };
+	tm = (struct msghdr){ .msg_iov = &huge, .msg_iovlen = 1 };
+	errno = 0;
+	r = recvmsg(s, &tm, MSG_TRUNC | MSG_DONTWAIT);
+	out("recvmsg MSG_TRUNC of SIZE_MAX %zd %s", r, ename(r < 0 ? errno : 0));
+	write_all(c, "hello", 5);
+	CHECK(poll(&(struct pollfd){ s, POLLIN, 0 }, 1, 5000) == 1);
+	r = recv(s, big, SIZE_MAX, MSG_DONTWAIT); /* (a static buffer: the stack's top + 2 GiB would be EFAULT) */
+	out("recv of SIZE_MAX %zd '%.*s'", r, (int)(r > 0 ? r : 0), big);
+	CHECK(send(c, "abc", 3, MSG_OOB) == 3);
+	CHECK(poll(&(struct pollfd){ s, POLLPRI, 0 }, 1, 5000) == 1);
+	char ob = 0;
+	struct iovec oi = { &ob, 1 };
+	tm = (struct msghdr){ .msg_iov = &oi, .msg_iovlen = 1 };
+	r = recvmsg(s, &tm, MSG_OOB | MSG_TRUNC);
+	out("recvmsg MSG_OOB|MSG_TRUNC %zd flags %d", r, tm.msg_flags);
+	out("then '%.*s'", (int)read_full(s, buf, 2), buf);
+	/* A non-blocking write that fits part, made with a stale errno of
+	 * another connection's reset (an event loop's): the next write says
+	 * the socket is full, never a reset. */
+	static char full[8 << 20];
+	fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK);
+	errno = ECONNRESET;
+	ssize_t part = send(c, full, sizeof(full), 0);
+	errno = 0;
+	r = send(c, full, sizeof(full), 0);
+	out("a full non-blocking send %s, the next %zd %s", part > 0 && part < (ssize_t)sizeof(full) ? "short" : "not short",
+	    r, ename(r < 0 ? errno : 0));
+	CHECK(read_full(s, full, (size_t)part) == (size_t)part);
 }
 
 /* A client's first write, larger than the socket's buffers, made before
