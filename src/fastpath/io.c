@@ -277,6 +277,8 @@ LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 	SETTLE(fd, 0);
 	if (n >= 0)
 		SHM_READ(fd, iov, n, 0);
+	if (n > UIO_MAXIOV) /* the kernel's EINVAL (recvmsg's below would say EMSGSIZE) */
+		return REAL(readv)(fd, iov, n);
 	if (lf__fd_shut_rd(fd) && n >= 0) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
 		return shut_rd_recvmsg(fd, &m, 0);
