@@ -2119,7 +2119,7 @@ def test_a_wait_that_spins_sees_the_ring(build, epoll_spin, mode):
     process's sendto calls: TCP makes one per message (its send). On the
     tier, an epoll wait that spins looks at the rings of the set's tier
     sockets (docs/shm.md, "Spinning"), so a writer hands its bytes to a
-    reader that polls and owes no token: fewer than nine tokens in ten
+    reader that polls and owes no token: fewer than one token in two
     messages each way (a quiet machine: under one in a hundred; one where
     other work takes the CPUs loses hand-offs, and rings, as it should:
     up to three runs, the first that meets it counts).
@@ -2134,9 +2134,9 @@ def test_a_wait_that_spins_sees_the_ring(build, epoll_spin, mode):
         assert words[:2] == ["maps=1", "ok"], got
         tokens = [int(x) for x in words[2].removeprefix("sendto=").split("+")]
         print("tokens for", n, "messages each way:", tokens)
-        if max(tokens) < 0.9 * n:
+        if max(tokens) < 0.5 * n:
             break
-    assert max(tokens) < 0.9 * n, got
+    assert max(tokens) < 0.5 * n, got
 
 
 @pytest.mark.parametrize("mode, rounds", [("close", 1000), ("close-poll", 1000)], ids=["epoll", "poll"])
