@@ -961,10 +961,14 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (k.bad)
 		return false; /* the Unix socket's EINVAL, before any byte */
-	if (flags & MSG_TRUNC) { /* discarded: into scratch (cur_load) */
-		k.rest = cur_left(&k);
+	/* A read of 0 bytes waits for one, as the kernel's (its low-water
+	 * mark is at least 1), and reads none: a peek of 1 into scratch. */
+	bool zero = !cur_left(&k);
+	if ((flags & MSG_TRUNC) || zero) { /* discarded: into scratch (cur_load) */
+		k.rest = zero ? 1 : cur_left(&k);
 		k.more = NULL;
 		cur_load(&k);
+		flags |= zero ? MSG_PEEK : 0;
 	}
 	m->msg_flags = 0;
 	int e0 = errno;
@@ -997,7 +1001,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			errno = EAGAIN;
 			r = -1;
 		} else {
-			r = k.len ? read_once(c, fd, &k, flags, look, total, &more) : 0;
+			r = read_once(c, fd, &k, flags, look, total, &more);
 		}
 		if (atomic_load_explicit(&c->asked, memory_order_relaxed))
 			lf__shm_io_answer(c, fd);
@@ -1049,7 +1053,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			return false; /* the server said no: the stream's from here */
 	}
 	errno = e0;
-	*ret = (ssize_t)total;
+	*ret = zero ? 0 : (ssize_t)total;
 	return true;
 }
 

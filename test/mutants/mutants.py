@@ -2312,9 +2312,17 @@ MUTANTS += [
         "shm-msg-trunc-one-window",
         "a tier read with MSG_TRUNC|MSG_WAITALL discards 64 KiB at most (one scratch window) where TCP "
         "discards all that was asked",
-        [("src/fastpath/shm_io.c", "\t\tk.rest = cur_left(&k);\n",
-          "\t\tk.rest = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
+        [("src/fastpath/shm_io.c", "\t\tk.rest = zero ? 1 : cur_left(&k);\n",
+          "\t\tk.rest = zero ? 1 : cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
+    Mutant(
+        "shm-zero-read-returns-at-once",
+        "a tier read of 0 bytes returns 0 at once, where TCP's says EAGAIN on an empty socket and a blocking "
+        "one waits for a byte",
+        [("src/fastpath/shm_io.c", "\tbool zero = !cur_left(&k);\n", "\tbool zero = false;\n"),
+         ("src/fastpath/shm_io.c", "\t\t\tr = read_once(c, fd, &k, flags, look, total, &more);\n",
+          "\t\t\tr = k.len ? read_once(c, fd, &k, flags, look, total, &more) : 0;\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and msgflags-v4'"]),
     Mutant(
         "shm-short-write-keeps-a-stale-reset",
         "a non-blocking write that fits part keeps the caller's stale errno (another connection's ECONNRESET) "

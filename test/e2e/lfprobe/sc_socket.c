@@ -510,6 +510,21 @@ void sc_msgflags(void)
 	path("client", c);
 	ssize_t r = recv(c, buf, sizeof(buf), MSG_DONTWAIT);
 	out("MSG_DONTWAIT empty %zd %s", r, ename(r < 0 ? errno : 0));
+	/* A read of 0 bytes: EAGAIN on an empty socket, a blocking one waits
+	 * for a byte (the kernel's low-water mark is at least 1) and reads 0. */
+	r = recv(c, buf, 0, MSG_DONTWAIT);
+	out("recv of 0, MSG_DONTWAIT, empty %zd %s", r, ename(r < 0 ? errno : 0));
+	pid_t z = fork_child();
+	if (z == 0) {
+		usleep(100000);
+		write_all(s, "z", 1);
+		_exit(0);
+	}
+	r = recv(c, buf, 0, 0);
+	out("recv of 0, blocking %zd", r);
+	r = recv(c, buf, 1, MSG_DONTWAIT); /* the byte it waited for is there */
+	out("then MSG_DONTWAIT %zd %s", r, ename(r < 0 ? errno : 0));
+	wait_child(z);
 	write_all(s, "peekaboo", 8);
 	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
 	r = recv(c, buf, 4, MSG_PEEK);
