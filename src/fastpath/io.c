@@ -135,7 +135,6 @@ static ssize_t recvmsg_tcp(int fd, struct msghdr *m, int flags)
 #define DISCARD_PIECES 64
 static ssize_t discard(int fd, struct msghdr *m, int flags)
 {
-	static char scratch[65536];
 	struct iovec v[DISCARD_PIECES];
 	size_t n = 0, total = 0;
 	int e0 = errno;
@@ -155,11 +154,7 @@ static ssize_t discard(int fd, struct msghdr *m, int flags)
 	if (!n) /* as the Unix socket answers a read of nothing */
 		return recvmsg_tcp(fd, m, flags & ~MSG_TRUNC);
 	do {
-		size_t want = 0, k = 0;
-		for (; k < DISCARD_PIECES && want < n - total; k++) {
-			v[k] = (struct iovec){ scratch, n - total - want < sizeof(scratch) ? n - total - want : sizeof(scratch) };
-			want += v[k].iov_len;
-		}
+		size_t k, want = lf__scratch_iov(v, DISCARD_PIECES, n - total, &k);
 		struct msghdr one = { .msg_iov = v, .msg_iovlen = k };
 		ssize_t r = recvmsg_tcp(fd, &one, (flags & ~MSG_TRUNC) | (total && !(flags & MSG_WAITALL) ? MSG_DONTWAIT : 0));
 		m->msg_flags |= one.msg_flags;

@@ -103,6 +103,10 @@ void lf__shm_attach(int fd, struct lf_shm_conn *c);
 void lf__shm_put(struct lf_shm_conn *c); /* one not attached after all (NULL: nothing) */
 
 bool lf__shm_recv(int fd, struct msghdr *m, int flags, ssize_t *ret);
+/* MSG_TRUNC's scratch (shm_io.c): up to max pieces that all name one
+ * 64 KiB buffer, for up to `bytes` discarded bytes; *n the pieces, the
+ * return the bytes they name. */
+size_t lf__scratch_iov(struct iovec *v, size_t max, size_t bytes, size_t *n);
 bool lf__shm_send(int fd, const struct msghdr *m, int flags, ssize_t *ret);
 /* epoll_ctl with EPOLLET on a tier socket: from now on the peer's writer
  * sends an edge byte for every push, as TCP gives an edge per write. */

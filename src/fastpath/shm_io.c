@@ -152,22 +152,29 @@ struct cur {
 
 /* MSG_TRUNC: TCP discards the bytes (the buffer may be NULL), so they
  * are read into scratch, a window of 64 pieces of it at a time (more
- * NULL, rest the bytes left). One buffer for every thread (nothing is read back from it): a
+ * NULL, rest the bytes left; the Unix-stream fast path's too, io.c's
+ * discard). One buffer for every thread (nothing is read back from it): a
  * thread-local one would add 64 KiB to every thread's static TLS, and
  * glibc then refuses threads with small stacks (mariadbd's timer thread:
  * "Can't initialize timers"). */
 static char scratch[65536];
 
+size_t lf__scratch_iov(struct iovec *v, size_t max, size_t bytes, size_t *n)
+{
+	size_t len = 0;
+
+	for (*n = 0; *n < max && len < bytes; ++*n) {
+		v[*n] = (struct iovec){ scratch, bytes - len < sizeof(scratch) ? bytes - len : sizeof(scratch) };
+		len += v[*n].iov_len;
+	}
+	return len;
+}
+
 static void cur_load(struct cur *k)
 {
 	if (!k->more) { /* every piece names scratch: a peek sees up to 4 MiB, as TCP's all */
-		k->n = k->len = 0;
-		do {
-			size_t l = k->rest < sizeof(scratch) ? k->rest : sizeof(scratch);
-			k->v[k->n++] = (struct iovec){ scratch, l };
-			k->len += l;
-			k->rest -= l;
-		} while (k->rest && k->n < IOV_MAX_SHM);
+		k->len = lf__scratch_iov(k->v, IOV_MAX_SHM, k->rest, &k->n);
+		k->rest -= k->len;
 		return;
 	}
 	do {
@@ -680,27 +687,24 @@ static int wait_fd(int fd, short ev, uint64_t end, unsigned s0, unsigned i0)
 	return 0;
 }
 
-/* A blocking read's wait: the kernel's own blocking recv, peeking one
- * byte, so that the wake-up is a read's and the kernel applies
- * SO_RCVTIMEO and signals (EINTR, or a restart under SA_RESTART) as for
- * the read itself. A token, edge byte or answer, the end or an error end
- * it; an error is the read's answer (the peek took it). A signal that
- * ran during the spin before it, or a socket that says EAGAIN with no
- * timeout set (non-blocking in the kernel), take wait_fd's rules. 0: look
+/* A blocking read's wait with no timeout: the kernel's own blocking
+ * recv, peeking one byte, so that the wake-up is a read's and the kernel
+ * applies signals (EINTR, or a restart under SA_RESTART) as for the read
+ * itself. A token, edge byte or answer, the end or an error end it; an
+ * error is the read's answer (the peek took it). With SO_RCVTIMEO (end:
+ * the call's deadline, which the kernel's own timeout would renew at each
+ * wait), a signal that ran during the spin before it, or a socket that
+ * says EAGAIN (non-blocking in the kernel): wait_fd's rules. 0: look
  * again; -1: errno. */
-static int wait_read(int fd, unsigned s0, unsigned i0)
+static int wait_read(int fd, uint64_t end, unsigned s0, unsigned i0)
 {
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
 	char b;
 
-	if (atomic_load(&lf__sig_seen) != s0)
-		return wait_fd(fd, POLLIN, deadline(fd, SO_RCVTIMEO), s0, i0);
-	/* Due give-backs (shm_mem.c): a slice of poll first, then the sweep,
-	 * unless the socket has a timeout the slice would add to. A signal
-	 * in it: look again (the next wait takes wait_fd's rules). */
-	if (atomic_load_explicit(&lf__shm_due, memory_order_relaxed) &&
-	    !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec) {
+	if (end || atomic_load(&lf__sig_seen) != s0)
+		return wait_fd(fd, POLLIN, end, s0, i0);
+	/* Due give-backs (shm_mem.c): a slice of poll first, then the sweep.
+	 * A signal in it: look again (the next wait takes wait_fd's rules). */
+	if (atomic_load_explicit(&lf__shm_due, memory_order_relaxed)) {
 		int r = lf__sys_poll1(fd, POLLIN, (int)(lf__shm_mem_slice(-1) / 1000000));
 		if (r != 0)
 			return r > 0 || errno == EINTR ? 0 : -1;
@@ -708,9 +712,14 @@ static int wait_read(int fd, unsigned s0, unsigned i0)
 	}
 	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
 		return 0;
-	if (errno == EAGAIN && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) && !tv.tv_sec && !tv.tv_usec)
-		return wait_fd(fd, POLLIN, deadline(fd, SO_RCVTIMEO), s0, i0);
-	return -1;
+	return errno == EAGAIN ? wait_fd(fd, POLLIN, 0, s0, i0) : -1;
+}
+
+/* deadline()'s SO_RCVTIMEO, for a socket that has one (no look
+ * otherwise: a blocking read's wait is on the hot path). */
+static uint64_t read_deadline(struct lf_fd *f, int fd)
+{
+	return atomic_load(&f->flags) & LF_F_RCVTIMEO ? deadline(fd, SO_RCVTIMEO) : 0;
 }
 
 static bool nonblocking(int fd, int flags)
@@ -759,10 +768,8 @@ static int wait_slice(_Atomic uint32_t *w, uint32_t seq, unsigned s0, unsigned i
  * say it (its token stands for "not empty"), so the writer wakes a futex
  * after each push while the reader asks (want_data). 0: read now; -1:
  * errno. */
-static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, unsigned i0)
+static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, uint64_t end, unsigned s0, unsigned i0)
 {
-	uint64_t end = deadline(fd, SO_RCVTIMEO);
-
 	for (;;) {
 		uint32_t seq = atomic_load(&c->rx.h->data_seq);
 		atomic_store(&c->rx.h->want_data, 1);
@@ -791,10 +798,8 @@ static int wait_mark(struct lf_shm_conn *c, int fd, size_t target, unsigned s0, 
  * peer gone (POLLHUP, POLLERR) with the ring empty has left a signal
  * whose byte can never come: a reset (TCP would say the end; the page
  * promised a byte). 0: look again; -1: errno. */
-static int wait_urgent(struct lf_shm_conn *c, int fd, unsigned s0, unsigned i0)
+static int wait_urgent(struct lf_shm_conn *c, int fd, uint64_t end, unsigned s0, unsigned i0)
 {
-	uint64_t end = deadline(fd, SO_RCVTIMEO);
-
 	for (;;) {
 		uint32_t seq = atomic_load(&c->rx.h->data_seq);
 		atomic_store(&c->rx.h->want_data, 1);
@@ -944,6 +949,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	unsigned s0 = atomic_load(&lf__sig_seen), i0 = atomic_load(&lf__sig_interrupt);
 	struct lf_fd *f = lf__fd(fd);
 	bool shut = atomic_load(&f->flags) & LF_F_SHUT_RD;
+	uint64_t end = 0; /* SO_RCVTIMEO's deadline, one for the call's waits (as TCP's): looked up at the first */
 
 	if (!c || (flags & MSG_ERRQUEUE) || m->msg_iovlen > UIO_MAXIOV) /* the kernel's EINVAL */
 		return false;
@@ -980,7 +986,8 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	socklen_t ll = sizeof(lowat);
 	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
 	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
-	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < cur_left(&k) ? (size_t)lowat : cur_left(&k), s0, i0) < 0) {
+	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < cur_left(&k) ? (size_t)lowat : cur_left(&k),
+				   end = read_deadline(f, fd), s0, i0) < 0) {
 		*ret = -1;
 		return true;
 	}
@@ -1037,7 +1044,9 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			continue; /* moved while it spun: no wait on what the number names now */
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
-		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {
+		if (!end)
+			end = read_deadline(f, fd);
+		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {
 			lf__shm_io_end_seen(c, fd, -1, false);
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);

@@ -2014,8 +2014,8 @@ MUTANTS += [
         "socket, which returns at once: it spins at a full CPU (a stopped writer, or a peer that sends the signal "
         "and a token itself), and a peer that then closes leaves it spinning for ever",
         [("src/fastpath/shm_io.c",
-          "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n",
-          "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, s0, i0) : wait_read(fd, s0, i0)) < 0) {\n")],
+          "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {\n",
+          "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {\n")],
         ["e2e:test_shm.py -k urgent_signal_ahead_of_an_empty_ring"]),
     Mutant(
         "shm-urgent-mark-unchecked",
@@ -2316,6 +2316,13 @@ MUTANTS += [
           "\t\tk.rest = zero ? 1 : cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
+        "shm-waitall-timeout-per-wait",
+        "a tier MSG_WAITALL read under SO_RCVTIMEO gives each wait a whole timeout (the kernel's peek's own), "
+        "so bytes that keep coming hold the call past its timeout; TCP's timeout is the call's",
+        [("src/fastpath/shm_io.c", "\tif (end || atomic_load(&lf__sig_seen) != s0)\n\t\treturn wait_fd(fd, POLLIN, end, s0, i0);\n",
+          "\tif (atomic_load(&lf__sig_seen) != s0)\n\t\treturn wait_fd(fd, POLLIN, end, s0, i0);\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and sockopts-before-v4'"]),
+    Mutant(
         "shm-zero-read-returns-at-once",
         "a tier read of 0 bytes returns 0 at once, where TCP's says EAGAIN on an empty socket and a blocking "
         "one waits for a byte",
@@ -2343,12 +2350,12 @@ MUTANTS += [
     Mutant(
         "fastpath-discard-peeks-one-piece",
         "a fast-path peek with MSG_TRUNC|MSG_WAITALL sees 64 KiB where TCP's sees all it asked",
-        [("src/fastpath/io.c", "for (; k < DISCARD_PIECES && want < n - total; k++)", "for (; k < 1 && want < n - total; k++)")],
+        [("src/fastpath/io.c", "lf__scratch_iov(v, DISCARD_PIECES, n - total, &k)", "lf__scratch_iov(v, 1, n - total, &k)")],
         ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
     Mutant(
         "shm-msg-trunc-peeks-one-piece",
         "a tier peek with MSG_TRUNC|MSG_WAITALL sees 64 KiB where TCP's sees all it asked",
-        [("src/fastpath/shm_io.c", "\t\t} while (k->rest && k->n < IOV_MAX_SHM);", "\t\t} while (k->rest && k->n < 1);")],
+        [("src/fastpath/shm_io.c", "lf__scratch_iov(k->v, IOV_MAX_SHM, k->rest, &k->n)", "lf__scratch_iov(k->v, 1, k->rest, &k->n)")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
         "shm-close-keeps-no-socket",

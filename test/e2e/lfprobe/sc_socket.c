@@ -140,6 +140,21 @@ void sc_sockopts_before(void)
 	int e = errno;
 	out("recv times out (SO_RCVTIMEO 150 ms): %zd %s after >= 150 ms: %s", r, ename(r < 0 ? e : 0),
 	    at_least(t0, 150));
+	/* The timeout is the call's, not each wait's: MSG_WAITALL with bytes
+	 * coming every 50 ms for a second ends at 150 ms with what came. */
+	pid_t p = fork_child();
+	if (p == 0) {
+		for (int i = 0; i < 20; i++) {
+			usleep(50000);
+			write_all(s, "w", 1);
+		}
+		_exit(0);
+	}
+	char w[20];
+	r = recv(c, w, sizeof(w), MSG_WAITALL);
+	out("MSG_WAITALL under SO_RCVTIMEO 150 ms, a byte every 50 ms: ended before all 20: %s",
+	    r > 0 && r < (ssize_t)sizeof(w) ? "yes" : r < 0 ? ename(errno) : "no");
+	wait_child(p);
 	close(c);
 	close(s);
 
