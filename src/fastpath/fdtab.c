@@ -292,3 +292,4 @@ static void set_flag(int fd, unsigned flag, bool on)
 
 void lf__fd_nonblock(int fd, bool on) { set_flag(fd, LF_F_NONBLOCK, on); }
 void lf__fd_rcvtimeo(int fd, bool on) { set_flag(fd, LF_F_RCVTIMEO, on); }
+void lf__fd_sndtimeo(int fd, bool on) { set_flag(fd, LF_F_SNDTIMEO, on); }

@@ -35,6 +35,7 @@ enum {
 	LF_F_SHM = 1u << 14,      /* fast-path socket with shm tier state (shm.c; .shm) */
 	LF_F_TIER = 1u << 15,     /* socket or listener that asked for the shm tier */
 	LF_F_UNIX = 1u << 16,     /* a Unix socket, as SO_DOMAIN said (io.c's recvmmsg asks once) */
+	LF_F_SNDTIMEO = 1u << 17, /* fast-path socket with a send timeout (io.c's writes keep it the call's) */
 };
 
 /* Options the application set that the Unix socket cannot hold, as TCP
@@ -118,6 +119,7 @@ static inline bool lf__shm_on(int fd)
 /* A fast-path socket's mode as the application sets it (interpose.c). */
 void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
+void lf__fd_sndtimeo(int fd, bool on);
 
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
  * socket) TCP still returns what is queued, and 0 where it would wait. */

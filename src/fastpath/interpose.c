@@ -335,9 +335,15 @@ LF_EXPORT int setsockopt(int fd, int level, int opt, const void *val, socklen_t 
 			lf__sopt_note(fd, level, opt, val, len);
 			if (level == IPPROTO_TCP && opt == TCP_SAVE_SYN)
 				lf__listener_app_saves_syn(fd);
-			if (level == SOL_SOCKET && opt == SO_RCVTIMEO && len >= sizeof(struct timeval))
-				lf__fd_rcvtimeo(fd, ((const struct timeval *)val)->tv_sec ||
-							    ((const struct timeval *)val)->tv_usec);
+			if (level == SOL_SOCKET && len >= sizeof(struct timeval)) {
+				/* (SO_*TIMEO_NEW's struct is timeval's on LP64) */
+				const struct timeval *tv = val;
+				bool on = tv->tv_sec || tv->tv_usec, lp64 = sizeof(long) == 8;
+				if (opt == SO_RCVTIMEO || (lp64 && opt == SO_RCVTIMEO_NEW))
+					lf__fd_rcvtimeo(fd, on);
+				if (opt == SO_SNDTIMEO || (lp64 && opt == SO_SNDTIMEO_NEW))
+					lf__fd_sndtimeo(fd, on);
+			}
 			if (level == SOL_SOCKET && (opt == SO_SNDBUF || opt == SO_SNDBUFFORCE))
 				lf__shm_sndbuf(fd); /* the tier's ring follows it */
 			errno = e0;

@@ -80,6 +80,67 @@ static int settle(int fd, int flags, bool reading)
 #define SHM_WRITE(fd, iovp, niov, flags) SHM_IO(lf__shm_send, fd, iovp, niov, flags)
 #define SETTLE_WRITE(fd, msgflags) SETTLE_IO(fd, msgflags, false)
 
+/* SO_SNDTIMEO on a blocking write to a Unix stream: the kernel gives each
+ * buffer the write waits for a whole timeout, so a reader that frees room
+ * within each holds the call for ever (a 1 s timeout ran 25 s); TCP's
+ * timeout is the call's. So the write is made in non-blocking steps, with
+ * poll's waits for room until the call's deadline: then what went, or
+ * EAGAIN. A signal ends a wait (EINTR, or what went), as the kernel ends
+ * a wait under a timeout whatever SA_RESTART says. Once bytes went, a
+ * step carries MSG_NOSIGNAL and an error returns the count (the socket
+ * says it again to the next call), as TCP's. */
+static ssize_t send_timed(int fd, const struct iovec *iov, size_t n, int flags)
+{
+	size_t i = 0, off = 0, total = 0;
+	uint64_t end = 0;
+	int e0 = errno;
+
+	for (;;) {
+		struct iovec rest = { (char *)iov[i].iov_base + off, iov[i].iov_len - off };
+		struct msghdr m = { .msg_iov = off ? &rest : (struct iovec *)iov + i, .msg_iovlen = off ? 1 : n - i };
+		ssize_t r = REAL(sendmsg)(fd, &m, flags | MSG_DONTWAIT | (total ? MSG_NOSIGNAL : 0));
+		if (r >= 0) {
+			total += (size_t)r;
+			for (off += (size_t)r; i < n && off >= iov[i].iov_len; i++)
+				off -= iov[i].iov_len;
+			if (i == n || (r == 0 && !m.msg_iov[0].iov_len))
+				break; /* all went (or nothing was asked) */
+			continue;
+		}
+		if (errno == EAGAIN) {
+			if (!end) {
+				struct timeval tv = { 0, 0 };
+				socklen_t l = sizeof(tv);
+				if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l))
+					break;
+				end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+			}
+			uint64_t now = lf__sys_now_ns();
+			int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
+			int p = lf__sys_poll1(fd, POLLOUT, ms);
+			if (p > 0)
+				continue;
+			if (p == 0)
+				errno = EAGAIN; /* the timeout */
+		}
+		if (!total)
+			return -1;
+		break;
+	}
+	errno = e0;
+	return (ssize_t)total;
+}
+
+/* A blocking write on a fast-path socket with a send timeout. */
+#define TIMED_WRITE(fd, iovp, niov, msgflags)                                                          \
+	do {                                                                                           \
+		struct lf_fd *f_ = lf__fd_peek(fd);                                                    \
+		unsigned fl_ = f_ ? atomic_load_explicit(&f_->flags, memory_order_relaxed) : 0;        \
+		if ((fl_ & (LF_F_FAST | LF_F_SNDTIMEO | LF_F_NONBLOCK)) == (LF_F_FAST | LF_F_SNDTIMEO) && \
+		    !((msgflags) & MSG_DONTWAIT))                                                      \
+			return send_timed(fd, iovp, (size_t)(niov), msgflags);                         \
+	} while (0)
+
 /* Nothing for loopfast to do on fd: no connect pending, no bell, no error
  * kept, and for a read no SHUT_RD and no spin. The common case of the data
  * path, decided from one entry without a call, so that read, recv, write
@@ -92,7 +153,7 @@ static inline bool plain_io(int fd, bool reading)
 	if (!f)
 		return true;
 	unsigned fl = atomic_load_explicit(&f->flags, memory_order_relaxed);
-	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | LF_F_SHM | (reading ? LF_F_SHUT_RD : 0))) &&
+	return !(fl & (LF_F_PENDING | LF_F_UNCONFIRMED | LF_F_SHM | (reading ? LF_F_SHUT_RD : LF_F_SNDTIMEO))) &&
 	       !__atomic_load_n(&f->pend_err, __ATOMIC_ACQUIRE) &&
 	       !(reading && f->spin_us && (fl & LF_F_FAST));
 }
@@ -323,6 +384,7 @@ LF_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	SETTLE_WRITE(fd, flags);
 	struct iovec one = { (void *)buf, n < MAX_RW ? n : MAX_RW };
 	SHM_WRITE(fd, &one, 1, flags);
+	TIMED_WRITE(fd, &one, 1, flags);
 	if (sa && f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_FAST)) {
 		sa = NULL;
 		sl = 0;
@@ -350,6 +412,8 @@ LF_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
 	SHM_WRITE(fd, copy.msg_iov, copy.msg_iovlen, flags);
+	if (copy.msg_iovlen <= UIO_MAXIOV)
+		TIMED_WRITE(fd, copy.msg_iov, copy.msg_iovlen, flags);
 	return REAL(sendmsg)(fd, &copy, flags);
 }
 LF_LOCAL(sendmsg);
@@ -492,13 +556,14 @@ LF_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 }
 
 /* The plain writes are interposed only for a connect still pending on
- * the fd (one array lookup otherwise). */
+ * the fd, the tier, or a send timeout (one array lookup otherwise). */
 static __attribute__((noinline)) ssize_t write_io(int fd, const void *buf, size_t n)
 {
 	struct iovec one = { (void *)buf, n };
 
 	SETTLE_WRITE(fd, 0);
 	SHM_WRITE(fd, &one, 1, 0);
+	TIMED_WRITE(fd, &one, 1, 0);
 	return REAL(write)(fd, buf, n);
 }
 
@@ -514,6 +579,8 @@ LF_EXPORT ssize_t writev(int fd, const struct iovec *iov, int n)
 	SETTLE_WRITE(fd, 0);
 	if (n >= 0)
 		SHM_WRITE(fd, iov, n, 0);
+	if (n >= 0 && n <= UIO_MAXIOV) /* (past it: the kernel's EINVAL, sendmsg's would be EMSGSIZE) */
+		TIMED_WRITE(fd, iov, n, 0);
 	return REAL(writev)(fd, iov, n);
 }
 
@@ -523,6 +590,7 @@ static __attribute__((noinline)) ssize_t send_io(int fd, const void *buf, size_t
 
 	SETTLE_WRITE(fd, flags);
 	SHM_WRITE(fd, &one, 1, flags);
+	TIMED_WRITE(fd, &one, 1, flags);
 	return REAL(send)(fd, buf, n, flags);
 }
 

@@ -2323,6 +2323,12 @@ MUTANTS += [
           "\tif (atomic_load(&lf__sig_seen) != s0)\n\t\treturn wait_fd(fd, POLLIN, end, s0, i0);\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and sockopts-before-v4'"]),
     Mutant(
+        "fastpath-sndtimeo-per-buffer",
+        "a blocking fast-path write under SO_SNDTIMEO is the Unix socket's, whose timeout restarts for each "
+        "buffer: a reader that frees room within each holds the write for ever, where TCP's ends at the timeout",
+        [("src/fastpath/io.c", "== (LF_F_FAST | LF_F_SNDTIMEO) &&", "== (LF_F_FAST | LF_F_SNDTIMEO) && false &&")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and backpressure-v4' -m 'not extra'"]),
+    Mutant(
         "shm-zero-read-returns-at-once",
         "a tier read of 0 bytes returns 0 at once, where TCP's says EAGAIN on an empty socket and a blocking "
         "one waits for a byte",

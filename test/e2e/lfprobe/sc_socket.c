@@ -2,6 +2,7 @@
  * options, connect, readiness, half-close, flags, vectored I/O, sendfile and
  * splice, ioctls, backpressure) and dual-stack listeners. */
 #include <pthread.h>
+#include <sys/time.h>
 #include "probe.h"
 
 /* An address as text. */
@@ -802,6 +803,11 @@ void sc_ioctl(void)
 	out("SIOCOUTQ after the peer read everything %d", n);
 }
 
+static void on_sigalrm(int sig)
+{
+	(void)sig;
+}
+
 void sc_backpressure(void)
 {
 	int c, s;
@@ -839,6 +845,48 @@ void sc_backpressure(void)
 	}
 	out("reader got everything %d", got == total);
 	out("writable again %d", poll(&p, 1, 5000) == 1 && (p.revents & POLLOUT));
+
+	/* The timeout is the call's, not each buffer's: a reader that takes
+	 * 64 KiB every 50 ms frees room before each 200 ms wait ends (a Unix
+	 * stream's own timeout restarts there), yet a 16 MiB write ends at
+	 * 200 ms with what went. */
+	pid_t k = fork_child();
+	if (k == 0) {
+		for (;;) { /* until killed: all 16 MiB would go in 13 s */
+			usleep(50000);
+			if (read(s, buf, sizeof(buf)) <= 0)
+				break;
+		}
+		_exit(0);
+	}
+	char *big = calloc(16, 1 << 20);
+	CHECK(big);
+	t0 = now_us();
+	w = write(c, big, 16u << 20);
+	uint64_t took = now_us() - t0;
+	out("a write of 16 MiB under SO_SNDTIMEO 200 ms, 64 KiB read every 50 ms: ended before all: %s",
+	    w > 0 && w < (16 << 20) ? "yes" : w < 0 ? ename(errno) : "no");
+	out("# it took %llu ms", (unsigned long long)took / 1000);
+	free(big);
+	kill(k, SIGKILL);
+	wait_child(k);
+
+	/* A signal in a write's wait under a send timeout ends it, SA_RESTART
+	 * or not (the kernel restarts no wait that has a timeout). */
+	struct sigaction sa = { .sa_handler = on_sigalrm, .sa_flags = SA_RESTART };
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	tv = (struct timeval){ 2, 0 };
+	CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0);
+	CHECK(fcntl(c, F_SETFL, O_NONBLOCK) == 0);
+	while (write(c, buf, sizeof(buf)) > 0)
+		;
+	CHECK(errno == EAGAIN && fcntl(c, F_SETFL, 0) == 0);
+	CHECK(setitimer(ITIMER_REAL, &(struct itimerval){ { 0, 0 }, { 0, 50000 } }, NULL) == 0);
+	w = write(c, buf, sizeof(buf));
+	e = errno;
+	out("a write to a full socket under SO_SNDTIMEO 2 s, SA_RESTART SIGALRM after 50 ms: %zd %s", w,
+	    ename(w < 0 ? e : 0));
+	signal(SIGALRM, SIG_DFL);
 }
 
 /* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
