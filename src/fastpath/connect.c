@@ -81,14 +81,6 @@ static void set_nonblock(int fd, bool on)
 		lf__sys_fcntl(fd, F_SETFL, 0);
 }
 
-static bool timeo_set(int fd, int opt)
-{
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-
-	return lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec);
-}
-
 int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool nonblock, bool cloexec,
 		  enum lf_switch side)
 {
@@ -123,14 +115,12 @@ int lf__switch_fd(int unx, int fd, int family, const struct lf_fd *src, bool non
 		return -errno;
 	}
 	lf__sys_close(unx);
-	bool rcvtimeo = (f->sockset & 1u) /* lf__carried[0] is SO_RCVTIMEO */ && timeo_set(fd, SO_RCVTIMEO);
-	bool sndtimeo = (f->sockset & 2u) /* lf__carried[1] is SO_SNDTIMEO */ && timeo_set(fd, SO_SNDTIMEO);
+	unsigned timeo = (f->sockset & 3u) /* lf__carried[0, 1]: SO_RCVTIMEO, SO_SNDTIMEO */ ? lf__fd_timeouts(fd) : 0;
 	f->family = family;
 	if (!f->spin_us) /* lf_set_spin before connect wins; an accepted socket inherits its listener's */
 		f->spin_us = src->spin_us ? src->spin_us : lf__global_spin_us;
 	f->spin_fail = f->spin_skip = 0;
-	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | (rcvtimeo ? LF_F_RCVTIMEO : 0) |
-				    (sndtimeo ? LF_F_SNDTIMEO : 0));
+	atomic_store(&f->flags, LF_F_FAST | (nonblock ? LF_F_NONBLOCK : 0) | timeo);
 	for (int i = 0; i < LF_EPOLL_MAX; i++) {
 		if (regs[i].epfd1 && lf__sys_epoll_ctl(regs[i].epfd1 - 1, EPOLL_CTL_ADD, fd, &regs[i].ev) == 0)
 			lf__spin_epoll_member(regs[i].epfd1 - 1, fd, EPOLL_CTL_ADD);

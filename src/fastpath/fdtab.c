@@ -290,6 +290,20 @@ static void set_flag(int fd, unsigned flag, bool on)
 		atomic_fetch_and(&f->flags, ~flag);
 }
 
+unsigned lf__fd_timeouts(int fd)
+{
+	static const struct { int opt; unsigned flag; } o[] = { { SO_RCVTIMEO, LF_F_RCVTIMEO }, { SO_SNDTIMEO, LF_F_SNDTIMEO } };
+	unsigned fl = 0;
+
+	for (int i = 0; i < 2; i++) {
+		struct timeval tv = { 0, 0 };
+		socklen_t l = sizeof(tv);
+		if (lf__sys_getsockopt(fd, SOL_SOCKET, o[i].opt, &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
+			fl |= o[i].flag;
+	}
+	return fl;
+}
+
 void lf__fd_nonblock(int fd, bool on) { set_flag(fd, LF_F_NONBLOCK, on); }
 void lf__fd_rcvtimeo(int fd, bool on) { set_flag(fd, LF_F_RCVTIMEO, on); }
 void lf__fd_sndtimeo(int fd, bool on) { set_flag(fd, LF_F_SNDTIMEO, on); }

@@ -120,6 +120,9 @@ static inline bool lf__shm_on(int fd)
 void lf__fd_nonblock(int fd, bool on);
 void lf__fd_rcvtimeo(int fd, bool on);
 void lf__fd_sndtimeo(int fd, bool on);
+/* LF_F_RCVTIMEO and LF_F_SNDTIMEO as the kernel holds fd's timeouts (for
+ * a socket that became a fast-path one: a switch, an exec, a pass). */
+unsigned lf__fd_timeouts(int fd);
 
 /* After shutdown(SHUT_RD) (kept by interpose.c, not told to the Unix
  * socket) TCP still returns what is queued, and 0 where it would wait. */

@@ -246,6 +246,8 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
 	if (f && fl >= 0 && (fl & O_NONBLOCK))
 		atomic_fetch_or(&f->flags, LF_F_NONBLOCK);
+	if (f)
+		atomic_fetch_or(&f->flags, lf__fd_timeouts(fd));
 	lf__shm_attach(fd, c);
 	lf__signals_wrap(); /* the tier's own waits end as the application's call would (as lf_set_tier) */
 	return took;

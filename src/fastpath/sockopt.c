@@ -482,7 +482,7 @@ bool lf__fast_family(int fd, int *family)
 	if (f && !(atomic_load(&f->flags) & LF_F_FAST)) { /* arrived by fd passing or exec */
 		f->optset = 0;
 		f->family = *family;
-		atomic_store(&f->flags, LF_F_FAST);
+		atomic_store(&f->flags, LF_F_FAST | lf__fd_timeouts(fd));
 	}
 	return true;
 }
