@@ -103,8 +103,8 @@ static ssize_t send_timed(int fd, const struct iovec *iov, size_t n, int flags)
 			total += (size_t)r;
 			for (off += (size_t)r; i < n && off >= iov[i].iov_len; i++)
 				off -= iov[i].iov_len;
-			if (i == n || (r == 0 && !m.msg_iov[0].iov_len))
-				break; /* all went (or nothing was asked) */
+			if (i == n || r == 0)
+				break; /* all went (0: nothing was asked) */
 			continue;
 		}
 		if (errno == EAGAIN) {
