@@ -58,10 +58,11 @@ static int settle(int fd, int flags, bool reading)
 		    settle(fd, msgflags, reading))                                                     \
 			return -1;                                                                     \
 	} while (0)
-/* The kernel's MAX_RW_COUNT: recv, send and sendto move at most this in a
- * call, clamping a larger length (read, write and the vectored calls say
- * EINVAL past SSIZE_MAX instead: the tier leaves those to the kernel). */
-#define MAX_RW ((size_t)0x7ffff000)
+/* recv, send and sendto clamp a larger length to the kernel's
+ * MAX_RW_COUNT (read, write and the vectored calls say EINVAL past
+ * SSIZE_MAX instead: the tier leaves those to the kernel, and clamps the
+ * rest, shm_io.c's cur_init). */
+#define MAX_RW LF_MAX_RW
 
 #define SETTLE(fd, msgflags) SETTLE_IO(fd, msgflags, true)
 
@@ -88,44 +89,64 @@ static int settle(int fd, int flags, bool reading)
  * EAGAIN. A signal ends a wait (EINTR, or what went), as the kernel ends
  * a wait under a timeout whatever SA_RESTART says. Once bytes went, a
  * step carries MSG_NOSIGNAL and an error returns the count (the socket
- * says it again to the next call), as TCP's. */
+ * says it again to the next call), as TCP's. The flag that brought the
+ * call here is the descriptor's; the kernel's state, which a dup or
+ * another process may have changed, decides at the first wait: a file
+ * made non-blocking says EAGAIN, a timeout cleared (or negative, which
+ * reads as none) leaves the rest to the kernel's own blocking send. At
+ * most MAX_RW bytes, as the kernel's write; a length it refuses, and one
+ * of 0, are its answer. */
 static ssize_t send_timed(int fd, const struct iovec *iov, size_t n, int flags)
 {
-	size_t i = 0, off = 0, total = 0;
+	size_t i = 0, off = 0, total = 0, goal = 0;
 	uint64_t end = 0;
-	int e0 = errno;
+	int e0 = errno, nb = MSG_DONTWAIT;
 
-	for (;;) {
-		struct iovec rest = { (char *)iov[i].iov_base + off, iov[i].iov_len - off };
-		struct msghdr m = { .msg_iov = off ? &rest : (struct iovec *)iov + i, .msg_iovlen = off ? 1 : n - i };
-		ssize_t r = REAL(sendmsg)(fd, &m, flags | MSG_DONTWAIT | (total ? MSG_NOSIGNAL : 0));
-		if (r >= 0) {
+	for (size_t k = 0; k < n && goal != SIZE_MAX; k++)
+		goal = iov[k].iov_len > (size_t)SSIZE_MAX - goal ? SIZE_MAX : goal + iov[k].iov_len;
+	if (!goal || goal == SIZE_MAX) /* (past SSIZE_MAX: the kernel refuses it) */
+		return REAL(sendmsg)(fd, &(struct msghdr){ .msg_iov = (struct iovec *)iov, .msg_iovlen = n }, flags);
+	if (goal > MAX_RW)
+		goal = MAX_RW;
+	while (total < goal) {
+		/* The pieces from i (off into it) that end by goal; one cut short */
+		size_t want = goal - total, j = i, sum = iov[i].iov_len - off;
+		struct iovec one = { (char *)iov[i].iov_base + off, sum < want ? sum : want };
+		struct msghdr m = { .msg_iov = &one, .msg_iovlen = 1 };
+		if (!off && sum < want) {
+			while (j + 1 < n && sum + iov[j + 1].iov_len <= want)
+				sum += iov[++j].iov_len;
+			m = (struct msghdr){ .msg_iov = (struct iovec *)iov + i, .msg_iovlen = j - i + 1 };
+		}
+		ssize_t r = REAL(sendmsg)(fd, &m, flags | nb | (total ? MSG_NOSIGNAL : 0));
+		if (r > 0) {
 			total += (size_t)r;
 			for (off += (size_t)r; i < n && off >= iov[i].iov_len; i++)
 				off -= iov[i].iov_len;
-			if (i == n || r == 0)
-				break; /* all went (0: nothing was asked) */
 			continue;
 		}
-		if (errno == EAGAIN) {
-			if (!end) {
-				struct timeval tv = { 0, 0 };
-				socklen_t l = sizeof(tv);
-				if (lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l))
-					break;
-				end = lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+		if (r < 0 && errno == EAGAIN && nb && !end) {
+			struct timeval tv = { 0, 0 };
+			socklen_t l = sizeof(tv);
+			int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+			if (fl >= 0 && !(fl & O_NONBLOCK) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l)) {
+				if (tv.tv_sec || tv.tv_usec)
+					end = lf__sys_deadline(&tv);
+				else
+					nb = 0; /* no timeout now: the kernel's blocking send */
+				continue;
 			}
-			uint64_t now = lf__sys_now_ns();
-			int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-			int p = lf__sys_poll1(fd, POLLOUT, ms);
-			if (p > 0)
+		}
+		if (r < 0 && errno == EAGAIN && end) {
+			int p = lf__sys_poll1(fd, POLLOUT, lf__sys_ms_until(end));
+			if (p > 0 || (p == 0 && lf__sys_now_ns() < end))
 				continue;
 			if (p == 0)
 				errno = EAGAIN; /* the timeout */
 		}
-		if (!total)
-			return -1;
-		break;
+		if (r == 0 || total)
+			break;
+		return -1;
 	}
 	errno = e0;
 	return (ssize_t)total;
@@ -238,6 +259,40 @@ static ssize_t discard(int fd, struct msghdr *m, int flags)
  * sent: on kernels without SO_PASSRIGHTS they would arrive). The read
  * asks for none, so the kernel drops any descriptors without installing
  * them, and answers as TCP: no name, no control, nothing truncated. */
+/* A recv of 0 bytes on a fast-path socket, as TCP's (whose low-water
+ * mark is at least 1): 0 at once when anything is queued, at the end or
+ * after SHUT_RD; a pending error; EAGAIN when non-blocking; else one
+ * wait, and 0 whatever ends it (bytes, the timeout, a signal, SA_RESTART
+ * or not), where the Unix socket's says EAGAIN, EINTR or restarts. (read
+ * and readv of nothing are the VFS's 0; the tier's: shm_io.c.) */
+static ssize_t recv_zero(int fd, int flags)
+{
+	char b;
+	int e0 = errno, fl;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || lf__fd_shut_rd(fd))
+		goto none;
+	if (errno != EAGAIN || (flags & MSG_DONTWAIT) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK)))
+		return -1;
+	uint64_t end = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) || !(tv.tv_sec || tv.tv_usec) ? 0 :
+		       lf__sys_deadline(&tv);
+	lf__sys_poll1(fd, POLLIN, end ? lf__sys_ms_until(end) : -1);
+none:
+	errno = e0;
+	return 0;
+}
+
+static bool iov_empty(const struct msghdr *m)
+{
+	size_t i = 0;
+
+	while (i < m->msg_iovlen && i <= UIO_MAXIOV && m->msg_iov && !m->msg_iov[i].iov_len)
+		i++;
+	return i == m->msg_iovlen;
+}
+
 LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
@@ -251,7 +306,13 @@ LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 	struct msghdr copy = *m;
 	copy.msg_control = NULL;
 	copy.msg_controllen = 0;
-	ssize_t r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(fd, &copy, flags) : recvmsg_tcp(fd, &copy, flags);
+	ssize_t r;
+	if (!lf__shm_on(fd) && !(flags & (MSG_OOB | MSG_ERRQUEUE)) && iov_empty(&copy)) {
+		copy.msg_flags = 0;
+		r = recv_zero(fd, flags);
+	} else {
+		r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(fd, &copy, flags) : recvmsg_tcp(fd, &copy, flags);
+	}
 	if (r >= 0) {
 		m->msg_namelen = 0;
 		m->msg_controllen = 0;
@@ -268,7 +329,7 @@ LF_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	SETTLE(fd, flags);
 	if (!sa)
 		SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
-	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC))
+	if (!lf__may_spin(fd) && !sa && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC) && n)
 		return REAL(recvfrom)(fd, buf, n, flags, sa, sl);
 	struct msghdr m = { .msg_name = sa, .msg_namelen = sl ? *sl : 0, .msg_iov = &one, .msg_iovlen = 1 };
 	ssize_t r = local_recvmsg(fd, &m, flags);
@@ -284,14 +345,14 @@ static __attribute__((noinline)) ssize_t recv_io(int fd, void *buf, size_t n, in
 
 	SETTLE(fd, flags);
 	SHM_READ(fd, &one, 1, flags); /* as recvmsg's would: no name, no control */
-	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC))
+	if (!lf__may_spin(fd) && !lf__fd_shut_rd(fd) && !lf__shm_on(fd) && !(flags & MSG_TRUNC) && n)
 		return REAL(recv)(fd, buf, n, flags);
 	return local_recvfrom(fd, buf, n, flags, NULL, NULL);
 }
 
 LF_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	if (plain_io(fd, true) && !(flags & MSG_TRUNC)) /* MSG_TRUNC: discard */
+	if (plain_io(fd, true) && !(flags & MSG_TRUNC) && n) /* MSG_TRUNC: discard; 0 bytes: recv_zero */
 		return REAL(recv)(fd, buf, n, flags);
 	return recv_io(fd, buf, n, flags);
 }
@@ -302,6 +363,8 @@ static __attribute__((noinline)) ssize_t read_io(int fd, void *buf, size_t n)
 	ssize_t r;
 	struct iovec one = { buf, n };
 
+	if (!n) /* the VFS answers 0 before the socket sees it (recv of 0 waits for a byte) */
+		return REAL(read)(fd, buf, n);
 	SETTLE(fd, 0);
 	SHM_READ(fd, &one, 1, 0);
 	if (lf__fd_shut_rd(fd)) {
@@ -329,7 +392,12 @@ LF_LOCAL(read);
 LF_EXPORT ssize_t readv(int fd, const struct iovec *iov, int n)
 {
 	ssize_t r;
+	int i = 0;
 
+	while (i >= 0 && i < n && i <= UIO_MAXIOV && iov && !iov[i].iov_len)
+		i++;
+	if (i == n) /* nothing to read: as read's 0 (and the kernel's EINVAL, EFAULT) */
+		return REAL(readv)(fd, iov, n);
 	SETTLE(fd, 0);
 	if (n >= 0)
 		SHM_READ(fd, iov, n, 0);

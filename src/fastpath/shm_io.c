@@ -23,6 +23,7 @@
 #include "shm_conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -182,10 +183,12 @@ static void cur_load(struct cur *k)
 		k->len = 0;
 		for (size_t i = 0; i < k->n; i++) {
 			k->v[i] = k->more[i];
+			if (k->v[i].iov_len > k->rest - k->len) /* LF_MAX_RW's cut (cur_init) */
+				k->v[i].iov_len = k->rest - k->len;
 			k->len += k->v[i].iov_len;
 		}
 		k->more += k->n;
-		k->nmore -= k->n;
+		k->nmore = k->rest == k->len ? 0 : k->nmore - k->n;
 		k->rest -= k->len;
 	} while (!k->len && k->nmore);
 }
@@ -200,6 +203,8 @@ static void cur_init(struct cur *k, const struct iovec *iov, size_t n)
 		k->bad = k->bad || iov[i].iov_len > (size_t)SSIZE_MAX - k->rest;
 		k->rest += iov[i].iov_len;
 	}
+	if (k->rest > LF_MAX_RW) /* the kernel's call moves at most that */
+		k->rest = LF_MAX_RW;
 	cur_load(k);
 }
 
@@ -658,7 +663,7 @@ static uint64_t deadline(int fd, int opt)
 
 	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
 		return 0;
-	return lf__sys_now_ns() + (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	return lf__sys_deadline(&tv);
 }
 
 /* Waits for POLLIN (read) or room (write) as a blocking call does: the
@@ -667,14 +672,11 @@ static uint64_t deadline(int fd, int opt)
  * errno. */
 static int wait_fd(int fd, short ev, uint64_t end, unsigned s0, unsigned i0)
 {
-	int ms = -1;
-
-	if (end) {
-		uint64_t now = lf__sys_now_ns();
-		ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-	}
+	int ms = end ? lf__sys_ms_until(end) : -1;
 	int r = ev ? lf__sys_poll1(fd, ev, ms) : 0;
 	if (r == 0 && ev) {
+		if (lf__sys_now_ns() < end)
+			return 0; /* a wait of INT_MAX ms that ended before the deadline */
 		errno = EAGAIN;
 		return -1;
 	}
@@ -691,11 +693,13 @@ static int wait_fd(int fd, short ev, uint64_t end, unsigned s0, unsigned i0)
  * recv, peeking one byte, so that the wake-up is a read's and the kernel
  * applies signals (EINTR, or a restart under SA_RESTART) as for the read
  * itself. A token, edge byte or answer, the end or an error end it; an
- * error is the read's answer (the peek took it). With SO_RCVTIMEO (end:
- * the call's deadline, which the kernel's own timeout would renew at each
- * wait), a signal that ran during the spin before it, or a socket that
- * says EAGAIN (non-blocking in the kernel): wait_fd's rules. 0: look
- * again; -1: errno. */
+ * error is the read's answer (the peek took it), and so is EAGAIN: a
+ * timeout the socket's flags did not know of (set through a dup or in
+ * another process: the kernel's, renewed per wait), a file made
+ * non-blocking there, a negative timeout, where TCP's read says EAGAIN
+ * too. With SO_RCVTIMEO (end: the call's deadline, which the kernel's own
+ * timeout would renew at each wait), or a signal that ran during the spin
+ * before it: wait_fd's rules. 0: look again; -1: errno. */
 static int wait_read(int fd, uint64_t end, unsigned s0, unsigned i0)
 {
 	char b;
@@ -710,9 +714,7 @@ static int wait_read(int fd, uint64_t end, unsigned s0, unsigned i0)
 			return r > 0 || errno == EINTR ? 0 : -1;
 		lf__shm_mem_sweep();
 	}
-	if (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)
-		return 0;
-	return errno == EAGAIN ? wait_fd(fd, POLLIN, 0, s0, i0) : -1;
+	return lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0 ? 0 : -1;
 }
 
 /* deadline()'s SO_RCVTIMEO, for a socket that has one (no look
@@ -726,6 +728,16 @@ static bool nonblocking(int fd, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
 	return (flags & MSG_DONTWAIT) || (atomic_load(&f->flags) & LF_F_NONBLOCK);
+}
+
+/* Before a wait: nonblocking(), or a file that another
+ * descriptor of it (a dup, another process) made non-blocking, whose
+ * call TCP answers EAGAIN too (the descriptor's flag cannot know). */
+static bool must_not_wait(int fd, int flags)
+{
+	int fl;
+
+	return nonblocking(fd, flags) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK));
 }
 
 /* After one slice of a wait (intr: a signal interrupted it): -1 and EINTR
@@ -942,6 +954,38 @@ static ssize_t read_ring_only(struct lf_shm_conn *c, const struct cur *k, int fl
 	return -1;
 }
 
+/* A read of 0 bytes, as TCP's (whose low-water mark is at least 1): 0
+ * at once when anything is queued (an urgent byte too) or at the end, a
+ * pending error; EAGAIN when non-blocking (the file's flag, which a dup
+ * shares); else one wait, and 0 whatever ends it (bytes, the timeout, a
+ * signal, SA_RESTART or not). A peek of 1 into scratch looks. LEFT: the
+ * Unix stream's read. */
+static ssize_t zero_read(struct lf_shm_conn *c, int fd, int flags)
+{
+	struct cur k = { .more = NULL, .rest = 1 };
+	bool more = false;
+	int e0 = errno;
+
+	cur_load(&k);
+	errno = EAGAIN;
+	ssize_t r = atomic_load(&c->state) == UNDECIDED ? -1 : read_once(c, fd, &k, flags | MSG_PEEK, LOOK, 0, &more);
+	if (r == LEFT || (r < 0 && r != AT_MARK && errno != EAGAIN))
+		return r;
+	if (r >= 0 || r == AT_MARK || lf__shm_avail(c) != 0)
+		goto none;
+	if (must_not_wait(fd, flags)) {
+		errno = EAGAIN;
+		return -1;
+	}
+	lf__shm_spin_sleep(c); /* a push rings the bell */
+	uint64_t end = deadline(fd, SO_RCVTIMEO);
+	if (lf__shm_avail(c) == 0)
+		lf__sys_poll1(fd, POLLIN, end ? lf__sys_ms_until(end) : -1);
+none:
+	errno = e0;
+	return 0;
+}
+
 static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags, ssize_t *ret)
 {
 	struct cur k;
@@ -967,16 +1011,16 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	cur_init(&k, m->msg_iov, m->msg_iovlen);
 	if (k.bad)
 		return false; /* the Unix socket's EINVAL, before any byte */
-	/* A read of 0 bytes waits for one, as the kernel's (its low-water
-	 * mark is at least 1), and reads none: a peek of 1 into scratch. */
-	bool zero = !cur_left(&k);
-	if ((flags & MSG_TRUNC) || zero) { /* discarded: into scratch (cur_load) */
-		k.rest = zero ? 1 : cur_left(&k);
+	m->msg_flags = 0;
+	if (!cur_left(&k)) {
+		*ret = zero_read(c, fd, flags);
+		return *ret != LEFT;
+	}
+	if (flags & MSG_TRUNC) { /* discarded: into scratch (cur_load) */
+		k.rest = cur_left(&k);
 		k.more = NULL;
 		cur_load(&k);
-		flags |= zero ? MSG_PEEK : 0;
 	}
-	m->msg_flags = 0;
 	int e0 = errno;
 	lf__shm_io_flush(c, fd);
 	static uint32_t lowat_bit;
@@ -987,9 +1031,9 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
 	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
 	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < cur_left(&k) ? (size_t)lowat : cur_left(&k),
-				   end = read_deadline(f, fd), s0, i0) < 0) {
+				   end = deadline(fd, SO_RCVTIMEO), s0, i0) < 0 && errno != EAGAIN) {
 		*ret = -1;
-		return true;
+		return true; /* (its timeout: what is there, as TCP's read, or EAGAIN below) */
 	}
 	bool nb = nonblocking(fd, flags), more = false;
 	enum look look = nb ? LOOK_QUIET : shut ? LOOK : LOOK_LATER;
@@ -1040,13 +1084,21 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			return true;
 		}
 		lf__shm_spin(c, fd);
-		if ((atomic_load(&c->state) == ON && lf__shm_avail(c) != 0) || moved(c, f))
+		long a = atomic_load(&c->state) == ON ? lf__shm_avail(c) : 0;
+		if ((a != 0 && (a < 0 || !(flags & MSG_PEEK))) || moved(c, f))
 			continue; /* moved while it spun: no wait on what the number names now */
 		lf__shm_spin_sleep(c);
 		look = LOOK; /* what woke the wait may be the end */
 		if (!end)
 			end = read_deadline(f, fd);
-		if ((signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {
+		/* A peek that found only bytes it cannot take (an urgent byte)
+		 * waits for one more, as TCP's; the socket's token stands for
+		 * those. Both rare: their timeout from the kernel, as the flag
+		 * may not know of one. */
+		bool urg = a == 0 && signal_blocks(c, fd);
+		uint64_t e = end ? end : a > 0 || urg ? deadline(fd, SO_RCVTIMEO) : 0;
+		if ((a > 0 ? wait_mark(c, fd, (size_t)a + 1, e, s0, i0) : urg ? wait_urgent(c, fd, e, s0, i0) :
+			     wait_read(fd, end, s0, i0)) < 0) {
 			lf__shm_io_end_seen(c, fd, -1, false);
 			if (total && errno != EAGAIN && errno != EINTR) /* the next call's answer, as TCP keeps it */
 				__atomic_store_n(&f->pend_err, errno, __ATOMIC_RELEASE);
@@ -1062,7 +1114,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 			return false; /* the server said no: the stream's from here */
 	}
 	errno = e0;
-	*ret = zero ? 0 : (ssize_t)total;
+	*ret = (ssize_t)total;
 	return true;
 }
 
@@ -1345,14 +1397,14 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 				cur_skip(&k, (size_t)r);
 				flags |= MSG_NOSIGNAL; /* a count now: no SIGPIPE, as TCP's */
 			}
-			if (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {
+			if (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && must_not_wait(fd, flags))) {
 				*ret = r < 0 ? sent(fd, total, e0) : (ssize_t)total;
 				return true;
 			}
 			if (r > 0)
 				continue; /* the next window, or the wait */
 		}
-		if (urgent && nonblocking(fd, flags)) {
+		if (urgent && must_not_wait(fd, flags)) {
 			errno = EAGAIN;
 			*ret = -1;
 			return true;
@@ -1423,7 +1475,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			 * holds trim) is a full ring: EAGAIN, or a wait with the
 			 * socket's timeout and signals, woken by the reader's
 			 * wake after its give-back (punch, shm_mem.c; 20 ms slices). */
-			if (nonblocking(fd, flags)) {
+			if (must_not_wait(fd, flags)) {
 				again = true;
 				break;
 			}
@@ -1478,7 +1530,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			if (atomic_load(&c->tx_left))
 				continue;
 		}
-		if (nonblocking(fd, flags)) {
+		if (must_not_wait(fd, flags)) {
 			again = !sig;
 			break;
 		}

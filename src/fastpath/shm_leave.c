@@ -37,12 +37,6 @@
 #define COPY_NS 1000000000ull  /* its copy, once it answered */
 #define SLICE_NS 10000000ull
 
-static int ms_left(uint64_t end)
-{
-	uint64_t now = lf__sys_now_ns();
-	return now >= end ? 0 : (int)((end - now + 999999) / 1000000);
-}
-
 /* All of v[0..n) on the stream, never waiting: if it does not fit, the
  * socket's send buffer is raised for the moment (a copy of a ring as
  * large as SO_SNDBUF allows, with the kernel's overhead per buffer, may
@@ -233,7 +227,7 @@ static int ask(struct lf_shm_conn *c, int fd)
 			return 0; /* the peer's garbage */
 		if (atomic_load(&c->tx.h->leave) == LF_LEAVE_ASK)
 			lf__shm_io_answer(c, fd);
-		int rev = lf__sys_poll1(fd, 0, 0), ms = ms_left(end);
+		int rev = lf__sys_poll1(fd, 0, 0), ms = lf__sys_ms_until(end);
 		if (!ms || (rev > 0 && (rev & (POLLHUP | POLLERR)))) {
 			uint32_t want = LF_LEAVE_ASK;
 			if (atomic_compare_exchange_strong(&c->rx.h->leave, &want, LF_LEAVE_NONE))
@@ -269,7 +263,7 @@ static int through_copy(struct lf_shm_conn *c, int fd)
 		}
 		if (r == 0 || (errno != EAGAIN && errno != EINTR))
 			return -1;
-		int ms = ms_left(end);
+		int ms = lf__sys_ms_until(end);
 		if (!ms)
 			return -1;
 		lf__sys_poll1(fd, POLLIN, ms);

@@ -13,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <stdint.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -68,12 +69,39 @@ long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *
 /* membarrier(2) with no flags. */
 int lf__sys_membarrier(int cmd);
 
+/* The kernel's MAX_RW_COUNT: a read or write moves at most this in a
+ * call, clamping a larger length. */
+#define LF_MAX_RW ((size_t)0x7ffff000)
+
 /* CLOCK_MONOTONIC in nanoseconds (the vDSO's clock_gettime). */
 static inline uint64_t lf__sys_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* When a socket timeout tv (as getsockopt reads it: not negative) that
+ * starts now ends; saturated, as one of centuries is. */
+static inline uint64_t lf__sys_deadline(const struct timeval *tv)
+{
+	uint64_t now = lf__sys_now_ns(), d = (uint64_t)tv->tv_usec * 1000u;
+
+	if ((uint64_t)tv->tv_sec >= (UINT64_MAX - now - d) / 1000000000u)
+		return UINT64_MAX;
+	return now + (uint64_t)tv->tv_sec * 1000000000u + d;
+}
+
+/* poll's milliseconds until end (a lf__sys_now_ns time), rounded up: 0
+ * once it has passed, at most INT_MAX (about 25 days: a wait that ends
+ * before end looks at the clock again). */
+static inline int lf__sys_ms_until(uint64_t end)
+{
+	uint64_t now = lf__sys_now_ns();
+
+	if (now >= end)
+		return 0;
+	return end - now >= (uint64_t)INT32_MAX * 1000000u ? INT32_MAX : (int)((end - now + 999999) / 1000000);
 }
 
 #endif

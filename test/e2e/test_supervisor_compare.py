@@ -56,6 +56,15 @@ SECCOMP_DOCUMENTED = {
                  (r"recv NULL MSG_TRUNC\|MSG_WAITALL ok 0", r"recv NULL MSG_TRUNC\\|MSG_WAITALL short Bad address"),
                  (r"recv NULL MSG_TRUNC\|MSG_WAITALL\|MSG_PEEK ok 0",
                   r"recv NULL MSG_TRUNC\\|MSG_WAITALL\\|MSG_PEEK short Bad address")],
+    # A recv of 0 bytes: TCP's one wait ends with 0 whatever ends it, and
+    # an urgent byte counts as queued; the Unix socket's wait says EAGAIN
+    # at its timeout and EINTR at a signal, and waits past an urgent byte,
+    # whose mark a read then finds gone (the preload answers such a read
+    # itself). The supervisor sees no read.
+    "msgflags": [(r"(recv of 0 under SO_RCVTIMEO 150 ms, empty:) 0 0", r"\1 -1 EAGAIN"),
+                 (r"(recv of 0 under SO_RCVTIMEO 2 s, SA_RESTART signal after 100 ms:) 0 0", r"\1 -1 EINTR"),
+                 (r"(recv of 0 under SO_RCVTIMEO 1 s, only an urgent byte queued:) 0 0", r"\1 -1 EAGAIN"),
+                 (r"then MSG_OOB 1 0 '!'", r"then MSG_OOB -1 Invalid argument ''")],
     # SO_SNDTIMEO: the Unix socket's timeout restarts for each buffer a
     # write waits for, where TCP's is the call's (the preload makes the
     # write's steps itself); a reader that frees room within each keeps the

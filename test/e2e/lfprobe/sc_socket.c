@@ -156,6 +156,32 @@ void sc_sockopts_before(void)
 	out("MSG_WAITALL under SO_RCVTIMEO 150 ms, a byte every 50 ms: ended before all 20: %s",
 	    r > 0 && r < (ssize_t)sizeof(w) ? "yes" : r < 0 ? ename(errno) : "no");
 	wait_child(p);
+	/* The socket's timeout, set through a dup (the descriptor's own
+	 * flags cannot know it), or one of 4,294,968 s (2^32 ms: an int of
+	 * ms would wrap to 672). */
+	while (recv(c, w, sizeof(w), MSG_DONTWAIT) > 0) /* what came after the timeout */
+		;
+	int d = dup(c);
+	CHECK(d >= 0 && setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 }, sizeof(tv)) == 0);
+	CHECK(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0);
+	watch("recv under a SO_RCVTIMEO set through a dup", 5);
+	t0 = now_us();
+	r = recv(c, &b, 1, 0);
+	e = errno;
+	unwatch();
+	out("recv under SO_RCVTIMEO 150 ms set through a dup: %zd %s after >= 150 ms: %s", r, ename(r < 0 ? e : 0),
+	    at_least(t0, 150));
+	CHECK(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 4294968, 0 }, sizeof(tv)) == 0);
+	close(d);
+	p = fork_child();
+	if (p == 0) {
+		usleep(1000000);
+		write_all(s, "l", 1);
+		_exit(0);
+	}
+	r = recv(c, &b, 1, 0);
+	out("recv under SO_RCVTIMEO 4294968 s, a byte after 1 s: %zd %s", r, ename(r < 0 ? errno : 0));
+	wait_child(p);
 	close(c);
 	close(s);
 
@@ -518,6 +544,11 @@ void sc_peer_closed(void)
 	close(c);
 }
 
+static void on_sigalrm(int sig)
+{
+	(void)sig;
+}
+
 void sc_msgflags(void)
 {
 	int c, s;
@@ -541,6 +572,42 @@ void sc_msgflags(void)
 	r = recv(c, buf, 1, MSG_DONTWAIT); /* the byte it waited for is there */
 	out("then MSG_DONTWAIT %zd %s", r, ename(r < 0 ? errno : 0));
 	wait_child(z);
+	/* Its one wait ends with 0 whatever ends it: the timeout, a signal
+	 * (SA_RESTART or not); read and readv of nothing are the VFS's 0. */
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 150000 }, sizeof(struct timeval)) == 0);
+	r = recv(c, buf, 0, 0);
+	out("recv of 0 under SO_RCVTIMEO 150 ms, empty: %zd %s", r, ename(r < 0 ? errno : 0));
+	/* (a timeout too: the Unix socket's wait, which the supervisor keeps,
+	 * would restart for ever) */
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 2, 0 }, sizeof(struct timeval)) == 0);
+	struct sigaction sa = { .sa_handler = on_sigalrm, .sa_flags = SA_RESTART };
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	CHECK(setitimer(ITIMER_REAL, &(struct itimerval){ { 0, 0 }, { 0, 100000 } }, NULL) == 0);
+	r = recv(c, buf, 0, 0);
+	out("recv of 0 under SO_RCVTIMEO 2 s, SA_RESTART signal after 100 ms: %zd %s", r, ename(r < 0 ? errno : 0));
+	signal(SIGALRM, SIG_DFL);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 }, sizeof(struct timeval)) == 0);
+	watch("read of 0", 5);
+	out("read of 0, empty: %zd", read(c, buf, 0));
+	out("readv of nothing, empty: %zd", readv(c, (struct iovec[2]){ { buf, 0 }, { buf, 0 } }, 2));
+	unwatch();
+	/* Only an urgent byte queued: a read of 0 returns at once, a peek
+	 * (which cannot take it) waits for more, to its timeout. */
+	write_all(s, "u", 1); /* (the tier's urgent data needs a ring first) */
+	CHECK(recv(c, buf, 1, 0) == 1);
+	CHECK(send(s, "!", 1, MSG_OOB) == 1);
+	CHECK(poll(&(struct pollfd){ c, POLLPRI, 0 }, 1, 5000) == 1);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 1, 0 }, sizeof(struct timeval)) == 0);
+	r = recv(c, buf, 0, 0); /* (the timeout: a Unix socket, under the supervisor, waits for more) */
+	out("recv of 0 under SO_RCVTIMEO 1 s, only an urgent byte queued: %zd %s", r, ename(r < 0 ? errno : 0));
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 150000 }, sizeof(struct timeval)) == 0);
+	watch("MSG_PEEK, an urgent byte queued", 5);
+	r = recv(c, buf, 1, MSG_PEEK);
+	unwatch();
+	out("MSG_PEEK under SO_RCVTIMEO 150 ms, only an urgent byte queued: %zd %s", r, ename(r < 0 ? errno : 0));
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 }, sizeof(struct timeval)) == 0);
+	r = recv(c, buf, 1, MSG_OOB);
+	out("then MSG_OOB %zd %s '%.*s'", r, ename(r < 0 ? errno : 0), (int)(r > 0 ? r : 0), buf);
 	write_all(s, "peekaboo", 8);
 	CHECK(poll(&(struct pollfd){ c, POLLIN, 0 }, 1, 5000) == 1);
 	r = recv(c, buf, 4, MSG_PEEK);
@@ -803,11 +870,6 @@ void sc_ioctl(void)
 	out("SIOCOUTQ after the peer read everything %d", n);
 }
 
-static void on_sigalrm(int sig)
-{
-	(void)sig;
-}
-
 void sc_backpressure(void)
 {
 	int c, s;
@@ -887,6 +949,37 @@ void sc_backpressure(void)
 	out("a write to a full socket under SO_SNDTIMEO 2 s, SA_RESTART SIGALRM after 50 ms: %zd %s", w,
 	    ename(w < 0 ? e : 0));
 	signal(SIGALRM, SIG_DFL);
+
+	/* The file's state is the kernel's, which a dup shares: O_NONBLOCK
+	 * set through one makes the write EAGAIN at once; a timeout cleared
+	 * through one, a blocking write. */
+	int d = dup(c);
+	CHECK(d >= 0 && setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 60, 0 }, sizeof(tv)) == 0);
+	CHECK(fcntl(d, F_SETFL, O_NONBLOCK) == 0);
+	while (write(d, buf, sizeof(buf)) > 0)
+		;
+	watch("a write whose file a dup made non-blocking", 5);
+	w = write(c, buf, sizeof(buf));
+	unwatch();
+	out("a write to a full socket whose file a dup made non-blocking: %zd %s", w, ename(w < 0 ? errno : 0));
+	CHECK(fcntl(d, F_SETFL, 0) == 0);
+	CHECK(setsockopt(d, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 0, 0 }, sizeof(tv)) == 0);
+	k = fork_child();
+	if (k == 0) {
+		while (read(s, buf, sizeof(buf)) > 0)
+			;
+		_exit(0);
+	}
+	big = calloc(1, 1 << 20);
+	CHECK(big);
+	w = write(c, big, 1 << 20);
+	out("a write of 1 MiB after a dup cleared SO_SNDTIMEO, the reader draining: %zd %s", w, ename(w < 0 ? errno : 0));
+	free(big);
+	kill(k, SIGKILL);
+	wait_child(k);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){ 1, 0 }, sizeof(tv)) == 0);
+	out("writev of nothing under SO_SNDTIMEO: %zd", writev(c, NULL, 0));
+	close(d);
 }
 
 /* An IPv4 client and a dual-stack [::] listener (v4-mapped addresses). */
