@@ -162,8 +162,8 @@ MUTANTS = [
           "\treturn lf__sys_setsockopt(unx, SOL_SOCKET, SO_PASSRIGHTS, &off, sizeof(off));\n",
           "\t(void)unx;\n\t(void)off;\n\treturn 0;\n"),
          ("src/fastpath/io.c",
-          "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r = (flags & MSG_TRUNC)",
-          "\tssize_t r = (flags & MSG_TRUNC)"),
+          "\tcopy.msg_control = NULL;\n\tcopy.msg_controllen = 0;\n\tssize_t r;\n",
+          "\tssize_t r;\n"),
          ("src/fastpath/io.c",
           "\t\tm->msg_controllen = 0;\n\t\tm->msg_flags = copy.msg_flags & ~MSG_CTRUNC;\n",
           "\t\tm->msg_controllen = copy.msg_controllen;\n\t\tm->msg_flags = copy.msg_flags;\n")],
@@ -2014,8 +2014,8 @@ MUTANTS += [
         "socket, which returns at once: it spins at a full CPU (a stopped writer, or a peer that sends the signal "
         "and a token itself), and a peer that then closes leaves it spinning for ever",
         [("src/fastpath/shm_io.c",
-          "\t\tif ((signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {\n",
-          "\t\tif ((false && signal_blocks(c, fd) ? wait_urgent(c, fd, end, s0, i0) : wait_read(fd, end, s0, i0)) < 0) {\n")],
+          "\t\tbool urg = a == 0 && signal_blocks(c, fd);\n",
+          "\t\tbool urg = false;\n")],
         ["e2e:test_shm.py -k urgent_signal_ahead_of_an_empty_ring"]),
     Mutant(
         "shm-urgent-mark-unchecked",
@@ -2271,8 +2271,8 @@ MUTANTS += [
         "a client's blocking first write, made before its server accepts, returns what fitted the stream "
         "(219,264 of 4 MiB) where TCP waits and sends it all",
         [("src/fastpath/shm_io.c",
-          "\t\t\tif (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {",
-          "\t\t\tif (r > 0 || !k.len || (r < 0 && errno != EAGAIN) || (r < 0 && nonblocking(fd, flags))) {")],
+          "\t\t\tif (!k.len || (r < 0 && errno != EAGAIN) || (r < 0 && must_not_wait(fd, flags))) {",
+          "\t\t\tif (r > 0 || !k.len || (r < 0 && errno != EAGAIN) || (r < 0 && must_not_wait(fd, flags))) {")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and first-write-v4'"]),
     Mutant(
         "shm-short-write-drops-the-reset",
@@ -2305,15 +2305,15 @@ MUTANTS += [
         "fastpath-msg-trunc-copies",
         "recv with MSG_TRUNC on a fast-path socket goes to the Unix stream, which copies the bytes: EFAULT "
         "for no buffer, where TCP discards them",
-        [("src/fastpath/io.c", "ssize_t r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(",
-          "ssize_t r = 0 && !lf__shm_on(fd) ? discard(")],
+        [("src/fastpath/io.c", "r = (flags & MSG_TRUNC) && !lf__shm_on(fd) ? discard(",
+          "r = 0 && !lf__shm_on(fd) ? discard(")],
         ["e2e:test_compare.py -k 'test_same_as_tcp and vectored-v4' -m 'not extra'"]),
     Mutant(
         "shm-msg-trunc-one-window",
         "a tier read with MSG_TRUNC|MSG_WAITALL discards 64 KiB at most (one scratch window) where TCP "
         "discards all that was asked",
-        [("src/fastpath/shm_io.c", "\t\tk.rest = zero ? 1 : cur_left(&k);\n",
-          "\t\tk.rest = zero ? 1 : cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
+        [("src/fastpath/shm_io.c", "\t\tk.rest = cur_left(&k);\n",
+          "\t\tk.rest = cur_left(&k) < sizeof(scratch) ? cur_left(&k) : sizeof(scratch);\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and vectored-v4'"]),
     Mutant(
         "shm-waitall-timeout-per-wait",
@@ -2332,10 +2332,69 @@ MUTANTS += [
         "shm-zero-read-returns-at-once",
         "a tier read of 0 bytes returns 0 at once, where TCP's says EAGAIN on an empty socket and a blocking "
         "one waits for a byte",
-        [("src/fastpath/shm_io.c", "\tbool zero = !cur_left(&k);\n", "\tbool zero = false;\n"),
-         ("src/fastpath/shm_io.c", "\t\t\tr = read_once(c, fd, &k, flags, look, total, &more);\n",
-          "\t\t\tr = k.len ? read_once(c, fd, &k, flags, look, total, &more) : 0;\n")],
+        [("src/fastpath/shm_io.c", "\tif (!cur_left(&k)) {\n\t\t*ret = zero_read(c, fd, flags);\n",
+          "\tif (!cur_left(&k)) {\n\t\t*ret = 0;\n")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and msgflags-v4'"]),
+    Mutant(
+        "shm-zero-read-as-a-peek",
+        "a tier read of 0 bytes is a read of 1 peeked: its timeout says EAGAIN and a signal EINTR where TCP's "
+        "one wait ends with 0, and with only an urgent byte queued it spins at a full CPU where TCP returns 0",
+        [("src/fastpath/shm_io.c", "\tif (r >= 0 || r == AT_MARK || lf__shm_avail(c) != 0)\n\t\tgoto none;\n",
+          "\tif (r >= 0 || r == AT_MARK)\n\t\tgoto none;\n"),
+         ("src/fastpath/shm_io.c", "\t\tlf__sys_poll1(fd, POLLIN, end ? lf__sys_ms_until(end) : -1);\nnone:\n",
+          "\t\treturn wait_read(fd, end, 0, 0) < 0 ? -1 : 0;\nnone:\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and msgflags-v4'"]),
+    Mutant(
+        "fastpath-zero-read-is-the-unix-sockets",
+        "a fast-path recv of 0 bytes is the Unix socket's: EAGAIN at its timeout and EINTR at a signal, where "
+        "TCP's one wait ends with 0",
+        [("src/fastpath/io.c", "\tif (!lf__shm_on(fd) && !(flags & (MSG_OOB | MSG_ERRQUEUE)) && iov_empty(&copy)) {",
+          "\tif (0 && !lf__shm_on(fd) && !(flags & (MSG_OOB | MSG_ERRQUEUE)) && iov_empty(&copy)) {")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and msgflags-v4' -m 'not extra'"]),
+    Mutant(
+        "shm-read-of-nothing-waits",
+        "read() and readv() of nothing on a tier socket wait for a byte (a recv's), where the VFS answers 0 "
+        "at once",
+        [("src/fastpath/io.c", "\tif (!n) /* the VFS answers 0 before the socket sees it (recv of 0 waits for a byte) */\n"
+          "\t\treturn REAL(read)(fd, buf, n);\n", "")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and msgflags-v4'"]),
+    Mutant(
+        "shm-peek-spins-behind-an-urgent-byte",
+        "a blocking tier peek that finds only an urgent byte queued, which it cannot take, looks again at once: "
+        "it spins at a full CPU past its timeout, where TCP's waits for more and says EAGAIN at the timeout",
+        [("src/fastpath/shm_io.c", "\t\tif ((a != 0 && (a < 0 || !(flags & MSG_PEEK))) || moved(c, f))\n",
+          "\t\tif (a != 0 || moved(c, f))\n")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and msgflags-v4'"]),
+    Mutant(
+        "shm-read-trusts-the-timeout-flag",
+        "a tier read whose kernel wait says EAGAIN (a timeout set through a dup, unknown to the descriptor's "
+        "flags) waits again with no timeout: it hangs where TCP says EAGAIN",
+        [("src/fastpath/shm_io.c", "\treturn lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0 ? 0 : -1;\n}",
+          "\tif (lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0)\n\t\treturn 0;\n"
+          "\treturn errno == EAGAIN ? wait_fd(fd, POLLIN, 0, s0, i0) : -1;\n}")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and sockopts-before-v4'"]),
+    Mutant(
+        "timeout-ms-wraps",
+        "a wait's milliseconds are an int of the deadline's distance, and a poll that ends before the deadline "
+        "is its end: a timeout of 2^32 ms wraps to 672 ms, and a tier read says EAGAIN where TCP's waits",
+        [("src/fastpath/sys.h", "\treturn end - now >= (uint64_t)INT32_MAX * 1000000u ? INT32_MAX : (int)((end - now + 999999) / 1000000);",
+          "\treturn (int)((end - now + 999999) / 1000000);"),
+         ("src/fastpath/shm_io.c", "\t\tif (lf__sys_now_ns() < end)\n\t\t\treturn 0; /* a wait of INT_MAX ms", "\t\tif (0)\n\t\t\treturn 0; /* a wait of INT_MAX ms")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and sockopts-before-v4'"]),
+    Mutant(
+        "fastpath-timed-write-trusts-the-flags",
+        "a fast-path write under SO_SNDTIMEO trusts the descriptor's flags: O_NONBLOCK set through a dup waits "
+        "out the timeout (60 s) where TCP says EAGAIN at once",
+        [("src/fastpath/io.c", "\t\t\tif (fl >= 0 && !(fl & O_NONBLOCK) && !lf__sys_getsockopt(",
+          "\t\t\tif (fl >= 0 && !lf__sys_getsockopt(")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp and backpressure-v4' -m 'not extra'"]),
+    Mutant(
+        "shm-write-trusts-the-nonblock-flag",
+        "a tier write to a full ring trusts the descriptor's O_NONBLOCK flag: a file made non-blocking through "
+        "a dup waits out the timeout where TCP says EAGAIN at once",
+        [("src/fastpath/shm_io.c", "\treturn nonblocking(fd, flags) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK));",
+          "\t(void)fl;\n\treturn nonblocking(fd, flags);")],
+        ["e2e:test_compare.py -k 'test_same_as_tcp_shm and backpressure-v4'"]),
     Mutant(
         "shm-short-write-keeps-a-stale-reset",
         "a non-blocking write that fits part keeps the caller's stale errno (another connection's ECONNRESET) "

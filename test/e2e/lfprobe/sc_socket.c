@@ -171,7 +171,7 @@ void sc_sockopts_before(void)
 	unwatch();
 	out("recv under SO_RCVTIMEO 150 ms set through a dup: %zd %s after >= 150 ms: %s", r, ename(r < 0 ? e : 0),
 	    at_least(t0, 150));
-	CHECK(setsockopt(d, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 4294968, 0 }, sizeof(tv)) == 0);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 4294968, 0 }, sizeof(tv)) == 0);
 	close(d);
 	p = fork_child();
 	if (p == 0) {
