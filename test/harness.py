@@ -459,6 +459,8 @@ def main():
     a = ap.parse_args()
     build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
     asan = os.path.join(ROOT, a.asan) if not os.path.isabs(a.asan) else a.asan
+    if not os.path.isdir(build):  # (a second SPEC without its own --only lands here, and tests then wrote into it)
+        ap.error(f"{a.build}: no such build directory; each SPEC takes its own --only")
     start = time.monotonic()
     suites = {}
 
