@@ -125,17 +125,10 @@ static ssize_t send_timed(int fd, const struct iovec *iov, size_t n, int flags)
 				off -= iov[i].iov_len;
 			continue;
 		}
-		if (r < 0 && errno == EAGAIN && nb && !end) {
-			struct timeval tv = { 0, 0 };
-			socklen_t l = sizeof(tv);
-			int fl = lf__sys_fcntl(fd, F_GETFL, 0);
-			if (fl >= 0 && !(fl & O_NONBLOCK) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l)) {
-				if (tv.tv_sec || tv.tv_usec)
-					end = lf__sys_deadline(&tv);
-				else
-					nb = 0; /* no timeout now: the kernel's blocking send */
-				continue;
-			}
+		if (r < 0 && errno == EAGAIN && nb && !end && !lf__sys_file_nonblocking(fd)) {
+			end = lf__sys_timeout_end(fd, SO_SNDTIMEO);
+			nb = end ? nb : 0; /* no timeout now: the kernel's blocking send */
+			continue;
 		}
 		if (r < 0 && errno == EAGAIN && end) {
 			int p = lf__sys_poll1(fd, POLLOUT, lf__sys_ms_until(end));
@@ -268,16 +261,13 @@ static ssize_t discard(int fd, struct msghdr *m, int flags)
 static ssize_t recv_zero(int fd, int flags)
 {
 	char b;
-	int e0 = errno, fl;
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
+	int e0 = errno;
 
 	if (REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 || lf__fd_shut_rd(fd))
 		goto none;
-	if (errno != EAGAIN || (flags & MSG_DONTWAIT) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK)))
+	if (errno != EAGAIN || (flags & MSG_DONTWAIT) || lf__sys_file_nonblocking(fd))
 		return -1;
-	uint64_t end = lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) || !(tv.tv_sec || tv.tv_usec) ? 0 :
-		       lf__sys_deadline(&tv);
+	uint64_t end = lf__sys_timeout_end(fd, SO_RCVTIMEO);
 	lf__sys_poll1(fd, POLLIN, end ? lf__sys_ms_until(end) : -1);
 none:
 	errno = e0;

@@ -23,7 +23,6 @@
 #include "shm_conn.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -654,20 +653,8 @@ static ssize_t read_once(struct lf_shm_conn *c, int fd, const struct cur *k, int
 	return -1;
 }
 
-/* When a wait under the socket's timeout opt (SO_RCVTIMEO, SO_SNDTIMEO)
- * ends: 0 for none. */
-static uint64_t deadline(int fd, int opt)
-{
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-
-	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
-		return 0;
-	return lf__sys_deadline(&tv);
-}
-
 /* Waits for POLLIN (read) or room (write) as a blocking call does: the
- * socket's timeout, ending at `end` (deadline(); 0: none), then EAGAIN;
+ * socket's timeout, ending at `end` (lf__sys_timeout_end(); 0: none), then EAGAIN;
  * signals (EINTR unless SA_RESTART and no timeout). 0: look again; -1:
  * errno. */
 static int wait_fd(int fd, short ev, uint64_t end, unsigned s0, unsigned i0)
@@ -717,11 +704,11 @@ static int wait_read(int fd, uint64_t end, unsigned s0, unsigned i0)
 	return lf__sys_recvfrom(fd, &b, 1, MSG_PEEK, NULL, NULL) >= 0 ? 0 : -1;
 }
 
-/* deadline()'s SO_RCVTIMEO, for a socket that has one (no look
+/* lf__sys_timeout_end's SO_RCVTIMEO, for a socket that has one (no look
  * otherwise: a blocking read's wait is on the hot path). */
 static uint64_t read_deadline(struct lf_fd *f, int fd)
 {
-	return atomic_load(&f->flags) & LF_F_RCVTIMEO ? deadline(fd, SO_RCVTIMEO) : 0;
+	return atomic_load(&f->flags) & LF_F_RCVTIMEO ? lf__sys_timeout_end(fd, SO_RCVTIMEO) : 0;
 }
 
 static bool nonblocking(int fd, int flags)
@@ -735,9 +722,7 @@ static bool nonblocking(int fd, int flags)
  * call TCP answers EAGAIN too (the descriptor's flag cannot know). */
 static bool must_not_wait(int fd, int flags)
 {
-	int fl;
-
-	return nonblocking(fd, flags) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK));
+	return nonblocking(fd, flags) || lf__sys_file_nonblocking(fd);
 }
 
 /* After one slice of a wait (intr: a signal interrupted it): -1 and EINTR
@@ -978,7 +963,7 @@ static ssize_t zero_read(struct lf_shm_conn *c, int fd, int flags)
 		return -1;
 	}
 	lf__shm_spin_sleep(c); /* a push rings the bell */
-	uint64_t end = deadline(fd, SO_RCVTIMEO);
+	uint64_t end = lf__sys_timeout_end(fd, SO_RCVTIMEO);
 	if (lf__shm_avail(c) == 0)
 		lf__sys_poll1(fd, POLLIN, end ? lf__sys_ms_until(end) : -1);
 none:
@@ -1031,7 +1016,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 	if ((f->sockset & lowat_bit) && atomic_load(&c->state) == ON && (!c->server || c->stream_done) && !shut &&
 	    !(flags & MSG_PEEK) && !nonblocking(fd, flags) && !lf__sys_getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, &ll) &&
 	    lowat > 1 && wait_mark(c, fd, (size_t)lowat < cur_left(&k) ? (size_t)lowat : cur_left(&k),
-				   end = deadline(fd, SO_RCVTIMEO), s0, i0) < 0 && errno != EAGAIN) {
+				   end = lf__sys_timeout_end(fd, SO_RCVTIMEO), s0, i0) < 0 && errno != EAGAIN) {
 		*ret = -1;
 		return true; /* (its timeout: what is there, as TCP's read, or EAGAIN below) */
 	}
@@ -1096,7 +1081,7 @@ static bool recv_held(struct lf_shm_conn *c, int fd, struct msghdr *m, int flags
 		 * those. Both rare: their timeout from the kernel, as the flag
 		 * may not know of one. */
 		bool urg = a == 0 && signal_blocks(c, fd);
-		uint64_t e = end ? end : a > 0 || urg ? deadline(fd, SO_RCVTIMEO) : 0;
+		uint64_t e = end ? end : a > 0 || urg ? lf__sys_timeout_end(fd, SO_RCVTIMEO) : 0;
 		if ((a > 0 ? wait_mark(c, fd, (size_t)a + 1, e, s0, i0) : urg ? wait_urgent(c, fd, e, s0, i0) :
 			     wait_read(fd, end, s0, i0)) < 0) {
 			lf__shm_io_end_seen(c, fd, -1, false);
@@ -1410,7 +1395,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 			return true;
 		}
 		if (!end)
-			end = deadline(fd, SO_SNDTIMEO); /* one timeout for the whole call, as TCP's */
+			end = lf__sys_timeout_end(fd, SO_SNDTIMEO); /* one timeout for the whole call, as TCP's */
 		if (wait_fd(fd, urgent ? POLLIN : POLLOUT | POLLIN, end, s0, restarts(total, i0)) < 0) {
 			*ret = sent(fd, total, e0);
 			return true;
@@ -1480,7 +1465,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 				break;
 			}
 			if (!end)
-				end = deadline(fd, SO_SNDTIMEO);
+				end = lf__sys_timeout_end(fd, SO_SNDTIMEO);
 			if (wait_trim(c, s0, restarts(total, i0), end) < 0) {
 				if (total) {
 					err = errno; /* for sent() */
@@ -1536,7 +1521,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		}
 		if (sig < 0) { /* the socket full, or the reader taking a signal off */
 			if (!end)
-				end = deadline(fd, SO_SNDTIMEO);
+				end = lf__sys_timeout_end(fd, SO_SNDTIMEO);
 			if (wait_signal_room(fd, flags, s0, restarts(total, i0), end) < 0) {
 				if (total) {
 					err = errno; /* for sent() */
@@ -1550,7 +1535,7 @@ static bool send_held(struct lf_shm_conn *c, int fd, const struct msghdr *m, int
 		if (lf__shm_spin_room(c))
 			continue;
 		if (!end)
-			end = deadline(fd, SO_SNDTIMEO);
+			end = lf__sys_timeout_end(fd, SO_SNDTIMEO);
 		if (wait_room(c, fd, flags, s0, restarts(total, i0), end) < 0) {
 			if (total) {
 				err = errno; /* for sent() */

@@ -3,6 +3,7 @@
  * lowest layer: it calls nothing of loopfast's. */
 #include "sys.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,6 +20,22 @@ int lf__sys_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags) { re
 int lf__sys_shutdown(int fd, int how) { return (int)syscall(SYS_shutdown, fd, how); }
 int lf__sys_dup3(int oldfd, int newfd, int flags) { return (int)syscall(SYS_dup3, oldfd, newfd, flags); }
 int lf__sys_fcntl(int fd, int cmd, long arg) { return (int)syscall(SYS_fcntl, fd, cmd, arg); }
+
+bool lf__sys_file_nonblocking(int fd)
+{
+	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+uint64_t lf__sys_timeout_end(int fd, int opt)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+
+	if (lf__sys_getsockopt(fd, SOL_SOCKET, opt, &tv, &l) || !(tv.tv_sec || tv.tv_usec))
+		return 0;
+	return lf__sys_deadline(&tv);
+}
 int lf__sys_ioctl(int fd, unsigned long req, void *arg) { return (int)syscall(SYS_ioctl, fd, req, arg); }
 int lf__sys_getsockname(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getsockname, fd, sa, len); }
 int lf__sys_getpeername(int fd, struct sockaddr *sa, socklen_t *len) { return (int)syscall(SYS_getpeername, fd, sa, len); }

@@ -92,6 +92,13 @@ static inline uint64_t lf__sys_deadline(const struct timeval *tv)
 	return now + (uint64_t)tv->tv_sec * 1000000000u + d;
 }
 
+/* The kernel's state of a socket's file, which a dup or another process
+ * may have changed since the descriptor's flags were set (sys.c): its
+ * O_NONBLOCK; when a wait under its timeout opt (SO_RCVTIMEO,
+ * SO_SNDTIMEO) that starts now ends, 0 for none. */
+bool lf__sys_file_nonblocking(int fd);
+uint64_t lf__sys_timeout_end(int fd, int opt);
+
 /* poll's milliseconds until end (a lf__sys_now_ns time), rounded up: 0
  * once it has passed, at most INT_MAX (about 25 days: a wait that ends
  * before end looks at the clock again). */

@@ -1914,8 +1914,8 @@ MUTANTS += [
         "a tier read whose three looks at the socket each found an explained byte (owed tokens come together) "
         "resets the connection, as for a byte no push explains",
         [("src/fastpath/shm_io.c",
-          "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* When a wait under",
-          "\treturn lf__shm_broken(c, fd);\n}\n\n/* When a wait under")],
+          "\terrno = EAGAIN;\n\treturn -1;\n}\n\n/* Waits for POLLIN (read) or room",
+          "\treturn lf__shm_broken(c, fd);\n}\n\n/* Waits for POLLIN (read) or room")],
         ["e2e:test_shm.py -k owed_tokens"]),
 ]
 MUTANTS += [
@@ -2292,8 +2292,8 @@ MUTANTS += [
         "shm-first-write-timeout-per-wait",
         "a client's first write gives the ring's wait for room a whole SO_SNDTIMEO of its own after the wait for "
         "the server's answer: a 1 s timeout ran to 1.9 s",
-        [("src/fastpath/shm_io.c", "\t\tif (!end)\n\t\t\tend = deadline(fd, SO_SNDTIMEO);\n\t\tif (wait_room(",
-          "\t\tif (!end || total)\n\t\t\tend = deadline(fd, SO_SNDTIMEO);\n\t\tif (wait_room(")],
+        [("src/fastpath/shm_io.c", "\t\tif (!end)\n\t\t\tend = lf__sys_timeout_end(fd, SO_SNDTIMEO);\n\t\tif (wait_room(",
+          "\t\tif (!end || total)\n\t\t\tend = lf__sys_timeout_end(fd, SO_SNDTIMEO);\n\t\tif (wait_room(")],
         ["e2e:test_shm.py -k 'ends_short'"]),
     Mutant(
         "shm-write-restarts-after-bytes",
@@ -2385,15 +2385,15 @@ MUTANTS += [
         "fastpath-timed-write-trusts-the-flags",
         "a fast-path write under SO_SNDTIMEO trusts the descriptor's flags: O_NONBLOCK set through a dup waits "
         "out the timeout (60 s) where TCP says EAGAIN at once",
-        [("src/fastpath/io.c", "\t\t\tif (fl >= 0 && !(fl & O_NONBLOCK) && !lf__sys_getsockopt(",
-          "\t\t\tif (fl >= 0 && !lf__sys_getsockopt(")],
+        [("src/fastpath/io.c", "if (r < 0 && errno == EAGAIN && nb && !end && !lf__sys_file_nonblocking(fd)) {",
+          "if (r < 0 && errno == EAGAIN && nb && !end) {")],
         ["e2e:test_compare.py -k 'test_same_as_tcp and backpressure-v4' -m 'not extra'"]),
     Mutant(
         "shm-write-trusts-the-nonblock-flag",
         "a tier write to a full ring trusts the descriptor's O_NONBLOCK flag: a file made non-blocking through "
         "a dup waits out the timeout where TCP says EAGAIN at once",
-        [("src/fastpath/shm_io.c", "\treturn nonblocking(fd, flags) || ((fl = lf__sys_fcntl(fd, F_GETFL, 0)) >= 0 && (fl & O_NONBLOCK));",
-          "\t(void)fl;\n\treturn nonblocking(fd, flags);")],
+        [("src/fastpath/shm_io.c", "\treturn nonblocking(fd, flags) || lf__sys_file_nonblocking(fd);",
+          "\treturn nonblocking(fd, flags);")],
         ["e2e:test_compare.py -k 'test_same_as_tcp_shm and backpressure-v4'"]),
     Mutant(
         "shm-short-write-keeps-a-stale-reset",
