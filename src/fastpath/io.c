@@ -247,11 +247,6 @@ static ssize_t discard(int fd, struct msghdr *m, int flags)
 	return (ssize_t)total;
 }
 
-/* What TCP's recvmsg never gives on a connected socket: a source address,
- * or ancillary data that a Unix socket could carry (descriptors a peer
- * sent: on kernels without SO_PASSRIGHTS they would arrive). The read
- * asks for none, so the kernel drops any descriptors without installing
- * them, and answers as TCP: no name, no control, nothing truncated. */
 /* A recv of 0 bytes on a fast-path socket, as TCP's (whose low-water
  * mark is at least 1): 0 at once when anything is queued, at the end or
  * after SHUT_RD; a pending error; EAGAIN when non-blocking; else one
@@ -278,11 +273,18 @@ static bool iov_empty(const struct msghdr *m)
 {
 	size_t i = 0;
 
-	while (i < m->msg_iovlen && i <= UIO_MAXIOV && m->msg_iov && !m->msg_iov[i].iov_len)
+	if (m->msg_iovlen > UIO_MAXIOV) /* the kernel's EMSGSIZE */
+		return false;
+	while (i < m->msg_iovlen && m->msg_iov && !m->msg_iov[i].iov_len)
 		i++;
 	return i == m->msg_iovlen;
 }
 
+/* What TCP's recvmsg never gives on a connected socket: a source address,
+ * or ancillary data that a Unix socket could carry (descriptors a peer
+ * sent: on kernels without SO_PASSRIGHTS they would arrive). The read
+ * asks for none, so the kernel drops any descriptors without installing
+ * them, and answers as TCP: no name, no control, nothing truncated. */
 LF_EXPORT ssize_t recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct lf_fd *f = lf__fd(fd);
