@@ -664,6 +664,19 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 	pthread_mutex_unlock(&c->txl);
 }
 
+/* The client waits for the server's answer until end (lf__sys_now_ns's
+ * clock; a signal does not end the wait): false if it has not come. */
+bool lf__shm_decide_by(struct lf_shm_conn *c, int fd, uint64_t end)
+{
+	for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd)) {
+		int ms = lf__sys_ms_until(end);
+		if (!ms)
+			return false;
+		lf__sys_poll1(fd, POLLIN, ms);
+	}
+	return true;
+}
+
 void lf__shm_attach_client(int fd)
 {
 	struct lf_shm_conn *c = lf__shm_conn_new(false);

@@ -15,6 +15,7 @@
 
 enum { UNDECIDED, ON, OFF, BROKEN };
 #define LF_SHM_SPENT 64
+#define LF_SHM_ANSWER_NS 100000000ull /* a peer's answer: a leave's (shm_leave.c), a just-connected client's before a pass (shm_pass.c) */
 enum { W_COPY = 1, W_IDLE = 2 }; /* a ring's wbusy (shm_mem.c) */
 
 struct lf_shm_conn {
@@ -88,6 +89,7 @@ struct lf_shm_conn *lf__shm_use(int fd);
 void lf__shm_done(int fd);
 long lf__shm_avail(const struct lf_shm_conn *c);          /* bytes in rx now (LF_RING_BAD: garbage) */
 void lf__shm_decide(struct lf_shm_conn *c, int fd);       /* the client takes the answer if it came */
+bool lf__shm_decide_by(struct lf_shm_conn *c, int fd, uint64_t end); /* ... waiting for it until end (false: not come) */
 int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connection: -1, ECONNRESET */
 struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
 void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */

@@ -18,8 +18,8 @@
  * (lf__shm_io_met_leave) and reads the stream from there. Both ends are
  * then on the Unix stream (OFF).
  *
- * Bounded: a peer that does not answer within ANSWER_NS (stopped, or it
- * never reads, writes or polls the socket) leaves the request withdrawn
+ * Bounded: a peer that does not answer within LF_SHM_ANSWER_NS (stopped,
+ * or it never reads, writes or polls the socket) leaves the request withdrawn
  * and the connection as it was; the caller refuses (EOPNOTSUPP). A peer
  * that answered and whose copy does not come whole within COPY_NS, or
  * that sends anything else before it, resets the connection; so does a
@@ -33,7 +33,6 @@
 #include <linux/futex.h>
 #include <sched.h>
 
-#define ANSWER_NS 100000000ull /* the peer's answer */
 #define COPY_NS 1000000000ull  /* its copy, once it answered */
 #define SLICE_NS 10000000ull
 
@@ -211,7 +210,7 @@ static void answer_here(struct lf_shm_conn *c)
  * meanwhile (each waits for the other). */
 static int ask(struct lf_shm_conn *c, int fd)
 {
-	uint64_t end = lf__sys_now_ns() + ANSWER_NS;
+	uint64_t end = lf__sys_now_ns() + LF_SHM_ANSWER_NS;
 	char a = LF_BYTE_ASK;
 
 	atomic_store(&c->rx.h->leave, LF_LEAVE_ASK);

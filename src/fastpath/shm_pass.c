@@ -10,8 +10,10 @@
  *   lives in the process. Only when the receiving process maps loopfast
  *   (the kernel's SO_PEERCRED, then its /proc/PID/maps): a receiver
  *   without it would get stray descriptors, and a socket whose reads give
- *   tokens as data. Otherwise, and for a client still waiting for the
- *   server's answer, EOPNOTSUPP and nothing sent, as before.
+ *   tokens as data. Otherwise each connection leaves the tier first
+ *   (shm_leave.c). A client still waiting for the server's answer waits
+ *   for it first, up to LF_SHM_ANSWER_NS, then EOPNOTSUPP and nothing
+ *   sent.
  * - The receiver (recvmsg and recvmmsg with a control buffer on a socket
  *   that is not a fast-path one) receives into a control buffer wide
  *   enough for the extra descriptors, adopts each named socket whose
@@ -106,6 +108,7 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 	struct lf_pass_hdr h = { .magic = LF_PASS_MAGIC };
 	uint32_t nm = 0;
 	bool refuse = false;
+	uint64_t end = 0; /* of the wait for answers (one bound for the message) */
 	int held[LF_PASS_FDS]; /* descriptors whose connections this send uses (lf__shm_use) */
 	size_t nh = 0;
 	ssize_t ret = -1;
@@ -125,6 +128,10 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 			}
 			held[nh++] = x; /* another thread's close of x cannot free it (or its memfd) under the send */
 			lf__shm_decide(sc, x);
+			if (atomic_load(&sc->state) == UNDECIDED) { /* a client just connected: its answer is coming */
+				end = end ? end : lf__sys_now_ns() + LF_SHM_ANSWER_NS;
+				lf__shm_decide_by(sc, x, end);
+			}
 			int st = atomic_load(&sc->state);
 			if (st != ON && st != UNDECIDED)
 				continue; /* on the Unix stream: it passes as it is */

@@ -1339,13 +1339,19 @@ PASS_RECEIVER = textwrap.dedent("""
         sys.stdin.readline()
 """)
 PASS_SENDER = textwrap.dedent("""
-    import errno, os, socket, sys
+    import errno, os, socket, sys, threading, time
     path, mode, n, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     want = bytes(i % 251 for i in range(n))
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
-    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
-    c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
-    c.sendall(want[:before])                     # in a's ring when it is passed
+    if mode == "fresh":                          # the client passed at once: the server accepts (answers) 20 ms later
+        acc = []
+        t = threading.Thread(target=lambda: (time.sleep(0.02), acc.append(s.accept()[0])))
+        t.start()
+        a = socket.create_connection(s.getsockname())
+    else:
+        c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+        c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
+        c.sendall(want[:before])                     # in a's ring when it is passed
     u = socket.socket(socket.AF_UNIX); u.connect(path)
     r, w = os.pipe()
     try:
@@ -1357,6 +1363,10 @@ PASS_SENDER = textwrap.dedent("""
     except OSError as e:
         res = ["EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]]
         u.sendall(b"n")                          # the receiver's message, without descriptors
+    if mode == "fresh":
+        t.join()
+        c = acc[0]
+        c.sendall(want[:before])
     if res == ["passed"]:
         a.close()
         c.sendall(want[before:])
@@ -1407,7 +1417,7 @@ def pass_run(tmp_path, sender_tier, receiver_tier, mode="one"):
     return rline, sline, maps
 
 
-@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds"), ("dup", "shm")])
+@pytest.mark.parametrize("mode,receiver", [("one", "shm"), ("two", "shm"), ("one", "uds"), ("dup", "shm"), ("fresh", "shm")])
 def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, receiver):
     """A tier socket passed to another process that runs loopfast keeps
     working there: the receiver reads the whole stream in order (the
@@ -1420,8 +1430,11 @@ def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, rec
     descriptors gives that one and MSG_CTRUNC, the other closed, as the
     kernel does; "dup": a socket passed twice shares one connection (its
     ring held once), read through one and written through the other. The receiver need not ask for the tier itself ("uds":
-    under loopfast without it). The control: the same two programs
-    without loopfast (plain TCP)."""
+    under loopfast without it). "fresh": the client end passed right
+    after its connect, before the server has accepted it (20 ms later,
+    in a thread): the pass waits for the server's answer (at most
+    100 ms), then carries the rings; it was refused (EOPNOTSUPP) before.
+    The control: the same two programs without loopfast (plain TCP)."""
     tcp = pass_run(tmp_path, None, None, mode)
     shm = pass_run(tmp_path, "shm", receiver, mode)
     n = 2 if mode == "dup" else 1

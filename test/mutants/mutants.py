@@ -2637,6 +2637,14 @@ MUTANTS += [
           "\t\t;\n\treturn !c->server || c->stream_done;")],
         ["e2e:test_shm.py -k 'dispatcher or closes_or_passes'"]),
     Mutant(
+        "shm-pass-fresh-client-refused",
+        "a client passed before the server's answer has come is refused at once (EOPNOTSUPP), as before: the pass "
+        "does not wait for the answer",
+        [("src/fastpath/shm_pass.c",
+          "\t\t\t\tlf__shm_decide_by(sc, x, end);\n",
+          "\t\t\t\t(void)end;\n")],
+        ["e2e:test_shm.py -k 'loopfast_receiver and fresh'"]),
+    Mutant(
         "shm-leave-poll-takes-an-unasked-left",
         "poll takes a peer's leave byte off the socket though this end never answered a request: the connection "
         "resets without telling the application, whose read then takes the byte as data",
