@@ -14,7 +14,7 @@
 static void prepare(void)
 {
 	lf__bell_fork_prepare(); /* notes whether bells are kept across the fork (takes no lock) */
-	lf__shm_fork_prepare();  /* notes that tier sockets may be shared (takes no lock) */
+	lf__shm_fork_prepare();  /* counts each tier end's holders (takes no lock) */
 	lf__sopt_fork_prepare(); /* takes the reference connections' lock */
 	lf__diag_fork_prepare(); /* takes the netlink socket's lock */
 	lf__shm_mem_fork_prepare(); /* takes the due give-backs' lock */
@@ -22,6 +22,7 @@ static void prepare(void)
 
 static void parent(void)
 {
+	lf__shm_fork_after(false); /* the fork's number, even again */
 	lf__shm_mem_fork_after();
 	lf__diag_fork_parent();
 	lf__sopt_fork_parent();
@@ -35,6 +36,7 @@ static void child(void)
 	lf__sopt_fork_child();    /* the parent's reference connections closed */
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
+	lf__shm_fork_after(true); /* the fork's number, even again; the child's pid */
 	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
 	/* Before the next: the due give-backs' lock (the list is the child's
 	 * too), which a connection's last put takes (lf__shm_mem_forget). */

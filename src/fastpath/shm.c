@@ -36,18 +36,78 @@ bool lf__shm_global;
 bool lf__shm_used;
 atomic_uint lf__shm_waits;
 int lf__shm_fd_hi = -1;
-/* The process forked while it held tier connections (live: their count)
- * (in the parent and the child alike): another process may hold any of
- * them. */
 atomic_int lf__shm_live;
 atomic_int lf__shm_undecided;
 atomic_int lf__shm_full;
-bool lf__shm_forked;
+atomic_uint lf__shm_forks;
+static pid_t self_pid; /* the process's (a vfork child's getpid differs) */
 
+/* Who holds an end (docs/shm.md): before a fork, each connection on the
+ * tier that this process was counted for gains a holder in its page (the
+ * child), and is counted again at the fork's new number. One that is not
+ * on the tier yet, or not found here (being made or attached by another
+ * thread), stays behind the number: never alone again, in the parent and
+ * the child alike. */
 void lf__shm_fork_prepare(void)
 {
-	if (atomic_load(&lf__shm_live))
-		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
+	unsigned s = atomic_fetch_add(&lf__shm_forks, 1); /* odd: none is alone meanwhile */
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	for (int fd = 0; atomic_load(&lf__shm_live) && fd <= hi; fd++) {
+		struct lf_shm_conn *c = lf__shm_use(fd);
+		unsigned want = s;
+		if (!c)
+			continue;
+		if (atomic_load(&c->state) == ON && atomic_compare_exchange_strong(&c->forks_seen, &want, s + 2))
+			lf__shm_holder(c, true); /* once a connection: its dups find it counted */
+		lf__shm_done(fd);
+	}
+}
+
+void lf__shm_fork_after(bool child)
+{
+	atomic_fetch_add(&lf__shm_forks, 1);
+	if (child)
+		self_pid = getpid();
+}
+
+bool lf__shm_alone(struct lf_shm_conn *c)
+{
+	unsigned s = atomic_load(&lf__shm_forks);
+
+	return !(s & 1) && atomic_load(&c->forks_seen) == s &&
+	       (atomic_load(&c->state) != ON || !atomic_load(&c->tx.h->others));
+}
+
+/* One holder more or fewer for c's end (on the tier); the page's word is
+ * the peer's to write too: never below 0. */
+void lf__shm_holder(struct lf_shm_conn *c, bool more)
+{
+	unsigned n = atomic_load(&c->tx.h->others);
+
+	if (more)
+		atomic_fetch_add(&c->tx.h->others, 1);
+	else
+		while (n && !atomic_compare_exchange_weak(&c->tx.h->others, &n, n - 1))
+			;
+}
+
+/* The process's last put of c: one holder fewer, if it was counted. */
+static void holder_gone(struct lf_shm_conn *c)
+{
+	if (c->map && c->tx.h && atomic_load(&c->forks_seen) == atomic_load(&lf__shm_forks))
+		lf__shm_holder(c, false);
+}
+
+void lf__shm_exec_counted(const char *rec)
+{
+	if (getpid() == self_pid)
+		return; /* an exec of this process: the same holder */
+	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
+		struct lf_shm_conn *c = lf__shm_conn_of(atoi(p + 1));
+		if (c && atomic_load(&c->state) == ON)
+			lf__shm_holder(c, true); /* a dup recorded too: counted twice, never too few */
+	}
 }
 
 /* What the rings hold now, as seen from this process without a lock: the
@@ -91,6 +151,9 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 		return NULL;
 	c->mfd = c->kept = -1;
 	atomic_init(&c->refs, 1);
+	atomic_init(&c->forks_seen, atomic_load(&lf__shm_forks)); /* odd: made during a fork, never alone */
+	if (!self_pid)
+		self_pid = getpid();
 	atomic_fetch_add(&lf__shm_live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);
@@ -199,9 +262,9 @@ static void conn_put(struct lf_shm_conn *c)
 	 * call that found its descriptor closed never touches the number
 	 * again, and a token it left for bytes it read reset the peer at the
 	 * kept socket's close, where TCP gives EOF. */
-	if (c->map && atomic_load(&c->state) == ON && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) &&
-	    ours(c->kept, c->kept_ino))
+	if (c->map && atomic_load(&c->state) == ON && lf__shm_alone(c) && ours(c->kept, c->kept_ino))
 		lf__shm_io_spent(c, c->kept);
+	holder_gone(c);
 	if (c->map && atomic_load(&c->state) == ON) {
 		atomic_fetch_or(&c->tx.h->fin, 1);
 		atomic_fetch_add(&c->tx.h->fin, 2);
@@ -414,7 +477,7 @@ struct lf_shm_conn *lf__shm_hold(int fd)
 
 	if (!c)
 		return NULL;
-	if (atomic_load(&c->refs) == 1 && !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED)) {
+	if (atomic_load(&c->refs) == 1 && lf__shm_alone(c)) {
 		lf__shm_decide(c, fd);
 		if (atomic_load(&c->state) == ON) {
 			lf__shm_io_spent(c, fd); /* tokens left for bytes already read (shm_io.c) */
@@ -777,7 +840,7 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 			/* nor do tokens of bytes already read (shm_io.c); not
 			 * after a fork: another process may be reading the ring,
 			 * and its settle owes the token this would take */
-			if (!__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+			if (lf__shm_alone(c))
 				lf__shm_io_spent(c, p->fd);
 			pthread_mutex_lock(&c->rxl);
 			r = lf__shm_io_skip_edges(c, p->fd, &b);

@@ -156,6 +156,11 @@ void lf__shm_exec_undo(const int *undo, size_t nu);
 /* The exec's program will not load this library (static, set-id): the
  * recorded sockets are shut down instead (docs/shm.md). */
 void lf__shm_exec_shut(const char *rec);
+/* The exec carries the recorded sockets to a program that loads this
+ * library: in a vfork child (another process than the one that counted
+ * itself), each recorded end gains a holder (docs/shm.md, "Who holds an
+ * end"): the parent holds it too. */
+void lf__shm_exec_counted(const char *rec);
 void lf__shm_exec_adopt(void);
 
 #endif

@@ -22,6 +22,11 @@ struct lf_shm_conn {
 	atomic_int refs;        /* first: fdtab.c counts the dups that share it */
 	bool server;
 	atomic_int state;
+	/* lf__shm_forks when this process was last counted among the end's
+	 * holders (the page's `others`): at its making or at each fork's
+	 * prepare since; behind it (or LF_SHM_UNCOUNTED): not counted, and
+	 * never alone again (lf__shm_alone). */
+	atomic_uint forks_seen;
 	void *map;
 	struct lf_ring rx, tx;
 	pthread_mutex_t rxl, txl; /* one reader and one writer of the process at a time; never held across a wait */
@@ -94,7 +99,13 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
 void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
-extern bool lf__shm_forked;                               /* the process forked holding tier connections */
+/* Who holds an end (docs/shm.md): forks counted (even; odd while a
+ * fork's prepare counts the holders), and whether this process is the
+ * only one that holds c's end (another may read or write its rings). */
+extern atomic_uint lf__shm_forks;
+#define LF_SHM_UNCOUNTED UINT32_MAX
+bool lf__shm_alone(struct lf_shm_conn *c);
+void lf__shm_holder(struct lf_shm_conn *c, bool more); /* one holder more or fewer for c's end (on the tier) */
 void lf__shm_set_state(struct lf_shm_conn *c, int st); /* every change of c->state */
 void lf__shm_set_full(struct lf_shm_conn *c, bool full); /* c->full, counted in lf__shm_full */
 extern atomic_int lf__shm_live;                           /* tier connections the process holds */

@@ -11,7 +11,7 @@
  *   its memfd's number and inode, its end, and the few words of its state
  *   that live in the process rather than the page (the server's count of
  *   stream bytes read before the ring, tokens owed or unsent, an ET
- *   request, whether the process forked).
+ *   request, whether another process may hold the end (lf__shm_alone)).
  * - In the new image (lf__shm_exec_adopt, at the preload's start-up): the
  *   variable leaves the environment, and each socket whose record checks
  *   out is on the tier again: the same pid (exec keeps it; a child that
@@ -72,7 +72,7 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	}
 	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
 		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
-		   (__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) ? LF_SHM_REC_FORKED : 0) |
+		   (lf__shm_alone(c) ? 0 : LF_SHM_REC_FORKED) |
 		   (atomic_load(&c->tx_left) ? LF_SHM_REC_TX_LEFT : 0);
 	return true;
 }
@@ -206,8 +206,6 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 			lf__sys_close(mfd);
 		return took;
 	}
-	if (r->flags & LF_SHM_REC_FORKED)
-		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
 	if (!lf__fast_family(fd, &family)) {
 		c = NULL;
 	} else if (c) { /* a dup of a socket adopted already */
@@ -242,6 +240,8 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 		lf__sys_shutdown(fd, SHUT_RDWR);
 		return took;
 	}
+	if (r->flags & LF_SHM_REC_FORKED) /* the previous image was not alone (or not counted): nor is this one */
+		atomic_store(&c->forks_seen, LF_SHM_UNCOUNTED);
 	struct lf_fd *f = lf__fd(fd);
 	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
 	if (f && fl >= 0 && (fl & O_NONBLOCK))

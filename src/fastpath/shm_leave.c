@@ -124,11 +124,11 @@ void lf__shm_io_answer(struct lf_shm_conn *c, int fd)
 	atomic_store(&c->asked, false);
 	pthread_mutex_lock(&c->txl);
 	/* Not after urgent data (its mark is in the ring, its signal on the
-	 * stream), nor after a fork (another process of this end may write
-	 * the ring after the copy, into a ring nobody reads): the request
-	 * stays unanswered, and the reader withdraws it. */
+	 * stream), nor while another process holds this end (lf__shm_alone:
+	 * it may write the ring after the copy, into a ring nobody reads): the
+	 * request stays unanswered, and the reader withdraws it. */
 	bool answer = atomic_load(&c->state) == ON && !atomic_load(&c->tx_left) && !atomic_load(&c->tx.h->urg) &&
-		      !__atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED) &&
+		      lf__shm_alone(c) &&
 		      atomic_compare_exchange_strong(&c->tx.h->leave, &ask, LF_LEAVE_COPY);
 	if (answer)
 		lf__sys_futex((uint32_t *)&c->tx.h->leave, FUTEX_WAKE, INT_MAX, NULL);
@@ -273,10 +273,10 @@ bool lf__shm_leave(struct lf_shm_conn *c, int fd)
 {
 	lf__shm_decide(c, fd);
 	/* Urgent data either way, a server still reading the client's
-	 * stream bytes before the switch, another process of this end: not
-	 * left (the caller refuses, as before). */
+	 * stream bytes before the switch, another process that holds this
+	 * end (lf__shm_alone): not left (the caller refuses, as before). */
 	if (atomic_load(&c->state) != ON || atomic_load(&c->rx.h->urg) || atomic_load(&c->tx.h->urg) ||
-	    __atomic_load_n(&lf__shm_forked, __ATOMIC_RELAXED))
+	    !lf__shm_alone(c))
 		return false;
 	if (atomic_load(&c->tx_left)) { /* this end answered: its peer leaves, and answers no request */
 		lf__shm_io_spent(c, fd);

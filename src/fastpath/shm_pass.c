@@ -23,8 +23,9 @@
  *   descriptors alone: its buffer's room, MSG_CTRUNC and the descriptors
  *   that do not fit closed.
  *
- * Both processes then hold the end, as after a fork (lf__shm_forked in
- * both): the fork caveats hold (docs/shm.md). */
+ * Both processes then hold the end, as after a fork: the sender counts
+ * the receiver among its holders before the message goes (docs/shm.md,
+ * "Who holds an end"). */
 #include "internal.h"
 #include "pass.h"
 #include "shm_conn.h"
@@ -99,6 +100,19 @@ static int record_memfd(const struct lf_pass_hdr *h, const struct lf_pass_rec *r
 	return f;
 }
 
+/* One holder more or fewer for each connection of a message (once each:
+ * a socket passed twice is one end). */
+static void holders(struct lf_shm_conn **conns, uint32_t n, bool more)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t j = 0;
+		while (j < i && conns[j] != conns[i])
+			j++;
+		if (j == i)
+			lf__shm_holder(conns[i], more);
+	}
+}
+
 ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct lf_pass_rec recs[LF_PASS_RECS];
@@ -146,7 +160,7 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 			recs[h.n] = (struct lf_pass_rec){ .ino = r.ino, .mino = r.mino, .count = r.count,
 							  .sock = h.napp, .mfd = j < h.n ? -1 : (int32_t)nm,
 							  .owed = r.owed, .kind = (uint8_t)r.kind,
-							  .flags = (uint8_t)(r.flags | LF_SHM_REC_FORKED) };
+							  .flags = (uint8_t)r.flags };
 			if (j == h.n)
 				mfds[nm++] = r.mfd;
 			socks[h.n] = x;
@@ -201,13 +215,16 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 		struct msghdr copy = *m;
 		copy.msg_control = cbuf;
 		copy.msg_controllen = len;
+		/* The receiver holds each end too (docs/shm.md, "Who holds an
+		 * end"): counted before it can look, taken back if nothing went. */
+		holders(conns, h.n, true);
 		ret = REAL(sendmsg)(fd, &copy, flags);
 		e = errno;
+		if (ret < 0)
+			holders(conns, h.n, false);
 		free(cbuf);
 	}
 	lf__sys_close(mfds[nm]);
-	if (ret >= 0) /* another process holds the end now: every close is as after a fork (lf__shm_hold) */
-		__atomic_store_n(&lf__shm_forked, true, __ATOMIC_RELAXED);
 out:
 	while (nh)
 		lf__shm_done(held[--nh]);
@@ -365,7 +382,7 @@ static size_t take_record(int *fds, size_t n)
 		const struct lf_pass_rec *p = &recs[i];
 		struct lf_shm_rec r = { .fd = pos[p->sock], .mfd = p->mfd >= 0 ? pos[p->mfd] : -1, .ino = p->ino,
 					.mino = p->mino, .kind = (char)p->kind, .count = p->count,
-					.flags = p->flags | LF_SHM_REC_FORKED, .owed = p->owed };
+					.flags = p->flags, .owed = p->owed };
 		if (r.fd < 0) /* cut with the rest */
 			continue;
 		if (p->mfd >= 0 && (r.mfd < 0 || !peer_maps_ring(r.fd, r.mino))) { /* not this socket's ring */

@@ -210,6 +210,8 @@ static bool file_takes_preload(const char *file)
 		nundo_ = 0;                                                                            \
 		shm_[0] = 0;                                                                           \
 	}                                                                                              \
+	if (shm_[0])                                                                                   \
+		lf__shm_exec_counted(shm_);                                                            \
 	bool fix_ = needed(envp, shm_);                                                                \
 	const char *old_ = fix_ ? env_get(envp, "LD_PRELOAD") : NULL;                                  \
 	char *env_[fix_ ? env_count(envp) + NCARRIED + 3 : 1];                                          \

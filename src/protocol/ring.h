@@ -42,6 +42,7 @@ struct lf_ring_hdr {
 	_Atomic uint32_t size;               /* writer: the ring's size now, a power of two within the area (0: LF_RING_SIZE); grows only */
 	_Atomic uint64_t urg;                /* writer: 1 + the position of its last urgent byte (MSG_OOB), stored before the byte (0: none yet) */
 	_Atomic uint64_t urg_sig;            /* the urgent signal (one MSG_OOB byte on the socket): 0 none, 1 + the mark it stands for (writer), LF_URG_TAKING (the reader takes it off) */
+	_Atomic uint32_t others;             /* writer's end: how many more processes than one hold it (docs/shm.md, "Who holds an end"); only that end's processes use it */
 	_Alignas(64) _Atomic uint64_t head;  /* reader: bytes ever read */
 	_Atomic uint64_t taken;              /* reader: the tail up to which the read it is in takes every byte (shm_spin.c) */
 	_Atomic uint32_t space_seq;          /* reader bumps it (and wakes) after making room */

@@ -3171,6 +3171,15 @@ EXEC_CLIENT = textwrap.dedent("""
         e = dict(os.environ)
         if env == "dropped":                     # as a program that cleans its environment
             e = {k: v for k, v in e.items() if k != "LD_PRELOAD" and not k.startswith("LOOPFAST")}
+        if env.startswith("fork-"):              # a forked child execs it; its parent closes its copies first or keeps them
+            how, env = env.split(":", 1)
+            r, w = os.pipe()
+            if os.fork():
+                if how == "fork-close":
+                    c.close(); os.close(d)
+                os.write(w, b"go")
+                sys.exit(os.waitstatus_to_exitcode(os.wait()[1]))
+            os.read(r, 2)
         if env.startswith("static:"):            # a program that cannot load loopfast
             os.execv(env[7:], [env[7:], str(c.fileno())])
         os.execve(sys.executable, [sys.executable, "-c", SELF, "after", str(c.fileno()), str(d)], e)
@@ -3363,9 +3372,10 @@ EXEC_SERVER_READING = textwrap.dedent("""
 """)
 
 
-def exec_static_reading(static_prog, tier):
+def exec_static_reading(static_prog, tier, how=""):
     """(the program's line, the server's line, whether the client held two
-    rings before the exec and none after it)."""
+    rings before the exec and the program none). how: "fork-close" or
+    "fork-keep", the exec made by a forked child of the client."""
     client = EXEC_CLIENT.replace("SELF", repr(EXEC_CLIENT))
     wrap = (lambda a: lf_cmd(a, tier=tier)) if tier else (lambda a: a)
     srv = subprocess.Popen(wrap([sys.executable, "-c", EXEC_SERVER_READING]), stdin=subprocess.PIPE,
@@ -3373,14 +3383,16 @@ def exec_static_reading(static_prog, tier):
     cli = None
     try:
         port = int(readline(srv))
-        cli = subprocess.Popen(wrap([sys.executable, "-c", client, "before", str(port), "static:" + static_prog]),
+        env = (how + ":" if how else "") + "static:" + static_prog
+        cli = subprocess.Popen(wrap([sys.executable, "-c", client, "before", str(port), env]),
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         readline(cli)
         pid = client_pid(cli) if tier else cli.pid
         rings = len(memfds(pid)[0]) == 2
         cli.stdin.write("\n"); cli.stdin.flush()
-        assert readline(cli).split() == ["static", str(pid)]
-        rings = rings and memfds(pid) == (set(), set())
+        line = readline(cli).split()
+        assert line[0] == "static" and (how or line[1] == str(pid)), line
+        rings = rings and memfds(int(line[1])) == (set(), set())
         srv.stdin.write("\n"); srv.stdin.flush()
         cli.stdin.write("\n"); cli.stdin.flush()
         got = readline(cli, timeout=30).split()
@@ -3403,6 +3415,28 @@ def test_exec_into_a_static_program_whose_peer_reads_leaves_the_tier(build, stat
     want = ["read", "50000", "end", "EOF", "write", "ok"], ["server", "got", "200001", "True"]
     assert tcp[:2] == want, tcp
     assert shm == (*want, True), shm
+
+
+@pytest.mark.parametrize("how", ["fork-close", "fork-keep"])
+def test_exec_into_a_static_program_from_a_forked_child(build, static_prog, how):
+    """The same exec made by a forked child of the client (inetd's way, or
+    socat's fork,EXEC). "fork-close": the parent closes its copies first,
+    so the child is the end's only holder (the page's count of holders,
+    docs/shm.md "Who holds an end"): the connection leaves the tier and
+    the program gets TCP's answers. Before, any fork made every leave
+    refused, and the program read the end at once. "fork-keep": the
+    parent keeps its copy, which could still read or write the rings
+    after a leave: refused, so the socket is shut down as documented (the
+    program reads the end, its write fails; the server gets the 200,000
+    bytes written before the exec). The control: plain TCP."""
+    tcp = exec_static_reading(static_prog, None, how)
+    shm = exec_static_reading(static_prog, "shm", how)
+    want = ["read", "50000", "end", "EOF", "write", "ok"], ["server", "got", "200001", "True"]
+    assert tcp[:2] == want, tcp
+    if how == "fork-close":
+        assert shm == (*want, True), shm
+    else:
+        assert shm == (["read", "0", "end", "EOF", "write", "EPIPE"], ["server", "got", "200000", "False"], True), shm
 
 
 # A client that execs before it took the server's answer (the server has
