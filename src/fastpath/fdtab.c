@@ -34,6 +34,7 @@ __attribute__((constructor(101))) static void debug_init(void)
 {
 	const char *d = getenv("LOOPFAST_DEBUG");
 	lf__debug_on = d && d[0] == '1';
+	lf__sys_forked(); /* the process the tables belong to (lf__sys_vfork_child) */
 }
 
 void lf__debug(const char *fmt, ...)
@@ -126,12 +127,24 @@ void lf__fd_on_share(struct lf_shm_conn *(*share)(int fd))
 	__atomic_store_n(&share_fn, share, __ATOMIC_RELEASE);
 }
 
+bool lf__fd_used(int fd)
+{
+	struct lf_fd *f = lf__fd_peek(fd);
+
+	return f && (atomic_load_explicit(&f->flags, memory_order_relaxed) || f->lst || f->spin_members ||
+		     f->spin_us || f->optset || f->sockset || f->pending_members || f->epset);
+}
+
+bool lf__fd_foreign(int fd)
+{
+	return lf__fd_used(fd) && lf__sys_vfork_child();
+}
+
 void lf__fd_reset(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
 
-	if (!f || (!atomic_load_explicit(&f->flags, memory_order_relaxed) && !f->lst && !f->spin_members &&
-		   !f->spin_us && !f->optset && !f->sockset && !f->pending_members && !f->epset))
+	if (!lf__fd_used(fd))
 		return;
 	struct lf_listener *l = f->lst;
 	f->lst = NULL;

@@ -134,6 +134,11 @@ static inline bool lf__fd_shut_rd(int fd)
 /* Forgets everything about fd (it was closed): first what the layers
  * above registered for the state it holds. */
 void lf__fd_reset(int fd);
+bool lf__fd_used(int fd); /* the entry holds something (what lf__fd_reset would forget) */
+/* fd's entry holds something and is not this process's to change: a
+ * vfork child's close, dup2 or dup runs on its parent's table and rings
+ * (shared memory), so it goes to the kernel alone (lf__sys_vfork_child). */
+bool lf__fd_foreign(int fd);
 /* Registered by the layer that sets `flag` (one bit) on an entry, before
  * it first does: what lf__fd_reset calls, with the entry still in place,
  * for an entry that has it (connect.c: LF_F_PENDING, bell.c:

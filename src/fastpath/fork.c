@@ -8,6 +8,7 @@
  * socket, shm_mem.c's due give-backs) are never held together, so the order between them is free; the
  * parent releases them in the reverse of the prepare's order. */
 #include "process.h"
+#include "sys.h"
 
 #include <pthread.h>
 
@@ -22,7 +23,7 @@ static void prepare(void)
 
 static void parent(void)
 {
-	lf__shm_fork_after(false); /* the fork's number, even again */
+	lf__shm_fork_after(); /* the fork's number, even again */
 	lf__shm_mem_fork_after();
 	lf__diag_fork_parent();
 	lf__sopt_fork_parent();
@@ -36,7 +37,8 @@ static void child(void)
 	lf__sopt_fork_child();    /* the parent's reference connections closed */
 	lf__stats_fork_child();   /* the parent's counts page dropped */
 	lf__connect_fork_child(); /* the client names' nonce takes the child's pid */
-	lf__shm_fork_after(true); /* the fork's number, even again; the child's pid */
+	lf__shm_fork_after(); /* the fork's number, even again */
+	lf__sys_forked();         /* not a vfork child: its tables are its own */
 	lf__shm_spin_fork_child(); /* the child registers for membarrier itself */
 	/* Before the next: the due give-backs' lock (the list is the child's
 	 * too), which a connection's last put takes (lf__shm_mem_forget). */

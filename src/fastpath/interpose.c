@@ -161,6 +161,8 @@ LF_EXPORT int close(int fd)
 
 	if (f && (atomic_load_explicit(&f->flags, memory_order_relaxed) & LF_F_HIDDEN))
 		return 0;
+	if (lf__fd_foreign(fd))
+		return REAL(close)(fd);
 	struct lf_shm_conn *c = lf__shm_hold(fd); /* told to the peer after the kernel's close */
 	lf__fd_reset(fd);
 	int r = REAL(close)(fd);
@@ -190,7 +192,7 @@ static void close_tier(unsigned first, unsigned last)
 
 LF_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	if (!flags)
+	if (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */
 		close_tier(first, last);
 	return lf__sys_close_range(first, last, flags);
 }
@@ -199,7 +201,7 @@ LF_EXPORT void closefrom(int low)
 {
 	static void (*next)(int);
 
-	if (low >= 0)
+	if (low >= 0 && lf__shm_used && !lf__sys_vfork_child())
 		close_tier((unsigned)low, ~0u);
 	if (!next)
 		next = (void (*)(int))dlsym(RTLD_NEXT, "closefrom");
@@ -403,6 +405,8 @@ static void inherit(int fd, int nfd, bool cloexec)
 
 LF_EXPORT int dup(int fd)
 {
+	if (lf__fd_foreign(fd))
+		return REAL(dup)(fd);
 	int nfd = REAL(dup)(fd), e = errno;
 
 	if (nfd >= 0)
@@ -415,6 +419,8 @@ LF_EXPORT int dup3(int fd, int nfd, int flags)
 {
 	int r, e;
 
+	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
+		return REAL(dup3)(fd, nfd, flags);
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup3)(fd, nfd, flags);
@@ -429,6 +435,8 @@ LF_EXPORT int dup2(int fd, int nfd)
 {
 	int r, e;
 
+	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
+		return REAL(dup2)(fd, nfd);
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup2)(fd, nfd);
@@ -448,7 +456,7 @@ static int fcntl_common(int fd, int cmd, va_list ap)
 		lf__resolve();
 	r = lf__real_fcntl(fd, cmd, arg);
 	e = errno;
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !lf__fd_foreign(fd))
 		lf__fd_copy(fd, r);
 	if (r >= 0 && cmd == F_SETFL)
 		lf__fd_nonblock(fd, ((long)arg & O_NONBLOCK) != 0);

@@ -124,7 +124,7 @@ extern LF_SIG_TLS atomic_uint lf__sig_interrupt;
 void lf__fork_init(void);
 void lf__bell_fork_prepare(void);
 void lf__shm_fork_prepare(void);
-void lf__shm_fork_after(bool child); /* both sides of a fork (counts it; the child's pid) */
+void lf__shm_fork_after(void); /* both sides of a fork: counted */
 void lf__shm_spin_fork_child(void);
 void lf__shm_epoll_fork_child(void);
 void lf__shm_mem_fork_prepare(void);

@@ -40,7 +40,6 @@ atomic_int lf__shm_live;
 atomic_int lf__shm_undecided;
 atomic_int lf__shm_full;
 atomic_uint lf__shm_forks;
-static pid_t self_pid; /* the process's (a vfork child's getpid differs) */
 
 /* Who holds an end (docs/shm.md): before a fork, each connection on the
  * tier that this process was counted for gains a holder in its page (the
@@ -64,11 +63,9 @@ void lf__shm_fork_prepare(void)
 	}
 }
 
-void lf__shm_fork_after(bool child)
+void lf__shm_fork_after(void)
 {
 	atomic_fetch_add(&lf__shm_forks, 1);
-	if (child)
-		self_pid = getpid();
 }
 
 bool lf__shm_alone(struct lf_shm_conn *c)
@@ -99,16 +96,6 @@ static void holder_gone(struct lf_shm_conn *c)
 		lf__shm_holder(c, false);
 }
 
-void lf__shm_exec_counted(const char *rec)
-{
-	if (getpid() == self_pid)
-		return; /* an exec of this process: the same holder */
-	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
-		struct lf_shm_conn *c = lf__shm_conn_of(atoi(p + 1));
-		if (c && atomic_load(&c->state) == ON)
-			lf__shm_holder(c, true); /* a dup recorded too: counted twice, never too few */
-	}
-}
 
 /* What the rings hold now, as seen from this process without a lock: the
  * own position read from the page (a forked process may have moved it). */
@@ -152,8 +139,6 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 	c->mfd = c->kept = -1;
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->forks_seen, atomic_load(&lf__shm_forks)); /* odd: made during a fork, never alone */
-	if (!self_pid)
-		self_pid = getpid();
 	atomic_fetch_add(&lf__shm_live, 1);
 	c->server = server;
 	atomic_init(&c->state, server ? ON : UNDECIDED);

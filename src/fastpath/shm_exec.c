@@ -69,6 +69,20 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
 		r->mfd = c->mfd;
 		r->mino = c->mfd_ino;
+	} else if (kind != 'u' && c->mfd >= 0 && lf__sys_vfork_child()) {
+		/* A vfork child that closed the hidden memfd (Python's
+		 * subprocess closes all but pass_fds): the parent, whose table
+		 * this is, holds it still; opened again through its /proc entry
+		 * (the same uid: a read-mode ptrace check), checked by inode. */
+		char p[48];
+		snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)getppid(), c->mfd);
+		int mfd = open(p, O_RDWR);
+		if (mfd >= 0 && !fstat(mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
+			r->mfd = mfd;
+			r->mino = c->mfd_ino;
+		} else if (mfd >= 0) {
+			lf__sys_close(mfd);
+		}
 	}
 	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
 		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
@@ -94,6 +108,40 @@ static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t
 			       r.count, r.flags, r.owed);
 }
 
+/* The connection of the socket fd names. The table is kept in step with
+ * the kernel's descriptors, but not by a vfork child, whose closes and
+ * dups go to the kernel alone (its table is the parent's: interpose.c):
+ * there fd's entry counts only if its socket is fd's, else the entry
+ * whose socket is (a socket dup2'd to stdin: Python's subprocess). */
+static struct lf_shm_conn *conn_for(int fd, bool vforked)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd);
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+	struct stat st;
+
+	if (!vforked)
+		return c;
+	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+		return NULL;
+	if (c && c->kept_ino == (unsigned long)st.st_ino)
+		return c;
+	for (int x = 0; x <= hi; x++)
+		if ((c = lf__shm_conn_of(x)) && c->kept_ino == (unsigned long)st.st_ino)
+			return c;
+	return NULL;
+}
+
+void lf__shm_exec_counted(const char *rec)
+{
+	if (!lf__sys_vfork_child())
+		return; /* an exec of this process: the same holder */
+	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
+		struct lf_shm_conn *c = conn_for(atoi(p + 1), true);
+		if (c && atomic_load(&c->state) == ON)
+			lf__shm_holder(c, true); /* a dup recorded too: counted twice, never too few */
+	}
+}
+
 /* Reads the process's state and writes only buf and undo (a vfork child
  * calls it): no allocation, no lock. */
 void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
@@ -112,13 +160,14 @@ void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
 		return;
 	n = (size_t)snprintf(buf, room, VAR "=%d", (int)getpid());
 	size_t empty = n;
+	bool vforked = lf__sys_vfork_child();
 	while ((k = lf__sys_getdents64(dir, d, sizeof(d))) > 0) {
 		for (long at = 0; at < k;) {
 			struct dirent64 *e = (struct dirent64 *)(void *)(d + at);
 			at += e->d_reclen;
 			int fd = atoi(e->d_name);
 			struct lf_shm_conn *c;
-			if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dir || !(c = lf__shm_conn_of(fd)))
+			if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dir || !(c = conn_for(fd, vforked)))
 				continue;
 			int fl = lf__sys_fcntl(fd, F_GETFD, 0);
 			if (fl >= 0 && !(fl & FD_CLOEXEC))

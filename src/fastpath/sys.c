@@ -3,7 +3,9 @@
  * lowest layer: it calls nothing of loopfast's. */
 #include "sys.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <netinet/in.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -91,3 +93,29 @@ int lf__sys_execveat(int dirfd, const char *path, char *const argv[], char *cons
 long lf__sys_getdents64(int fd, void *buf, size_t len) { return syscall(SYS_getdents64, fd, buf, len); }
 long lf__sys_futex(uint32_t *word, int op, uint32_t val, const struct timespec *ts) { return syscall(SYS_futex, word, op, val, ts, NULL, 0); }
 int lf__sys_membarrier(int cmd) { return (int)syscall(SYS_membarrier, cmd, 0, 0); }
+
+static pid_t self; /* the process these tables belong to (0: not known yet) */
+
+void lf__sys_forked(void)
+{
+	__atomic_store_n(&self, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+}
+
+bool lf__sys_vfork_child(void)
+{
+	pid_t p = (pid_t)syscall(SYS_getpid), s = __atomic_load_n(&self, __ATOMIC_RELAXED);
+
+	if (p == s)
+		return false;
+	/* A new pid that no fork's handler told (those set self in the
+	 * child): this process's first look, a vfork child, or a child of a
+	 * raw clone. kcmp says whether the memory is s's (0: the same); when
+	 * it cannot say (another uid after a setuid, no kcmp), shared is the
+	 * answer that changes nothing. s gone: not a vfork child (its parent
+	 * waits). */
+	long k = s ? syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) : 1;
+	if (k == 0 || (k < 0 && errno != ESRCH))
+		return true;
+	__atomic_store_n(&self, p, __ATOMIC_RELAXED);
+	return false;
+}

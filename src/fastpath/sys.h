@@ -51,6 +51,13 @@ int lf__sys_epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct
 #endif
 int lf__sys_no_rights(int unx);
 int lf__sys_close_range(unsigned first, unsigned last, int flags);
+/* Whether this is a vfork child (or another process that shares this
+ * one's memory, as clone(CLONE_VM) makes): its calls run on its parent's
+ * memory, loopfast's tables and rings included, and must not change them
+ * (a close there would drop the parent's connections). A getpid system
+ * call, and a kcmp(KCMP_VM) the first time a process sees a new pid. */
+bool lf__sys_vfork_child(void);
+void lf__sys_forked(void); /* a fork's child (its handler): the tables are this process's */
 int lf__sys_poll1(int fd, short events, int timeout_ms); /* revents, 0 on timeout, -1 on error */
 /* Whether fd is a TCP socket of AF_INET or AF_INET6 (SO_PROTOCOL, then
  * SO_DOMAIN); its family in *family. */

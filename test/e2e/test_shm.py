@@ -3439,6 +3439,183 @@ def test_exec_into_a_static_program_from_a_forked_child(build, static_prog, how)
         assert shm == (["read", "0", "end", "EOF", "write", "EPIPE"], ["server", "got", "200000", "False"], True), shm
 
 
+# Two holders of one end (docs/shm.md, "Who holds an end"): P, on the
+# tier, hands its client end to M (a subprocess given it with pass_fds,
+# or a process it passes it to), then closes its copy or keeps it; M
+# passes the end on to R, a program without loopfast, which reads it to
+# its end: the 60,000 bytes in the ring, then 140,000 written after.
+HOLD_R = textwrap.dedent("""
+    import socket, sys
+    u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1]); u.listen(1)
+    print("ready", flush=True)
+    v, _ = u.accept()
+    _, fds, _, _ = socket.recv_fds(v, 1, 4)
+    if not fds:
+        print("none", flush=True); sys.exit(0)
+    x, got = socket.socket(fileno=fds[0]), b""
+    while True:
+        d = x.recv(65536)
+        if not d: break
+        got += d
+    print("got", len(got), got == bytes(i % 251 for i in range(200000)), flush=True)
+""")
+HOLD_M = textwrap.dedent("""
+    import errno, os, socket, sys
+    fd, rpath, ppath = sys.argv[1:4]
+    if fd == "-":                                # passed to it by P
+        u = socket.socket(socket.AF_UNIX); u.connect(ppath)
+        _, fds, _, _ = socket.recv_fds(u, 1, 4); fd = fds[0]
+    fd = int(fd)
+    print("ready", flush=True)
+    sys.stdin.readline()                         # P has closed its copy, or kept it
+    r = socket.socket(socket.AF_UNIX); r.connect(rpath)
+    try:
+        socket.send_fds(r, [b"p"], [fd]); res = "passed"
+    except OSError as e:
+        res = errno.errorcode[e.errno]; r.sendall(b"n")
+    os.close(fd)
+    print(res, flush=True)
+""")
+HOLD_P = textwrap.dedent("""
+    import os, socket, subprocess, sys, threading
+    how, keep = sys.argv[1].split("-")
+    rpath, M = sys.argv[2], sys.argv[3]
+    want = bytes(i % 251 for i in range(200000))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"    # the client has the answer: on the tier from here
+    a.sendall(want[:60000])                      # in c's ring
+    def waiting():                               # a server waiting to read: it answers a leave's request
+        try:
+            a.recv(1)
+        except OSError:
+            pass
+    t = threading.Thread(target=waiting); t.start()
+    io = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    if how == "subprocess":                      # vfork and exec (the exec's record carries the rings)
+        m = subprocess.Popen([sys.executable, "-c", M, str(c.fileno()), rpath, "-"], pass_fds=[c.fileno()], **io)
+    else:
+        u = socket.socket(socket.AF_UNIX); u.bind(rpath + ".p"); u.listen(1)
+        m = subprocess.Popen([sys.executable, "-c", M, "-", rpath, rpath + ".p"], **io)
+        v, _ = u.accept(); socket.send_fds(v, [b"p"], [c.fileno()])
+    assert m.stdout.readline().strip() == "ready"
+    if keep == "close":
+        c.close()
+    m.stdin.write("\\n"); m.stdin.flush()
+    res = m.stdout.readline().strip()
+    if keep == "keep":
+        c.close()                                # the last copy now, if M's pass was refused
+    try:
+        a.sendall(want[60000:]); a.shutdown(socket.SHUT_WR)
+    except OSError:                              # no reader: reset
+        pass
+    t.join()                                     # the end: R read to its end and closed
+    a.close()
+    m.wait()
+    print(res, flush=True)
+""")
+
+
+def hold_run(tmp_path, tier, mode):
+    """(M's answer to its pass, R's line)."""
+    path = str(tmp_path / f"hold-{tier}-{mode}")
+    rcv = subprocess.Popen([sys.executable, "-c", HOLD_R, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snd = None
+    try:
+        assert readline(rcv, timeout=60).strip() == "ready"
+        argv = [sys.executable, "-c", HOLD_P, mode, path, HOLD_M]
+        snd = subprocess.Popen(lf_cmd(argv, tier=tier) if tier else argv, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        sline = readline(snd, timeout=60).strip()
+        rline = readline(rcv, timeout=60).strip()
+        assert snd.wait(timeout=60) == 0, snd.stderr.read()
+    finally:
+        stop(rcv)
+        if snd:
+            stop(snd)
+    return sline, rline
+
+
+@pytest.mark.parametrize("mode", ["subprocess-close", "subprocess-keep", "passed-close", "passed-keep"])
+def test_an_end_leaves_the_tier_only_when_one_process_holds_it(build, tmp_path, mode):
+    """The end's holders are counted (docs/shm.md, "Who holds an end"): a
+    subprocess given the socket (vfork and exec: the exec's record carries
+    the rings), or a process the socket was passed to with its rings,
+    passes it on to a program without loopfast. When its parent or sender
+    has closed its copy ("-close"), it is the only holder: the connection
+    leaves the tier and the program reads every byte in order, as over
+    TCP (before, a process given a tier socket by a pass was never alone,
+    and any fork made a process never alone again). When the other keeps
+    its copy ("-keep"), which could still read or write the rings after a
+    leave, the pass is refused (EOPNOTSUPP, which Python names ENOTSUP)
+    as documented, and nothing is sent. P waits in a read of the other
+    end meanwhile, as a server does: it answers the leave's request. The control: plain TCP, which passes in every mode."""
+    tcp = hold_run(tmp_path, None, mode)
+    shm = hold_run(tmp_path, "shm", mode)
+    assert tcp == ("passed", "got 200000 True"), tcp
+    assert shm == (tcp if mode.endswith("close") else ("ENOTSUP", "none")), shm
+
+
+# A program on the tier that runs a subprocess (Python's subprocess: vfork,
+# then dup2 and close_range in the child, which shares the parent's memory).
+SUBPROCESS_USER = textwrap.dedent("""
+    import socket, subprocess, sys
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    c = socket.create_connection(s.getsockname()); a, _ = s.accept()
+    c.sendall(b"0"); assert a.recv(1) == b"0"    # the client has the answer: on the tier from here
+    X, Y = bytes(range(256)) * 4, b"y" * 5000
+    a.sendall(X)
+    out = ""
+    if mode == "run":                            # the child closes every descriptor but 0-2
+        subprocess.run(["true"], check=True)
+    elif mode == "stdin":                        # the child reads the socket as its stdin
+        got = subprocess.run(["head", "-c", str(len(X))], stdin=c, stdout=subprocess.PIPE, check=True).stdout
+        out = "child-read-X" if got == X else f"child-read:{len(got)}"
+    elif mode == "stdout":                       # the child writes into the socket (write(2), not stdio: docs/shm.md)
+        subprocess.run([sys.executable, "-c", "import os; os.write(1, b'from the child')"], stdout=c, check=True)
+        got = b""
+        while len(got) < 14:
+            got += a.recv(100)
+        out = f"peer-got:{got.decode()}"
+    a.sendall(Y); a.close()
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d: break
+        got += d
+    want = Y if mode == "stdin" else X + Y
+    print(out, "in-order" if got == want else f"wrong:{len(got)}", flush=True)
+""")
+
+
+@pytest.mark.parametrize("mode", ["run", "stdin", "stdout"])
+def test_a_program_that_runs_a_subprocess_keeps_its_connections(build, mode):
+    """Python's subprocess forks with vfork: the child runs on its parent's
+    memory until it execs, and its dup2 and close_range went through
+    loopfast, which dropped the parent's tier connections there (the
+    rings unmapped, the table's entries gone): "run" (subprocess.run of
+    `true`) then left the parent reading a token as data and losing the
+    rest (1,001 bytes of 2,000 in a hand run). Now a vfork child's closes
+    and dups go to the kernel alone (lf__sys_vfork_child), and an exec
+    from it finds a tier socket by its inode at whatever number it was
+    dup2'd to, opening the ring's memfd again from the parent if the
+    child closed it: "stdin" (`head -c 1024` reads the socket as its
+    stdin: the 1,024 bytes in the ring, no more) and "stdout" (a Python
+    child's os.write into it) give what TCP gives, and the parent reads
+    on in order.
+    The control: plain TCP."""
+    def run(tier):
+        argv = [sys.executable, "-c", SUBPROCESS_USER, mode]
+        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+    want = {"run": ["in-order"], "stdin": ["child-read-X", "in-order"],
+            "stdout": ["peer-got:from", "the", "child", "in-order"]}[mode]
+    assert run(None) == want
+    assert run("shm") == want
+
+
 # A client that execs before it took the server's answer (the server has
 # not accepted yet): its record says so, with the count of bytes it wrote
 # on the stream, and the new image takes the answer and the memfd itself.
