@@ -3559,11 +3559,15 @@ def test_an_end_leaves_the_tier_only_when_one_process_holds_it(build, tmp_path, 
 # A program on the tier that runs a subprocess (Python's subprocess: vfork,
 # then dup2 and close_range in the child, which shares the parent's memory).
 SUBPROCESS_USER = textwrap.dedent("""
-    import socket, subprocess, sys
+    import os, socket, subprocess, sys
     mode = sys.argv[1]
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
     c.sendall(b"0"); assert a.recv(1) == b"0"    # the client has the answer: on the tier from here
+    ino = os.readlink(f"/proc/self/fd/{c.fileno()}")[8:-1]   # the kernel's view: a Unix socket? a ring mapped?
+    unix = any(l.split()[6] == ino for l in open("/proc/net/unix").readlines()[1:] if len(l.split()) > 6)
+    ring = "memfd:loopfast-shm" in open("/proc/self/maps").read()
+    print("unix" if unix else "tcp", "ring" if ring else "no-ring")
     X, Y = bytes(range(256)) * 4, b"y" * 5000
     a.sendall(X)
     out = ""
@@ -3589,8 +3593,9 @@ SUBPROCESS_USER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("tier", ["uds", "shm"])
 @pytest.mark.parametrize("mode", ["run", "stdin", "stdout"])
-def test_a_program_that_runs_a_subprocess_keeps_its_connections(build, mode):
+def test_a_program_that_runs_a_subprocess_keeps_its_connections(build, mode, tier):
     """Python's subprocess forks with vfork: the child runs on its parent's
     memory until it execs, and its dup2 and close_range went through
     loopfast, which dropped the parent's tier connections there (the
@@ -3603,17 +3608,19 @@ def test_a_program_that_runs_a_subprocess_keeps_its_connections(build, mode):
     child closed it: "stdin" (`head -c 1024` reads the socket as its
     stdin: the 1,024 bytes in the ring, no more) and "stdout" (a Python
     child's os.write into it) give what TCP gives, and the parent reads
-    on in order.
-    The control: plain TCP."""
-    def run(tier):
+    on in order. "uds": the same over the Unix-stream fast path. The
+    kernel shows the path: the client socket in /proc/net/unix, the ring
+    in the process's maps. The control: plain TCP."""
+    def run(how):
         argv = [sys.executable, "-c", SUBPROCESS_USER, mode]
-        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(lf_cmd(argv, tier=how if how == "shm" else None) if how else argv,
+                              capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.split()
     want = {"run": ["in-order"], "stdin": ["child-read-X", "in-order"],
             "stdout": ["peer-got:from", "the", "child", "in-order"]}[mode]
-    assert run(None) == want
-    assert run("shm") == want
+    assert run(None) == ["tcp", "no-ring"] + want
+    assert run(tier) == ["unix", "ring" if tier == "shm" else "no-ring"] + want
 
 
 # A client that execs before it took the server's answer (the server has

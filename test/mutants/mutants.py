@@ -1785,7 +1785,7 @@ MUTANTS += [
         "close_range goes to the kernel alone: a number the program reuses for a file is still taken for a tier "
         "socket, and what it writes to the file goes to the ring (the peer reads it)",
         [("src/fastpath/interpose.c",
-          "\tif (!flags)\n\t\tclose_tier(first, last);\n",
+          "\tif (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */\n\t\tclose_tier(first, last);\n",
           "")],
         ["e2e:test_shm.py -k close_range_then"]),
 ]
@@ -2435,8 +2435,8 @@ MUTANTS += [
         "the last put closes the kept socket with the tokens of bytes the call read still on it: the peer, "
         "which wrote them, is reset where TCP gives it EOF",
         [("src/fastpath/shm.c",
-          "\t    ours(c->kept, c->kept_ino))\n\t\tlf__shm_io_spent(c, c->kept);\n",
-          "\t    ours(c->kept, c->kept_ino) && 0)\n\t\tlf__shm_io_spent(c, c->kept);\n")],
+          "&& ours(c->kept, c->kept_ino))\n\t\tlf__shm_io_spent(c, c->kept);\n",
+          "&& ours(c->kept, c->kept_ino) && 0)\n\t\tlf__shm_io_spent(c, c->kept);\n")],
         ["e2e:test_shm.py -k 'reads_eof_after'"]),
     Mutant(
         "shm-parked-never-put",
@@ -2636,6 +2636,77 @@ MUTANTS += [
           "\t\tc->stream_done = true;\n\treturn !c->server || c->stream_done;",
           "\t\t;\n\treturn !c->server || c->stream_done;")],
         ["e2e:test_shm.py -k 'dispatcher or closes_or_passes'"]),
+    Mutant(
+        "shm-alone-ignores-other-holders",
+        "an end counts as alone whatever the page's count of other holders says: a forked child leaves the tier "
+        "while its parent still holds the end",
+        [("src/fastpath/shm.c",
+          "\t       (atomic_load(&c->state) != ON || !atomic_load(&c->tx.h->others));",
+          "\t       (atomic_load(&c->state) != ON || 1);")],
+        ["e2e:test_shm.py -k 'forked_child or only_when_one_process'"]),
+    Mutant(
+        "shm-fork-counts-no-holder",
+        "a fork's prepare does not count the child among the end's holders",
+        [("src/fastpath/shm.c",
+          "\t\t\tlf__shm_holder(c, true); /* once a connection: its dups find it counted */",
+          "\t\t\t; /* once a connection: its dups find it counted */")],
+        ["e2e:test_shm.py -k 'forked_child'"]),
+    Mutant(
+        "shm-close-keeps-its-holder",
+        "a process's last close of a connection leaves the end's count of holders as it was: a forked child whose "
+        "parent closed its copy is never alone",
+        [("src/fastpath/shm.c",
+          "\t\tlf__shm_holder(c, false);\n}",
+          "\t\t;\n}")],
+        ["e2e:test_shm.py -k 'forked_child or only_when_one_process'"]),
+    Mutant(
+        "shm-pass-counts-no-holder",
+        "a pass does not count the receiver among the end's holders: it leaves the tier while the sender holds it",
+        [("src/fastpath/shm_pass.c",
+          "\t\tholders(conns, h.n, true);\n",
+          "\t\t;\n")],
+        ["e2e:test_shm.py -k 'only_when_one_process'"]),
+    Mutant(
+        "shm-pass-receiver-never-alone",
+        "the receiver of a passed tier socket counts it as shared for ever, as before (its leave refused)",
+        [("src/fastpath/shm_pass.c",
+          "\t\t\t\t\t.flags = p->flags, .owed = p->owed };",
+          "\t\t\t\t\t.flags = p->flags | LF_SHM_REC_FORKED, .owed = p->owed };")],
+        ["e2e:test_shm.py -k 'only_when_one_process'"]),
+    Mutant(
+        "vfork-child-changes-the-parents-table",
+        "a vfork child's close, close_range and dup2 go through loopfast's table, which is its parent's memory",
+        [("src/fastpath/fdtab.c",
+          "\treturn lf__fd_used(fd) && lf__sys_vfork_child();",
+          "\treturn false;"),
+         ("src/fastpath/interpose.c",
+          "\tif (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */",
+          "\tif (!flags && lf__shm_used) /* a vfork child's: its parent's rings */")],
+        ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
+    Mutant(
+        "vfork-exec-counts-no-holder",
+        "an exec from a vfork child does not count the new program among the end's holders: it leaves the tier "
+        "while the parent holds the end",
+        [("src/fastpath/shm_exec.c",
+          "\tif (!lf__sys_vfork_child())\n\t\treturn; /* an exec of this process: the same holder */",
+          "\tif (1)\n\t\treturn; /* an exec of this process: the same holder */")],
+        ["e2e:test_shm.py -k 'only_when_one_process'"]),
+    Mutant(
+        "vfork-exec-memfd-not-reopened",
+        "an exec from a vfork child that closed the ring's memfd records the socket without it: the new program "
+        "gets the socket shut down",
+        [("src/fastpath/shm_exec.c",
+          "\t} else if (kind != 'u' && c->mfd >= 0 && lf__sys_vfork_child()) {",
+          "\t} else if (0) {")],
+        ["e2e:test_shm.py -k 'runs_a_subprocess or only_when_one_process'"]),
+    Mutant(
+        "vfork-exec-socket-by-number",
+        "an exec from a vfork child takes each descriptor's connection from the table by number, where the child "
+        "dup2'd another socket",
+        [("src/fastpath/shm_exec.c",
+          "\tif (!vforked)\n\t\treturn c;",
+          "\tif (1)\n\t\treturn c;")],
+        ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
     Mutant(
         "shm-pass-fresh-client-refused",
         "a client passed before the server's answer has come is refused at once (EOPNOTSUPP), as before: the pass "
