@@ -195,10 +195,11 @@ void lf__shm_exec_shut(const char *rec)
 {
 	int e = errno;
 	char b[4096];
+	bool vforked = lf__sys_vfork_child();
 
 	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
 		int fd = atoi(p + 1);
-		struct lf_shm_conn *c = lf__shm_conn_of(fd);
+		struct lf_shm_conn *c = conn_for(fd, vforked);
 		if (c && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))
 			continue; /* on the Unix stream: the program's as it is (a dup recorded too: left already) */
 		lf__sys_shutdown(fd, SHUT_RDWR);

@@ -32,6 +32,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/stat.h>
 
 #define COPY_NS 1000000000ull  /* its copy, once it answered */
 #define SLICE_NS 10000000ull
@@ -187,17 +188,22 @@ bool lf__shm_leave_met(struct lf_shm_conn *c, int fd)
 /* The peer's end held by this process too (a program that connects to
  * itself and passes one end): answered here, since no call of it may
  * come while this one waits. Known by the memfd's inode and the other
- * side's end; held as a call holds it. */
+ * side's end; held as a call holds it. Not through a number that names
+ * another file, or none, here: a vfork child's table is its parent's,
+ * whose descriptors it may have closed (its parent's other threads
+ * answer then). */
 static void answer_here(struct lf_shm_conn *c)
 {
 	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+	struct stat st;
 
 	for (int fd = 0; fd <= hi; fd++) {
 		struct lf_shm_conn *p = lf__shm_conn_of(fd) ? lf__shm_use(fd) : NULL;
 		if (!p)
 			continue;
 		bool peer = p != c && p->server != c->server && p->mfd_ino == c->mfd_ino && p->mfd >= 0;
-		if (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK)
+		if (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && !fstat(fd, &st) &&
+		    (unsigned long)st.st_ino == p->kept_ino)
 			lf__shm_io_answer(p, fd);
 		lf__shm_done(fd);
 		if (peer)

@@ -3559,7 +3559,7 @@ def test_an_end_leaves_the_tier_only_when_one_process_holds_it(build, tmp_path, 
 # A program on the tier that runs a subprocess (Python's subprocess: vfork,
 # then dup2 and close_range in the child, which shares the parent's memory).
 SUBPROCESS_USER = textwrap.dedent("""
-    import os, socket, subprocess, sys
+    import os, socket, subprocess, sys, threading
     mode = sys.argv[1]
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
     c = socket.create_connection(s.getsockname()); a, _ = s.accept()
@@ -3576,6 +3576,15 @@ SUBPROCESS_USER = textwrap.dedent("""
     elif mode == "stdin":                        # the child reads the socket as its stdin
         got = subprocess.run(["head", "-c", str(len(X))], stdin=c, stdout=subprocess.PIPE, check=True).stdout
         out = "child-read-X" if got == X else f"child-read:{len(got)}"
+    elif mode.startswith("static:"):             # a program without loopfast reads the socket as its stdin
+        def waiting():                           # the peer waits to read: it answers the leave's request
+            out.append(a.recv(10))
+        out = []
+        t = threading.Thread(target=waiting); t.start()
+        line = subprocess.run([mode[7:], "0", "nowait", str(len(X))], stdin=c, stdout=subprocess.PIPE,
+                              check=True).stdout
+        t.join()
+        out = "/".join(line.decode().split()[2:]) + f"/peer-got:{out[0].decode()}"
     elif mode == "stdout":                       # the child writes into the socket (write(2), not stdio: docs/shm.md)
         subprocess.run([sys.executable, "-c", "import os; os.write(1, b'from the child')"], stdout=c, check=True)
         got = b""
@@ -3588,7 +3597,7 @@ SUBPROCESS_USER = textwrap.dedent("""
         d = c.recv(65536)
         if not d: break
         got += d
-    want = Y if mode == "stdin" else X + Y
+    want = Y if mode == "stdin" or mode.startswith("static:") else X + Y
     print(out, "in-order" if got == want else f"wrong:{len(got)}", flush=True)
 """)
 
@@ -3621,6 +3630,26 @@ def test_a_program_that_runs_a_subprocess_keeps_its_connections(build, mode, tie
             "stdout": ["peer-got:from", "the", "child", "in-order"]}[mode]
     assert run(None) == ["tcp", "no-ring"] + want
     assert run(tier) == ["unix", "ring" if tier == "shm" else "no-ring"] + want
+
+
+def test_a_subprocess_without_loopfast_reads_a_tier_socket_as_its_stdin(build, static_prog):
+    """subprocess.run(static_program, stdin=sock): the vfork child dup2s the
+    tier socket to 0 (the kernel alone) and execs a program that cannot
+    load loopfast. The exec wrapper finds the socket at 0 by its inode,
+    and the connection leaves the tier there, for the parent too (the
+    parent is its only holder; its peer waits in a read and answers): the
+    program reads the 1,024 bytes and its byte reaches the peer, and the
+    parent's socket then reads what the peer writes next, as over TCP. By its
+    number alone the socket was not found: it was shut down, and the
+    program read nothing. The control: plain TCP."""
+    def run(tier):
+        argv = [sys.executable, "-c", SUBPROCESS_USER, "static:" + static_prog]
+        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+    want = ["read/1024/end/count/write/ok/peer-got:x", "in-order"]
+    assert run(None) == ["tcp", "no-ring"] + want
+    assert run("shm") == ["unix", "ring"] + want
 
 
 # A client that execs before it took the server's answer (the server has

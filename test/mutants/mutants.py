@@ -2708,6 +2708,23 @@ MUTANTS += [
           "\tif (1)\n\t\treturn c;")],
         ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
     Mutant(
+        "vfork-exec-shut-by-number",
+        "an exec into a program without loopfast from a vfork child looks each recorded socket up by its number "
+        "in the parent's table: a socket dup2'd to stdin is shut down instead of leaving the tier",
+        [("src/fastpath/shm_exec.c",
+          "\t\tstruct lf_shm_conn *c = conn_for(fd, vforked);",
+          "\t\tstruct lf_shm_conn *c = vforked ? lf__shm_conn_of(fd) : conn_for(fd, vforked);")],
+        ["e2e:test_shm.py -k 'as_its_stdin'"]),
+    Mutant(
+        "leave-answers-through-a-number-not-its-own",
+        "a leave answers for the peer end through the table's number without checking that the number names "
+        "that socket here (a vfork child closed it): the answer fails and the connection is shut down",
+        [("src/fastpath/shm_leave.c",
+          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && !fstat(fd, &st) &&\n"
+          "\t\t    (unsigned long)st.st_ino == p->kept_ino)",
+          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && (fstat(fd, &st) || 1))")],
+        ["e2e:test_shm.py -k 'as_its_stdin or passing_a_tier_socket_to'"]),
+    Mutant(
         "shm-pass-fresh-client-refused",
         "a client passed before the server's answer has come is refused at once (EOPNOTSUPP), as before: the pass "
         "does not wait for the answer",
