@@ -53,3 +53,11 @@ void lf__fork_init(void)
 {
 	pthread_once(&once, register_handlers);
 }
+
+/* At load: every fork's child then says its own pid (lf__sys_forked), so
+ * that a child forked before the process used a socket is never taken
+ * for a vfork child (lf__sys_vfork_child), whatever kcmp can say there. */
+__attribute__((constructor)) static void fork_load(void)
+{
+	lf__fork_init();
+}

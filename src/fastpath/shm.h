@@ -152,15 +152,16 @@ int lf__shm_get_tier(int fd);
 #define LF_SHM_EXEC_FDS 128
 size_t lf__shm_exec_room(void);
 void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu);
-void lf__shm_exec_undo(const int *undo, size_t nu);
+/* counted: the record lf__shm_exec_counted counted, taken back (or NULL) */
+void lf__shm_exec_undo(const int *undo, size_t nu, const char *counted);
 /* The exec's program will not load this library (static, set-id): the
  * recorded sockets are shut down instead (docs/shm.md). */
 void lf__shm_exec_shut(const char *rec);
 /* The exec carries the recorded sockets to a program that loads this
  * library: in a vfork child (another process than the one that counted
  * itself), each recorded end gains a holder (docs/shm.md, "Who holds an
- * end"): the parent holds it too. */
-void lf__shm_exec_counted(const char *rec);
+ * end"): the parent holds it too. more false: the exec failed, taken back. */
+void lf__shm_exec_counted(const char *rec, bool more);
 void lf__shm_exec_adopt(void);
 
 #endif

@@ -69,20 +69,6 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
 		r->mfd = c->mfd;
 		r->mino = c->mfd_ino;
-	} else if (kind != 'u' && c->mfd >= 0 && lf__sys_vfork_child()) {
-		/* A vfork child that closed the hidden memfd (Python's
-		 * subprocess closes all but pass_fds): the parent, whose table
-		 * this is, holds it still; opened again through its /proc entry
-		 * (the same uid: a read-mode ptrace check), checked by inode. */
-		char p[48];
-		snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)getppid(), c->mfd);
-		int mfd = open(p, O_RDWR);
-		if (mfd >= 0 && !fstat(mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
-			r->mfd = mfd;
-			r->mino = c->mfd_ino;
-		} else if (mfd >= 0) {
-			lf__sys_close(mfd);
-		}
 	}
 	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
 		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
@@ -91,15 +77,42 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	return true;
 }
 
+/* A vfork child that closed the hidden memfd (Python's subprocess closes
+ * all but pass_fds): the parent, whose table this is, holds it still;
+ * opened again through its /proc entry (the same uid: a read-mode ptrace
+ * check), checked by inode. Listed in undo as ~mfd: closed again after
+ * an exec that failed (each of a PATH search's tries opens its own). */
+static int reopen(const struct lf_shm_conn *c, int *undo, size_t *nu)
+{
+	char p[48];
+	struct stat m;
+
+	snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)getppid(), c->mfd);
+	int mfd = c->mfd >= 0 ? open(p, O_RDWR) : -1;
+	if (mfd >= 0 && (fstat(mfd, &m) || (unsigned long)m.st_ino != c->mfd_ino)) {
+		lf__sys_close(mfd);
+		mfd = -1;
+	}
+	if (mfd >= 0)
+		undo[(*nu)++] = ~mfd;
+	return mfd;
+}
+
 /* The record of one tier socket fd that stays open, appended at buf + *n;
  * its memfd made inheritable (and listed in undo) if it was not yet. */
-static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t *n, int *undo, size_t *nu)
+static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t *n, int *undo, size_t *nu,
+		   bool vforked)
 {
 	struct lf_shm_rec r;
 
 	if (room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS || !lf__shm_exec_rec(fd, c, &r))
 		return;
-	if (r.mfd >= 0) {
+	if (vforked && r.kind == 'u') {
+		r.flags |= LF_SHM_REC_FORKED; /* the parent holds it too, and cannot be counted (no page yet) */
+	} else if (vforked && r.mfd < 0) {
+		if ((r.mfd = reopen(c, undo, nu)) >= 0)
+			r.mino = c->mfd_ino;
+	} else if (r.mfd >= 0) {
 		int fl = lf__sys_fcntl(r.mfd, F_GETFD, 0);
 		if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(r.mfd, F_SETFD, fl & ~FD_CLOEXEC))
 			undo[(*nu)++] = r.mfd;
@@ -131,14 +144,16 @@ static struct lf_shm_conn *conn_for(int fd, bool vforked)
 	return NULL;
 }
 
-void lf__shm_exec_counted(const char *rec)
+void lf__shm_exec_counted(const char *rec, bool more)
 {
 	if (!lf__sys_vfork_child())
 		return; /* an exec of this process: the same holder */
 	for (const char *p = strchr(rec, ':'); p; p = strchr(p + 1, ':')) {
 		struct lf_shm_conn *c = conn_for(atoi(p + 1), true);
 		if (c && atomic_load(&c->state) == ON)
-			lf__shm_holder(c, true); /* a dup recorded too: counted twice, never too few */
+			lf__shm_holder(c, more); /* a dup recorded too: counted twice, never too few */
+		else if (c) /* no page to count in: the parent is never alone again */
+			atomic_store(&c->forks_seen, LF_SHM_UNCOUNTED);
 	}
 }
 
@@ -171,7 +186,7 @@ void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
 				continue;
 			int fl = lf__sys_fcntl(fd, F_GETFD, 0);
 			if (fl >= 0 && !(fl & FD_CLOEXEC))
-				record(fd, c, buf, room, &n, undo, nu);
+				record(fd, c, buf, room, &n, undo, nu, vforked);
 		}
 	}
 	lf__sys_close(dir);
@@ -213,12 +228,17 @@ void lf__shm_exec_shut(const char *rec)
 	errno = e;
 }
 
-void lf__shm_exec_undo(const int *undo, size_t nu)
+void lf__shm_exec_undo(const int *undo, size_t nu, const char *counted)
 {
 	int e = errno;
 
 	for (size_t i = 0; i < nu; i++)
-		lf__sys_fcntl(undo[i], F_SETFD, FD_CLOEXEC);
+		if (undo[i] >= 0)
+			lf__sys_fcntl(undo[i], F_SETFD, FD_CLOEXEC);
+		else
+			lf__sys_close(~undo[i]); /* opened again for the exec (reopen) */
+	if (counted)
+		lf__shm_exec_counted(counted, false);
 	errno = e;
 }
 

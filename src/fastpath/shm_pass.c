@@ -12,8 +12,8 @@
  *   without it would get stray descriptors, and a socket whose reads give
  *   tokens as data. Otherwise each connection leaves the tier first
  *   (shm_leave.c). A client still waiting for the server's answer waits
- *   for it first, up to LF_SHM_ANSWER_NS, then EOPNOTSUPP and nothing
- *   sent.
+ *   for it first, up to LF_SHM_ANSWER_NS (not in a non-blocking send),
+ *   then EOPNOTSUPP and nothing sent.
  * - The receiver (recvmsg and recvmmsg with a control buffer on a socket
  *   that is not a fast-path one) receives into a control buffer wide
  *   enough for the extra descriptors, adopts each named socket whose
@@ -142,7 +142,10 @@ ssize_t lf__shm_pass_sendmsg(int fd, const struct msghdr *m, int flags)
 			}
 			held[nh++] = x; /* another thread's close of x cannot free it (or its memfd) under the send */
 			lf__shm_decide(sc, x);
-			if (atomic_load(&sc->state) == UNDECIDED) { /* a client just connected: its answer is coming */
+			/* A client just connected: its answer is coming. Not
+			 * waited for by a send that must not wait (refused). */
+			if (atomic_load(&sc->state) == UNDECIDED && !(flags & MSG_DONTWAIT) &&
+			    (end || !lf__sys_file_nonblocking(fd))) {
 				end = end ? end : lf__sys_now_ns() + LF_SHM_ANSWER_NS;
 				lf__shm_decide_by(sc, x, end);
 			}

@@ -103,19 +103,23 @@ void lf__sys_forked(void)
 
 bool lf__sys_vfork_child(void)
 {
+	static pid_t child; /* the vfork child kcmp named last (its parent's memory too) */
 	pid_t p = (pid_t)syscall(SYS_getpid), s = __atomic_load_n(&self, __ATOMIC_RELAXED);
 
 	if (p == s)
 		return false;
-	/* A new pid that no fork's handler told (those set self in the
-	 * child): this process's first look, a vfork child, or a child of a
-	 * raw clone. kcmp says whether the memory is s's (0: the same); when
-	 * it cannot say (another uid after a setuid, no kcmp), shared is the
-	 * answer that changes nothing. s gone: not a vfork child (its parent
-	 * waits). */
-	long k = s ? syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) : 1;
-	if (k == 0 || (k < 0 && errno != ESRCH))
+	if (p == __atomic_load_n(&child, __ATOMIC_RELAXED))
 		return true;
+	/* A new pid that no fork's handler told (every fork's child says its
+	 * own: fork.c registers them at load): a vfork child, or a child of
+	 * a raw clone. kcmp says whether the memory is s's (0: the same).
+	 * When it cannot say (a seccomp filter without kcmp, s of another
+	 * uid, s gone), not shared: the process's own tables, as before
+	 * loopfast knew vfork children. */
+	if (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) == 0) {
+		__atomic_store_n(&child, p, __ATOMIC_RELAXED);
+		return true;
+	}
 	__atomic_store_n(&self, p, __ATOMIC_RELAXED);
 	return false;
 }

@@ -205,19 +205,19 @@ static bool file_takes_preload(const char *file)
 	if (shmroom_)                                                                                  \
 		lf__shm_exec_prepare(shm_, shmroom_, undo_, &nundo_);                                  \
 	if (shm_[0] && !(takes)) { /* a program without this library: the end, not tokens */          \
-		lf__shm_exec_undo(undo_, nundo_);                                                      \
+		lf__shm_exec_undo(undo_, nundo_, NULL);                                                \
 		lf__shm_exec_shut(shm_);                                                               \
 		nundo_ = 0;                                                                            \
 		shm_[0] = 0;                                                                           \
 	}                                                                                              \
 	if (shm_[0])                                                                                   \
-		lf__shm_exec_counted(shm_);                                                            \
+		lf__shm_exec_counted(shm_, true);                                                      \
 	bool fix_ = needed(envp, shm_);                                                                \
 	const char *old_ = fix_ ? env_get(envp, "LD_PRELOAD") : NULL;                                  \
 	char *env_[fix_ ? env_count(envp) + NCARRIED + 3 : 1];                                          \
 	char pre_[fix_ ? sizeof("LD_PRELOAD= ") + strlen(self) + (old_ ? strlen(old_) : 0) : 1];       \
 	char *const *out = fix_ ? fixed(envp, env_, pre_, sizeof(pre_), shm_) : (envp)
-#define SHM_UNDO(call) ({ int r_ = (call); lf__shm_exec_undo(undo_, nundo_); r_; })
+#define SHM_UNDO(call) ({ int r_ = (call); lf__shm_exec_undo(undo_, nundo_, shm_[0] ? shm_ : NULL); r_; })
 
 /* Resolved by the constructor; a constructor of another library that
  * runs before it finds them still unresolved, and resolves them here (a

@@ -16,6 +16,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -1343,7 +1344,7 @@ PASS_SENDER = textwrap.dedent("""
     path, mode, n, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     want = bytes(i % 251 for i in range(n))
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
-    if mode == "fresh":                          # the client passed at once: the server accepts (answers) 20 ms later
+    if mode.startswith("fresh"):                 # the client passed at once: the server accepts (answers) 20 ms later
         acc = []
         t = threading.Thread(target=lambda: (time.sleep(0.02), acc.append(s.accept()[0])))
         t.start()
@@ -1353,6 +1354,7 @@ PASS_SENDER = textwrap.dedent("""
         c.sendall(b"0"); assert a.recv(1) == b"0"   # the client has the answer: on the tier from here
         c.sendall(want[:before])                     # in a's ring when it is passed
     u = socket.socket(socket.AF_UNIX); u.connect(path)
+    u.setblocking(mode != "fresh-nb")             # a send that must not wait: no wait for the answer either
     r, w = os.pipe()
     try:
         more = [r] if mode == "two" else [os.dup(a.fileno())] if mode == "dup" else []
@@ -1363,7 +1365,7 @@ PASS_SENDER = textwrap.dedent("""
     except OSError as e:
         res = ["EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno]]
         u.sendall(b"n")                          # the receiver's message, without descriptors
-    if mode == "fresh":
+    if mode.startswith("fresh"):
         t.join()
         c = acc[0]
         c.sendall(want[:before])
@@ -1443,6 +1445,20 @@ def test_passing_a_tier_socket_to_a_loopfast_receiver(build, tmp_path, mode, rec
     assert tcp[2] == 0
     assert shm[:2] == (want + ["held=1"], tcp[1]), shm
     assert shm[2] >= 1, "the receiver does not map the ring"
+
+
+def test_a_non_blocking_pass_of_a_client_before_its_answer_is_refused_at_once(build, tmp_path):
+    """The "fresh" pass above over a non-blocking Unix socket: a send that
+    must not wait does not wait for the server's answer either, so the
+    client, passed before its server accepted, is refused (EOPNOTSUPP,
+    nothing sent), as documented, and goes on working in the sender: it
+    reads the 60,000 bytes its server writes once it accepts, and more,
+    and writes back. Over TCP the pass goes through (the control)."""
+    tcp = pass_run(tmp_path, None, None, "fresh-nb")
+    shm = pass_run(tmp_path, "shm", "shm", "fresh-nb")
+    assert tcp[:2] == (["p", "fds=1", "new=1", "ctrunc=0", "sock", "in-order", "held=0"],
+                       ["passed", "back-in-order-then-eof"]), tcp
+    assert shm[:2] == (["n", "fds=0", "new=0", "ctrunc=0", "-"], ["EOPNOTSUPP", "kept"]), shm
 
 
 def test_passing_a_tier_socket_to_a_receiver_without_loopfast(build, tmp_path):
@@ -3466,7 +3482,13 @@ HOLD_M = textwrap.dedent("""
         u = socket.socket(socket.AF_UNIX); u.connect(ppath)
         _, fds, _, _ = socket.recv_fds(u, 1, 4); fd = fds[0]
     fd = int(fd)
-    print("ready", flush=True)
+    def link(f):
+        try:
+            return os.readlink(f"/proc/self/fd/{f}")
+        except OSError:                          # listdir's own descriptor, closed since
+            return ""
+    held = [link(f) for f in os.listdir("/proc/self/fd")]
+    print("ready", sum(l.startswith("/memfd:loopfast-shm") for l in held), flush=True)   # rings held
     sys.stdin.readline()                         # P has closed its copy, or kept it
     r = socket.socket(socket.AF_UNIX); r.connect(rpath)
     try:
@@ -3494,11 +3516,15 @@ HOLD_P = textwrap.dedent("""
     io = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     if how == "subprocess":                      # vfork and exec (the exec's record carries the rings)
         m = subprocess.Popen([sys.executable, "-c", M, str(c.fileno()), rpath, "-"], pass_fds=[c.fileno()], **io)
+    elif how == "path":                          # the same, its program found on PATH: two tries fail first
+        env = dict(os.environ, PATH="/nonexistent1:/nonexistent2:" + os.path.dirname(sys.executable))
+        m = subprocess.Popen([os.path.basename(sys.executable), "-c", M, str(c.fileno()), rpath, "-"],
+                             pass_fds=[c.fileno()], env=env, **io)
     else:
         u = socket.socket(socket.AF_UNIX); u.bind(rpath + ".p"); u.listen(1)
         m = subprocess.Popen([sys.executable, "-c", M, "-", rpath, rpath + ".p"], **io)
         v, _ = u.accept(); socket.send_fds(v, [b"p"], [c.fileno()])
-    assert m.stdout.readline().strip() == "ready"
+    ready, rings = m.stdout.readline().split()
     if keep == "close":
         c.close()
     m.stdin.write("\\n"); m.stdin.flush()
@@ -3512,12 +3538,12 @@ HOLD_P = textwrap.dedent("""
     t.join()                                     # the end: R read to its end and closed
     a.close()
     m.wait()
-    print(res, flush=True)
+    print(res, rings, flush=True)
 """)
 
 
 def hold_run(tmp_path, tier, mode):
-    """(M's answer to its pass, R's line)."""
+    """(M's answer to its pass and the rings it held, R's line)."""
     path = str(tmp_path / f"hold-{tier}-{mode}")
     rcv = subprocess.Popen([sys.executable, "-c", HOLD_R, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     snd = None
@@ -3536,7 +3562,8 @@ def hold_run(tmp_path, tier, mode):
     return sline, rline
 
 
-@pytest.mark.parametrize("mode", ["subprocess-close", "subprocess-keep", "passed-close", "passed-keep"])
+@pytest.mark.parametrize("mode", ["subprocess-close", "subprocess-keep", "path-close", "path-keep", "passed-close",
+                                  "passed-keep"])
 def test_an_end_leaves_the_tier_only_when_one_process_holds_it(build, tmp_path, mode):
     """The end's holders are counted (docs/shm.md, "Who holds an end"): a
     subprocess given the socket (vfork and exec: the exec's record carries
@@ -3549,11 +3576,16 @@ def test_an_end_leaves_the_tier_only_when_one_process_holds_it(build, tmp_path, 
     its copy ("-keep"), which could still read or write the rings after a
     leave, the pass is refused (EOPNOTSUPP, which Python names ENOTSUP)
     as documented, and nothing is sent. P waits in a read of the other
-    end meanwhile, as a server does: it answers the leave's request. The control: plain TCP, which passes in every mode."""
+    end meanwhile, as a server does: it answers the leave's request.
+    "path": the subprocess's program is found on PATH, after two tries
+    that fail (each exec's try counts a holder and opens the ring again:
+    a failed one takes both back, else M got 17 rings and its parent's
+    close left it never alone). M holds exactly one ring. The control:
+    plain TCP, which passes in every mode."""
     tcp = hold_run(tmp_path, None, mode)
     shm = hold_run(tmp_path, "shm", mode)
-    assert tcp == ("passed", "got 200000 True"), tcp
-    assert shm == (tcp if mode.endswith("close") else ("ENOTSUP", "none")), shm
+    assert tcp == ("passed 0", "got 200000 True"), tcp
+    assert shm == (("passed 1", tcp[1]) if mode.endswith("close") else ("ENOTSUP 1", "none")), shm
 
 
 # A program on the tier that runs a subprocess (Python's subprocess: vfork,
@@ -3650,6 +3682,63 @@ def test_a_subprocess_without_loopfast_reads_a_tier_socket_as_its_stdin(build, s
     want = ["read/1024/end/count/write/ok/peer-got:x", "in-order"]
     assert run(None) == ["tcp", "no-ring"] + want
     assert run("shm") == ["unix", "ring"] + want
+
+
+# A pre-fork daemon: fork() before any socket, the worker drops its
+# privileges, serves one connection, closes it, and opens its log, which
+# takes the socket's number.
+FORK_FIRST = textwrap.dedent("""
+    import os, socket, sys
+    log = sys.argv[1]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setuid(65534)
+        l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)
+        os.write(w, l.getsockname()[1].to_bytes(2, "big"))
+        a, _ = l.accept(); a.recv(6); a.sendall(b"world"); n = a.fileno(); a.close()
+        f = os.open(log, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666)
+        os.write(f, b"log line"); os.close(f)
+        os._exit(0 if f == n else 3)
+    port = int.from_bytes(os.read(r, 2), "big")
+    c = socket.create_connection(("127.0.0.1", port)); c.sendall(b"hello!")
+    got = b""
+    while True:
+        d = c.recv(100)
+        if not d: break
+        got += d
+    _, st = os.waitpid(pid, 0)
+    print(got.decode(), open(log).read().replace(" ", "-"), os.waitstatus_to_exitcode(st), flush=True)
+""")
+
+
+@pytest.mark.parametrize("tier", ["uds", "shm"])
+def test_a_worker_forked_before_any_socket_keeps_its_descriptors_apart(build, tier):
+    """A worker forked before the process made any socket, which then
+    drops its privileges (setuid nobody): loopfast's check for a vfork
+    child (whose calls run on its parent's memory) asked the kernel
+    (kcmp) whether it shares its parent's memory, could not (EPERM for
+    another uid; a seccomp filter without kcmp does the same), and took
+    the worker for a vfork child: its close of the connection went to the
+    kernel alone, the table kept the tier socket under the number, and
+    the log it opened there next had its line sent to the client (found
+    by review: the client got "world" and "log line", the log nothing).
+    Now every fork's child says its own pid (the handlers are registered
+    at load), and a kcmp that cannot say means not shared. The control:
+    plain TCP (the client gets "world", the log its line)."""
+    d = tempfile.mkdtemp()
+    os.chmod(d, 0o777)                           # the worker, nobody, writes its log there
+    try:
+        def run(how):
+            argv = [sys.executable, "-c", FORK_FIRST, os.path.join(d, f"log-{how}")]
+            done = subprocess.run(lf_cmd(argv, tier=how if how == "shm" else None) if how else argv,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            return done.stdout.split()
+        assert run(None) == ["world", "log-line", "0"]
+        assert run(tier) == ["world", "log-line", "0"]
+    finally:
+        shutil.rmtree(d)
 
 
 # A client that execs before it took the server's answer (the server has

@@ -1716,7 +1716,7 @@ MUTANTS += [
         "an exec into a static program leaves the carried memfds inheritable: the program holds a memfd "
         "it cannot use",
         [("src/preload/exec.c",
-          "\t\tlf__shm_exec_undo(undo_, nundo_);                                                      \\\n",
+          "\t\tlf__shm_exec_undo(undo_, nundo_, NULL);                                                \\\n",
           "\t\t(void)undo_;                                                                           \\\n")],
         ["e2e:test_shm.py -k exec_into_a_static"]),
 ]
@@ -2696,7 +2696,7 @@ MUTANTS += [
         "an exec from a vfork child that closed the ring's memfd records the socket without it: the new program "
         "gets the socket shut down",
         [("src/fastpath/shm_exec.c",
-          "\t} else if (kind != 'u' && c->mfd >= 0 && lf__sys_vfork_child()) {",
+          "\t} else if (vforked && r.mfd < 0) {",
           "\t} else if (0) {")],
         ["e2e:test_shm.py -k 'runs_a_subprocess or only_when_one_process'"]),
     Mutant(
@@ -2724,6 +2724,36 @@ MUTANTS += [
           "\t\t    (unsigned long)st.st_ino == p->kept_ino)",
           "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && (fstat(fd, &st) || 1))")],
         ["e2e:test_shm.py -k 'as_its_stdin or passing_a_tier_socket_to'"]),
+    Mutant(
+        "vfork-check-trusts-a-stale-pid",
+        "the fork handlers are registered only once a socket is used, and a kcmp that cannot say counts as "
+        "shared memory: a worker forked before any socket that dropped its privileges is taken for a vfork "
+        "child, and its closes leave the table's entries behind",
+        [("src/fastpath/fork.c",
+          "__attribute__((constructor)) static void fork_load(void)\n{\n\tlf__fork_init();\n}",
+          "__attribute__((constructor)) static void fork_load(void)\n{\n}"),
+         ("src/fastpath/sys.c",
+          "\tif (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) == 0) {",
+          "\tif (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) <= 0) {")],
+        ["e2e:test_shm.py -k 'forked_before_any_socket'"]),
+    Mutant(
+        "shm-pass-waits-when-it-must-not",
+        "a non-blocking pass of a client before its answer waits for the answer all the same",
+        [("src/fastpath/shm_pass.c",
+          "\t\t\tif (atomic_load(&sc->state) == UNDECIDED && !(flags & MSG_DONTWAIT) &&\n"
+          "\t\t\t    (end || !lf__sys_file_nonblocking(fd))) {",
+          "\t\t\tif (atomic_load(&sc->state) == UNDECIDED) {")],
+        ["e2e:test_shm.py -k 'non_blocking_pass'"]),
+    Mutant(
+        "vfork-exec-try-keeps-its-count",
+        "a vfork child's exec that fails (a PATH search's tries) keeps the holder it counted and the memfd it "
+        "opened again",
+        [("src/fastpath/shm_exec.c",
+          "\t\telse\n\t\t\tlf__sys_close(~undo[i]); /* opened again for the exec (reopen) */\n"
+          "\tif (counted)\n\t\tlf__shm_exec_counted(counted, false);",
+          "\t\telse\n\t\t\t; /* opened again for the exec (reopen) */\n"
+          "\tif (counted && 0)\n\t\tlf__shm_exec_counted(counted, false);")],
+        ["e2e:test_shm.py -k 'only_when_one_process'"]),
     Mutant(
         "shm-pass-fresh-client-refused",
         "a client passed before the server's answer has come is refused at once (EOPNOTSUPP), as before: the pass "
