@@ -112,11 +112,15 @@ bool lf__sys_vfork_child(void)
 		return true;
 	/* A new pid that no fork's handler told (every fork's child says its
 	 * own: fork.c registers them at load): a vfork child, or a child of
-	 * a raw clone. kcmp says whether the memory is s's (0: the same).
-	 * When it cannot say (a seccomp filter without kcmp, s of another
-	 * uid, s gone), not shared: the process's own tables, as before
-	 * loopfast knew vfork children. */
-	if (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) == 0) {
+	 * a raw clone or of _Fork. kcmp says whether the memory is s's (0:
+	 * the same; 1-3: not). When it cannot say (EPERM: a process that
+	 * changed its uid is not dumpable; a seccomp filter or a kernel
+	 * without kcmp), shared: a vfork child is by far the likelier (a raw
+	 * clone's or _Fork's child is then taken for one, and leaves the
+	 * table's entries alone). s gone (ESRCH): not a vfork child, whose
+	 * parent waits. */
+	long k = s ? syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) : 1;
+	if (k == 0 || (k < 0 && errno != ESRCH)) {
 		__atomic_store_n(&child, p, __ATOMIC_RELAXED);
 		return true;
 	}

@@ -2726,15 +2726,12 @@ MUTANTS += [
         ["e2e:test_shm.py -k 'as_its_stdin or passing_a_tier_socket_to'"]),
     Mutant(
         "vfork-check-trusts-a-stale-pid",
-        "the fork handlers are registered only once a socket is used, and a kcmp that cannot say counts as "
-        "shared memory: a worker forked before any socket that dropped its privileges is taken for a vfork "
-        "child, and its closes leave the table's entries behind",
+        "the fork handlers are registered only once a socket is used: a worker forked before any socket that "
+        "dropped its privileges (kcmp cannot say) is taken for a vfork child, and its closes leave the table's "
+        "entries behind",
         [("src/fastpath/fork.c",
           "__attribute__((constructor)) static void fork_load(void)\n{\n\tlf__fork_init();\n}",
-          "__attribute__((constructor)) static void fork_load(void)\n{\n}"),
-         ("src/fastpath/sys.c",
-          "\tif (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) == 0) {",
-          "\tif (s && syscall(SYS_kcmp, p, s, KCMP_VM, 0, 0) <= 0) {")],
+          "__attribute__((constructor)) static void fork_load(void)\n{\n}")],
         ["e2e:test_shm.py -k 'forked_before_any_socket'"]),
     Mutant(
         "shm-pass-waits-when-it-must-not",
@@ -2754,6 +2751,14 @@ MUTANTS += [
           "\t\telse\n\t\t\t; /* opened again for the exec (reopen) */\n"
           "\tif (counted && 0)\n\t\tlf__shm_exec_counted(counted, false);")],
         ["e2e:test_shm.py -k 'only_when_one_process'"]),
+    Mutant(
+        "vfork-check-cannot-say-means-not-shared",
+        "a vfork child whose kcmp cannot compare it with its parent (the parent dropped root: not dumpable) "
+        "counts as a process of its own: its closes drop the parent's connections",
+        [("src/fastpath/sys.c",
+          "\tif (k == 0 || (k < 0 && errno != ESRCH)) {",
+          "\tif (k == 0) {")],
+        ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
     Mutant(
         "shm-pass-fresh-client-refused",
         "a client passed before the server's answer has come is refused at once (EOPNOTSUPP), as before: the pass "
