@@ -80,13 +80,13 @@ bool lf__shm_alone(struct lf_shm_conn *c)
  * the peer's to write too: never below 0. */
 void lf__shm_holder(struct lf_shm_conn *c, bool more)
 {
-	unsigned n = atomic_load(&c->tx.h->others);
-
-	if (more)
+	if (more) {
 		atomic_fetch_add(&c->tx.h->others, 1);
-	else
-		while (n && !atomic_compare_exchange_weak(&c->tx.h->others, &n, n - 1))
-			;
+		return;
+	}
+	unsigned n = atomic_load(&c->tx.h->others);
+	while (n && !atomic_compare_exchange_weak(&c->tx.h->others, &n, n - 1))
+		;
 }
 
 /* The process's last put of c: one holder fewer, if it was counted. */
@@ -95,7 +95,6 @@ static void holder_gone(struct lf_shm_conn *c)
 	if (c->map && c->tx.h && atomic_load(&c->forks_seen) == atomic_load(&lf__shm_forks))
 		lf__shm_holder(c, false);
 }
-
 
 /* What the rings hold now, as seen from this process without a lock: the
  * own position read from the page (a forked process may have moved it). */
@@ -823,8 +822,9 @@ static void poll_fix_held(struct lf_shm_conn *c, struct pollfd *p, bool *full, b
 		ssize_t r;
 		if (st == ON) { /* edge bytes of pushes already read say nothing */
 			/* nor do tokens of bytes already read (shm_io.c); not
-			 * after a fork: another process may be reading the ring,
-			 * and its settle owes the token this would take */
+			 * while another process may hold the end: it may be
+			 * reading the ring, and its settle owes the token this
+			 * would take */
 			if (lf__shm_alone(c))
 				lf__shm_io_spent(c, p->fd);
 			pthread_mutex_lock(&c->rxl);
