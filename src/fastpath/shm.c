@@ -59,6 +59,8 @@ void lf__shm_fork_prepare(void)
 			continue;
 		if (atomic_load(&c->state) == ON && atomic_compare_exchange_strong(&c->forks_seen, &want, s + 2))
 			lf__shm_holder(c, true); /* once a connection: its dups find it counted */
+		else if (atomic_load(&c->state) == UNDECIDED)
+			lf__shm_board_make(c); /* the answer, for whichever process takes it (shm_answer.c) */
 		lf__shm_done(fd);
 	}
 }
@@ -135,7 +137,7 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 
 	if (!c)
 		return NULL;
-	c->mfd = c->kept = -1;
+	c->mfd = c->kept = c->box[0] = c->box[1] = -1;
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->forks_seen, atomic_load(&lf__shm_forks)); /* odd: made during a fork, never alone */
 	atomic_fetch_add(&lf__shm_live, 1);
@@ -227,7 +229,7 @@ static bool ours(int fd, unsigned long ino)
 	return fd >= 0 && !fstat(fd, &st) && (unsigned long)st.st_ino == ino;
 }
 
-static void unkeep(int *home, unsigned long ino)
+void lf__shm_unkeep(int *home, unsigned long ino)
 {
 	int fd = *home;
 
@@ -236,6 +238,7 @@ static void unkeep(int *home, unsigned long ino)
 	lf__fd_unhide_home(fd, home); /* its entry points at the connection's word */
 	if (ours(fd, ino))
 		lf__sys_close(fd);
+	*home = -1;
 }
 
 static void conn_put(struct lf_shm_conn *c)
@@ -256,8 +259,9 @@ static void conn_put(struct lf_shm_conn *c)
 	lf__shm_set_state(c, BROKEN);
 	lf__shm_set_full(c, false);
 	lf__shm_mem_forget(c);
-	unkeep(&c->mfd, c->mfd_ino);
-	unkeep(&c->kept, c->kept_ino); /* the peer sees the end now */
+	lf__shm_unkeep(&c->mfd, c->mfd_ino);
+	lf__shm_unkeep(&c->kept, c->kept_ino); /* the peer sees the end now */
+	lf__shm_board_free(c);
 	atomic_fetch_sub(&lf__shm_live, 1);
 	if (atomic_load(&watchers)) /* an epoll wait may be looking at its ring */
 		to_limbo(c);
@@ -272,14 +276,20 @@ static void conn_put(struct lf_shm_conn *c)
  * its mapping without CAP_CHECKPOINT_RESTORE (/proc/self/map_files). */
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd)
 {
+	lf__shm_keep(mfd, &c->mfd, &c->mfd_ino);
+}
+
+bool lf__shm_keep(int fd, int *home, unsigned long *ino)
+{
 	struct stat st;
 
-	if (fstat(mfd, &st)) {
-		lf__sys_close(mfd);
-		return;
+	if (fstat(fd, &st)) {
+		lf__sys_close(fd);
+		return false;
 	}
-	c->mfd_ino = (unsigned long)st.st_ino;
-	lf__fd_hide(mfd, &c->mfd);
+	*ino = (unsigned long)st.st_ino;
+	lf__fd_hide(fd, home);
+	return true;
 }
 
 __thread bool lf__shm_closing_range;
@@ -643,85 +653,6 @@ void *lf__shm_map(int mfd, uint32_t *area)
 	}
 	*area = a;
 	return map;
-}
-
-/* The client takes the server's answer if it has come (never waits). */
-void lf__shm_decide(struct lf_shm_conn *c, int fd)
-{
-	if (atomic_load(&c->state) != UNDECIDED)
-		return;
-	pthread_mutex_lock(&c->txl);
-	if (atomic_load(&c->state) != UNDECIDED) {
-		pthread_mutex_unlock(&c->txl);
-		return;
-	}
-	char v = 0;
-	struct iovec iov = { &v, 1 };
-	union {
-		char buf[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} cm;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-	int e0 = errno;
-	ssize_t r = lf__sys_recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-		errno = e0;
-		pthread_mutex_unlock(&c->txl);
-		return;
-	}
-	int mfd = -1, extra = 0;
-	uint32_t area = 0;
-	for (struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
-		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int x;
-			memcpy(&x, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-			if (mfd < 0)
-				mfd = x;
-			else
-				lf__sys_close(x), extra++;
-		}
-	}
-	lf__sys_no_rights(fd);
-	if (r <= 0) {
-		/* The end, or an error, before any answer: the Unix stream's. */
-		if (r < 0)
-			__atomic_store_n(&lf__fd(fd)->pend_err, errno, __ATOMIC_RELEASE);
-		lf__shm_set_state(c, OFF);
-	} else if (v == 'N' && mfd < 0) {
-		lf__shm_set_state(c, OFF);
-	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = lf__shm_map(mfd, &area))) {
-		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
-		atomic_store_explicit(&c->tx.h->pre, c->stream_out, memory_order_relaxed);
-		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
-		lf__shm_set_state(c, ON);
-		if (atomic_load(&c->edges)) /* an ET registration came before the answer */
-			atomic_store(&c->rx.h->edges, 1);
-	} else {
-		if (lf__debug_on)
-			lf__debug("fd %d: a bad shm answer from the server: reset", fd);
-		lf__shm_broken(c, fd);
-	}
-	if (mfd >= 0 && c->map)
-		lf__shm_keep_memfd(c, mfd);
-	else if (mfd >= 0)
-		lf__sys_close(mfd);
-	errno = e0;
-	pthread_mutex_unlock(&c->txl);
-}
-
-/* The client waits for the server's answer until end (lf__sys_now_ns's
- * clock; a signal does not end the wait): false if it has not come. */
-bool lf__shm_decide_by(struct lf_shm_conn *c, int fd, uint64_t end)
-{
-	for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd)) {
-		int ms = lf__sys_ms_until(end);
-		if (!ms)
-			return false;
-		lf__sys_poll1(fd, POLLIN, ms);
-	}
-	return true;
 }
 
 void lf__shm_attach_client(int fd)

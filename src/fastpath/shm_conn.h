@@ -82,6 +82,11 @@ struct lf_shm_conn {
 	 * stream's order: every token before the leave's byte). */
 	atomic_bool tx_left, asked;
 	atomic_uint ringing;
+	/* A client forked before its answer (shm_answer.c): the board its
+	 * processes share, and their pair of sockets for the memfd (hidden). */
+	struct lf_shm_board *board;
+	int box[2];
+	unsigned long box_ino[2];
 };
 
 
@@ -99,6 +104,17 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
 void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
+bool lf__shm_keep(int fd, int *home, unsigned long *ino); /* fd hidden at *home, its inode at *ino (false: closed) */
+void lf__shm_unkeep(int *home, unsigned long ino);        /* closed, if *home still names that inode; -1 */
+
+/* shm_answer.c: the answer, and the board of a client forked before it */
+void lf__shm_board_make(struct lf_shm_conn *c);           /* a fork's prepare */
+void lf__shm_board_free(struct lf_shm_conn *c);           /* the process's last put */
+/* Under txl: whether no process has taken the answer yet (the board then
+ * locked until lf__shm_board_leave), and the stream's count. */
+bool lf__shm_board_enter(struct lf_shm_conn *c);
+void lf__shm_board_leave(struct lf_shm_conn *c);
+uint64_t *lf__shm_stream_out(struct lf_shm_conn *c);
 /* Who holds an end (docs/shm.md): forks counted (even; odd while a
  * fork's prepare counts the holders), and whether this process is the
  * only one that holds c's end (another may read or write its rings). */

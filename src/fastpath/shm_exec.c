@@ -65,7 +65,7 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	if (!kind || fstat(fd, &s))
 		return false;
 	*r = (struct lf_shm_rec){ .fd = fd, .ino = (unsigned long)s.st_ino, .mfd = -1, .kind = kind,
-				  .count = kind == 'u' ? c->stream_out : c->stream_in, .owed = c->owed };
+				  .count = kind == 'u' ? *lf__shm_stream_out(c) : c->stream_in, .owed = c->owed };
 	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
 		r->mfd = c->mfd;
 		r->mino = c->mfd_ino;
@@ -105,6 +105,8 @@ static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t
 {
 	struct lf_shm_rec r;
 
+	if (c->board && !vforked)
+		lf__shm_decide(c, fd); /* another process may have taken the answer: the rings go with the exec */
 	if (room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS || !lf__shm_exec_rec(fd, c, &r))
 		return;
 	if (vforked && r.kind == 'u') {

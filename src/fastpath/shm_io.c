@@ -1292,14 +1292,15 @@ static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_
 static bool client_stream(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, ssize_t *ret)
 {
 	pthread_mutex_lock(&c->txl);
-	if (atomic_load(&c->state) != UNDECIDED) {
+	if (atomic_load(&c->state) != UNDECIDED || !lf__shm_board_enter(c)) { /* another process took it: the caller's decide adopts */
 		pthread_mutex_unlock(&c->txl);
 		return false;
 	}
 	struct msghdr copy = { .msg_iov = (struct iovec *)k->v, .msg_iovlen = k->n };
 	ssize_t r = lf__sys_sendmsg(fd, &copy, flags | MSG_DONTWAIT);
 	if (r > 0)
-		c->stream_out += (uint64_t)r;
+		*lf__shm_stream_out(c) += (uint64_t)r;
+	lf__shm_board_leave(c);
 	pthread_mutex_unlock(&c->txl);
 	*ret = r;
 	return true;

@@ -4766,3 +4766,104 @@ def test_a_blocking_write_that_ends_short_ends_as_over_tcp(build, first_write, m
     got, rings = lines(lf_cmd([first_write, mode], tier="shm"))
     assert got == want
     assert rings == ["#rings 0" if mode in ("unaccepted", "restart") else "#rings 1"], rings
+
+
+# A client that forks before it took the server's answer (no call on the
+# socket yet): both processes use the connection. The echo server accepts
+# late (argv[2] seconds), so the writer's first bytes go on the stream
+# before the answer comes. What each process maps is printed, from the
+# kernel's maps.
+BEFORE_ANSWER = textwrap.dedent("""
+    import os, socket, sys, time
+    mode, late = sys.argv[1], float(sys.argv[2])
+    N = 3_000_000
+    def ring():
+        return sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    port = s.getsockname()[1]
+    if os.fork() == 0:                           # the echo server
+        time.sleep(late)
+        c, _ = s.accept(); s.close()
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            c.sendall(d)
+        os._exit(0)
+    s.close()
+    c = socket.create_connection(("127.0.0.1", port))
+    data = bytes(i % 251 for i in range(N))
+    r, w = os.pipe()
+    def child(work):
+        if os.fork() == 0:
+            os.close(r)
+            try:
+                n = work()
+                os.write(w, b"%d" % ring() if n is None else n)
+            finally:
+                os._exit(0)
+        os.close(w)
+    def recv_n(n):
+        got = bytearray()
+        while len(got) < n:
+            d = c.recv(65536)
+            if not d: break
+            got += d
+        return bytes(got)
+    if mode == "split":                          # the child writes, the parent reads
+        def write():
+            c.sendall(data); c.shutdown(socket.SHUT_WR)
+        child(write)
+        got = recv_n(N + 1)
+    elif mode == "grandchild":                   # the writer is the child's child
+        def write():
+            if os.fork() == 0:
+                c.sendall(data); c.shutdown(socket.SHUT_WR)
+                os.write(w, b"%d" % ring()); os._exit(0)
+            os.wait()
+            return b""
+        child(write)
+        got = recv_n(N + 1)
+    elif mode == "taker-exits":                  # the child takes the answer and exits; the parent goes on
+        def once():
+            c.sendall(b"ping"); assert recv_n(4) == b"ping"
+        child(once)
+        os.wait()
+        import threading
+        def write():
+            c.sendall(data); c.shutdown(socket.SHUT_WR)
+        t = threading.Thread(target=write); t.start()
+        got = recv_n(N + 1)
+        t.join()
+    child_ring = os.read(r, 16).decode() or "none"
+    print(len(got), got == data, ring(), child_ring, flush=True)
+""")
+
+
+@pytest.mark.parametrize("late", [0, 0.3])
+@pytest.mark.parametrize("mode", ["split", "grandchild", "taker-exits"])
+def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
+    """A client that forks before it has taken the server's answer (no
+    call on the socket between connect and fork), and both processes use
+    the connection: the classic reader/writer split (the child writes,
+    the parent reads), the same through a grandchild, and a child that
+    does one request and exits before the parent goes on. Before, the
+    process that took the answer went onto the rings while the other read
+    the stream for an answer that was gone, or wrote on a stream that the
+    server no longer read: the server reset the connection (3,000,000
+    bytes echoed over TCP, 0 and a reset on the tier). Now the fork's
+    prepare gives the connection a board that its processes share
+    (shm_answer.c): one of them takes the answer, the others map the
+    rings it posts. The server accepts at once or 0.3 s late (the writer's
+    first bytes then go on the stream, counted on the board). The kernel
+    shows every process that used the connection mapping the rings;
+    TCP is the control."""
+    def run(tier):
+        argv = [sys.executable, "-c", BEFORE_ANSWER, mode, str(late)]
+        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+    assert run(None) == ["3000000", "True", "0", "0"]
+    got = run("shm")
+    assert got[:2] == ["3000000", "True"], got
+    assert int(got[2]) >= 1 and int(got[3]) >= 1, got   # the parent and the child that worked, on the rings

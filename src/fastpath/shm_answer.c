@@ -1,0 +1,262 @@
+/* The client's answer (docs/shm.md, "The answer"), and a fork before it.
+ *
+ * The server's answer is one byte on the stream ("Y" with the memfd, or
+ * "N"), and the client's writes before it go on the stream, counted, so
+ * that the switch can tell the server how many (`pre`). In one process
+ * the connection's write lock (txl) orders the take of the answer and
+ * those writes. A fork before the answer makes two processes that may
+ * each take it, or write on the stream while the other switches: the one
+ * that took it went onto the rings, the other read the stream for an
+ * answer that was gone and wrote on a stream the server no longer read
+ * past `pre` (the server reset the connection).
+ *
+ * So a fork's prepare gives each client still waiting for its answer a
+ * board that the processes the fork makes share (MAP_SHARED, so every
+ * later fork shares it too): a robust process-shared mutex that orders
+ * the take and the stream writes of all of them as txl does one
+ * process's, the stream's count, and the outcome. The process that takes
+ * the answer posts the memfd on a datagram socket pair that only they
+ * hold (made with the board); the others, at their next call, peek it
+ * (a peek of SCM_RIGHTS gives the peeker its own descriptor) and map the
+ * same rings. The mutex is held across non-blocking system calls only;
+ * a holder killed inside makes the connection reset (the count or the
+ * answer may be half done), never a hang (EOWNERDEAD). */
+#include "internal.h"
+#include "shm.h"
+#include "shm_conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+struct lf_shm_board {
+	pthread_mutex_t m;   /* robust, process-shared */
+	int state;           /* UNDECIDED until a process took the answer; then its outcome */
+	bool dirty;          /* a holder is inside a take or a stream write */
+	uint64_t stream_out; /* the stream bytes all the processes wrote before the switch */
+};
+
+/* Takes the answer if it has come: c's state changes (ON: mapped). pre:
+ * the stream bytes written before it. Under txl (and the board's lock). */
+static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
+{
+	char v = 0;
+	struct iovec iov = { &v, 1 };
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	ssize_t r = lf__sys_recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	int mfd = -1, extra = 0;
+	uint32_t area = 0;
+	for (struct cmsghdr *h = r > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (h->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int x;
+			memcpy(&x, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+			if (mfd < 0)
+				mfd = x;
+			else
+				lf__sys_close(x), extra++;
+		}
+	}
+	lf__sys_no_rights(fd);
+	if (r <= 0) {
+		/* The end, or an error, before any answer: the Unix stream's. */
+		if (r < 0)
+			__atomic_store_n(&lf__fd(fd)->pend_err, errno, __ATOMIC_RELEASE);
+		lf__shm_set_state(c, OFF);
+	} else if (v == 'N' && mfd < 0) {
+		lf__shm_set_state(c, OFF);
+	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = lf__shm_map(mfd, &area))) {
+		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
+		atomic_store_explicit(&c->tx.h->pre, pre, memory_order_relaxed);
+		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
+		lf__shm_set_state(c, ON);
+		if (atomic_load(&c->edges)) /* an ET registration came before the answer */
+			atomic_store(&c->rx.h->edges, 1);
+	} else {
+		if (lf__debug_on)
+			lf__debug("fd %d: a bad shm answer from the server: reset", fd);
+		lf__shm_broken(c, fd);
+	}
+	if (mfd >= 0 && c->map)
+		lf__shm_keep_memfd(c, mfd);
+	else if (mfd >= 0)
+		lf__sys_close(mfd);
+}
+
+/* The rings another process of the board took: its memfd, peeked. */
+static void adopt(struct lf_shm_conn *c, int fd, int st)
+{
+	char v;
+	struct iovec iov = { &v, 1 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *h;
+	int mfd = -1;
+	uint32_t area = 0;
+
+	if (st != ON) {
+		lf__shm_set_state(c, st);
+		return;
+	}
+	if (lf__sys_recvmsg(c->box[0], &m, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1 && (h = CMSG_FIRSTHDR(&m)) &&
+	    h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&mfd, CMSG_DATA(h), sizeof(int));
+	if (mfd < 0 || !(c->map = lf__shm_map(mfd, &area))) {
+		if (mfd >= 0)
+			lf__sys_close(mfd);
+		lf__shm_broken(c, fd); /* the board said ON: the stream is not the connection's any more */
+		return;
+	}
+	lf__ring_views(c->map, area, false, &c->rx, &c->tx);
+	lf__shm_set_state(c, ON);
+	if (atomic_load(&c->edges))
+		atomic_store(&c->rx.h->edges, 1);
+	lf__shm_keep_memfd(c, mfd);
+}
+
+/* Under txl: true while no process of the board has taken the answer
+ * (the board then locked, for lf__shm_board_leave); false once one has
+ * (nothing locked). No board: true. */
+bool lf__shm_board_enter(struct lf_shm_conn *c)
+{
+	struct lf_shm_board *b = c->board;
+
+	if (!b)
+		return true;
+	int r = pthread_mutex_lock(&b->m);
+	if (r == EOWNERDEAD) { /* its holder died inside: the count or the answer may be half done */
+		if (b->dirty)
+			b->state = BROKEN;
+		b->dirty = false;
+		pthread_mutex_consistent(&b->m);
+	} else if (r) {
+		return false; /* never: the mutex is made consistent at once */
+	}
+	if (b->state == UNDECIDED) {
+		b->dirty = true;
+		return true;
+	}
+	pthread_mutex_unlock(&b->m);
+	return false;
+}
+
+void lf__shm_board_leave(struct lf_shm_conn *c)
+{
+	if (c->board) {
+		c->board->dirty = false;
+		pthread_mutex_unlock(&c->board->m);
+	}
+}
+
+uint64_t *lf__shm_stream_out(struct lf_shm_conn *c)
+{
+	return c->board ? &c->board->stream_out : &c->stream_out;
+}
+
+/* The client takes the server's answer if it has come (never waits). */
+void lf__shm_decide(struct lf_shm_conn *c, int fd)
+{
+	if (atomic_load(&c->state) != UNDECIDED)
+		return;
+	pthread_mutex_lock(&c->txl);
+	int e0 = errno;
+	if (atomic_load(&c->state) != UNDECIDED) {
+		/* another thread's */
+	} else if (!lf__shm_board_enter(c)) {
+		adopt(c, fd, c->board->state);
+	} else {
+		take(c, fd, *lf__shm_stream_out(c));
+		int st = atomic_load(&c->state);
+		if (c->board && st == ON) { /* for the others: the memfd, on the board's pair */
+			struct iovec iov = { "Y", 1 };
+			union {
+				char buf[CMSG_SPACE(sizeof(int))];
+				struct cmsghdr align;
+			} cm;
+			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+			struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+			*h = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
+			memcpy(CMSG_DATA(h), &c->mfd, sizeof(int));
+			if (lf__sys_sendmsg(c->box[1], &m, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+				lf__shm_broken(c, fd); /* the others could not map it */
+				st = BROKEN;
+			}
+		}
+		if (c->board && st != UNDECIDED)
+			c->board->state = st;
+		lf__shm_board_leave(c);
+	}
+	errno = e0;
+	pthread_mutex_unlock(&c->txl);
+}
+
+/* The client waits for the server's answer until end (lf__sys_now_ns's
+ * clock; a signal does not end the wait): false if it has not come. */
+bool lf__shm_decide_by(struct lf_shm_conn *c, int fd, uint64_t end)
+{
+	for (lf__shm_decide(c, fd); atomic_load(&c->state) == UNDECIDED; lf__shm_decide(c, fd)) {
+		int ms = lf__sys_ms_until(end);
+		if (!ms)
+			return false;
+		lf__sys_poll1(fd, POLLIN, ms);
+	}
+	return true;
+}
+
+/* A fork's prepare: c, a client waiting for its answer, gets its board
+ * (once). None (no memory, no descriptors): as before it, the processes
+ * may each take the answer. */
+void lf__shm_board_make(struct lf_shm_conn *c)
+{
+	pthread_mutex_lock(&c->txl);
+	if (c->board || c->server || atomic_load(&c->state) != UNDECIDED) {
+		pthread_mutex_unlock(&c->txl);
+		return;
+	}
+	struct lf_shm_board *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int sv[2];
+	pthread_mutexattr_t a;
+	if (b == MAP_FAILED) {
+		pthread_mutex_unlock(&c->txl);
+		return;
+	}
+	if (lf__sys_socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) || !lf__shm_keep(sv[0], &c->box[0], &c->box_ino[0]) ||
+	    !lf__shm_keep(sv[1], &c->box[1], &c->box_ino[1])) {
+		munmap(b, sizeof(*b));
+		lf__shm_board_free(c);
+		pthread_mutex_unlock(&c->txl);
+		return;
+	}
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&b->m, &a);
+	pthread_mutexattr_destroy(&a);
+	b->state = UNDECIDED;
+	b->stream_out = c->stream_out;
+	c->board = b;
+	pthread_mutex_unlock(&c->txl);
+}
+
+/* The process's last put of c. */
+void lf__shm_board_free(struct lf_shm_conn *c)
+{
+	lf__shm_unkeep(&c->box[0], c->box_ino[0]);
+	lf__shm_unkeep(&c->box[1], c->box_ino[1]);
+	if (c->board)
+		munmap(c->board, sizeof(*c->board));
+	c->board = NULL;
+}
