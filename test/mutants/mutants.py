@@ -2783,4 +2783,28 @@ MUTANTS += [
           "& LF_F_UNIX))\n\t\treturn true;\n",
           "& LF_F_UNIX))\n\t\treturn false;\n")],
         ["e2e:test_shm.py -k passing_a_tier_socket_to_itself"]),
+    Mutant(
+        "shm-fork-before-answer-no-board",
+        "a fork before a client's answer gives its processes no board: the one that takes the answer goes onto "
+        "the rings, the other reads and writes the stream (the server resets the connection)",
+        [("src/fastpath/shm.c",
+          "\t\telse if (atomic_load(&c->state) == UNDECIDED)\n\t\t\tlf__shm_board_make(c);",
+          "\t\telse if (0)\n\t\t\tlf__shm_board_make(c);")],
+        ["e2e:test_shm.py -k forked_before_its_answer"]),
+    Mutant(
+        "shm-board-stream-count-private",
+        "a client forked before its answer counts its stream bytes in its own process only: the process that "
+        "takes the answer tells the server too few, and the server reads the rest of the stream as tokens",
+        [("src/fastpath/shm_answer.c",
+          "\treturn c->board ? &c->board->stream_out : &c->stream_out;",
+          "\treturn &c->stream_out;")],
+        ["e2e:test_shm.py -k 'forked_before_its_answer and 0.3'"]),
+    Mutant(
+        "shm-board-adopter-stays-on-the-stream",
+        "a process whose sibling took the answer takes the connection for refused and writes on the stream, which "
+        "the server no longer reads",
+        [("src/fastpath/shm_answer.c",
+          "\tif (st != ON) {\n\t\tlf__shm_set_state(c, st);",
+          "\tif (1) {\n\t\tlf__shm_set_state(c, st == ON ? OFF : st);")],
+        ["e2e:test_shm.py -k forked_before_its_answer"]),
 ]
