@@ -48,6 +48,7 @@ struct lf_epreg {
 	int epfd1;    /* epoll fd + 1; 0 when unused */
 	unsigned set; /* that fd's epset when recorded: the set, not only its number */
 	struct epoll_event ev;
+	unsigned gen; /* counts the application's epoll_ctl calls on this set (shm.c, park) */
 };
 
 struct lf_shm_conn; /* shm.c */

@@ -547,6 +547,7 @@ static __attribute__((noinline)) int epoll_note(int epfd, int op, int fd, struct
 		if (slot >= 0) {
 			struct lf_fd *set = lf__fd_peek(epfd);
 			f->ep[slot].epfd1 = op == EPOLL_CTL_DEL ? 0 : epfd + 1;
+			f->ep[slot].gen++;
 			f->ep[slot].set = set ? set->epset : 0;
 			if (ev)
 				f->ep[slot].ev = *ev;

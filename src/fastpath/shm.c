@@ -878,6 +878,7 @@ int lf__shm_poll(struct pollfd *fds, unsigned long n, long long timeout_ns, cons
 static __thread struct parked {
 	int epfd, fd;
 	unsigned gen, rest; /* the socket's epgen and eprest when this wait made it edge-triggered */
+	unsigned sgen;      /* and the set's record's gen: the application's calls on this set */
 } parked[LF_PARK_MAX];
 __thread int lf__shm_parked;
 __thread bool lf__shm_parked_trim;
@@ -886,7 +887,7 @@ __thread bool lf__shm_parked_trim;
  * EPOLLET if et), with no epoll_ctl of the application under way or
  * begun meanwhile. Returns the epgen it was made at, or -1 (no record,
  * the kernel said no, or changes without end). */
-static long record_mod(int epfd, int fd, bool et)
+static long record_mod(int epfd, int fd, bool et, unsigned *sgen)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
 
@@ -902,6 +903,7 @@ static long record_mod(int epfd, int fd, bool et)
 		if (r == LF_EPOLL_MAX)
 			return -1;
 		struct epoll_event ev = f->ep[r].ev;
+		*sgen = f->ep[r].gen;
 		ev.events |= et ? EPOLLET : 0;
 		int bad = lf__sys_epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -937,16 +939,39 @@ void lf__shm_epoll_fork_child(void)
 
 /* As the application's record says; another thread's wait that parked it
  * (in this set or another) parks it again (eprest moves). Not one the
- * application changed since this wait parked it (epgen moved): its
- * epoll_ctl came after the park (none ran during it), so the kernel has
- * what it made, and a MOD would re-arm a one-shot registration the wait
- * had spent. */
+ * application changed in this set since this wait parked it (the set's
+ * record's gen moved): its epoll_ctl came after the park (none ran during
+ * it), so the kernel has what it made, and a MOD would re-arm a one-shot
+ * registration the wait had spent. A change in another set is none: the
+ * socket's epgen alone skipped the restore then, and left this set's
+ * registration edge-triggered (test_shm.py, two sets, `-late`). */
+static bool set_changed(struct lf_fd *f, const struct parked *p)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE);
+		if (g == p->gen)
+			return false;
+		if (g & 1) { /* a call under way: its set is not known yet */
+			sched_yield();
+			continue;
+		}
+		bool changed = true; /* no record for the set: deleted */
+		for (int r = 0; r < LF_EPOLL_MAX; r++)
+			if (f->ep[r].epfd1 == p->epfd + 1)
+				changed = f->ep[r].gen != p->sgen;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)
+			return changed;
+	}
+	return true;
+}
+
 void lf__shm_epoll_unpark(void)
 {
 	for (int i = 0; i < lf__shm_parked; i++) {
 		struct lf_fd *f = lf__fd_peek(parked[i].fd);
-		if (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen &&
-		    record_mod(parked[i].epfd, parked[i].fd, false) >= 0)
+		unsigned sgen;
+		if (f && !set_changed(f, &parked[i]) && record_mod(parked[i].epfd, parked[i].fd, false, &sgen) >= 0)
 			__atomic_add_fetch(&f->eprest, 1, __ATOMIC_RELEASE);
 	}
 	lf__shm_parked = 0;
@@ -967,10 +992,11 @@ static bool park(int epfd, int fd)
 	unsigned rest = __atomic_load_n(&f->eprest, __ATOMIC_ACQUIRE);
 	if (i < lf__shm_parked && parked[i].gen == __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) && parked[i].rest == rest)
 		return true;
-	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true) : -1;
+	unsigned sgen = 0;
+	long g = i < LF_PARK_MAX ? record_mod(epfd, fd, true, &sgen) : -1;
 	if (g < 0)
 		return false;
-	parked[i] = (struct parked){ epfd, fd, (unsigned)g, rest };
+	parked[i] = (struct parked){ epfd, fd, (unsigned)g, rest, sgen };
 	lf__shm_parked += i == lf__shm_parked;
 	return true;
 }

@@ -2096,8 +2096,8 @@ MUTANTS += [
         "a registration made edge-triggered while its tier socket's ring was full stays so after the wait: the "
         "application's level-triggered EPOLLIN becomes an edge",
         [("src/fastpath/shm.c",
-          "\t\t    record_mod(parked[i].epfd, parked[i].fd, false) >= 0)\n",
-          "\t\t    false)\n")],
+          "record_mod(parked[i].epfd, parked[i].fd, false, &sgen) >= 0)\n",
+          "false)\n")],
         ["e2e:test_shm.py -k 'level_triggered_epollout and shm'"]),
     Mutant(
         "shm-lt-park-ignores-epgen",
@@ -2112,16 +2112,16 @@ MUTANTS += [
         "the registration restored from the record at a wait's end is not made again after another thread's "
         "epoll_ctl that ran meanwhile: that change, made between the record's read and the MOD, is undone",
         [("src/fastpath/shm.c",
-          "\t\tif (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)\n",
-          "\t\tif (true)\n")],
+          "\t\tif (__atomic_load_n(&f->epgen, __ATOMIC_RELAXED) == g)\n\t\t\treturn bad ? -1 : (long)g;",
+          "\t\tif (true)\n\t\t\treturn bad ? -1 : (long)g;")],
         ["e2e:test_shm.py -k 'end_as_made and shm'"]),
     Mutant(
         "shm-lt-unpark-over-the-application",
         "a wait restores a registration it parked even when the application changed it since: a one-shot "
         "registration the wait then spent is armed again, and its event comes a second time",
         [("src/fastpath/shm.c",
-          "\t\tif (f && __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE) == parked[i].gen &&\n",
-          "\t\tif (f &&\n")],
+          "\t\tif (f && !set_changed(f, &parked[i]) && record_mod(",
+          "\t\tif (f && record_mod(")],
         ["e2e:test_shm.py -k 'one_shot and shm'"]),
     Mutant(
         "shm-lt-epgen-odd-in-a-child",
@@ -2807,4 +2807,12 @@ MUTANTS += [
           "\tif (st != ON) {\n\t\tlf__shm_set_state(c, st);",
           "\tif (1) {\n\t\tlf__shm_set_state(c, st == ON ? OFF : st);")],
         ["e2e:test_shm.py -k forked_before_its_answer"]),
+    Mutant(
+        "shm-lt-restore-skipped-for-another-set",
+        "an epoll wait's restore takes an epoll_ctl of the socket in another set for a change of its own: the "
+        "first of two sets stays edge-triggered",
+        [("src/fastpath/shm.c",
+          "\t\t\t\tchanged = f->ep[r].gen != p->sgen;",
+          "\t\t\t\tchanged = true;")],
+        ["e2e:test_shm.py -k 'two_sets and late'"]),
 ]

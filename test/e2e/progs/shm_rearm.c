@@ -22,6 +22,8 @@
  *   shm_rearm twosets: the socket is in two sets (IN|OUT, and a pipe each);
  *     a thread waits on each; the main thread wakes the first, then the
  *     second; prints the kernel's registration in each set after.
+ *     twosets-late: the second set's ADD comes 200 ms after the first
+ *     thread began its wait.
  *   shm_rearm same: a pipe's write end (always writable) registered for
  *     EPOLLOUT with the data of the ring's registration; prints the events
  *     each of 20 waits of 100 ms gets. */
@@ -31,6 +33,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +99,7 @@ static long kmask(int fd);
 
 /* A thread waits on each of two sets that hold fd; woken one after the
  * other; the kernel's masks after, into m. */
-static void two_sets(int fd, long m[2])
+static void two_sets(int fd, long m[2], bool late)
 {
 	struct epoll_event on = { EPOLLIN | EPOLLOUT, { .u32 = 7 } }, pe = { EPOLLIN, { .u32 = 9 } };
 	pthread_t t[2];
@@ -107,6 +110,8 @@ static void two_sets(int fd, long m[2])
 		    epoll_ctl(sets[i], EPOLL_CTL_ADD, pipes[i][0], &pe))
 			exit(2);
 		pthread_create(&t[i], NULL, set_waiter, (void *)i);
+		if (late) /* the second set's ADD after the first wait parked */
+			usleep(200000);
 	}
 	usleep(200000);
 	for (int i = 0; i < 2; i++) {
@@ -203,9 +208,9 @@ int main(int argc, char **argv)
 		printf("%x %lx %d %d\n", got, mask, epoll_wait(ep, ev, 8, 300), mapped);
 		return 0;
 	}
-	if (argc > 1 && !strcmp(argv[1], "twosets")) {
+	if (argc > 1 && (!strcmp(argv[1], "twosets") || !strcmp(argv[1], "twosets-late"))) {
 		long masks[2];
-		two_sets(a, masks);
+		two_sets(a, masks, !strcmp(argv[1], "twosets-late"));
 		printf("%lx %lx %d\n", masks[0], masks[1], mapped);
 		return 0;
 	}
