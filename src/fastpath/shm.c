@@ -57,10 +57,13 @@ void lf__shm_fork_prepare(void)
 		unsigned want = s;
 		if (!c)
 			continue;
-		if (atomic_load(&c->state) == ON && atomic_compare_exchange_strong(&c->forks_seen, &want, s + 2))
-			lf__shm_holder(c, true); /* once a connection: its dups find it counted */
-		else if (atomic_load(&c->state) == UNDECIDED)
+		if (!c->board && atomic_load(&c->state) == UNDECIDED)
 			lf__shm_board_make(c); /* the answer, for whichever process takes it (shm_answer.c) */
+		if (c->board && atomic_compare_exchange_strong(&c->forks_seen, &want, s + 2))
+			lf__shm_board_holder(c, true); /* the child has the board too */
+		else if (!c->board && atomic_load(&c->state) == ON &&
+			 atomic_compare_exchange_strong(&c->forks_seen, &want, s + 2))
+			lf__shm_holder(c, true); /* once a connection: its dups find it counted */
 		lf__shm_done(fd);
 	}
 }
@@ -74,7 +77,7 @@ bool lf__shm_alone(struct lf_shm_conn *c)
 {
 	unsigned s = atomic_load(&lf__shm_forks);
 
-	return !(s & 1) && atomic_load(&c->forks_seen) == s &&
+	return !(s & 1) && atomic_load(&c->forks_seen) == s && lf__shm_board_alone(c) &&
 	       (atomic_load(&c->state) != ON || !atomic_load(&c->tx.h->others));
 }
 
@@ -94,7 +97,11 @@ void lf__shm_holder(struct lf_shm_conn *c, bool more)
 /* The process's last put of c: one holder fewer, if it was counted. */
 static void holder_gone(struct lf_shm_conn *c)
 {
-	if (c->map && c->tx.h && atomic_load(&c->forks_seen) == atomic_load(&lf__shm_forks))
+	if (atomic_load(&c->forks_seen) != atomic_load(&lf__shm_forks))
+		return; /* not counted */
+	if (c->board)
+		lf__shm_board_holder(c, false);
+	else if (c->map && c->tx.h)
 		lf__shm_holder(c, false);
 }
 
@@ -137,7 +144,7 @@ struct lf_shm_conn *lf__shm_conn_new(bool server)
 
 	if (!c)
 		return NULL;
-	c->mfd = c->kept = c->box[0] = c->box[1] = -1;
+	c->mfd = c->kept = c->bfd = c->box[0] = c->box[1] = -1;
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->forks_seen, atomic_load(&lf__shm_forks)); /* odd: made during a fork, never alone */
 	atomic_fetch_add(&lf__shm_live, 1);

@@ -11,8 +11,8 @@
  * past `pre` (the server reset the connection).
  *
  * So a fork's prepare gives each client still waiting for its answer a
- * board that the processes the fork makes share (MAP_SHARED, so every
- * later fork shares it too): a robust process-shared mutex that orders
+ * board that the processes the fork makes share (a memfd mapped shared:
+ * every later fork shares it, and an exec carries it): a robust process-shared mutex that orders
  * the take and the stream writes of all of them as txl does one
  * process's, the stream's count, and the outcome. The process that takes
  * the answer posts the memfd on a datagram socket pair that only they
@@ -26,16 +26,23 @@
 #include "shm_conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define BOARD "loopfast-board"
 
 struct lf_shm_board {
 	pthread_mutex_t m;   /* robust, process-shared */
 	int state;           /* UNDECIDED until a process took the answer; then its outcome */
 	bool dirty;          /* a holder is inside a take or a stream write */
+	atomic_uint holders; /* the processes that hold the end and the board (docs/shm.md, "Who holds an end") */
 	uint64_t stream_out; /* the stream bytes all the processes wrote before the switch */
 };
 
@@ -226,16 +233,18 @@ void lf__shm_board_make(struct lf_shm_conn *c)
 		pthread_mutex_unlock(&c->txl);
 		return;
 	}
-	struct lf_shm_board *b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	int sv[2];
+	int bfd = memfd_create(BOARD, MFD_CLOEXEC), sv[2];
+	struct lf_shm_board *b = MAP_FAILED;
 	pthread_mutexattr_t a;
-	if (b == MAP_FAILED) {
-		pthread_mutex_unlock(&c->txl);
-		return;
-	}
-	if (lf__sys_socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) || !lf__shm_keep(sv[0], &c->box[0], &c->box_ino[0]) ||
+	if (bfd >= 0 && !ftruncate(bfd, sizeof(*b)))
+		b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	if (b == MAP_FAILED || !lf__shm_keep(bfd, &c->bfd, &c->bfd_ino) ||
+	    lf__sys_socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) || !lf__shm_keep(sv[0], &c->box[0], &c->box_ino[0]) ||
 	    !lf__shm_keep(sv[1], &c->box[1], &c->box_ino[1])) {
-		munmap(b, sizeof(*b));
+		if (b == MAP_FAILED && bfd >= 0 && c->bfd != bfd)
+			lf__sys_close(bfd);
+		if (b != MAP_FAILED)
+			munmap(b, sizeof(*b));
 		lf__shm_board_free(c);
 		pthread_mutex_unlock(&c->txl);
 		return;
@@ -247,13 +256,68 @@ void lf__shm_board_make(struct lf_shm_conn *c)
 	pthread_mutexattr_destroy(&a);
 	b->state = UNDECIDED;
 	b->stream_out = c->stream_out;
+	atomic_init(&b->holders, 1); /* this process; the fork's prepare counts the child */
 	c->board = b;
 	pthread_mutex_unlock(&c->txl);
+}
+
+/* The board an exec carried (shm_exec.c): bfd its memfd, box its pair,
+ * with the inodes recorded; each checked (a memfd of the board's name and
+ * size, two sockets). false: not taken (the caller closes what it gave). */
+bool lf__shm_board_adopt(struct lf_shm_conn *c, int bfd, unsigned long bino, const int box[2],
+			 const unsigned long boxino[2])
+{
+	char p[48], name[64];
+	struct stat st;
+	ssize_t l;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", bfd);
+	if (bfd < 0 || (l = readlink(p, name, sizeof(name) - 1)) < 0 || fstat(bfd, &st) ||
+	    (unsigned long)st.st_ino != bino || st.st_size != sizeof(*c->board))
+		return false;
+	name[l] = 0;
+	if (strcmp(name, "/memfd:" BOARD " (deleted)"))
+		return false;
+	for (int i = 0; i < 2; i++)
+		if (fstat(box[i], &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != boxino[i])
+			return false;
+	void *b = mmap(NULL, sizeof(*c->board), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	if (b == MAP_FAILED)
+		return false;
+	c->board = b;
+	lf__sys_fcntl(bfd, F_SETFD, FD_CLOEXEC); /* the exec made them inheritable */
+	lf__sys_fcntl(box[0], F_SETFD, FD_CLOEXEC);
+	lf__sys_fcntl(box[1], F_SETFD, FD_CLOEXEC);
+	lf__shm_keep(bfd, &c->bfd, &c->bfd_ino);
+	lf__shm_keep(box[0], &c->box[0], &c->box_ino[0]);
+	lf__shm_keep(box[1], &c->box[1], &c->box_ino[1]);
+	return true;
+}
+
+/* Who holds c's end, for one that has a board: the processes that hold
+ * the board too (a fork's child, an exec's new image). Processes without
+ * it (a pass's receiver, a program a vfork child exec'd) count in the
+ * page's `others`, as for any connection. */
+void lf__shm_board_holder(struct lf_shm_conn *c, bool more)
+{
+	if (more) {
+		atomic_fetch_add(&c->board->holders, 1);
+		return;
+	}
+	unsigned n = atomic_load(&c->board->holders);
+	while (n && !atomic_compare_exchange_weak(&c->board->holders, &n, n - 1))
+		;
+}
+
+bool lf__shm_board_alone(const struct lf_shm_conn *c)
+{
+	return !c->board || atomic_load(&c->board->holders) == 1;
 }
 
 /* The process's last put of c. */
 void lf__shm_board_free(struct lf_shm_conn *c)
 {
+	lf__shm_unkeep(&c->bfd, c->bfd_ino);
 	lf__shm_unkeep(&c->box[0], c->box_ino[0]);
 	lf__shm_unkeep(&c->box[1], c->box_ino[1]);
 	if (c->board)

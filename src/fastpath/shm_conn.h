@@ -85,8 +85,8 @@ struct lf_shm_conn {
 	/* A client forked before its answer (shm_answer.c): the board its
 	 * processes share, and their pair of sockets for the memfd (hidden). */
 	struct lf_shm_board *board;
-	int box[2];
-	unsigned long box_ino[2];
+	int bfd, box[2];
+	unsigned long bfd_ino, box_ino[2];
 };
 
 
@@ -110,6 +110,10 @@ void lf__shm_unkeep(int *home, unsigned long ino);        /* closed, if *home st
 /* shm_answer.c: the answer, and the board of a client forked before it */
 void lf__shm_board_make(struct lf_shm_conn *c);           /* a fork's prepare */
 void lf__shm_board_free(struct lf_shm_conn *c);           /* the process's last put */
+void lf__shm_board_holder(struct lf_shm_conn *c, bool more); /* one process with the board more or fewer */
+bool lf__shm_board_alone(const struct lf_shm_conn *c);    /* no board, or no other process has it */
+bool lf__shm_board_adopt(struct lf_shm_conn *c, int bfd, unsigned long bino, const int box[2],
+			 const unsigned long boxino[2]); /* an exec's */
 /* Under txl: whether no process has taken the answer yet (the board then
  * locked until lf__shm_board_leave), and the stream's count. */
 bool lf__shm_board_enter(struct lf_shm_conn *c);
@@ -133,9 +137,11 @@ enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_
 struct lf_shm_rec {
 	int fd, mfd;
 	unsigned long ino, mino;
-	char kind;                  /* 's' server, 'c' client, 'u' a client waiting for the answer */
+	char kind;                  /* 's' server, 'c' client, 'u' a client waiting for the answer (mfd: its board's, or -1) */
 	unsigned long long count;   /* server: stream_in; 'u': stream_out */
 	unsigned flags, owed;
+	int box[2];                 /* 'u' with a board: its pair (shm_answer.c) */
+	unsigned long boxino[2];
 };
 /* The connections adopted so far, by their socket's inode: the dups of a
  * socket share one. */

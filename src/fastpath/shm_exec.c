@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #define VAR "LOOPFAST_SHM_EXEC"
-#define ENTRY_MAX 112 /* ":fd,ino,mfd,ino,k,count,flags,owed" at its longest, and slack */
+#define ENTRY_MAX 176 /* ":fd,ino,mfd,ino,k,count,flags,owed,box,ino,box,ino" at its longest, and slack */
 
 size_t lf__shm_exec_room(void)
 {
@@ -65,11 +65,24 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 	if (!kind || fstat(fd, &s))
 		return false;
 	*r = (struct lf_shm_rec){ .fd = fd, .ino = (unsigned long)s.st_ino, .mfd = -1, .kind = kind,
-				  .count = kind == 'u' ? *lf__shm_stream_out(c) : c->stream_in, .owed = c->owed };
-	if (kind != 'u' && c->mfd >= 0 && !fstat(c->mfd, &m) && (unsigned long)m.st_ino == c->mfd_ino) {
-		r->mfd = c->mfd;
-		r->mino = c->mfd_ino;
+				  .count = kind == 'u' ? *lf__shm_stream_out(c) : c->stream_in, .owed = c->owed,
+				  .box = { -1, -1 } };
+	int mfd = kind == 'u' ? c->bfd : c->mfd;
+	unsigned long mino = kind == 'u' ? c->bfd_ino : c->mfd_ino;
+	if (mfd >= 0 && !fstat(mfd, &m) && (unsigned long)m.st_ino == mino) {
+		r->mfd = mfd;
+		r->mino = mino;
 	}
+	for (int i = 0; kind == 'u' && r->mfd >= 0 && i < 2; i++) { /* the board's pair */
+		if (fstat(c->box[i], &m) || (unsigned long)m.st_ino != c->box_ino[i]) {
+			r->mfd = -1; /* a close_range took it: no board */
+			break;
+		}
+		r->box[i] = c->box[i];
+		r->boxino[i] = c->box_ino[i];
+	}
+	if (r->mfd < 0)
+		r->box[0] = r->box[1] = -1;
 	r->flags = (c->stream_done ? LF_SHM_REC_DONE : 0) | (atomic_load(&c->unsent) ? LF_SHM_REC_UNSENT : 0) |
 		   (atomic_load(&c->edges) ? LF_SHM_REC_EDGES : 0) |
 		   (lf__shm_alone(c) ? 0 : LF_SHM_REC_FORKED) |
@@ -107,20 +120,24 @@ static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t
 
 	if (c->board && !vforked)
 		lf__shm_decide(c, fd); /* another process may have taken the answer: the rings go with the exec */
-	if (room - *n < ENTRY_MAX || *nu >= LF_SHM_EXEC_FDS || !lf__shm_exec_rec(fd, c, &r))
+	if (room - *n < ENTRY_MAX || *nu + 3 > LF_SHM_EXEC_FDS || !lf__shm_exec_rec(fd, c, &r))
 		return;
 	if (vforked && r.kind == 'u') {
 		r.flags |= LF_SHM_REC_FORKED; /* the parent holds it too, and cannot be counted (no page yet) */
+		r.mfd = r.box[0] = r.box[1] = -1; /* nor can its board be given: the numbers are the parent's */
 	} else if (vforked && r.mfd < 0) {
 		if ((r.mfd = reopen(c, undo, nu)) >= 0)
 			r.mino = c->mfd_ino;
 	} else if (r.mfd >= 0) {
-		int fl = lf__sys_fcntl(r.mfd, F_GETFD, 0);
-		if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(r.mfd, F_SETFD, fl & ~FD_CLOEXEC))
-			undo[(*nu)++] = r.mfd;
+		int keep[3] = { r.mfd, r.box[0], r.box[1] };
+		for (int i = 0; i < 3 && keep[i] >= 0; i++) {
+			int fl = lf__sys_fcntl(keep[i], F_GETFD, 0);
+			if (fl >= 0 && (fl & FD_CLOEXEC) && !lf__sys_fcntl(keep[i], F_SETFD, fl & ~FD_CLOEXEC))
+				undo[(*nu)++] = keep[i];
+		}
 	}
-	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u", fd, r.ino, r.mfd, r.mino, r.kind,
-			       r.count, r.flags, r.owed);
+	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u,%d,%lu,%d,%lu", fd, r.ino, r.mfd,
+			       r.mino, r.kind, r.count, r.flags, r.owed, r.box[0], r.boxino[0], r.box[1], r.boxino[1]);
 }
 
 /* The connection of the socket fd names. The table is kept in step with
@@ -244,6 +261,19 @@ void lf__shm_exec_undo(const int *undo, size_t nu, const char *counted)
 	errno = e;
 }
 
+/* A board a 'u' record carried and nothing took: its descriptors, the
+ * exec made them inheritable, closed (each only if it is the recorded one). */
+static void drop_board(const struct lf_shm_rec *r)
+{
+	int fds[3] = { r->mfd, r->box[0], r->box[1] };
+	unsigned long inos[3] = { r->mino, r->boxino[0], r->boxino[1] };
+	struct stat st;
+
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0 && !fstat(fds[i], &st) && (unsigned long)st.st_ino == inos[i])
+			lf__sys_close(fds[i]);
+}
+
 /* A memfd named as loopfast names its rings, with the recorded inode. */
 static bool our_memfd(int mfd, unsigned long ino)
 {
@@ -263,19 +293,24 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 	struct stat st;
 	int family, fd = r->fd, mfd = r->mfd;
 	struct lf_shm_conn *c = NULL;
-	bool mine = our_memfd(mfd, r->mino), took = mine;
+	bool mine = r->kind != 'u' && our_memfd(mfd, r->mino), took = mine;
+	bool board = r->kind != 'u' || mfd < 0; /* no board to take, or taken (below) */
 
 	for (size_t i = 0; i < *nseen; i++) {
 		if (seen[i].ino == r->ino)
 			c = seen[i].c;
 		if (seen[i].c->mfd_ino == r->mino)
 			mine = took = false; /* held by that connection already */
+		if (seen[i].c->bfd >= 0 && seen[i].c->bfd_ino == r->mino)
+			board = true; /* a dup's record: its board is that connection's */
 	}
 	if (mine)
 		lf__sys_fcntl(mfd, F_SETFD, FD_CLOEXEC);
 	if (fstat(fd, &st) || !S_ISSOCK(st.st_mode) || (unsigned long)st.st_ino != r->ino) {
 		if (mine) /* the socket is not there: neither is its connection */
 			lf__sys_close(mfd);
+		if (!board)
+			drop_board(r);
 		return took;
 	}
 	if (!lf__fast_family(fd, &family)) {
@@ -286,6 +321,8 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 		uint32_t area = 0;
 		if (r->kind == 'u') {
 			c->stream_out = r->count;
+			if (!board)
+				board = lf__shm_board_adopt(c, r->mfd, r->mino, r->box, r->boxino);
 		} else if (mine && (r->kind == 's' || r->kind == 'c') && (c->map = lf__shm_map(mfd, &area))) {
 			lf__ring_views(c->map, area, r->kind == 's', &c->rx, &c->tx);
 			lf__shm_set_state(c, ON);
@@ -306,14 +343,16 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 	}
 	if (mine)
 		lf__sys_close(mfd);
+	if (!board)
+		drop_board(r);
 	if (!c) {
 		if (lf__debug_on)
 			lf__debug("fd %d: its shm rings could not be adopted: shut down", fd);
 		lf__sys_shutdown(fd, SHUT_RDWR);
 		return took;
 	}
-	if (r->flags & LF_SHM_REC_FORKED) /* the previous image was not alone (or not counted): nor is this one */
-		atomic_store(&c->forks_seen, LF_SHM_UNCOUNTED);
+	if ((r->flags & LF_SHM_REC_FORKED) && !c->board) /* the previous image was not alone (or not counted): nor is this one */
+		atomic_store(&c->forks_seen, LF_SHM_UNCOUNTED); /* (with the board, it was counted there, and is still) */
 	struct lf_fd *f = lf__fd(fd);
 	int fl = lf__sys_fcntl(fd, F_GETFL, 0);
 	if (f && fl >= 0 && (fl & O_NONBLOCK))
@@ -344,8 +383,9 @@ void lf__shm_exec_adopt(void)
 	for (p = end; *p == ':'; p = end) {
 		struct lf_shm_rec r;
 		int used = 0;
-		if (sscanf(p, ":%d,%lu,%d,%lu,%c,%llu,%u,%u%n", &r.fd, &r.ino, &r.mfd, &r.mino, &r.kind, &r.count,
-			   &r.flags, &r.owed, &used) != 8 || !used)
+		if (sscanf(p, ":%d,%lu,%d,%lu,%c,%llu,%u,%u,%d,%lu,%d,%lu%n", &r.fd, &r.ino, &r.mfd, &r.mino, &r.kind,
+			   &r.count, &r.flags, &r.owed, &r.box[0], &r.boxino[0], &r.box[1], &r.boxino[1], &used) != 12 ||
+		    !used)
 			return;
 		end = p + used;
 		lf__shm_exec_adopt_one(&r, seen, &nseen);

@@ -4783,6 +4783,7 @@ BEFORE_ANSWER = textwrap.dedent("""
     import os, socket, sys, time
     mode, late = sys.argv[1], float(sys.argv[2])
     N = 3_000_000
+    data = bytes(i % 251 for i in range(N))     # before the connect: it takes longer than `late`
     def ring():
         return sum("memfd:loopfast-shm" in l for l in open("/proc/self/maps"))
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
@@ -4797,7 +4798,6 @@ BEFORE_ANSWER = textwrap.dedent("""
         os._exit(0)
     s.close()
     c = socket.create_connection(("127.0.0.1", port))
-    data = bytes(i % 251 for i in range(N))
     r, w = os.pipe()
     def child(work):
         if os.fork() == 0:
@@ -4840,19 +4840,41 @@ BEFORE_ANSWER = textwrap.dedent("""
         t = threading.Thread(target=write); t.start()
         got = recv_n(N + 1)
         t.join()
+    elif mode == "exec":                         # the child execs a reader; the parent writes
+        EXEC_READER = "; ".join([
+            "import os, socket, sys", "c = socket.socket(fileno=int(sys.argv[1]))", "got = c.recv(1 << 23, socket.MSG_WAITALL)",
+            "ok = got == bytes(i % 251 for i in range(3_000_000)) and c.recv(1) == b''",
+            "n = sum('memfd:loopfast-shm' in l for l in open('/proc/self/maps'))",
+            "os.write(int(sys.argv[2]), b'%d %s %d' % (len(got), str(ok).encode(), n))"])
+        os.set_inheritable(c.fileno(), True); os.set_inheritable(w, True)
+        if os.fork() == 0:
+            os.close(r)
+            os.execv(sys.executable, [sys.executable, "-c", EXEC_READER, str(c.fileno()), str(w)])
+        os.close(w)
+        c.sendall(data[:1000])                   # on the stream, counted, before the answer (late)
+        time.sleep(2 * late)                     # the reader takes the answer meanwhile (late)
+        c.sendall(data[1000:]); c.shutdown(socket.SHUT_WR)
+        os.wait()
+        n, ok, child_ring = os.read(r, 64).decode().split()
+        print(n, ok, ring(), child_ring, flush=True)
+        sys.exit(0)
     child_ring = os.read(r, 16).decode() or "none"
     print(len(got), got == data, ring(), child_ring, flush=True)
 """)
 
 
 @pytest.mark.parametrize("late", [0, 0.3])
-@pytest.mark.parametrize("mode", ["split", "grandchild", "taker-exits"])
+@pytest.mark.parametrize("mode", ["split", "grandchild", "taker-exits", "exec"])
 def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
     """A client that forks before it has taken the server's answer (no
     call on the socket between connect and fork), and both processes use
     the connection: the classic reader/writer split (the child writes,
     the parent reads), the same through a grandchild, and a child that
-    does one request and exits before the parent goes on. Before, the
+    does one request and exits before the parent goes on, and a child
+    that execs a reader while the parent writes (the exec carries the
+    board: its memfd and pair, shm_exec.c; with the late accept the
+    parent's first 1,000 bytes go on the stream and the program takes
+    the answer, so it must tell the server the parent's count). Before, the
     process that took the answer went onto the rings while the other read
     the stream for an answer that was gone, or wrote on a stream that the
     server no longer read: the server reset the connection (3,000,000
@@ -4874,3 +4896,54 @@ def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
     got = run("shm")
     assert got[:2] == ["3000000", "True"], got
     assert int(got[2]) >= 1 and int(got[3]) >= 1, got   # the parent and the child that worked, on the rings
+
+
+# A client that forks before its answer and makes no call: the child (or a
+# program it execs) closes its copy first, then the parent closes its own.
+# What the server's read gives at the end is printed.
+BEFORE_ANSWER_CLOSE = textwrap.dedent("""
+    import os, socket, sys, time
+    how = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+    r, w = os.pipe()
+    if os.fork() == 0:                           # the server: what its read gives
+        os.close(r)
+        c, _ = s.accept(); s.close()
+        try:
+            end = "EOF" if c.recv(100) == b"" else "data"
+        except OSError as e:
+            end = e.__class__.__name__
+        os.write(w, end.encode()); os._exit(0)
+    os.close(w)
+    c = socket.create_connection(s.getsockname()); s.close()
+    if os.fork() == 0:
+        if how == "exec":                        # a program that holds the socket, closes it, exits
+            os.set_inheritable(c.fileno(), True)
+            os.execv(sys.executable, [sys.executable, "-c", "import os, time; time.sleep(0.1); os.close(%d)" % c.fileno()])
+        time.sleep(0.1); c.close(); os._exit(0)
+    os.wait()
+    time.sleep(0.3)                              # the server's answer is on the socket by now
+    c.close()
+    print(os.read(r, 64).decode(), flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["fork", "exec"])
+def test_a_client_forked_before_its_answer_closes_as_tcp(build, how):
+    """A client that forks before it took the server's answer and makes no
+    call on the socket; the child (or the program it execs) closes its
+    copy and exits first, then the parent closes: the last holder takes the answer's byte before
+    its close, so the server reads EOF, as over TCP (the control). This
+    needs the holders counted: on the board for a connection forked before
+    its answer (docs/shm.md, "A fork before the answer"); before, such a
+    connection was never alone, the byte stayed, and the kernel reset the
+    server (ConnectionResetError). A holder that exits without closing
+    (os._exit) is not seen: the end stays counted, and the reset stays,
+    as for any end a fork counted."""
+    def run(tier):
+        argv = [sys.executable, "-c", BEFORE_ANSWER_CLOSE, how]
+        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+    assert run(None) == ["EOF"]
+    assert run("shm") == ["EOF"]

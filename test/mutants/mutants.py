@@ -2788,8 +2788,8 @@ MUTANTS += [
         "a fork before a client's answer gives its processes no board: the one that takes the answer goes onto "
         "the rings, the other reads and writes the stream (the server resets the connection)",
         [("src/fastpath/shm.c",
-          "\t\telse if (atomic_load(&c->state) == UNDECIDED)\n\t\t\tlf__shm_board_make(c);",
-          "\t\telse if (0)\n\t\t\tlf__shm_board_make(c);")],
+          "\t\tif (!c->board && atomic_load(&c->state) == UNDECIDED)\n\t\t\tlf__shm_board_make(c);",
+          "\t\tif (0)\n\t\t\tlf__shm_board_make(c);")],
         ["e2e:test_shm.py -k forked_before_its_answer"]),
     Mutant(
         "shm-board-stream-count-private",
@@ -2815,4 +2815,20 @@ MUTANTS += [
           "\t\t\t\tchanged = f->ep[r].gen != p->sgen;",
           "\t\t\t\tchanged = true;")],
         ["e2e:test_shm.py -k 'two_sets and late'"]),
+    Mutant(
+        "shm-board-not-carried-by-exec",
+        "an exec records a client forked before its answer without its board: the new program takes the answer "
+        "alone and tells the server its own count of stream bytes, not the other process's",
+        [("src/fastpath/shm_exec.c",
+          "\tint mfd = kind == 'u' ? c->bfd : c->mfd;",
+          "\tint mfd = kind == 'u' ? -1 : c->mfd;")],
+        ["e2e:test_shm.py -k 'forked_before_its_answer and exec'"]),
+    Mutant(
+        "shm-board-close-keeps-its-holder",
+        "a process's last close of a connection with a board leaves its holder counted: the last process is never "
+        "alone, keeps the answer's byte at its close, and the server is reset",
+        [("src/fastpath/shm.c",
+          "\tif (c->board)\n\t\tlf__shm_board_holder(c, false);",
+          "\tif (c->board)\n\t\t;")],
+        ["e2e:test_shm.py -k 'forked_before_its_answer and closes'"]),
 ]
