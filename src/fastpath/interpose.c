@@ -190,19 +190,59 @@ static void close_tier(unsigned first, unsigned last)
 	lf__shm_closing_range = false;
 }
 
+/* The program's descriptors that loopfast knows (a fast-path socket, a
+ * listener, a pending connect) are closed one by one, as close() closes
+ * them, so that their hidden companions (a bell, a rendezvous) go with
+ * them; the kernel then closes the rest of the range around loopfast's
+ * hidden descriptors, which stay, as close() leaves them: closed, their
+ * owners kept their numbers, another hidden descriptor got them, and the
+ * next look through the old number acted on the new one (a bell's
+ * verdict closed another connection's bell; a board's pair got another
+ * connection's memfd: docs/shm.md, "A fork before the answer"). */
+static int close_range_around(unsigned first, unsigned last, int flags, bool known)
+{
+	unsigned lo = first;
+	int r = 0;
+
+	if (!__atomic_load_n(&lf__fdtab, __ATOMIC_ACQUIRE))
+		return lf__sys_close_range(first, last, flags); /* no state: nothing of loopfast's */
+	for (unsigned fd = first; fd <= last && fd < LF_FD_MAX; fd++) {
+		struct lf_fd *f = lf__fd_peek((int)fd);
+		unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
+		if (fl & LF_F_HIDDEN) {
+			if (fd > lo)
+				r |= lf__sys_close_range(lo, fd - 1, flags);
+			lo = fd + 1;
+		} else if (known && f && (fl || f->lst)) {
+			local_close((int)fd);
+		}
+	}
+	if (lo <= last && lo >= first)
+		r |= lf__sys_close_range(lo, last, flags);
+	return r ? -1 : 0;
+}
+
 LF_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	if (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */
+	bool mine = !flags && !lf__sys_vfork_child(); /* a vfork child's: its parent's table */
+
+	if (mine && lf__shm_used)
 		close_tier(first, last);
-	return lf__sys_close_range(first, last, flags);
+	return close_range_around(first, last, flags, mine);
 }
 
 LF_EXPORT void closefrom(int low)
 {
 	static void (*next)(int);
 
-	if (low >= 0 && lf__shm_used && !lf__sys_vfork_child())
+	bool mine = !lf__sys_vfork_child();
+
+	if (low >= 0 && mine && lf__shm_used)
 		close_tier((unsigned)low, ~0u);
+	if (low >= 0) {
+		close_range_around((unsigned)low, ~0u, 0, mine);
+		return;
+	}
 	if (!next)
 		next = (void (*)(int))dlsym(RTLD_NEXT, "closefrom");
 	if (next)

@@ -28,6 +28,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,6 +59,10 @@ static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
 		struct cmsghdr align;
 	} cm;
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
+	if (c->board && lf__sys_recvfrom(fd, &v, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) < 0 &&
+	    (errno == EAGAIN || errno == EINTR))
+		return; /* nothing yet: a holder killed here changed nothing (the board stays clean) */
+	lf__shm_board_dirty(c, true);
 	ssize_t r = lf__sys_recvmsg(fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
@@ -100,6 +106,15 @@ static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
 		lf__sys_close(mfd);
 }
 
+/* The board's pair, i, is still at its number (a raw close_range may
+ * have closed it, and the number have been reused). */
+static bool box_ours(const struct lf_shm_conn *c, int i)
+{
+	struct stat st;
+
+	return c->box[i] >= 0 && !fstat(c->box[i], &st) && (unsigned long)st.st_ino == c->box_ino[i];
+}
+
 /* The rings another process of the board took: its memfd, peeked. */
 static void adopt(struct lf_shm_conn *c, int fd, int st)
 {
@@ -114,17 +129,21 @@ static void adopt(struct lf_shm_conn *c, int fd, int st)
 	int mfd = -1;
 	uint32_t area = 0;
 
-	if (st != ON) {
-		lf__shm_set_state(c, st);
+	if (st == OFF) {
+		lf__shm_set_state(c, OFF);
 		return;
 	}
-	if (lf__sys_recvmsg(c->box[0], &m, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1 && (h = CMSG_FIRSTHDR(&m)) &&
+	if (st == ON && box_ours(c, 0) &&
+	    lf__sys_recvmsg(c->box[0], &m, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == 1 && (h = CMSG_FIRSTHDR(&m)) &&
 	    h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && h->cmsg_len == CMSG_LEN(sizeof(int)))
 		memcpy(&mfd, CMSG_DATA(h), sizeof(int));
 	if (mfd < 0 || !(c->map = lf__shm_map(mfd, &area))) {
 		if (mfd >= 0)
 			lf__sys_close(mfd);
-		lf__shm_broken(c, fd); /* the board said ON: the stream is not the connection's any more */
+		/* ON, and its memfd not to be had; or broken (a holder died
+		 * inside the board: the answer or the count is half done): the
+		 * stream is not the connection's any more */
+		lf__shm_broken(c, fd);
 		return;
 	}
 	lf__ring_views(c->map, area, false, &c->rx, &c->tx);
@@ -137,27 +156,39 @@ static void adopt(struct lf_shm_conn *c, int fd, int st)
 /* Under txl: true while no process of the board has taken the answer
  * (the board then locked, for lf__shm_board_leave); false once one has
  * (nothing locked). No board: true. */
-bool lf__shm_board_enter(struct lf_shm_conn *c)
+int lf__shm_board_enter(struct lf_shm_conn *c)
 {
 	struct lf_shm_board *b = c->board;
+	struct timespec t;
 
 	if (!b)
-		return true;
-	int r = pthread_mutex_lock(&b->m);
-	if (r == EOWNERDEAD) { /* its holder died inside: the count or the answer may be half done */
+		return 1;
+	/* Never waits long: a holder stopped inside (SIGSTOP, a debugger)
+	 * must not hold the others' calls, which look again later (their
+	 * callers wait on the socket, in slices). */
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_nsec += 1000000;
+	if (t.tv_nsec >= 1000000000)
+		t.tv_sec++, t.tv_nsec -= 1000000000;
+	int r = pthread_mutex_clocklock(&b->m, CLOCK_MONOTONIC, &t);
+	if (r == EOWNERDEAD) { /* its holder died inside a change: the count or the answer is half done */
 		if (b->dirty)
 			b->state = BROKEN;
 		b->dirty = false;
 		pthread_mutex_consistent(&b->m);
 	} else if (r) {
-		return false; /* never: the mutex is made consistent at once */
+		return -1; /* busy (ETIMEDOUT) */
 	}
-	if (b->state == UNDECIDED) {
-		b->dirty = true;
-		return true;
-	}
+	if (b->state == UNDECIDED)
+		return 1;
 	pthread_mutex_unlock(&b->m);
-	return false;
+	return 0;
+}
+
+void lf__shm_board_dirty(struct lf_shm_conn *c, bool dirty)
+{
+	if (c->board)
+		c->board->dirty = dirty;
 }
 
 void lf__shm_board_leave(struct lf_shm_conn *c)
@@ -180,14 +211,15 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		return;
 	pthread_mutex_lock(&c->txl);
 	int e0 = errno;
-	if (atomic_load(&c->state) != UNDECIDED) {
-		/* another thread's */
-	} else if (!lf__shm_board_enter(c)) {
+	int in = atomic_load(&c->state) != UNDECIDED ? -1 : lf__shm_board_enter(c);
+	if (in == 0) {
 		adopt(c, fd, c->board->state);
-	} else {
+	} else if (in == 1) {
 		take(c, fd, *lf__shm_stream_out(c));
 		int st = atomic_load(&c->state);
-		if (c->board && st == ON) { /* for the others: the memfd, on the board's pair */
+		if (c->board && st == ON && !box_ours(c, 1) && atomic_load(&c->board->holders) == 1) {
+			/* the pair is gone here (a raw close_range), and no other process holds the board */
+		} else if (c->board && st == ON) { /* for the others: the memfd, on the board's pair */
 			struct iovec iov = { "Y", 1 };
 			union {
 				char buf[CMSG_SPACE(sizeof(int))];
@@ -197,7 +229,7 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 			struct cmsghdr *h = CMSG_FIRSTHDR(&m);
 			*h = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
 			memcpy(CMSG_DATA(h), &c->mfd, sizeof(int));
-			if (lf__sys_sendmsg(c->box[1], &m, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+			if (!box_ours(c, 1) || lf__sys_sendmsg(c->box[1], &m, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
 				lf__shm_broken(c, fd); /* the others could not map it */
 				st = BROKEN;
 			}
@@ -228,7 +260,16 @@ bool lf__shm_decide_by(struct lf_shm_conn *c, int fd, uint64_t end)
  * may each take the answer. */
 void lf__shm_board_make(struct lf_shm_conn *c)
 {
-	pthread_mutex_lock(&c->txl);
+	/* A fork's prepare takes no lock it could wait for: a fork from a
+	 * signal handler that interrupted this thread inside txl would wait
+	 * for ever. Another thread holds txl only across non-blocking calls:
+	 * a few tries; still held, the fork goes on without a board. */
+	int tries = 0;
+	while (pthread_mutex_trylock(&c->txl))
+		if (++tries == 200)
+			return;
+		else
+			sched_yield();
 	if (c->board || c->server || atomic_load(&c->state) != UNDECIDED) {
 		pthread_mutex_unlock(&c->txl);
 		return;
@@ -238,9 +279,12 @@ void lf__shm_board_make(struct lf_shm_conn *c)
 	pthread_mutexattr_t a;
 	if (bfd >= 0 && !ftruncate(bfd, sizeof(*b)))
 		b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	bool pair = false;
 	if (b == MAP_FAILED || !lf__shm_keep(bfd, &c->bfd, &c->bfd_ino) ||
-	    lf__sys_socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) || !lf__shm_keep(sv[0], &c->box[0], &c->box_ino[0]) ||
-	    !lf__shm_keep(sv[1], &c->box[1], &c->box_ino[1])) {
+	    !(pair = !lf__sys_socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv)) ||
+	    !lf__shm_keep(sv[0], &c->box[0], &c->box_ino[0]) || !lf__shm_keep(sv[1], &c->box[1], &c->box_ino[1])) {
+		if (pair && c->box[0] < 0)
+			lf__sys_close(sv[1]); /* the first keep failed (and closed sv[0]) */
 		if (b == MAP_FAILED && bfd >= 0 && c->bfd != bfd)
 			lf__sys_close(bfd);
 		if (b != MAP_FAILED)

@@ -114,9 +114,13 @@ void lf__shm_board_holder(struct lf_shm_conn *c, bool more); /* one process with
 bool lf__shm_board_alone(const struct lf_shm_conn *c);    /* no board, or no other process has it */
 bool lf__shm_board_adopt(struct lf_shm_conn *c, int bfd, unsigned long bino, const int box[2],
 			 const unsigned long boxino[2]); /* an exec's */
-/* Under txl: whether no process has taken the answer yet (the board then
- * locked until lf__shm_board_leave), and the stream's count. */
-bool lf__shm_board_enter(struct lf_shm_conn *c);
+/* Under txl: 1 while no process has taken the answer yet (the board then
+ * locked until lf__shm_board_leave; no board: 1), 0 once one has, -1 when
+ * another process holds the board (1 ms: look again later). dirty: this
+ * process is inside a change (a take, a stream write) that a death would
+ * leave half done. And the stream's count. */
+int lf__shm_board_enter(struct lf_shm_conn *c);
+void lf__shm_board_dirty(struct lf_shm_conn *c, bool dirty);
 void lf__shm_board_leave(struct lf_shm_conn *c);
 uint64_t *lf__shm_stream_out(struct lf_shm_conn *c);
 /* Who holds an end (docs/shm.md): forks counted (even; odd while a

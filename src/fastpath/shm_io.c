@@ -1292,10 +1292,17 @@ static int wait_signal_room(int fd, int flags, unsigned s0, unsigned i0, uint64_
 static bool client_stream(struct lf_shm_conn *c, int fd, const struct cur *k, int flags, ssize_t *ret)
 {
 	pthread_mutex_lock(&c->txl);
-	if (atomic_load(&c->state) != UNDECIDED || !lf__shm_board_enter(c)) { /* another process took it: the caller's decide adopts */
+	int in = atomic_load(&c->state) != UNDECIDED ? 0 : lf__shm_board_enter(c);
+	if (in <= 0) { /* another process took it (the caller's decide adopts), or holds the board: nothing sent */
 		pthread_mutex_unlock(&c->txl);
+		if (in < 0) {
+			errno = EAGAIN;
+			*ret = -1;
+			return true;
+		}
 		return false;
 	}
+	lf__shm_board_dirty(c, true);
 	struct msghdr copy = { .msg_iov = (struct iovec *)k->v, .msg_iovlen = k->n };
 	ssize_t r = lf__sys_sendmsg(fd, &copy, flags | MSG_DONTWAIT);
 	if (r > 0)

@@ -4947,3 +4947,163 @@ def test_a_client_forked_before_its_answer_closes_as_tcp(build, how):
         return done.stdout.split()
     assert run(None) == ["EOF"]
     assert run("shm") == ["EOF"]
+
+
+@pytest.fixture(scope="module")
+def sigfork(tmp_path_factory):
+    """progs/shm_sigfork.c, built: forks from a signal handler."""
+    return build_prog(tmp_path_factory, "shm_sigfork")
+
+
+@pytest.mark.parametrize("tier", ["tcp", "uds", "shm"])
+def test_a_fork_from_a_signal_handler_during_a_call_before_the_answer(sigfork, tier):
+    """A client forks from a SIGALRM handler, every 500 us, while its main
+    loop sends and receives on a socket still waiting for the server's
+    answer. The fork's prepare ran in the interrupted thread and took the
+    connection's write lock to make the board (docs/shm.md, "A fork before
+    the answer"): when the signal came inside a call that held it, the
+    process waited on itself for ever (found by review: 3 hangs in 3
+    runs). Now the prepare only tries the lock, and a fork that cannot
+    have it goes on without a board. TCP and the Unix-stream fast path are
+    the controls: the loop runs its 2 s and prints done."""
+    cmd = [sigfork]
+    done = subprocess.run(cmd if tier == "tcp" else lf_cmd(cmd, tier="shm" if tier == "shm" else None),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "done", done.stdout
+
+
+# The review's cases for the board (docs/shm.md, "A fork before the
+# answer"): a child that closes every other descriptor (a daemon's
+# closerange), two connections whose boards meet on reused numbers, a
+# sibling killed or stopped inside the board.
+BOARD_REVIEW = textwrap.dedent("""
+    import os, signal, socket, sys, threading, time
+    mode = sys.argv[1]
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); port = s.getsockname()[1]
+    r, w = os.pipe()
+    if os.fork() == 0:                           # the echo server, one thread a connection
+        os.close(r)
+        def serve(i, c):
+            if mode in ("killed", "stopped"):
+                time.sleep(0.8)
+                c.sendall(b"HELLO")
+            try:
+                while (d := c.recv(65536)):
+                    if mode == "cross":
+                        os.write(w, b"conn%d:%s " % (i, d))
+                    if mode not in ("killed", "stopped"):
+                        c.sendall(d)
+            except OSError as e:
+                os.write(w, b"conn%d:%s " % (i, e.__class__.__name__.encode()))
+            c.close()
+        ts = []
+        for i in range(2 if mode == "cross" else 1):
+            c, _ = s.accept(); ts.append(threading.Thread(target=serve, args=(i, c))); ts[-1].start()
+        for t in ts: t.join()
+        os._exit(0)
+    s.close(); os.close(w)
+    A = socket.create_connection(("127.0.0.1", port))
+    if mode == "closerange":                     # the parent hands A to a worker that closes all else
+        N = 1_000_000
+        q, z = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            keep = sorted((A.fileno(), z))
+            os.closerange(3, keep[0]); os.closerange(keep[0] + 1, keep[1]); os.closerange(keep[1] + 1, 1 << 20)
+            data = bytes(i % 251 for i in range(N)); got = bytearray()
+            try:
+                t = threading.Thread(target=lambda: (A.sendall(data), A.shutdown(socket.SHUT_WR))); t.start()
+                while (d := A.recv(65536)): got += d
+                t.join(); out = b"%d %s" % (len(got), str(got == data).encode())
+            except OSError as e:
+                out = e.__class__.__name__.encode()
+            os.write(z, out); os._exit(0)
+        A.close(); os.close(z)
+        print(os.read(q, 100).decode(), flush=True); os.waitpid(pid, 0)
+    elif mode == "cross":                        # a child's own connection C, its board on A's old numbers
+        time.sleep(0.2)
+        pid = os.fork()
+        if pid == 0:
+            fd = A.fileno(); os.closerange(3, fd); os.closerange(fd + 1, 1 << 20)
+            C = socket.create_connection(("127.0.0.1", port)); time.sleep(0.2)
+            if os.fork() == 0:
+                time.sleep(0.3); C.sendall(b"G"); C.recv(100); os._exit(0)
+            A.sendall(b"KA"); a = A.recv(100)
+            time.sleep(0.6); C.sendall(b"KC"); C.settimeout(2)
+            try:
+                cc = C.recv(100)
+            except OSError as e:
+                cc = e.__class__.__name__.encode()
+            os.wait()
+            sys.stdout.write("A:%s C:%s\\n" % (a.decode(), cc.decode())); sys.stdout.flush()
+            os._exit(0)
+        A.close(); os.waitpid(pid, 0)
+        time.sleep(0.3)
+        print(*sorted(os.read(r, 200).decode().split()), flush=True)
+    else:                                        # a sibling that sends without end, killed or stopped
+        pid = os.fork()
+        if pid == 0:
+            A.setblocking(False)
+            while True:
+                try: A.send(b"x")
+                except BlockingIOError: pass
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL if mode == "killed" else signal.SIGSTOP)
+        if mode == "stopped":
+            time.sleep(0.05)
+        A.settimeout(3)
+        try:
+            A.sendall(b"END"); A.shutdown(socket.SHUT_WR); got = b""
+            while (d := A.recv(65536)): got += d
+            out = got.decode(errors="replace")
+        except OSError as e:
+            out = e.__class__.__name__
+        if mode == "stopped":
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print(out, flush=True)
+""")
+
+
+@pytest.mark.parametrize("mode", ["closerange", "cross", "killed", "stopped"])
+def test_a_board_survives_what_its_processes_do(build, mode):
+    """Found by review of the board (docs/shm.md, "A fork before the
+    answer"); TCP the control each time.
+
+    closerange: a worker forked before the answer closes every descriptor
+    but the socket (os.closerange, as daemons do) and uses the
+    connection, the parent's copy closed. close_range closed the board's
+    pair too; the worker's post of the memfd failed and reset the
+    connection (0 bytes, where TCP echoes 1,000,000). The board's
+    descriptors now stay through close_range and closefrom.
+
+    cross: a child that closed all but A makes its own connection C and
+    forks; C's board took A's old numbers, and A's memfd went into C's
+    pair: C's bytes reached A's server. Each use of the pair also checks
+    its inode now.
+
+    killed: a sibling killed inside the board (most kills land there: a
+    non-blocking send loop before the answer). The board was marked
+    broken and the survivor went on on the Unix stream: it read the
+    answer's byte and a token as data ("Yt"). Now it is reset
+    (ECONNRESET; the count of the dead one's stream bytes is lost), or,
+    killed outside a change, gets TCP's answer: never other bytes.
+
+    stopped: a sibling stopped (SIGSTOP) inside the board held the
+    survivor's calls for ever (its socket timeout too). Now the survivor
+    waits for the board 1 ms at a time and its timeout ends the call: it
+    gets TCP's answer or `timeout`, never a hang."""
+    def run(tier):
+        argv = [sys.executable, "-c", BOARD_REVIEW, mode]
+        done = subprocess.run(lf_cmd(argv, tier=tier) if tier else argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+    want = run(None)
+    assert want == {"closerange": ["1000000", "True"], "cross": ["A:KA", "C:KC", "conn0:KA", "conn1:G", "conn1:KC"],
+                    "killed": ["HELLO"], "stopped": ["HELLO"]}[mode], want
+    got = run("shm")
+    if mode in ("closerange", "cross"):
+        assert got == want, got
+    else:
+        assert got == want or got == [{"killed": "ConnectionResetError", "stopped": "timeout"}[mode]], got
