@@ -59,10 +59,20 @@ static void shm_name(char *buf, size_t len, unsigned long ino)
 	snprintf(buf, len, LF_PAGE_NAME "%lu", ino);
 }
 
+void lf__mutex_init_shared(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 static struct lf_shm *shm_create(unsigned long ino, int *fdp)
 {
 	char name[64];
-	pthread_mutexattr_t a;
 	struct lf_shm *p;
 
 	shm_name(name, sizeof(name), ino);
@@ -74,11 +84,7 @@ static struct lf_shm *shm_create(unsigned long ino, int *fdp)
 		lf__sys_close(fd);
 		return NULL;
 	}
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&p->lock, &a);
-	pthread_mutexattr_destroy(&a);
+	lf__mutex_init_shared(&p->lock);
 	p->magic = LF_PAGE_MAGIC;
 	p->version = LF_PROTO_VERSION;
 	*fdp = fd;

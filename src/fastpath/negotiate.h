@@ -18,6 +18,12 @@
 #include "fdtab.h"
 #include "process.h"
 
+/* One message of len bytes with one descriptor, never waiting, no
+ * SIGPIPE (stash.c): 0, or -1 when not all of it went. */
+int lf__send_fd(int sock, const void *buf, size_t len, int fd);
+/* A robust, process-shared mutex in shared memory (listener.c). */
+void lf__mutex_init_shared(pthread_mutex_t *m);
+
 /* ---- listener.c: rendezvous and shared page of a listener */
 
 /* A listener's shared page (a memfd, mapped by every process that accepts

@@ -220,16 +220,7 @@ void lf__shm_decide(struct lf_shm_conn *c, int fd)
 		if (c->board && st == ON && !box_ours(c, 1) && atomic_load(&c->board->holders) == 1) {
 			/* the pair is gone here (a raw close_range), and no other process holds the board */
 		} else if (c->board && st == ON) { /* for the others: the memfd, on the board's pair */
-			struct iovec iov = { "Y", 1 };
-			union {
-				char buf[CMSG_SPACE(sizeof(int))];
-				struct cmsghdr align;
-			} cm;
-			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf) };
-			struct cmsghdr *h = CMSG_FIRSTHDR(&m);
-			*h = (struct cmsghdr){ .cmsg_len = CMSG_LEN(sizeof(int)), .cmsg_level = SOL_SOCKET, .cmsg_type = SCM_RIGHTS };
-			memcpy(CMSG_DATA(h), &c->mfd, sizeof(int));
-			if (!box_ours(c, 1) || lf__sys_sendmsg(c->box[1], &m, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+			if (!box_ours(c, 1) || lf__send_fd(c->box[1], "Y", 1, c->mfd)) {
 				lf__shm_broken(c, fd); /* the others could not map it */
 				st = BROKEN;
 			}
@@ -276,7 +267,6 @@ void lf__shm_board_make(struct lf_shm_conn *c)
 	}
 	int bfd = memfd_create(BOARD, MFD_CLOEXEC), sv[2];
 	struct lf_shm_board *b = MAP_FAILED;
-	pthread_mutexattr_t a;
 	if (bfd >= 0 && !ftruncate(bfd, sizeof(*b)))
 		b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
 	bool pair = false;
@@ -293,11 +283,7 @@ void lf__shm_board_make(struct lf_shm_conn *c)
 		pthread_mutex_unlock(&c->txl);
 		return;
 	}
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&b->m, &a);
-	pthread_mutexattr_destroy(&a);
+	lf__mutex_init_shared(&b->m);
 	b->state = UNDECIDED;
 	b->stream_out = c->stream_out;
 	atomic_init(&b->holders, 1); /* this process; the fork's prepare counts the child */

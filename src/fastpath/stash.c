@@ -163,7 +163,7 @@ static void index_del(struct lf_shm *m, const struct stash_msg *sm)
 		m->total--;
 }
 
-static int send_fd(int sock, const void *buf, size_t len, int fd)
+int lf__send_fd(int sock, const void *buf, size_t len, int fd)
 {
 	struct iovec iov = { (void *)buf, len };
 	union {
@@ -262,7 +262,7 @@ static bool evict_one(struct lf_listener *l)
 				index_del(m, &sm);
 			return true;
 		}
-		if (send_fd(l->chan, &sm, sizeof(sm), fd))
+		if (lf__send_fd(l->chan, &sm, sizeof(sm), fd))
 			index_del(m, &sm);
 		lf__sys_close(fd);
 	}
@@ -287,13 +287,13 @@ int lf__stash_put(struct lf_listener *l, int fd, const struct lf_ep *client, con
 	sm.client = *client;
 	sm.server = *server;
 	sm.checked = lf__sys_now_ns();
-	if (send_fd(l->chan, &sm, sizeof(sm), fd)) {
+	if (lf__send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		/* Too many descriptors in flight for this user: for an
 		 * unvouched hello, its uid's share is full; a vouched one takes
 		 * the place of an unvouched one. */
 		if (errno != ETOOMANYREFS)
 			return -errno;
-		if (!vouched || !evict_one(l) || send_fd(l->chan, &sm, sizeof(sm), fd))
+		if (!vouched || !evict_one(l) || lf__send_fd(l->chan, &sm, sizeof(sm), fd))
 			return -ENOSPC;
 	}
 	if (c)
@@ -442,7 +442,7 @@ static int next_hello(struct lf_listener *l, const struct lf_ep *client, struct 
 		lf__sys_close(fd);
 	} else if (!still_wanted(l, &sm, fd, now, &vouch)) {
 		drop(l, &sm, fd, LF_EV_UNVOUCHED);
-	} else if ((vouch && vouched_now(m, &sm)) || send_fd(l->chan, &sm, sizeof(sm), fd)) {
+	} else if ((vouch && vouched_now(m, &sm)) || lf__send_fd(l->chan, &sm, sizeof(sm), fd)) {
 		index_del(m, &sm);
 		lf__sys_close(fd);
 	} else {
