@@ -1785,9 +1785,17 @@ MUTANTS += [
         "close_range goes to the kernel alone: a number the program reuses for a file is still taken for a tier "
         "socket, and what it writes to the file goes to the ring (the peer reads it)",
         [("src/fastpath/interpose.c",
-          "\tif (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */\n\t\tclose_tier(first, last);\n",
-          "")],
+          "\tif (mine && lf__shm_used)\n\t\tclose_tier(first, last);\n\treturn close_range_around(first, last, flags, mine);",
+          "\treturn lf__sys_close_range(first, last, flags);")],
         ["e2e:test_shm.py -k close_range_then"]),
+    Mutant(
+        "close-range-closes-hidden",
+        "close_range closes loopfast's hidden descriptors too: a worker that closes all but its socket loses a "
+        "board's pair, and the numbers, reused, mix two connections",
+        [("src/fastpath/interpose.c",
+          "\t\tif (fl & LF_F_HIDDEN) {\n\t\t\tif (fd > lo)",
+          "\t\tif (0) {\n\t\t\tif (fd > lo)")],
+        ["e2e:test_shm.py -k 'survives_what and (closerange or cross)'"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
@@ -2680,8 +2688,8 @@ MUTANTS += [
           "\treturn lf__fd_used(fd) && lf__sys_vfork_child();",
           "\treturn false;"),
          ("src/fastpath/interpose.c",
-          "\tif (!flags && lf__shm_used && !lf__sys_vfork_child()) /* a vfork child's: its parent's rings */",
-          "\tif (!flags && lf__shm_used) /* a vfork child's: its parent's rings */")],
+          "\tbool mine = !flags && !lf__sys_vfork_child(); /* a vfork child's: its parent's table */",
+          "\tbool mine = !flags; /* a vfork child's: its parent's table */")],
         ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
     Mutant(
         "vfork-exec-counts-no-holder",
@@ -2804,8 +2812,8 @@ MUTANTS += [
         "a process whose sibling took the answer takes the connection for refused and writes on the stream, which "
         "the server no longer reads",
         [("src/fastpath/shm_answer.c",
-          "\tif (st != ON) {\n\t\tlf__shm_set_state(c, st);",
-          "\tif (1) {\n\t\tlf__shm_set_state(c, st == ON ? OFF : st);")],
+          "\tif (st == OFF) {\n\t\tlf__shm_set_state(c, OFF);",
+          "\tif (1) {\n\t\tlf__shm_set_state(c, OFF);")],
         ["e2e:test_shm.py -k forked_before_its_answer"]),
     Mutant(
         "shm-lt-restore-skipped-for-another-set",
