@@ -4863,7 +4863,9 @@ BEFORE_ANSWER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("late", [0, 0.3])
+# make test runs the late accept (the stream written before the answer,
+# the harder case); the prompt one runs in make test-extra (ten minutes).
+@pytest.mark.parametrize("late", [pytest.param(0, marks=pytest.mark.extra), 0.3])
 @pytest.mark.parametrize("mode", ["split", "grandchild", "taker-exits", "exec"])
 def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
     """A client that forks before it has taken the server's answer (no
@@ -4955,7 +4957,8 @@ def sigfork(tmp_path_factory):
     return build_prog(tmp_path_factory, "shm_sigfork")
 
 
-@pytest.mark.parametrize("tier", ["tcp", "uds", "shm"])
+@pytest.mark.parametrize("tier", [pytest.param("tcp", marks=pytest.mark.extra),
+                                  pytest.param("uds", marks=pytest.mark.extra), "shm"])
 def test_a_fork_from_a_signal_handler_during_a_call_before_the_answer(sigfork, tier):
     """A client forks from a SIGALRM handler, every 500 us, while its main
     loop sends and receives on a socket still waiting for the server's
