@@ -436,8 +436,10 @@ GIVE_BACK_EAGAIN = PAIR + textwrap.dedent("""
 
 
 @pytest.mark.skipif(not shutil.which("strace"), reason="needs strace")
-@pytest.mark.parametrize("tier, trigger", [(t, g) for g in ("et", "lt", "lt-pause") for t in ("tcp", "shm") if (t, g) != ("tcp", "lt")] +
-                         [("shm", "lt-pause-pwait2")],
+# The pauses (8 s each) run in make test-extra, to keep make test within ten minutes.
+@pytest.mark.parametrize("tier, trigger", [(t, g) if g != "lt-pause" else pytest.param(t, g, marks=pytest.mark.extra)
+                                           for g in ("et", "lt", "lt-pause") for t in ("tcp", "shm") if (t, g) != ("tcp", "lt")] +
+                         [pytest.param("shm", "lt-pause-pwait2", marks=pytest.mark.extra)],
                          ids=lambda v: v)
 def test_write_that_meets_a_give_back_gets_epollout(build, tier, trigger):
     """A non-blocking write that meets the reader giving the empty ring's
@@ -2174,7 +2176,8 @@ def test_a_wait_that_spins_sees_the_ring(build, epoll_spin, mode):
     assert max(tokens) < 0.5 * n, got
 
 
-@pytest.mark.parametrize("mode, rounds", [("close", 1000), ("close-poll", 1000)], ids=["epoll", "poll"])
+@pytest.mark.parametrize("mode, rounds", [("close", 1000), pytest.param("close-poll", 1000, marks=pytest.mark.extra)],
+                         ids=["epoll", "poll"])
 def test_a_wait_that_spins_on_a_ring_another_thread_closes(build, epoll_spin, mode, rounds):
     """A thread waits in epoll_wait, spinning (2 ms), on a set holding an
     accepted tier socket, while another thread closes it (1,000 rounds;
@@ -4866,7 +4869,8 @@ BEFORE_ANSWER = textwrap.dedent("""
 # make test runs the late accept (the stream written before the answer,
 # the harder case); the prompt one runs in make test-extra (ten minutes).
 @pytest.mark.parametrize("late", [pytest.param(0, marks=pytest.mark.extra), 0.3])
-@pytest.mark.parametrize("mode", ["split", "grandchild", "taker-exits", "exec"])
+@pytest.mark.parametrize("mode", ["split", pytest.param("grandchild", marks=pytest.mark.extra),
+                                  pytest.param("taker-exits", marks=pytest.mark.extra), "exec"])
 def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
     """A client that forks before it has taken the server's answer (no
     call on the socket between connect and fork), and both processes use
@@ -5069,7 +5073,8 @@ BOARD_REVIEW = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mode", ["closerange", "cross", "killed", "stopped"])
+@pytest.mark.parametrize("mode", ["closerange", "cross", pytest.param("killed", marks=pytest.mark.extra),
+                                  pytest.param("stopped", marks=pytest.mark.extra)])
 def test_a_board_survives_what_its_processes_do(build, mode):
     """Found by review of the board (docs/shm.md, "A fork before the
     answer"); TCP the control each time.
