@@ -239,10 +239,8 @@ LF_EXPORT void closefrom(int low)
 
 	if (low >= 0 && mine && lf__shm_used)
 		close_tier((unsigned)low, ~0u);
-	if (low >= 0) {
-		close_range_around((unsigned)low, ~0u, 0, mine);
-		return;
-	}
+	if (low >= 0 && (!close_range_around((unsigned)low, ~0u, 0, mine) || errno != ENOSYS))
+		return; /* (a kernel without close_range: glibc's own way, below) */
 	if (!next)
 		next = (void (*)(int))dlsym(RTLD_NEXT, "closefrom");
 	if (next)

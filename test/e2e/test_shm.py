@@ -4870,7 +4870,8 @@ BEFORE_ANSWER = textwrap.dedent("""
 # the harder case); the prompt one runs in make test-extra (ten minutes).
 @pytest.mark.parametrize("late", [pytest.param(0, marks=pytest.mark.extra), 0.3])
 @pytest.mark.parametrize("mode", ["split", pytest.param("grandchild", marks=pytest.mark.extra),
-                                  pytest.param("taker-exits", marks=pytest.mark.extra), "exec"])
+                                  pytest.param("taker-exits", marks=pytest.mark.extra),
+                                  pytest.param("exec", marks=pytest.mark.extra)])
 def test_a_client_forked_before_its_answer_keeps_one_stream(build, mode, late):
     """A client that forks before it has taken the server's answer (no
     call on the socket between connect and fork), and both processes use
@@ -4934,7 +4935,7 @@ BEFORE_ANSWER_CLOSE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("how", ["fork", "exec"])
+@pytest.mark.parametrize("how", ["fork", pytest.param("exec", marks=pytest.mark.extra)])
 def test_a_client_forked_before_its_answer_closes_as_tcp(build, how):
     """A client that forks before it took the server's answer and makes no
     call on the socket; the child (or the program it execs) closes its
@@ -5073,7 +5074,8 @@ BOARD_REVIEW = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mode", ["closerange", "cross", pytest.param("killed", marks=pytest.mark.extra),
+@pytest.mark.parametrize("mode", ["closerange", pytest.param("cross", marks=pytest.mark.extra),
+                                  pytest.param("killed", marks=pytest.mark.extra),
                                   pytest.param("stopped", marks=pytest.mark.extra)])
 def test_a_board_survives_what_its_processes_do(build, mode):
     """Found by review of the board (docs/shm.md, "A fork before the
