@@ -281,7 +281,7 @@ int lf__accept_claim(int lfd, int newfd, int flags, const struct sockaddr *sa, s
 		return -ECONNABORTED;
 	}
 	bool fail;
-	struct lf_shm_conn *shm = lf__shm_offer(unx, lfd, asks_shm, &fail); /* the tier's answer, before any byte of ours */
+	struct lf_shm_conn *shm = lf__shm_offer(unx, lfd, newfd, asks_shm, &fail); /* the tier's answer, before any byte of ours */
 	if (fail) {
 		lf__sys_close(unx);
 		reset(newfd);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
 #include <string.h>
 
@@ -171,34 +172,23 @@ LF_EXPORT int close(int fd)
 }
 LF_LOCAL(close);
 
-/* close_range and closefrom (glibc's wrappers): the tier's descriptors in
- * the range are closed first, one by one, as close() closes them (the
- * peer told, the table's entry gone), so that a number the program
- * reuses (a daemon's file) is never taken for a tier socket; then the
- * kernel closes the rest. Everything else in the table is a cache that
- * checks the kernel (fdtab.c). CLOSE_RANGE_CLOEXEC closes nothing, and
- * CLOSE_RANGE_UNSHARE closes in a table of its own: both go to the kernel
- * as they are. A raw close_range system call is not seen (docs/shm.md). */
-static void close_tier(unsigned first, unsigned last)
-{
-	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
-
-	lf__shm_closing_range = true;
-	for (unsigned fd = first; lf__shm_used && fd <= last && fd <= (unsigned)hi; fd++)
-		if (lf__shm_on((int)fd))
-			local_close((int)fd);
-	lf__shm_closing_range = false;
-}
-
-/* The program's descriptors that loopfast knows (a fast-path socket, a
- * listener, a pending connect) are closed one by one, as close() closes
- * them, so that their hidden companions (a bell, a rendezvous) go with
- * them; the kernel then closes the rest of the range around loopfast's
- * hidden descriptors, which stay, as close() leaves them: closed, their
- * owners kept their numbers, another hidden descriptor got them, and the
- * next look through the old number acted on the new one (a bell's
- * verdict closed another connection's bell; a board's pair got another
- * connection's memfd: docs/shm.md, "A fork before the answer"). */
+/* close_range and closefrom (glibc's wrappers). The program's descriptors
+ * that loopfast knows (a fast-path socket, a tier socket, a listener, a
+ * pending connect) are closed one by one, as close() closes them (the
+ * peer told, the table's entry gone, their hidden companions, a bell or a
+ * rendezvous, with them), so that a number the program reuses (a
+ * daemon's file) is never taken for one of them; the kernel then closes
+ * the rest of the range around loopfast's hidden descriptors, which stay,
+ * as close() leaves them: closed, their owners kept their numbers,
+ * another hidden descriptor got them, and the next look through the old
+ * number acted on the new one (a bell's verdict closed another
+ * connection's bell; a board's pair got another connection's memfd:
+ * docs/shm.md, "A fork before the answer"). Everything else in the table
+ * is a cache that checks the kernel (fdtab.c). CLOSE_RANGE_CLOEXEC closes
+ * nothing, and CLOSE_RANGE_UNSHARE closes in a table of its own, as does
+ * a vfork child (its parent's table): their descriptors go to the kernel
+ * as they are (known false). A raw close_range system call is not seen
+ * (docs/shm.md). */
 static int close_range_around(unsigned first, unsigned last, int flags, bool known)
 {
 	unsigned lo = first;
@@ -206,6 +196,7 @@ static int close_range_around(unsigned first, unsigned last, int flags, bool kno
 
 	if (!__atomic_load_n(&lf__fdtab, __ATOMIC_ACQUIRE))
 		return lf__sys_close_range(first, last, flags); /* no state: nothing of loopfast's */
+	lf__shm_closing_range = known; /* a tier socket's close keeps no copy (shm.c, keep_socket) */
 	for (unsigned fd = first; fd <= last && fd < LF_FD_MAX; fd++) {
 		struct lf_fd *f = lf__fd_peek((int)fd);
 		unsigned fl = f ? atomic_load_explicit(&f->flags, memory_order_relaxed) : 0;
@@ -217,6 +208,7 @@ static int close_range_around(unsigned first, unsigned last, int flags, bool kno
 			local_close((int)fd);
 		}
 	}
+	lf__shm_closing_range = false;
 	if (lo <= last && lo >= first)
 		r |= lf__sys_close_range(lo, last, flags);
 	return r ? -1 : 0;
@@ -224,22 +216,14 @@ static int close_range_around(unsigned first, unsigned last, int flags, bool kno
 
 LF_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-	bool mine = !flags && !lf__sys_vfork_child(); /* a vfork child's: its parent's table */
-
-	if (mine && lf__shm_used)
-		close_tier(first, last);
-	return close_range_around(first, last, flags, mine);
+	return close_range_around(first, last, flags, !flags && !lf__sys_vfork_child());
 }
 
 LF_EXPORT void closefrom(int low)
 {
 	static void (*next)(int);
 
-	bool mine = !lf__sys_vfork_child();
-
-	if (low >= 0 && mine && lf__shm_used)
-		close_tier((unsigned)low, ~0u);
-	if (low >= 0 && (!close_range_around((unsigned)low, ~0u, 0, mine) || errno != ENOSYS))
+	if (low >= 0 && (!close_range_around((unsigned)low, ~0u, 0, !lf__sys_vfork_child()) || errno != ENOSYS))
 		return; /* (a kernel without close_range: glibc's own way, below) */
 	if (!next)
 		next = (void (*)(int))dlsym(RTLD_NEXT, "closefrom");
@@ -441,12 +425,27 @@ static void inherit(int fd, int nfd, bool cloexec)
 		lf__listener_cloexec(f->lst, false);
 }
 
+/* A copy of fd that got one of stdio's numbers (dup, F_DUPFD): its
+ * connection leaves the tier first (shm.h), or the copy is undone and the
+ * call fails (EOPNOTSUPP). */
+static bool stdio_copy(int fd, int nfd)
+{
+	if (nfd < 0 || nfd > LF_SHM_STDIO_MAX || !lf__shm_used || lf__shm_leave_for_stdio(fd))
+		return true;
+	int e = errno;
+	lf__sys_close(nfd);
+	errno = e;
+	return false;
+}
+
 LF_EXPORT int dup(int fd)
 {
 	if (lf__fd_foreign(fd))
 		return REAL(dup)(fd);
 	int nfd = REAL(dup)(fd), e = errno;
 
+	if (!stdio_copy(fd, nfd))
+		return -1;
 	if (nfd >= 0)
 		lf__fd_copy(fd, nfd);
 	errno = e;
@@ -459,6 +458,8 @@ LF_EXPORT int dup3(int fd, int nfd, int flags)
 
 	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
 		return REAL(dup3)(fd, nfd, flags);
+	if (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))
+		return -1; /* stdio's number: off the tier first (shm.h) */
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup3)(fd, nfd, flags);
@@ -475,6 +476,8 @@ LF_EXPORT int dup2(int fd, int nfd)
 
 	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
 		return REAL(dup2)(fd, nfd);
+	if (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))
+		return -1; /* stdio's number: off the tier first (shm.h) */
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup2)(fd, nfd);
@@ -494,6 +497,8 @@ static int fcntl_common(int fd, int cmd, va_list ap)
 		lf__resolve();
 	r = lf__real_fcntl(fd, cmd, arg);
 	e = errno;
+	if ((cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !lf__fd_foreign(fd) && !stdio_copy(fd, r))
+		return -1;
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !lf__fd_foreign(fd))
 		lf__fd_copy(fd, r);
 	if (r >= 0 && cmd == F_SETFL)
@@ -649,4 +654,17 @@ LF_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	    ((fl & LF_F_FAST) && f->spin_us && op != EPOLL_CTL_MOD))
 		return epoll_note(epfd, op, fd, ev, f, fl);
 	return REAL(epoll_ctl)(epfd, op, fd, ev);
+}
+
+/* glibc's FILE reads and writes through its own calls, past the
+ * interposer: a tier socket leaves the tier before it gets one (shm.h). */
+LF_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	static FILE *(*next)(int, const char *);
+
+	if (lf__shm_used && !lf__shm_leave_for_stdio(fd))
+		return NULL;
+	if (!next)
+		next = (FILE * (*)(int, const char *)) dlsym(RTLD_NEXT, "fdopen");
+	return next(fd, mode);
 }

@@ -8,10 +8,12 @@
 #include "internal.h"
 #include "syscalls.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -659,4 +661,60 @@ LF_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	if (plain_io(fd, false))
 		return REAL(send)(fd, buf, n, flags);
 	return send_io(fd, buf, n, flags);
+}
+
+/* dprintf writes through glibc's own write, past the interposer: on a tier
+ * socket the formatted bytes go through write() here instead, as glibc's
+ * would go (a short write goes on; an error ends the call with -1). A flag
+ * of 0 is the unchecked call (glibc's own dprintf and vdprintf). */
+int __vasprintf_chk(char **s, int flag, const char *fmt, va_list ap);
+int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+
+LF_EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	static int (*next)(int, int, const char *, va_list);
+	char *s;
+
+	if (!lf__shm_used || !lf__shm_on(fd)) {
+		if (!next)
+			next = (int (*)(int, int, const char *, va_list))dlsym(RTLD_NEXT, "__vdprintf_chk");
+		return next(fd, flag, fmt, ap);
+	}
+	int n = __vasprintf_chk(&s, flag, fmt, ap);
+	for (size_t off = 0; n > 0 && off < (size_t)n;) {
+		ssize_t w = write(fd, s + off, (size_t)n - off);
+		if (w < 0)
+			n = -1;
+		else
+			off += (size_t)w;
+	}
+	if (n >= 0)
+		free(s);
+	return n;
+}
+
+LF_EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	return __vdprintf_chk(fd, 0, fmt, ap);
+}
+
+LF_EXPORT int dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = __vdprintf_chk(fd, 0, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+LF_EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = __vdprintf_chk(fd, flag, fmt, ap);
+	va_end(ap);
+	return n;
 }

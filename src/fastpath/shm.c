@@ -229,7 +229,7 @@ static void limbo_drain(void)
 /* A hidden descriptor of the connection's (lf__fd_hide) closed, only if
  * still ours: a close_range may have taken the number, and the program
  * reused it. */
-static bool ours(int fd, unsigned long ino)
+bool lf__shm_ours(int fd, unsigned long ino)
 {
 	struct stat st;
 
@@ -243,7 +243,7 @@ void lf__shm_unkeep(int *home, unsigned long ino)
 	if (fd < 0)
 		return;
 	lf__fd_unhide_home(fd, home); /* its entry points at the connection's word */
-	if (ours(fd, ino))
+	if (lf__shm_ours(fd, ino))
 		lf__sys_close(fd);
 	*home = -1;
 }
@@ -256,7 +256,7 @@ static void conn_put(struct lf_shm_conn *c)
 	 * call that found its descriptor closed never touches the number
 	 * again, and a token it left for bytes it read reset the peer at the
 	 * kept socket's close, where TCP gives EOF. */
-	if (c->map && atomic_load(&c->state) == ON && lf__shm_alone(c) && ours(c->kept, c->kept_ino))
+	if (c->map && atomic_load(&c->state) == ON && lf__shm_alone(c) && lf__shm_ours(c->kept, c->kept_ino))
 		lf__shm_io_spent(c, c->kept);
 	holder_gone(c);
 	if (c->map && atomic_load(&c->state) == ON) {
@@ -315,7 +315,7 @@ static void keep_socket(struct lf_shm_conn *c, int fd)
 
 	/* Not after a dup2 over fd, whose drop comes after the kernel's: fd
 	 * names the new file then, and the socket is gone already. */
-	if (lf__shm_closing_range || !ours(fd, c->kept_ino) || atomic_exchange(&c->keeping, true) ||
+	if (lf__shm_closing_range || !lf__shm_ours(fd, c->kept_ino) || atomic_exchange(&c->keeping, true) ||
 	    (k = lf__fd_dup_hidden(fd)) < 0)
 		return;
 	lf__fd_hide(k, &c->kept);
@@ -514,7 +514,7 @@ void lf__shm_sndbuf(int fd)
 bool lf__shm_wants(int fd)
 {
 	struct lf_fd *f = lf__fd(fd);
-	bool w = lf__shm_global || (f && (atomic_load(&f->flags) & LF_F_TIER));
+	bool w = fd > LF_SHM_STDIO_MAX && (lf__shm_global || (f && (atomic_load(&f->flags) & LF_F_TIER)));
 
 	if (w)
 		lf__shm_used = true;
@@ -579,7 +579,7 @@ static struct lf_shm_conn *make_rings(int *mfd)
 	return c;
 }
 
-struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
+struct lf_shm_conn *lf__shm_offer(int unx, int lfd, int fd, bool asked, bool *fail)
 {
 	struct lf_fd *l = lf__fd(lfd);
 	struct lf_shm_conn *c = NULL;
@@ -588,7 +588,7 @@ struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail)
 	*fail = false;
 	if (!asked)
 		return NULL;
-	if (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER)))
+	if (fd > LF_SHM_STDIO_MAX && (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER))))
 		c = make_rings(&mfd);
 	char v = c ? 'Y' : 'N';
 	struct iovec iov = { &v, 1 };
@@ -890,6 +890,23 @@ static __thread struct parked {
 __thread int lf__shm_parked;
 __thread bool lf__shm_parked_trim;
 
+/* Another look at a socket whose epgen moved or is odd: yes for 100
+ * tries, then for 50 ms from the first of those past it. A bound, for a
+ * call that never ends here (a signal handler's wait that interrupted its
+ * own thread's epoll_ctl); not a count of tries alone: a MOD made from a
+ * record that changed under it must be made again once the change is
+ * done, and another thread inside epoll_ctl may be off its CPU for longer
+ * than 100 yields (the kernel then kept the old record's MOD: 1 to 3
+ * runs in 40 of shm_rearm's race, 2026-11-29). */
+static bool try_again(int tries, uint64_t *end)
+{
+	if (tries < 100)
+		return true;
+	if (!*end)
+		*end = lf__sys_now_ns() + 50000000ull;
+	return lf__sys_now_ns() < *end;
+}
+
 /* The kernel's registration of fd on epfd made as the record says (with
  * EPOLLET if et), with no epoll_ctl of the application under way or
  * begun meanwhile. Returns the epgen it was made at, or -1 (no record,
@@ -897,8 +914,9 @@ __thread bool lf__shm_parked_trim;
 static long record_mod(int epfd, int fd, bool et, unsigned *sgen)
 {
 	struct lf_fd *f = lf__fd_peek(fd);
+	uint64_t end = 0;
 
-	for (int tries = 0; f && tries < 100; tries++) {
+	for (int tries = 0; f && try_again(tries, &end); tries++) {
 		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE);
 		if (g & 1) { /* another thread's epoll_ctl of fd is under way */
 			sched_yield();
@@ -954,7 +972,9 @@ void lf__shm_epoll_fork_child(void)
  * registration edge-triggered (test_shm.py, two sets, `-late`). */
 static bool set_changed(struct lf_fd *f, const struct parked *p)
 {
-	for (int tries = 0; tries < 100; tries++) {
+	uint64_t end = 0;
+
+	for (int tries = 0; try_again(tries, &end); tries++) {
 		unsigned g = __atomic_load_n(&f->epgen, __ATOMIC_ACQUIRE);
 		if (g == p->gen)
 			return false;

@@ -42,7 +42,7 @@ int lf__shm_epoll_fix(int epfd, struct epoll_event *ev, int n);
  * edge-triggered during it are level-triggered again (this thread's). */
 void lf__shm_epoll_unpark(void);
 extern __thread int lf__shm_parked;
-extern __thread bool lf__shm_closing_range; /* interpose.c's close_tier: no socket kept (shm.c, keep_socket) */
+extern __thread bool lf__shm_closing_range; /* interpose.c's close_range_around: no socket kept (shm.c, keep_socket) */
 extern __thread bool lf__shm_parked_trim; /* one of them for a give-back: looked at again each millisecond (wait.c) */
 /* An epoll wait that spins looks at the rings of the set's tier sockets
  * registered level-triggered for EPOLLIN (shm.c): lf__shm_watch holds up
@@ -89,13 +89,22 @@ void lf__shm_sndbuf(int fd);
 
 /* Client, before its hello: does fd ask for the tier? */
 bool lf__shm_wants(int fd);
+/* Descriptors 0 to 2 are stdio's: glibc's stdin, stdout and stderr (and
+ * fdopen's FILEs) read and write through glibc's own calls, past the
+ * interposer. A socket made there never asks for the tier or offers it;
+ * a tier socket leaves the tier before it becomes one or an fdopen's
+ * (shm_leave.c): false, errno EOPNOTSUPP, when it cannot leave now (the
+ * connection as it was, as a refused pass). */
+#define LF_SHM_STDIO_MAX 2
+bool lf__shm_leave_for_stdio(int fd);
 /* Server, at the claim of the hello unx (listener lfd; asked: its name
  * asks for the tier, else nothing is sent and NULL returned):
  * sends the answer on unx, before any byte of the application's: "Y" and a
- * sealed memfd when the listener asked too, else "N". Returns the
+ * sealed memfd when the listener asked too and the application's
+ * descriptor fd is not stdio's, else "N". Returns the
  * connection's state to attach (NULL: the Unix stream), or sets *fail
  * when no answer could be sent (the caller resets the connection). */
-struct lf_shm_conn *lf__shm_offer(int unx, int lfd, bool asked, bool *fail);
+struct lf_shm_conn *lf__shm_offer(int unx, int lfd, int fd, bool asked, bool *fail);
 /* After the switch: fd (the client's, asked = its hello's name asked; or
  * the server's, with what lf__shm_offer returned) is on the tier. */
 void lf__shm_attach_client(int fd);

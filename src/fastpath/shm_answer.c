@@ -48,6 +48,22 @@ struct lf_shm_board {
 	uint64_t stream_out; /* the stream bytes all the processes wrote before the switch */
 };
 
+/* c goes onto the rings mapped at c->map (area bytes each way), whose
+ * memfd it keeps; pre (the client that took the answer): the count of its
+ * stream bytes before the switch, for the server. */
+static void rings_on(struct lf_shm_conn *c, uint32_t area, int mfd, const uint64_t *pre)
+{
+	lf__ring_views(c->map, area, false, &c->rx, &c->tx);
+	if (pre) {
+		atomic_store_explicit(&c->tx.h->pre, *pre, memory_order_relaxed);
+		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
+	}
+	lf__shm_set_state(c, ON);
+	if (atomic_load(&c->edges)) /* an ET registration came before the answer */
+		atomic_store(&c->rx.h->edges, 1);
+	lf__shm_keep_memfd(c, mfd);
+}
+
 /* Takes the answer if it has come: c's state changes (ON: mapped). pre:
  * the stream bytes written before it. Under txl (and the board's lock). */
 static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
@@ -89,20 +105,14 @@ static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
 	} else if (v == 'N' && mfd < 0) {
 		lf__shm_set_state(c, OFF);
 	} else if (v == 'Y' && mfd >= 0 && !extra && !(m.msg_flags & MSG_CTRUNC) && (c->map = lf__shm_map(mfd, &area))) {
-		lf__ring_views(c->map, area, false, &c->rx, &c->tx);
-		atomic_store_explicit(&c->tx.h->pre, pre, memory_order_relaxed);
-		atomic_store_explicit(&c->tx.h->switched, 1, memory_order_release);
-		lf__shm_set_state(c, ON);
-		if (atomic_load(&c->edges)) /* an ET registration came before the answer */
-			atomic_store(&c->rx.h->edges, 1);
+		rings_on(c, area, mfd, &pre);
+		return;
 	} else {
 		if (lf__debug_on)
 			lf__debug("fd %d: a bad shm answer from the server: reset", fd);
 		lf__shm_broken(c, fd);
 	}
-	if (mfd >= 0 && c->map)
-		lf__shm_keep_memfd(c, mfd);
-	else if (mfd >= 0)
+	if (mfd >= 0)
 		lf__sys_close(mfd);
 }
 
@@ -110,9 +120,7 @@ static void take(struct lf_shm_conn *c, int fd, uint64_t pre)
  * have closed it, and the number have been reused). */
 static bool box_ours(const struct lf_shm_conn *c, int i)
 {
-	struct stat st;
-
-	return c->box[i] >= 0 && !fstat(c->box[i], &st) && (unsigned long)st.st_ino == c->box_ino[i];
+	return lf__shm_ours(c->box[i], c->box_ino[i]);
 }
 
 /* The rings another process of the board took: its memfd, peeked. */
@@ -146,11 +154,7 @@ static void adopt(struct lf_shm_conn *c, int fd, int st)
 		lf__shm_broken(c, fd);
 		return;
 	}
-	lf__ring_views(c->map, area, false, &c->rx, &c->tx);
-	lf__shm_set_state(c, ON);
-	if (atomic_load(&c->edges))
-		atomic_store(&c->rx.h->edges, 1);
-	lf__shm_keep_memfd(c, mfd);
+	rings_on(c, area, mfd, NULL);
 }
 
 /* Under txl: true while no process of the board has taken the answer

@@ -104,6 +104,7 @@ int lf__shm_broken(struct lf_shm_conn *c, int fd);        /* resets the connecti
 struct lf_shm_conn *lf__shm_conn_new(bool server);        /* refs 1, no map; NULL: no memory */
 void *lf__shm_map(int mfd, uint32_t *area);               /* a checked map of a tier memfd, NULL: not one */
 void lf__shm_keep_memfd(struct lf_shm_conn *c, int mfd);  /* c holds mfd from now on (hidden) */
+bool lf__shm_ours(int fd, unsigned long ino);              /* fd is open and names that inode */
 bool lf__shm_keep(int fd, int *home, unsigned long *ino); /* fd hidden at *home, its inode at *ino (false: closed) */
 void lf__shm_unkeep(int *home, unsigned long ino);        /* closed, if *home still names that inode; -1 */
 

@@ -60,7 +60,7 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 {
 	int st = atomic_load(&c->state);
 	char kind = st == UNDECIDED ? 'u' : st != ON ? 0 : c->server ? 's' : 'c';
-	struct stat s, m;
+	struct stat s;
 
 	if (!kind || fstat(fd, &s))
 		return false;
@@ -69,12 +69,12 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 				  .box = { -1, -1 } };
 	int mfd = kind == 'u' ? c->bfd : c->mfd;
 	unsigned long mino = kind == 'u' ? c->bfd_ino : c->mfd_ino;
-	if (mfd >= 0 && !fstat(mfd, &m) && (unsigned long)m.st_ino == mino) {
+	if (lf__shm_ours(mfd, mino)) {
 		r->mfd = mfd;
 		r->mino = mino;
 	}
 	for (int i = 0; kind == 'u' && r->mfd >= 0 && i < 2; i++) { /* the board's pair */
-		if (fstat(c->box[i], &m) || (unsigned long)m.st_ino != c->box_ino[i]) {
+		if (!lf__shm_ours(c->box[i], c->box_ino[i])) {
 			r->mfd = -1; /* a close_range took it: no board */
 			break;
 		}
@@ -98,11 +98,10 @@ bool lf__shm_exec_rec(int fd, struct lf_shm_conn *c, struct lf_shm_rec *r)
 static int reopen(const struct lf_shm_conn *c, int *undo, size_t *nu)
 {
 	char p[48];
-	struct stat m;
 
 	snprintf(p, sizeof(p), "/proc/%d/fd/%d", (int)getppid(), c->mfd);
 	int mfd = c->mfd >= 0 ? open(p, O_RDWR) : -1;
-	if (mfd >= 0 && (fstat(mfd, &m) || (unsigned long)m.st_ino != c->mfd_ino)) {
+	if (mfd >= 0 && !lf__shm_ours(mfd, c->mfd_ino)) {
 		lf__sys_close(mfd);
 		mfd = -1;
 	}
@@ -267,10 +266,9 @@ static void drop_board(const struct lf_shm_rec *r)
 {
 	int fds[3] = { r->mfd, r->box[0], r->box[1] };
 	unsigned long inos[3] = { r->mino, r->boxino[0], r->boxino[1] };
-	struct stat st;
 
 	for (int i = 0; i < 3; i++)
-		if (fds[i] >= 0 && !fstat(fds[i], &st) && (unsigned long)st.st_ino == inos[i])
+		if (lf__shm_ours(fds[i], inos[i]))
 			lf__sys_close(fds[i]);
 }
 
@@ -278,11 +276,10 @@ static void drop_board(const struct lf_shm_rec *r)
 static bool our_memfd(int mfd, unsigned long ino)
 {
 	char p[48], name[64];
-	struct stat st;
 
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
 	ssize_t l = mfd >= 0 ? readlink(p, name, sizeof(name) - 1) : -1;
-	if (l < 0 || fstat(mfd, &st) || (unsigned long)st.st_ino != ino)
+	if (l < 0 || !lf__shm_ours(mfd, ino))
 		return false;
 	name[l] = 0;
 	return !strncmp(name, "/memfd:loopfast-shm", 19);

@@ -195,15 +195,13 @@ bool lf__shm_leave_met(struct lf_shm_conn *c, int fd)
 static void answer_here(struct lf_shm_conn *c)
 {
 	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
-	struct stat st;
 
 	for (int fd = 0; fd <= hi; fd++) {
 		struct lf_shm_conn *p = lf__shm_conn_of(fd) ? lf__shm_use(fd) : NULL;
 		if (!p)
 			continue;
 		bool peer = p != c && p->server != c->server && p->mfd_ino == c->mfd_ino && p->mfd >= 0;
-		if (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && !fstat(fd, &st) &&
-		    (unsigned long)st.st_ino == p->kept_ino)
+		if (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && lf__shm_ours(fd, p->kept_ino))
 			lf__shm_io_answer(p, fd);
 		lf__shm_done(fd);
 		if (peer)
@@ -273,6 +271,21 @@ static int through_copy(struct lf_shm_conn *c, int fd)
 			return -1;
 		lf__sys_poll1(fd, POLLIN, ms);
 	}
+}
+
+bool lf__shm_leave_for_stdio(int fd)
+{
+	struct lf_shm_conn *c = lf__shm_conn_of(fd) ? lf__shm_use(fd) : NULL;
+	bool left = true;
+
+	if (c) { /* a client before its answer waits for it, as a pass does */
+		lf__shm_decide_by(c, fd, lf__sys_now_ns() + LF_SHM_ANSWER_NS);
+		left = atomic_load(&c->state) == OFF || lf__shm_leave(c, fd);
+		lf__shm_done(fd);
+	}
+	if (!left)
+		errno = EOPNOTSUPP;
+	return left;
 }
 
 bool lf__shm_leave(struct lf_shm_conn *c, int fd)

@@ -448,6 +448,7 @@ REDIS_CLIENT = textwrap.dedent("""
         w = cmd.split()
         if w[0] == "take":
             said = False
+            pause = 0.02   # doubling, to half a second, as applications back off
             deadline = time.monotonic() + 60
             while True:
                 began = time.monotonic()
@@ -466,7 +467,8 @@ REDIS_CLIENT = textwrap.dedent("""
                         print("retrying", flush=True)
                         said = True
                     assert time.monotonic() < deadline, "no redis for a minute"
-                    time.sleep(0.02)
+                    time.sleep(pause)
+                    pause = min(2 * pause, 0.5)
             print("took", len(held), began, flush=True)
         elif w[0] == "give":
             for c in held:
@@ -500,8 +502,11 @@ def test_redis_pool_across_server_restarts(build, tmp_path):
     """redis-server under loopfast, and a redis-py pool in a client under
     loopfast holding four connections: all on the fast path at both ends.
     redis-server is stopped; the client asks its pool for connections
-    while it is down (refused, retried every 20 ms, as applications
-    retry); redis-server starts again on the same port. Every connection
+    while it is down (refused, retried after 20 ms, then twice as long
+    each time up to half a second, as applications back off; every 20 ms
+    left too few attempts that began after the test saw redis ready on a
+    slow host: 1 of 10 restarts, 2026-11-29); redis-server starts again
+    on the same port. Every connection
     the pool makes after that is on the fast path at both ends, after each
     of three restarts. (An attempt that began before the test saw the
     server ready may have overlapped its listen(), as client_first says:

@@ -886,7 +886,7 @@ MUTANTS += [
         "shm-server-answers-yes-unasked",
         "a server whose listener did not ask for the tier still gives it to a client that did",
         [("src/fastpath/shm.c",
-          "\tif (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER)))\n",
+          "\tif (fd > LF_SHM_STDIO_MAX && (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER))))\n",
           "\tif (1)\n")],
         ["e2e:test_shm.py -k only_when_both_asked"]),
     Mutant(
@@ -1778,14 +1778,14 @@ MUTANTS += [
         ["e2e:test_supervisor.py -k 'test_fast_path and c'"]),
 ]
 # close_range (glibc's) closes the tier's descriptors in its range as
-# close() does first (interpose.c, close_tier).
+# close() does first (interpose.c, close_range_around).
 MUTANTS += [
     Mutant(
         "shm-close-range-leaves-tier-entries",
         "close_range goes to the kernel alone: a number the program reuses for a file is still taken for a tier "
         "socket, and what it writes to the file goes to the ring (the peer reads it)",
         [("src/fastpath/interpose.c",
-          "\tif (mine && lf__shm_used)\n\t\tclose_tier(first, last);\n\treturn close_range_around(first, last, flags, mine);",
+          "\treturn close_range_around(first, last, flags, !flags && !lf__sys_vfork_child());",
           "\treturn lf__sys_close_range(first, last, flags);")],
         ["e2e:test_shm.py -k close_range_then"]),
     Mutant(
@@ -1796,6 +1796,43 @@ MUTANTS += [
           "\t\tif (fl & LF_F_HIDDEN) {\n\t\t\tif (fd > lo)",
           "\t\tif (0) {\n\t\t\tif (fd > lo)")],
         ["e2e:test_shm.py -k 'survives_what and (closerange or cross)'"]),
+    Mutant(
+        "shm-stdio-dup-stays-on-the-tier",
+        "a tier socket dup2'd onto stdout stays on the tier: bash's echo >&3 writes into the stream (a reset)",
+        [("src/fastpath/interpose.c",
+          "\tif (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))\n"
+          "\t\treturn -1; /* stdio's number: off the tier first (shm.h) */\n\tif (fd != nfd)\n"
+          "\t\tlf__fd_relocate(nfd);\n\tr = REAL(dup2)(fd, nfd);",
+          "\tif (fd != nfd)\n\t\tlf__fd_relocate(nfd);\n\tr = REAL(dup2)(fd, nfd);")],
+        ["e2e:test_shm.py -k 'stdio_on and bash'"]),
+    Mutant(
+        "shm-stdio-fdopen-stays-on-the-tier",
+        "fdopen of a tier socket keeps the tier: glibc's FILE reads and writes the stream under the rings",
+        [("src/fastpath/interpose.c",
+          "\tif (lf__shm_used && !lf__shm_leave_for_stdio(fd))\n\t\treturn NULL;",
+          "")],
+        ["e2e:test_shm.py -k 'stdio_on and fdopen'"]),
+    Mutant(
+        "shm-stdio-descriptor-0-asks",
+        "a socket made at descriptor 0 asks for the tier and is offered it: fgets(stdin) reads the stream",
+        [("src/fastpath/shm.c",
+          "\tbool w = fd > LF_SHM_STDIO_MAX && (",
+          "\tbool w = (")],
+        ["e2e:test_shm.py -k 'stdio_on and stdin'"]),
+    Mutant(
+        "shm-stdio-descriptor-0-offered",
+        "a server's socket accepted at descriptor 0 is offered the tier: its fgets(stdin) reads the stream",
+        [("src/fastpath/shm.c",
+          "\tif (fd > LF_SHM_STDIO_MAX && (lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER))))\n",
+          "\tif ((lf__shm_global || (l && (atomic_load(&l->flags) & LF_F_TIER))))\n")],
+        ["e2e:test_shm.py -k 'stdio_on and server'"]),
+    Mutant(
+        "shm-dprintf-through-glibc",
+        "dprintf on a tier socket goes to glibc's own write: its bytes land in the stream under the rings",
+        [("src/fastpath/io.c",
+          "\tif (!lf__shm_used || !lf__shm_on(fd)) {\n\t\tif (!next)",
+          "\tif (1) {\n\t\tif (!next)")],
+        ["e2e:test_shm.py -k 'stdio_on and dprintf'"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
@@ -2443,8 +2480,8 @@ MUTANTS += [
         "the last put closes the kept socket with the tokens of bytes the call read still on it: the peer, "
         "which wrote them, is reset where TCP gives it EOF",
         [("src/fastpath/shm.c",
-          "&& ours(c->kept, c->kept_ino))\n\t\tlf__shm_io_spent(c, c->kept);\n",
-          "&& ours(c->kept, c->kept_ino) && 0)\n\t\tlf__shm_io_spent(c, c->kept);\n")],
+          "&& lf__shm_ours(c->kept, c->kept_ino))\n\t\tlf__shm_io_spent(c, c->kept);\n",
+          "&& lf__shm_ours(c->kept, c->kept_ino) && 0)\n\t\tlf__shm_io_spent(c, c->kept);\n")],
         ["e2e:test_shm.py -k 'reads_eof_after'"]),
     Mutant(
         "shm-parked-never-put",
@@ -2688,8 +2725,8 @@ MUTANTS += [
           "\treturn lf__fd_used(fd) && lf__sys_vfork_child();",
           "\treturn false;"),
          ("src/fastpath/interpose.c",
-          "\tbool mine = !flags && !lf__sys_vfork_child(); /* a vfork child's: its parent's table */",
-          "\tbool mine = !flags; /* a vfork child's: its parent's table */")],
+          "\treturn close_range_around(first, last, flags, !flags && !lf__sys_vfork_child());",
+          "\treturn close_range_around(first, last, flags, !flags);")],
         ["e2e:test_shm.py -k 'runs_a_subprocess'"]),
     Mutant(
         "vfork-exec-counts-no-holder",
@@ -2728,9 +2765,8 @@ MUTANTS += [
         "a leave answers for the peer end through the table's number without checking that the number names "
         "that socket here (a vfork child closed it): the answer fails and the connection is shut down",
         [("src/fastpath/shm_leave.c",
-          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && !fstat(fd, &st) &&\n"
-          "\t\t    (unsigned long)st.st_ino == p->kept_ino)",
-          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && (fstat(fd, &st) || 1))")],
+          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK && lf__shm_ours(fd, p->kept_ino))",
+          "\t\tif (peer && atomic_load(&p->tx.h->leave) == LF_LEAVE_ASK)")],
         ["e2e:test_shm.py -k 'as_its_stdin or passing_a_tier_socket_to'"]),
     Mutant(
         "vfork-check-trusts-a-stale-pid",

@@ -112,6 +112,8 @@ def run_quiet(argv, log, limit=None, env=None):
     children, then SIGKILL; what is left of the group at the end (the
     orphans of a failed test) is killed too."""
     start = time.monotonic()
+    mark = f"LF_MUTANT_SUBSET={os.getpid()}.{start}"
+    env = dict(env or os.environ, LF_MUTANT_SUBSET=mark.split("=", 1)[1])
     with open(log, "a") as out:
         out.write(f"$ {shlex.join(argv)}\n")
         out.flush()
@@ -144,7 +146,21 @@ def run_quiet(argv, log, limit=None, env=None):
         os.killpg(p.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    kill_marked(mark.encode())
     return rc, time.monotonic() - start, timed_out
+
+
+def kill_marked(mark):
+    """Kills every process whose environment holds mark: what a hung
+    subset's tests started in sessions of their own (servers, loopfast
+    run's children) left the group, and would load the next subsets."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def verdict(log):
