@@ -33,6 +33,7 @@
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define COPY_NS 1000000000ull  /* its copy, once it answered */
 #define SLICE_NS 10000000ull
@@ -279,7 +280,14 @@ bool lf__shm_leave_for_stdio(int fd)
 	bool left = true;
 
 	if (c) { /* a client before its answer waits for it, as a pass does */
-		lf__shm_decide_by(c, fd, lf__sys_now_ns() + LF_SHM_ANSWER_NS);
+		uint64_t end = lf__sys_now_ns() + LF_SHM_ANSWER_NS;
+		lf__shm_decide_by(c, fd, end);
+		/* A fork's child that dup2s the socket onto its stdin and
+		 * stdout before an exec (inetd's way) shares the end with its
+		 * parent until the parent closes its copy, at once as a rule:
+		 * waited for, as long. */
+		while (atomic_load(&c->state) == ON && !lf__shm_alone(c) && lf__sys_now_ns() < end)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
 		left = atomic_load(&c->state) == OFF || lf__shm_leave(c, fd);
 		lf__shm_done(fd);
 	}

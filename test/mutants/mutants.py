@@ -1833,6 +1833,14 @@ MUTANTS += [
           "\tif (!lf__shm_used || !lf__shm_on(fd)) {\n\t\tif (!next)",
           "\tif (1) {\n\t\tif (!next)")],
         ["e2e:test_shm.py -k 'stdio_on and dprintf'"]),
+    Mutant(
+        "shm-stdio-child-does-not-wait-for-its-parent",
+        "a fork's child that dup2s the socket onto its stdin does not wait for its parent to close its copy: "
+        "refused (EOPNOTSUPP) where inetd's way works over TCP",
+        [("src/fastpath/shm_leave.c",
+          "\t\twhile (atomic_load(&c->state) == ON && !lf__shm_alone(c) && lf__sys_now_ns() < end)",
+          "\t\twhile (0)")],
+        ["e2e:test_shm.py -k 'stdio_on and fork'"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
