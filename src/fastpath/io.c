@@ -682,15 +682,17 @@ LF_EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
 		return next(fd, flag, fmt, ap);
 	}
 	int n = __vasprintf_chk(&s, flag, fmt, ap);
-	for (size_t off = 0; n > 0 && off < (size_t)n;) {
+	if (n < 0)
+		return n;
+	for (size_t off = 0; off < (size_t)n;) {
 		ssize_t w = write(fd, s + off, (size_t)n - off);
-		if (w < 0)
+		if (w < 0) {
 			n = -1;
-		else
-			off += (size_t)w;
+			break;
+		}
+		off += (size_t)w;
 	}
-	if (n >= 0)
-		free(s);
+	free(s);
 	return n;
 }
 

@@ -94,15 +94,39 @@ void lf__shm_holder(struct lf_shm_conn *c, bool more)
 		;
 }
 
-/* The process's last put of c: one holder fewer, if it was counted. */
+/* The process's last put of c, or its exit: one holder fewer, if it was
+ * counted (once). */
 static void holder_gone(struct lf_shm_conn *c)
 {
-	if (atomic_load(&c->forks_seen) != atomic_load(&lf__shm_forks))
+	if (atomic_exchange(&c->let_go, true) || atomic_load(&c->forks_seen) != atomic_load(&lf__shm_forks))
 		return; /* not counted */
 	if (c->board)
 		lf__shm_board_holder(c, false);
 	else if (c->map && c->tx.h)
 		lf__shm_holder(c, false);
+}
+
+/* exit(): the process lets go of the ends it holds, which the kernel's
+ * closes would not tell, so that a forked child or an exec'd program
+ * that exits (a shell's command, which inherits the shell's redirections)
+ * leaves the others alone again: before, one such child made every later
+ * pass, stdio dup or leave of its parent refused. Last, after the
+ * program's atexit handlers (which may still use a socket). Not in a
+ * vfork child (its parent's memory), nor at _exit or a kill (documented:
+ * docs/shm.md, "Who holds an end"). */
+__attribute__((destructor(101))) static void shm_exit(void)
+{
+	int hi = __atomic_load_n(&lf__shm_fd_hi, __ATOMIC_RELAXED);
+
+	if (!lf__shm_used || lf__sys_vfork_child())
+		return;
+	for (int fd = 0; fd <= hi; fd++) {
+		struct lf_shm_conn *c = lf__shm_use(fd);
+		if (c) {
+			holder_gone(c);
+			lf__shm_done(fd);
+		}
+	}
 }
 
 /* What the rings hold now, as seen from this process without a lock: the

@@ -27,6 +27,7 @@ struct lf_shm_conn {
 	 * prepare since; behind it (or LF_SHM_UNCOUNTED): not counted, and
 	 * never alone again (lf__shm_alone). */
 	atomic_uint forks_seen;
+	atomic_bool let_go; /* this process is no longer among the end's holders (shm.c, holder_gone) */
 	void *map;
 	struct lf_ring rx, tx;
 	pthread_mutex_t rxl, txl; /* one reader and one writer of the process at a time; never held across a wait */
@@ -138,7 +139,8 @@ extern atomic_int lf__shm_live;                           /* tier connections th
 /* shm_exec.c: one tier socket's record (the exec's, and a passed
  * socket's: shm_pass.c) and its adoption. fd and mfd: numbers in the
  * process that adopts (mfd -1: none). */
-enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_REC_FORKED = 8, LF_SHM_REC_TX_LEFT = 16 };
+enum { LF_SHM_REC_DONE = 1, LF_SHM_REC_UNSENT = 2, LF_SHM_REC_EDGES = 4, LF_SHM_REC_FORKED = 8, LF_SHM_REC_TX_LEFT = 16,
+       LF_SHM_REC_COUNTED = 32 /* the new image is a counted holder (exec only) */ };
 struct lf_shm_rec {
 	int fd, mfd;
 	unsigned long ino, mino;

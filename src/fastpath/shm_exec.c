@@ -135,6 +135,12 @@ static void record(int fd, struct lf_shm_conn *c, char *buf, size_t room, size_t
 				undo[(*nu)++] = keep[i];
 		}
 	}
+	/* The new image is among the end's holders as this one is (an exec
+	 * of this process: the same holder), or as lf__shm_exec_counted
+	 * counts it (a vfork child's): its exit lets go (shm.c, shm_exit). */
+	if (r.kind != 'u' && atomic_load(&c->state) == ON &&
+	    (vforked || atomic_load(&c->forks_seen) == atomic_load(&lf__shm_forks)))
+		r.flags |= LF_SHM_REC_COUNTED;
 	*n += (size_t)snprintf(buf + *n, room - *n, ":%d,%lu,%d,%lu,%c,%llu,%u,%u,%d,%lu,%d,%lu", fd, r.ino, r.mfd,
 			       r.mino, r.kind, r.count, r.flags, r.owed, r.box[0], r.boxino[0], r.box[1], r.boxino[1]);
 }
@@ -203,8 +209,15 @@ void lf__shm_exec_prepare(char *buf, size_t room, int *undo, size_t *nu)
 			if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dir || !(c = conn_for(fd, vforked)))
 				continue;
 			int fl = lf__sys_fcntl(fd, F_GETFD, 0);
-			if (fl >= 0 && !(fl & FD_CLOEXEC))
-				record(fd, c, buf, room, &n, undo, nu, vforked);
+			if (fl < 0 || (fl & FD_CLOEXEC))
+				continue;
+			/* stdio's (a vfork child's dup2, which acts on its parent's
+			 * table, or a dup the interposer did not see): the program
+			 * would read and write it past its interposer; off the tier
+			 * if it can be (shm.h, LF_SHM_STDIO_MAX) */
+			if (fd <= LF_SHM_STDIO_MAX && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))
+				continue;
+			record(fd, c, buf, room, &n, undo, nu, vforked);
 		}
 	}
 	lf__sys_close(dir);
@@ -348,7 +361,7 @@ bool lf__shm_exec_adopt_one(const struct lf_shm_rec *r, struct lf_shm_seen *seen
 		lf__sys_shutdown(fd, SHUT_RDWR);
 		return took;
 	}
-	if ((r->flags & LF_SHM_REC_FORKED) && !c->board) /* the previous image was not alone (or not counted): nor is this one */
+	if ((r->flags & (LF_SHM_REC_FORKED | LF_SHM_REC_COUNTED)) == LF_SHM_REC_FORKED && !c->board) /* the previous image was not alone, and not counted: nor is this one */
 		atomic_store(&c->forks_seen, LF_SHM_UNCOUNTED); /* (with the board, it was counted there, and is still) */
 	struct lf_fd *f = lf__fd(fd);
 	int fl = lf__sys_fcntl(fd, F_GETFL, 0);

@@ -34,6 +34,7 @@
 #include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define COPY_NS 1000000000ull  /* its copy, once it answered */
 #define SLICE_NS 10000000ull
@@ -274,6 +275,33 @@ static int through_copy(struct lf_shm_conn *c, int fd)
 	}
 }
 
+/* Until end: whether c's locks are free now (none taken). Not while this
+ * thread holds one: a signal handler that interrupted a call of its
+ * thread on the connection (dup2 is async-signal-safe: a handler's dup2
+ * onto stderr waited for ever on the lock its thread held), told by the
+ * owner glibc records in every mutex it locks; nor while another thread
+ * holds one that long. */
+static bool locks_free(struct lf_shm_conn *c, uint64_t end)
+{
+	pid_t self = gettid();
+
+	if (c->txl.__data.__owner == self || c->rxl.__data.__owner == self)
+		return false;
+	for (;;) {
+		if (!pthread_mutex_trylock(&c->txl)) {
+			bool rx = !pthread_mutex_trylock(&c->rxl);
+			if (rx)
+				pthread_mutex_unlock(&c->rxl);
+			pthread_mutex_unlock(&c->txl);
+			if (rx)
+				return true;
+		}
+		if (lf__sys_now_ns() >= end)
+			return false;
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+}
+
 bool lf__shm_leave_for_stdio(int fd)
 {
 	struct lf_shm_conn *c = lf__shm_conn_of(fd) ? lf__shm_use(fd) : NULL;
@@ -281,6 +309,11 @@ bool lf__shm_leave_for_stdio(int fd)
 
 	if (c) { /* a client before its answer waits for it, as a pass does */
 		uint64_t end = lf__sys_now_ns() + LF_SHM_ANSWER_NS;
+		if (!locks_free(c, end)) {
+			lf__shm_done(fd);
+			errno = EOPNOTSUPP;
+			return false;
+		}
 		lf__shm_decide_by(c, fd, end);
 		/* A fork's child that dup2s the socket onto its stdin and
 		 * stdout before an exec (inetd's way) shares the end with its

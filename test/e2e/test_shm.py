@@ -5201,6 +5201,11 @@ STDIO_CLIENT = textwrap.dedent("""
             s.close()
         os.waitpid(pid, 0)
         sys.exit(0)
+    elif mode == "subprocess":   # the child's stdout (Python's vfork, then dup2 in the child)
+        import subprocess
+        subprocess.run(["/usr/bin/printf", "hello\\nworld %d\\n", "42"], stdout=s, check=True)
+        f = s.makefile("rb")
+        r = [f.readline(), f.readline()]
     elif mode == "dprintf":
         libc.dprintf(fd, b"%s\\n", b"hello"); r = [s.recv(6)]
         libc.dprintf(fd, b"%s %d\\n", b"world", 42); r.append(s.recv(9))
@@ -5220,6 +5225,7 @@ STDIO_BASH = textwrap.dedent("""
     [ "$greeting" = HI ] || exit 3
     echo ready
     read -r go
+    [ "$2" = cmd ] && /bin/true   # a child that inherits fd 3, execs and exits
     echo hello >&3
     printf 'world %d\\n' 42 >&3
     read -r a <&3
@@ -5241,7 +5247,7 @@ def stdio_run(tier, mode):
     cli = None
     try:
         port = readline(srv).strip()
-        cmd = (["bash", "-c", STDIO_BASH, "bash", port] if mode == "bash" else
+        cmd = (["bash", "-c", STDIO_BASH, "bash", port, mode.removeprefix("bash-")] if mode.startswith("bash") else
                [sys.executable, "-c", STDIO_CLIENT.replace("STDIO_BASH_CHILD", repr(STDIO_BASH_CHILD)),
                 mode, port])
         cli = subprocess.Popen(lf_cmd(cmd, tier=tier) if tier else cmd, stdin=subprocess.PIPE,
@@ -5249,7 +5255,7 @@ def stdio_run(tier, mode):
         ready = readline(cli).split()
         assert ready[0] == "ready", ready
         mapped = maps_memfd(cli.pid) > 0 and maps_memfd(srv.pid) > 0
-        if mode == "bash":
+        if mode.startswith("bash"):
             cli.stdin.write("go\n")
             cli.stdin.flush()
         else:
@@ -5261,7 +5267,7 @@ def stdio_run(tier, mode):
         stop(cli, srv)
 
 
-@pytest.mark.parametrize("mode", ["bash", "fdopen", "dprintf", "stdin", "server", "fork-exec"])
+@pytest.mark.parametrize("mode", ["bash", "bash-cmd", "fdopen", "dprintf", "stdin", "server", "fork-exec", "subprocess"])
 def test_stdio_on_a_tier_socket_as_tcp(build, mode):
     """Programs that read and write a socket through glibc's stdio get
     TCP's bytes (the control): bash's `echo >&3` and `read <&3` (its
@@ -5270,7 +5276,10 @@ def test_stdio_on_a_tier_socket_as_tcp(build, mode):
     descriptor 0 when made (a client's connect, a server's accept) read
     with fgets(stdin), and inetd's way (fork-exec: the child dup2s the
     socket onto its stdin and stdout and execs bash, whose echo writes
-    through stdio; the parent closes its copy 20 ms after the fork). glibc makes those calls itself, past the
+    through stdio; the parent closes its copy 20 ms after the fork), bash
+    after a command of its own (bash-cmd: /bin/true inherits the socket
+    and exits), and a subprocess whose stdout is the socket (Python's
+    vfork child dup2s it and execs printf, which writes through stdio). glibc makes those calls itself, past the
     interposer: on the tier they wrote into the Unix stream under the
     rings, and the server reset the connection. Now a dup onto 0 to 2 and
     an fdopen leave the tier first (the kernel shows the ring mapped
@@ -5297,3 +5306,49 @@ def test_a_dup_onto_stdin_while_another_process_holds_the_end_is_refused(build):
     assert want == ["HELLO|WORLD 42", "hello|world 42"], want
     got, mapped = stdio_run("shm", "fork-keep")
     assert (got, mapped) == (["ENOTSUP", ""], True), (got, mapped)  # EOPNOTSUPP, by errno's first name
+
+
+SIGDUP_SERVER = textwrap.dedent("""
+    import socket, sys, time
+    l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+    print(l.getsockname()[1], flush=True)
+    c, _ = l.accept()
+    chunk, sent, end = bytes(65536), 0, time.monotonic() + 1
+    while time.monotonic() < end:
+        c.sendall(chunk); sent += len(chunk)
+    c.close()
+    print("sent", sent, flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def sigdup(tmp_path_factory):
+    """progs/shm_sigdup.c, built: dup2 onto stderr from a signal handler."""
+    return build_prog(tmp_path_factory, "shm_sigdup")
+
+
+@pytest.mark.parametrize("tier", ["tcp", "shm"])
+def test_a_dup_onto_stderr_from_a_signal_handler_during_a_read(sigdup, tier):
+    """A SIGALRM handler dup2s a socket onto descriptor 2 every 2 ms while
+    the main loop reads a second of the server's stream: every byte
+    arrives and the process ends. On the tier the dup2 first moves the
+    connection onto its Unix stream (docs/shm.md, "stdio"); the handler
+    that interrupted a read inside the tier's read lock waited for that
+    lock for ever (found by review: 3 hangs in 3 runs). Now the dup2 gives
+    up after 100 ms with EOPNOTSUPP when the lock stays held, and a later
+    one, outside the lock, moves the connection. TCP is the control: every
+    dup2 succeeds."""
+    srv = start(tier, SIGDUP_SERVER)
+    try:
+        port = readline(srv).strip()
+        done = subprocess.run(lf_cmd([sigdup, port], tier="shm") if tier == "shm" else [sigdup, port],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        sent = readline(srv).split()
+        got = done.stdout.split()
+        assert got[:2] == ["bytes", sent[1]], (got, sent)
+        ok, refused, other = int(got[3]), int(got[5]), int(got[7])
+        assert other == 0 and ok >= 1, got
+        assert refused == 0 or tier == "shm", got
+    finally:
+        stop(srv)

@@ -1841,6 +1841,13 @@ MUTANTS += [
           "\t\twhile (atomic_load(&c->state) == ON && !lf__shm_alone(c) && lf__sys_now_ns() < end)",
           "\t\twhile (0)")],
         ["e2e:test_shm.py -k 'stdio_on and fork'"]),
+    Mutant(
+        "shm-stdio-dup-waits-on-its-own-lock",
+        "a signal handler's dup2 onto stderr takes the tier's locks its own thread holds: it waits for ever",
+        [("src/fastpath/shm_leave.c",
+          "\t\tif (!locks_free(c, end)) {",
+          "\t\tif (0) {")],
+        ["e2e:test_shm.py -k 'signal_handler_during_a_read'"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
