@@ -1848,6 +1848,28 @@ MUTANTS += [
           "\t\tif (!locks_free(c, end)) {",
           "\t\tif (0) {")],
         ["e2e:test_shm.py -k 'signal_handler_during_a_read'"]),
+    Mutant(
+        "shm-exit-keeps-its-holder",
+        "a process that exits does not let go of the ends it holds: a shell's command leaves the shell never "
+        "alone, and its stdio dup is refused",
+        [("src/fastpath/shm.c",
+          "\tif (!lf__shm_used || lf__sys_vfork_child())\n\t\treturn;\n\tfor (int fd = 0; fd <= hi; fd++) {",
+          "\tif (1)\n\t\treturn;\n\tfor (int fd = 0; fd <= hi; fd++) {")],
+        ["e2e:test_shm.py -k 'stdio_on and bash-cmd'"]),
+    Mutant(
+        "shm-exec-record-never-counted",
+        "an exec record never says that the new image is a counted holder: its exit cannot let go",
+        [("src/fastpath/shm_exec.c",
+          "\t\tr.flags |= LF_SHM_REC_COUNTED;",
+          "\t\t;")],
+        ["e2e:test_shm.py -k 'stdio_on and bash-cmd'"]),
+    Mutant(
+        "shm-exec-stdio-stays-on-the-tier",
+        "an exec carries a tier socket at descriptor 0 to 2 on the rings: the program's stdio writes past them",
+        [("src/fastpath/shm_exec.c",
+          "\t\t\tif (fd <= LF_SHM_STDIO_MAX && (atomic_load(&c->state) == OFF || lf__shm_leave(c, fd)))",
+          "\t\t\tif (0)")],
+        ["e2e:test_shm.py -k 'stdio_on and subprocess'"]),
 ]
 # The shm tier's spinning round trip without the other core's lines
 # (docs/shm.md, "Spinning", "Cache lines"): the hand-off's proof is the
