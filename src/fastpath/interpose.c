@@ -425,12 +425,18 @@ static void inherit(int fd, int nfd, bool cloexec)
 		lf__listener_cloexec(f->lst, false);
 }
 
-/* A copy of fd that got one of stdio's numbers (dup, F_DUPFD): its
- * connection leaves the tier first (shm.h), or the copy is undone and the
- * call fails (EOPNOTSUPP). */
+/* fd may become nfd: not one of stdio's numbers, or off the tier first
+ * (shm.h; false: EOPNOTSUPP). */
+static bool stdio_ok(int fd, int nfd)
+{
+	return fd == nfd || nfd < 0 || nfd > LF_SHM_STDIO_MAX || !lf__shm_used || lf__shm_leave_for_stdio(fd);
+}
+
+/* A copy of fd that got one of stdio's numbers (dup, F_DUPFD): undone,
+ * and the call fails, when the connection cannot leave the tier. */
 static bool stdio_copy(int fd, int nfd)
 {
-	if (nfd < 0 || nfd > LF_SHM_STDIO_MAX || !lf__shm_used || lf__shm_leave_for_stdio(fd))
+	if (stdio_ok(fd, nfd))
 		return true;
 	int e = errno;
 	lf__sys_close(nfd);
@@ -458,8 +464,8 @@ LF_EXPORT int dup3(int fd, int nfd, int flags)
 
 	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
 		return REAL(dup3)(fd, nfd, flags);
-	if (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))
-		return -1; /* stdio's number: off the tier first (shm.h) */
+	if (!stdio_ok(fd, nfd))
+		return -1;
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup3)(fd, nfd, flags);
@@ -476,8 +482,8 @@ LF_EXPORT int dup2(int fd, int nfd)
 
 	if (lf__fd_foreign(fd) || lf__fd_foreign(nfd))
 		return REAL(dup2)(fd, nfd);
-	if (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))
-		return -1; /* stdio's number: off the tier first (shm.h) */
+	if (!stdio_ok(fd, nfd))
+		return -1;
 	if (fd != nfd)
 		lf__fd_relocate(nfd);
 	r = REAL(dup2)(fd, nfd);

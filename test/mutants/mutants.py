@@ -1800,8 +1800,7 @@ MUTANTS += [
         "shm-stdio-dup-stays-on-the-tier",
         "a tier socket dup2'd onto stdout stays on the tier: bash's echo >&3 writes into the stream (a reset)",
         [("src/fastpath/interpose.c",
-          "\tif (fd != nfd && nfd >= 0 && nfd <= LF_SHM_STDIO_MAX && lf__shm_used && !lf__shm_leave_for_stdio(fd))\n"
-          "\t\treturn -1; /* stdio's number: off the tier first (shm.h) */\n\tif (fd != nfd)\n"
+          "\tif (!stdio_ok(fd, nfd))\n\t\treturn -1;\n\tif (fd != nfd)\n"
           "\t\tlf__fd_relocate(nfd);\n\tr = REAL(dup2)(fd, nfd);",
           "\tif (fd != nfd)\n\t\tlf__fd_relocate(nfd);\n\tr = REAL(dup2)(fd, nfd);")],
         ["e2e:test_shm.py -k 'stdio_on and bash'"]),
